@@ -1,0 +1,20 @@
+"""Run every benchmark in order, or the ones named: ``python -m benchmarks [NAME ...]``."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# Each module has ``run() -> None`` that prints its figures and ratios.
+BENCHMARKS = ["nem12"]
+
+
+def main(argv: list[str]) -> None:
+    names = argv or BENCHMARKS
+    for name in names:
+        module = importlib.import_module(f"benchmarks.bench_{name}")
+        module.run()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,39 @@
+"""The ``freehours`` command line: thin Typer commands that parse, call and print.
+
+Exit status: 0 on success, 2 on bad usage or bad input (the message on stderr names the file and
+line), 1 on other failures.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from freehours.errors import FreehoursError, InputError
+
+app = typer.Typer(
+    name="freehours",
+    help="Metering-to-billing for daily free-energy windows: NEM12 in, settled quotas and bills out.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err_console = Console(stderr=True)
+
+
+def main() -> None:
+    """Entry point: run the app, turning freehours errors into messages and exit codes."""
+    try:
+        app()
+    except InputError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except FreehoursError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(1)
+
+
+# Command modules register themselves on ``app`` when imported.
+from freehours.cli import nem12  # noqa: E402, F401

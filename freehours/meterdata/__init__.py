@@ -1,0 +1,1 @@
+"""Interval meter data: NEM12 reading (streaming, exact, revisions) and writing."""

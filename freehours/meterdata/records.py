@@ -1,0 +1,87 @@
+"""What a NEM12 file holds, as the rest of freehours sees it.
+
+One ``IntervalDay`` is one 300 record (one NMI, one channel suffix, one NEM date) with its 400
+records applied: the day's interval values in kWh as exact decimals, a quality flag per interval,
+and the UpdateDateTime that decides which revision wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from enum import StrEnum
+
+from freehours.domain.time import NEM_TIME
+
+
+class Quality(StrEnum):
+    """NEM12 quality flags, one per interval (V is resolved into these through 400 records)."""
+
+    ACTUAL = "A"  # an actual read
+    ESTIMATED = "E"  # forward estimate, to be replaced by a substitute or actual
+    SUBSTITUTED = "S"  # a substitute: final until an actual arrives
+    FINAL = "F"  # a final substitute
+    NULL = "N"  # no data: the interval is missing whatever its value field says
+
+
+@dataclass(frozen=True, slots=True)
+class IntervalRead:
+    """One interval: [start, end) in NEM time, its energy in kWh (None when missing)."""
+
+    nmi: str
+    suffix: str
+    start: datetime
+    end: datetime
+    kwh: Decimal | None
+    quality: str
+
+
+@dataclass(frozen=True, slots=True)
+class IntervalDay:
+    """One 300 record: a channel's interval values for one NEM date.
+
+    ``values[i]`` is interval ``i + 1`` of the day, in kWh (units are normalised on reading), or
+    None when missing (quality N, or no value). ``qualities[i]`` is that interval's flag, one
+    character of ``Quality``. ``uom`` is ``"KWH"`` for energy; other units (kVArh, ...) are kept as
+    written, upper-cased, and are never rated.
+    """
+
+    nmi: str
+    suffix: str
+    day: date
+    interval_minutes: int
+    values: tuple[Decimal | None, ...]
+    qualities: str
+    update_datetime: datetime | None
+    uom: str = "KWH"
+    source: str = ""
+    line: int = 0
+
+    @property
+    def start(self) -> datetime:
+        """Start of the NEM day (00:00 AEST)."""
+        return datetime.combine(self.day, time(0), NEM_TIME)
+
+    @property
+    def is_energy(self) -> bool:
+        return self.uom == "KWH"
+
+    def interval_start(self, index: int) -> datetime:
+        """Start of interval ``index`` (0-based) in NEM time."""
+        return self.start + timedelta(minutes=self.interval_minutes * index)
+
+    def intervals(self) -> Iterator[IntervalRead]:
+        """Every interval of the day as an ``IntervalRead``, in time order."""
+        step = timedelta(minutes=self.interval_minutes)
+        start = self.start
+        for value, quality in zip(self.values, self.qualities, strict=True):
+            end = start + step
+            yield IntervalRead(self.nmi, self.suffix, start, end, value, quality)
+            start = end
+
+    @property
+    def key(self) -> tuple[str, str, date]:
+        """What a revision replaces: one (NMI, suffix, NEM date)."""
+        return (self.nmi, self.suffix, self.day)

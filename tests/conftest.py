@@ -1,0 +1,82 @@
+"""Shared fixtures: the real services (PostgreSQL, Redis) and the shared NEM12 examples.
+
+A test that needs PostgreSQL or Redis asks for ``postgres_url`` or ``redis_url``. Where the service
+is not reachable the test is skipped with one line saying so, unless FREEHOURS_REQUIRE_SERVICES is
+set (``make ci``), where it fails instead.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "nem12-examples"
+DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
+
+
+def _unavailable(what: str, detail: str) -> None:
+    if os.environ.get("FREEHOURS_REQUIRE_SERVICES"):
+        pytest.fail(f"{what} is required here (FREEHOURS_REQUIRE_SERVICES) but {detail}")
+    pytest.skip(f"{what} not reachable ({detail}); its tests are skipped")
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data/nem12-examples, or a skip where a fresh clone does not have it."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared NEM12 examples not present at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def postgres_admin_url() -> str:
+    """URL of a reachable PostgreSQL database from which test databases are created."""
+    import sqlalchemy as sa
+
+    url = os.environ.get("FREEHOURS_TEST_DATABASE_URL", DEFAULT_POSTGRES)
+    try:
+        engine = sa.create_engine(url, connect_args={"connect_timeout": 3})
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+        engine.dispose()
+    except Exception as exc:  # noqa: BLE001 - any failure to connect means "not reachable"
+        _unavailable("PostgreSQL", f"{url}: {type(exc).__name__}")
+    return url
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_admin_url: str) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for this test session, dropped afterwards."""
+    import sqlalchemy as sa
+
+    admin = sa.create_engine(postgres_admin_url, isolation_level="AUTOCOMMIT")
+    name = f"freehours_test_{uuid.uuid4().hex[:12]}"
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = sa.make_url(postgres_admin_url).set(database=name).render_as_string(hide_password=False)
+    try:
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """URL of a reachable Redis; tests use their own key prefix and clean up after themselves."""
+    import redis
+
+    url = os.environ.get("FREEHOURS_TEST_REDIS_URL", DEFAULT_REDIS)
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=3)
+        client.ping()
+        client.close()
+    except Exception as exc:  # noqa: BLE001 - any failure to connect means "not reachable"
+        _unavailable("Redis", f"{url}: {type(exc).__name__}")
+    return url
