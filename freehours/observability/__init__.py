@@ -1,0 +1,1 @@
+"""Structured logs, Prometheus metrics and traces."""

@@ -1,0 +1,124 @@
+"""The quota cache keeps the newest state per key, on both implementations behind one interface."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+import redis
+
+from freehours.cache.quota import (
+    CacheUnavailable,
+    MemoryQuotaCache,
+    QuotaCache,
+    RedisQuotaCache,
+    decode,
+    encode,
+    fail_fast_redis,
+)
+from freehours.clock import ManualClock
+from freehours.domain.settlement import Claimed, QuotaStatus, claim, complete, new_quota
+
+NOW = datetime(2026, 7, 1, 5, tzinfo=UTC)
+
+
+@pytest.fixture(params=["memory", "redis"])
+def cache(request: pytest.FixtureRequest) -> Iterator[QuotaCache]:
+    if request.param == "memory":
+        yield MemoryQuotaCache(ManualClock(NOW))
+        return
+    url = request.getfixturevalue("redis_url")
+    client = redis.Redis.from_url(url)
+    prefix = f"test:{uuid.uuid4().hex}:"
+    yield RedisQuotaCache(client, prefix=prefix)
+    for key in client.scan_iter(f"{prefix}*"):
+        client.delete(key)
+    client.close()
+
+
+def _states():
+    pending = new_quota("4102000001", date(2026, 7, 1))
+    decision = claim(pending, NOW, timedelta(seconds=30), 5)
+    assert isinstance(decision, Claimed)
+    locked = decision.quota
+    done = complete(locked, locked.fence, Decimal("7.125"), Decimal("2.14"), NOW)
+    return pending, locked, done
+
+
+def test_encode_decode_round_trips_every_field() -> None:
+    _, locked, done = _states()
+    assert decode(encode(locked)) == locked
+    assert decode(encode(done)) == done
+
+
+def test_get_of_an_unknown_key_is_none(cache: QuotaCache) -> None:
+    assert cache.get("nobody:2026-07-01") is None
+
+
+def test_newer_revision_replaces_older(cache: QuotaCache) -> None:
+    _, locked, done = _states()
+    assert cache.put(locked, 30)
+    assert cache.put(done, 300)
+    assert cache.get(done.key) == done
+
+
+def test_older_revision_never_overwrites_newer(cache: QuotaCache) -> None:
+    _, locked, done = _states()
+    assert cache.put(done, 300)
+    assert not cache.put(locked, 30)
+    got = cache.get(done.key)
+    assert got is not None
+    assert got.status is QuotaStatus.COMPLETED
+
+
+def test_same_revision_is_not_written_twice(cache: QuotaCache) -> None:
+    _, _, done = _states()
+    assert cache.put(done, 300)
+    assert not cache.put(done, 300)
+
+
+def test_a_new_version_replaces_a_completed_older_version(cache: QuotaCache) -> None:
+    _, _, done = _states()
+    cache.put(done, 300)
+    next_version = new_quota(done.nmi, done.date, version=2)
+    assert cache.put(next_version, 30)
+    got = cache.get(done.key)
+    assert got is not None
+    assert (got.version, got.status) == (2, QuotaStatus.PENDING)
+
+
+def test_memory_entries_expire_on_the_injected_clock() -> None:
+    clock = ManualClock(NOW)
+    cache = MemoryQuotaCache(clock)
+    _, locked, _ = _states()
+    cache.put(locked, 30)
+    clock.advance(29.9)
+    assert cache.get(locked.key) == locked
+    clock.advance(0.1)
+    assert cache.get(locked.key) is None
+    # An expired entry no longer blocks an older state from being cached.
+    assert cache.put(replace(locked, revision=0), 30)
+
+
+def test_redis_entries_carry_their_time_to_live(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    prefix = f"test:{uuid.uuid4().hex}:"
+    cache = RedisQuotaCache(client, prefix=prefix)
+    _, locked, _ = _states()
+    cache.put(locked, 30)
+    ttl = client.pttl(prefix + locked.key)
+    client.delete(prefix + locked.key)
+    assert 29_000 < ttl <= 30_000
+
+
+def test_unreachable_redis_raises_cache_unavailable() -> None:
+    cache = RedisQuotaCache(fail_fast_redis("redis://127.0.0.1:1/0"))
+    _, locked, _ = _states()
+    with pytest.raises(CacheUnavailable):
+        cache.get(locked.key)
+    with pytest.raises(CacheUnavailable):
+        cache.put(locked, 30)
