@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+# ``store`` and ``store_url``: a database on each backend (SQLite, PostgreSQL), isolated per test.
+pytest_plugins = ["tests.store.fixtures"]
+
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "nem12-examples"
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"

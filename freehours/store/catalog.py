@@ -1,0 +1,108 @@
+"""Plans and customers in the database: the catalogue that settlement and billing look things up in.
+
+A plan is stored as its document (the plan file's fields as JSON, decimals as strings), so that
+the store keeps exactly what was put and ``freehours.domain.plan`` stays the one place that
+reads plans. Functions take the caller's connection and run in the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from freehours.domain.time import Region
+from freehours.errors import InputError
+from freehours.store.tables import NMI_LENGTH, PLAN_ID_LENGTH, customers, plans
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPlan:
+    """A plan as stored: its id, its document, and when it was last put."""
+
+    plan_id: str
+    document: dict[str, Any]
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Customer:
+    """A customer: the NMI they are billed for, their plan, and their region (hence clock)."""
+
+    nmi: str
+    plan_id: str
+    region: Region
+    updated_at: datetime
+
+
+def _json_value(value: object) -> str:
+    # Decimals as strings: exact, and how the plan file writes prices.
+    if isinstance(value, Decimal):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def _upsert(conn: sa.Connection, table: sa.Table, row: dict[str, Any]) -> None:
+    insert = (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
+    statement = insert.values(row)
+    key = [column.name for column in table.primary_key]
+    conn.execute(
+        statement.on_conflict_do_update(
+            index_elements=key,
+            set_={name: statement.excluded[name] for name in row if name not in key},
+        )
+    )
+
+
+def put_plan(
+    conn: sa.Connection, plan_id: str, document: Mapping[str, Any], *, updated_at: datetime
+) -> StoredPlan:
+    """Create or replace a plan."""
+    if not 0 < len(plan_id) <= PLAN_ID_LENGTH:
+        raise InputError(f"plan id {plan_id!r} is not 1 to {PLAN_ID_LENGTH} characters")
+    text = json.dumps(document, default=_json_value, sort_keys=True, separators=(",", ":"))
+    _upsert(conn, plans, {"plan_id": plan_id, "document": text, "updated_at": updated_at})
+    return StoredPlan(plan_id, json.loads(text), updated_at)
+
+
+def get_plan(conn: sa.Connection, plan_id: str) -> StoredPlan | None:
+    """The plan ``plan_id``, or None."""
+    row = conn.execute(sa.select(plans).where(plans.c.plan_id == plan_id)).one_or_none()
+    return (
+        None if row is None else StoredPlan(row.plan_id, json.loads(row.document), row.updated_at)
+    )
+
+
+def list_plans(conn: sa.Connection) -> list[StoredPlan]:
+    """Every plan, by id."""
+    rows = conn.execute(sa.select(plans).order_by(plans.c.plan_id))
+    return [StoredPlan(row.plan_id, json.loads(row.document), row.updated_at) for row in rows]
+
+
+def put_customer(
+    conn: sa.Connection, nmi: str, *, plan_id: str, region: Region, updated_at: datetime
+) -> Customer:
+    """Create or update the customer of ``nmi``; ``InputError`` when the plan is not stored."""
+    if not 0 < len(nmi) <= NMI_LENGTH:
+        raise InputError(f"NMI {nmi!r} is not 1 to {NMI_LENGTH} characters")
+    # Checked first, not left to the foreign key: on PostgreSQL a violated constraint would
+    # abort the caller's whole transaction. Plans are never deleted, so the check holds.
+    if conn.scalar(sa.select(sa.exists().where(plans.c.plan_id == plan_id))) is not True:
+        raise InputError(f"customer {nmi}: plan {plan_id!r} is not known")
+    row = {"nmi": nmi, "plan_id": plan_id, "region": region.value, "updated_at": updated_at}
+    _upsert(conn, customers, row)
+    return Customer(nmi, plan_id, region, updated_at)
+
+
+def get_customer(conn: sa.Connection, nmi: str) -> Customer | None:
+    """The customer of ``nmi``, or None."""
+    row = conn.execute(sa.select(customers).where(customers.c.nmi == nmi)).one_or_none()
+    if row is None:
+        return None
+    return Customer(row.nmi, row.plan_id, Region(row.region), row.updated_at)

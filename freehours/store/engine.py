@@ -1,0 +1,92 @@
+"""The database seam: an engine per URL, and transactions that read or write.
+
+Two backends. SQLite is the embedded default: WAL (readers never wait for the writer), a busy
+timeout, foreign keys on, and freehours issues ``BEGIN`` itself (pysqlite's own transaction
+handling is switched off) so that a writer can take the write lock up front with
+``BEGIN IMMEDIATE``: a transaction that reads, then writes, could otherwise find another writer
+got there first and fail at once instead of waiting. PostgreSQL goes through psycopg 3; plain
+``postgresql://`` URLs are taken to mean it.
+
+Write transactions (``write_transaction``, ``Store.write``) are where anything that reads in
+order to write belongs: the settlement's ``claim`` (which also selects ``FOR UPDATE``, a no-op
+on SQLite, where the whole database is locked already), ingestion, migrations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from freehours.errors import ConfigurationError
+
+#: How long a SQLite writer waits for another's write lock before giving up, in milliseconds.
+#: Importing the reference NEM12 file (2,976,000 values) holds the lock for about 20 s on these
+#: machines; a writer that has waited longer than this is better told the database is busy.
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+#: The execution option that makes the next ``BEGIN`` on a SQLite connection ``BEGIN IMMEDIATE``.
+_SQLITE_BEGIN = "freehours_sqlite_begin"
+
+
+def create_engine(url: str) -> sa.Engine:
+    """An engine for ``url``: ``sqlite:///PATH`` or ``postgresql[+psycopg]://...``."""
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError as exc:
+        raise ConfigurationError(f"database URL {url!r} cannot be parsed: {exc}") from exc
+    if parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg"):
+        return sa.create_engine(parsed.set(drivername="postgresql+psycopg"))
+    if parsed.drivername in ("sqlite", "sqlite+pysqlite"):
+        return _sqlite_engine(parsed)
+    raise ConfigurationError(
+        f"database URL {parsed.render_as_string()!r}: freehours runs on sqlite:/// or "
+        "postgresql+psycopg://, not on "
+        f"{parsed.drivername}"
+    )
+
+
+def _sqlite_engine(url: sa.URL) -> sa.Engine:
+    engine = sa.create_engine(url)
+
+    @event.listens_for(engine, "connect")
+    def _configure(dbapi_connection: Any, _record: Any) -> None:
+        # None = autocommit at the driver level: freehours' own BEGIN (below) starts transactions.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: sa.Connection) -> None:
+        mode = connection.get_execution_options().get(_SQLITE_BEGIN, "DEFERRED")
+        connection.exec_driver_sql(f"BEGIN {mode}")
+
+    return engine
+
+
+@contextmanager
+def write_transaction(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A transaction that will write: committed on exit, rolled back on an exception.
+
+    On SQLite it begins with ``BEGIN IMMEDIATE``, so it holds the database's write lock from its
+    first statement (waiting up to the busy timeout for it). On PostgreSQL it is an ordinary
+    READ COMMITTED transaction: lock rows with ``SELECT ... FOR UPDATE``.
+    """
+    with engine.connect() as connection:
+        if engine.dialect.name == "sqlite":
+            connection.execution_options(**{_SQLITE_BEGIN: "IMMEDIATE"})
+        with connection.begin():
+            yield connection
+
+
+@contextmanager
+def read_transaction(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A transaction that only reads (a deferred one on SQLite); committed on exit."""
+    with engine.begin() as connection:
+        yield connection

@@ -1,0 +1,556 @@
+"""Meter data in the database: NEM12 day rows in bulk, JSON reads merged interval by interval.
+
+Every function takes the caller's connection and writes within the caller's transaction, so a
+file or a request is stored all or nothing. Writers belong in ``Store.write()``.
+
+The revision rule (DESIGN.md section 1) is applied by the database, in the upsert's own
+``ON CONFLICT (nmi, suffix, day) DO UPDATE ... WHERE``, so concurrent ingests cannot undo each
+other: whichever commits last, the newest revision of each day row is what stays. A stored day
+row is replaced when the incoming one
+
+- has a later UpdateDateTime (a stamp at all beats none), or
+- has the same stamp and different content. Equal stamps: the later arrival wins, as the later
+  row of one file does. An MDP that resends a corrected file without restamping it gets the
+  correction; two imports racing with equal stamps and different content leave whichever
+  committed last, never a mixture, since each day row is replaced whole. An identical resend
+  writes nothing (so ``received_at`` keeps the first arrival) and is counted ``unchanged``.
+
+JSON reads (``POST /v1/meter-readings``) may cover part of a day or several days. Each read
+replaces its interval's value and quality in the day row, and the row's stamp becomes the receive
+time (never earlier than the stamp it had, so an older NEM12 revision arriving later still loses).
+Two requests touching one day row serialise on the row: each locks the rows it merges into
+(``FOR UPDATE``; on SQLite the write transaction holds the whole database), and a day row that
+does not exist yet is created by ``INSERT ... ON CONFLICT DO NOTHING``, so a request that loses
+that race merges into the winner's row instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from freehours.domain.time import NEM_TIME
+from freehours.errors import InputError
+from freehours.meterdata.records import IntervalDay, IntervalRead, Quality
+from freehours.store.tables import NMI_LENGTH, UOM_LENGTH, UtcDateTime, meter_days
+
+#: Interval lengths NEM12 allows (IntervalLength), in minutes; a NEM day is 1440 minutes.
+INTERVAL_MINUTES = (5, 15, 30)
+_DAY_MINUTES = 1440
+
+#: Rows sent to a SQLite staging table per executemany: bounds memory, not the transaction.
+_SQLITE_STAGING_BATCH = 5_000
+
+_KEY = ("nmi", "suffix", "day")
+_CONTENT = ("interval_minutes", "uom", "interval_values", "qualities")
+_COLUMNS = (*_KEY, *_CONTENT, "update_datetime", "received_at")
+_QUALITIES = frozenset(Quality)
+_BLANK = (None, Quality.NULL.value)
+
+DayKey = tuple[str, str, date]
+
+
+@dataclass(frozen=True, slots=True)
+class IngestCounts:
+    """What an ingest did. Days count day rows; reads count intervals.
+
+    ``accepted``: stored where nothing was (a new day row; a value for an interval that had none).
+    ``superseded``: replaced what was stored (an older revision, or one with the same stamp and
+    different content; a different value or quality).
+    ``unchanged``: stored exactly so already; nothing was written.
+    ``stale``: days only: older than the revision stored (or beaten by a newer revision of the
+    same day in the same batch), so not stored.
+    """
+
+    accepted: int = 0
+    superseded: int = 0
+    unchanged: int = 0
+    stale: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.accepted + self.superseded + self.unchanged + self.stale
+
+    def __add__(self, other: IngestCounts) -> IngestCounts:
+        return IngestCounts(
+            *(getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(self))
+        )
+
+
+def encode_values(values: Iterable[Decimal | None]) -> str:
+    """A day's values as stored: exact decimals, comma-joined, empty where missing."""
+    return ",".join(["" if value is None else str(value) for value in values])
+
+
+def decode_values(text: str) -> tuple[Decimal | None, ...]:
+    """The inverse of ``encode_values``: ``Decimal(str(d))`` is ``d``, exponent included."""
+    return tuple(Decimal(field) if field else None for field in text.split(","))
+
+
+# --- NEM12 day rows, in bulk -------------------------------------------------------------------
+
+_staging_metadata = sa.MetaData()
+
+#: Where a batch of day rows lands before the one upsert: a temporary table (per connection,
+#: never WAL-logged on PostgreSQL), without keys, so that COPY runs at full speed.
+_staging = sa.Table(
+    "meter_days_staging",
+    _staging_metadata,
+    *(sa.Column(column.name, column.type) for column in meter_days.columns),
+    sa.Column("seq", sa.Integer, nullable=False),
+    prefixes=["TEMPORARY"],
+)
+
+
+def ingest_days(
+    conn: sa.Connection, days: Iterable[IntervalDay], *, received_at: datetime
+) -> IngestCounts:
+    """Store NEM12 day rows under the revision rule; all or nothing with the caller's transaction.
+
+    ``days`` is consumed once, streaming (a ``read_days`` iterator: a ``NEM12Error`` it raises
+    propagates, and the caller's rollback discards everything). On PostgreSQL the rows are
+    ``COPY``-ed into a temporary table and upserted in one statement; on SQLite the temporary table
+    is filled by executemany.
+    """
+    if received_at.utcoffset() is None:
+        raise ValueError("received_at must be an aware datetime")
+    # Created and dropped in the caller's transaction: if anything here raises, the caller's
+    # rollback takes the staging table away with the rest.
+    _staging.create(conn)
+    if conn.dialect.name == "postgresql":
+        staged = _copy_to_staging(conn, days, received_at)
+    else:
+        staged = _insert_into_staging(conn, days, received_at)
+    counts = _upsert_from_staging(conn, staged) if staged else IngestCounts()
+    _staging.drop(conn)
+    return counts
+
+
+def _staging_rows(days: Iterable[IntervalDay], received_at: datetime) -> Iterator[tuple[Any, ...]]:
+    for seq, day in enumerate(days):
+        _check_day(day)
+        yield (
+            day.nmi,
+            day.suffix,
+            day.day,
+            day.interval_minutes,
+            day.uom,
+            encode_values(day.values),
+            day.qualities,
+            day.update_datetime,
+            received_at,
+            seq,
+        )
+
+
+def _check_day(day: IntervalDay) -> None:
+    where = f"{day.source}:{day.line}: " if day.source else ""
+    what = f"{where}{day.nmi} {day.suffix} {day.day.isoformat()}"
+    if day.interval_minutes not in INTERVAL_MINUTES:
+        raise InputError(f"{what}: interval length {day.interval_minutes} is not 5, 15 or 30")
+    intervals = _DAY_MINUTES // day.interval_minutes
+    if len(day.values) != intervals or len(day.qualities) != intervals:
+        raise InputError(
+            f"{what}: {len(day.values)} values and {len(day.qualities)} qualities, "
+            f"a {day.interval_minutes}-minute day has {intervals}"
+        )
+    if not 0 < len(day.uom) <= UOM_LENGTH:
+        raise InputError(f"{what}: unit {day.uom!r} is not 1 to {UOM_LENGTH} characters")
+    stamp = day.update_datetime
+    if stamp is not None and stamp.utcoffset() is None:
+        raise InputError(f"{what}: UpdateDateTime {stamp.isoformat()} has no UTC offset")
+    _check_channel(day.nmi, day.suffix, what)
+
+
+def _check_channel(nmi: str, suffix: str, what: str) -> None:
+    if not 0 < len(nmi) <= NMI_LENGTH:
+        raise InputError(f"{what}: NMI {nmi!r} is not 1 to {NMI_LENGTH} characters")
+    if len(suffix) != 2:
+        raise InputError(f"{what}: suffix {suffix!r} is not 2 characters")
+
+
+def _copy_to_staging(
+    conn: sa.Connection, days: Iterable[IntervalDay], received_at: datetime
+) -> int:
+    driver = conn.connection.driver_connection
+    if not isinstance(driver, psycopg.Connection):
+        raise TypeError(f"PostgreSQL through psycopg 3 expected, not {type(driver).__name__}")
+    columns = ", ".join(column.name for column in _staging.columns)
+    staged = 0
+    with (
+        driver.cursor() as cursor,
+        cursor.copy(f"COPY {_staging.name} ({columns}) FROM STDIN") as copy,
+    ):
+        for row in _staging_rows(days, received_at):
+            copy.write_row(row)
+            staged += 1
+    return staged
+
+
+def _insert_into_staging(
+    conn: sa.Connection, days: Iterable[IntervalDay], received_at: datetime
+) -> int:
+    names = [column.name for column in _staging.columns]
+    insert = _staging.insert()
+    staged = 0
+    batch: list[dict[str, Any]] = []
+    for row in _staging_rows(days, received_at):
+        batch.append(dict(zip(names, row, strict=True)))
+        if len(batch) == _SQLITE_STAGING_BATCH:
+            conn.execute(insert, batch)
+            staged += len(batch)
+            batch = []
+    if batch:
+        conn.execute(insert, batch)
+        staged += len(batch)
+    return staged
+
+
+def _keys_equal(
+    a: sa.ColumnCollection[str, Any], b: sa.ColumnCollection[str, Any]
+) -> sa.ColumnElement[bool]:
+    return sa.and_(*(a[name] == b[name] for name in _KEY))
+
+
+def _stamp_newer(
+    newer: sa.ColumnElement[Any], older: sa.ColumnElement[Any]
+) -> sa.ColumnElement[bool]:
+    """``newer`` is a later stamp than ``older``; a stamp is later than none."""
+    return sa.or_(newer > older, sa.and_(older.is_(None), newer.is_not(None)))
+
+
+def _replaces(
+    stored: sa.ColumnCollection[str, Any], incoming: sa.ColumnCollection[str, Any]
+) -> sa.ColumnElement[bool]:
+    """The revision rule: ``incoming`` replaces ``stored``."""
+    return sa.or_(
+        _stamp_newer(incoming["update_datetime"], stored["update_datetime"]),
+        sa.and_(
+            incoming["update_datetime"].is_not_distinct_from(stored["update_datetime"]),
+            sa.or_(*(incoming[name] != stored[name] for name in _CONTENT)),
+        ),
+    )
+
+
+def _upsert_from_staging(conn: sa.Connection, staged: int) -> IngestCounts:
+    staging = _staging.c
+    losers = 0
+    duplicated = (
+        sa.select(sa.literal(1))
+        .select_from(_staging)
+        .group_by(*(staging[name] for name in _KEY))
+        .having(sa.func.count() > 1)
+    )
+    if conn.scalar(sa.select(sa.exists(duplicated))):
+        # Two revisions of one day in one batch: keep the one the rule prefers, the later on a tie.
+        other = _staging.alias("other")
+        beaten = sa.or_(
+            _stamp_newer(other.c.update_datetime, staging.update_datetime),
+            sa.and_(
+                other.c.update_datetime.is_not_distinct_from(staging.update_datetime),
+                other.c.seq > staging.seq,
+            ),
+        )
+        losers = conn.execute(
+            sa.delete(_staging).where(sa.exists().where(_keys_equal(other.c, staging), beaten))
+        ).rowcount
+    rows = staged - losers
+    if conn.dialect.name == "postgresql":
+        accepted, superseded = _upsert_postgresql(conn)
+    else:
+        accepted, superseded = _upsert_sqlite(conn, rows)
+    stale = conn.scalar(
+        sa.select(sa.func.count())
+        .select_from(_staging.join(meter_days, _keys_equal(meter_days.c, staging)))
+        .where(_stamp_newer(meter_days.c.update_datetime, staging.update_datetime))
+    )
+    stale = int(stale or 0)
+    return IngestCounts(
+        accepted=accepted,
+        superseded=superseded,
+        unchanged=rows - accepted - superseded - stale,
+        stale=stale + losers,
+    )
+
+
+def _upsert_statement(insert: Any) -> Any:
+    columns = [_staging.c[name] for name in _COLUMNS]
+    # SQLite needs a WHERE in INSERT ... SELECT ... ON CONFLICT, or it reads ON as a join's.
+    statement = insert(meter_days).from_select(_COLUMNS, sa.select(*columns).where(sa.true()))
+    excluded = statement.excluded
+    return statement.on_conflict_do_update(
+        index_elements=list(_KEY),
+        set_={name: excluded[name] for name in _COLUMNS if name not in _KEY},
+        where=_replaces(meter_days.c, excluded),
+    )
+
+
+def _upsert_postgresql(conn: sa.Connection) -> tuple[int, int]:
+    # xmax is 0 on a row version this statement inserted, the locker's id on one it updated.
+    written = (
+        _upsert_statement(postgresql.insert)
+        .returning(sa.literal_column("xmax = 0", sa.Boolean).label("inserted"))
+        .cte("written")
+    )
+    accepted, superseded = conn.execute(
+        sa.select(
+            sa.func.count().filter(written.c.inserted),
+            sa.func.count().filter(sa.not_(written.c.inserted)),
+        )
+    ).one()
+    return int(accepted), int(superseded)
+
+
+def _upsert_sqlite(conn: sa.Connection, rows: int) -> tuple[int, int]:
+    # The write transaction holds the database, so what is stored now is what the upsert meets.
+    existing = conn.scalar(
+        sa.select(sa.func.count()).select_from(
+            _staging.join(meter_days, _keys_equal(meter_days.c, _staging.c))
+        )
+    )
+    written = conn.execute(_upsert_statement(sqlite.insert)).rowcount
+    accepted = rows - int(existing or 0)
+    return accepted, written - accepted
+
+
+# --- JSON reads, merged interval by interval ---------------------------------------------------
+
+
+@dataclass(slots=True)
+class _DayReads:
+    interval_minutes: int
+    values: dict[int, tuple[Decimal | None, str]]
+
+
+def ingest_reads(
+    conn: sa.Connection, reads: Iterable[IntervalRead], *, received_at: datetime
+) -> IngestCounts:
+    """Merge interval reads into their day rows; counts are in intervals.
+
+    A read names its interval by ``start`` and ``end`` (any UTC offset; the interval must lie on
+    the NEM day's grid of 5, 15 or 30 minutes). Quality N makes the interval missing whatever
+    ``kwh`` says. Reads for one interval in one call: the last one counts. Raises ``InputError``
+    naming the read (0-based) that cannot be stored, and for a day row stored at another
+    interval length.
+    """
+    if received_at.utcoffset() is None:
+        raise ValueError("received_at must be an aware datetime")
+    by_day = _reads_by_day(reads)
+    if not by_day:
+        return IngestCounts()
+    counts = IngestCounts()
+    fresh: dict[DayKey, tuple[list[str], list[str], IngestCounts]] = {}
+    for key, day_reads in sorted(by_day.items()):
+        intervals = _DAY_MINUTES // day_reads.interval_minutes
+        merged = _merge([""] * intervals, [_BLANK[1]] * intervals, day_reads)
+        if merged[2].accepted or merged[2].superseded:
+            fresh[key] = merged
+    created = _create_days(conn, by_day, fresh, received_at)
+    for key in created:
+        counts += fresh[key][2]
+    rest = [key for key in sorted(by_day) if key not in created]
+    if rest:
+        counts += _merge_into_stored(conn, rest, by_day, received_at)
+    return counts
+
+
+def _reads_by_day(reads: Iterable[IntervalRead]) -> dict[DayKey, _DayReads]:
+    by_day: dict[DayKey, _DayReads] = {}
+    for number, read in enumerate(reads):
+        what = f"read {number}"
+        _check_channel(read.nmi, read.suffix, what)
+        if read.start.utcoffset() is None or read.end.utcoffset() is None:
+            raise InputError(f"{what}: start and end need a UTC offset")
+        length = read.end - read.start
+        minutes = int(length.total_seconds()) // 60
+        if minutes not in INTERVAL_MINUTES or length != timedelta(minutes=minutes):
+            raise InputError(f"{what}: an interval of {length} is not 5, 15 or 30 minutes")
+        start = read.start.astimezone(NEM_TIME)
+        offset = start - datetime.combine(start.date(), time(0), NEM_TIME)
+        index, rest = divmod(offset, timedelta(minutes=minutes))
+        if rest:
+            raise InputError(
+                f"{what}: start {read.start.isoformat()} is not on the NEM day's "
+                f"{minutes}-minute grid"
+            )
+        if read.quality not in _QUALITIES:
+            raise InputError(f"{what}: quality {read.quality!r} is not one of A, E, S, F, N")
+        kwh = None if read.quality == Quality.NULL else read.kwh
+        if kwh is not None and (not kwh.is_finite() or kwh < 0):
+            raise InputError(f"{what}: kWh {kwh} is not a finite, non-negative number")
+        key = (read.nmi, read.suffix, start.date())
+        day_reads = by_day.setdefault(key, _DayReads(minutes, {}))
+        if day_reads.interval_minutes != minutes:
+            raise InputError(
+                f"{what}: {minutes}-minute interval on a day that has "
+                f"{day_reads.interval_minutes}-minute reads in this batch"
+            )
+        day_reads.values[index] = (kwh, read.quality)
+    return by_day
+
+
+def _merge(
+    values: list[str], qualities: list[str], day_reads: _DayReads
+) -> tuple[list[str], list[str], IngestCounts]:
+    """Apply ``day_reads`` to a day's stored fields (changed in place); count what each did."""
+    accepted = superseded = unchanged = 0
+    for index, (kwh, quality) in day_reads.values.items():
+        old_kwh = Decimal(values[index]) if values[index] else None
+        if old_kwh == kwh and qualities[index] == quality:
+            unchanged += 1
+            continue
+        if old_kwh is None:
+            accepted += 1
+        else:
+            superseded += 1
+        values[index] = "" if kwh is None else str(kwh)
+        qualities[index] = quality
+    return values, qualities, IngestCounts(accepted, superseded, unchanged)
+
+
+def _create_days(
+    conn: sa.Connection,
+    by_day: dict[DayKey, _DayReads],
+    fresh: dict[DayKey, tuple[list[str], list[str], IngestCounts]],
+    received_at: datetime,
+) -> set[DayKey]:
+    """Insert the day rows not stored yet; return the keys inserted (not those found stored)."""
+    if not fresh:
+        return set()
+    insert = (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(meter_days)
+    rows = [
+        {
+            "nmi": key[0],
+            "suffix": key[1],
+            "day": key[2],
+            "interval_minutes": by_day[key].interval_minutes,
+            "uom": "KWH",
+            "interval_values": ",".join(values),
+            "qualities": "".join(qualities),
+            "update_datetime": received_at,
+            "received_at": received_at,
+        }
+        for key, (values, qualities, _) in fresh.items()
+    ]
+    statement = (
+        insert.values(rows)
+        .on_conflict_do_nothing(index_elements=list(_KEY))
+        .returning(*(meter_days.c[name] for name in _KEY))
+    )
+    return {(row.nmi, row.suffix, row.day) for row in conn.execute(statement)}
+
+
+_update_day = (
+    sa.update(meter_days)
+    .where(
+        meter_days.c.nmi == sa.bindparam("key_nmi"),
+        meter_days.c.suffix == sa.bindparam("key_suffix"),
+        meter_days.c.day == sa.bindparam("key_day"),
+    )
+    .values(
+        interval_values=sa.bindparam("new_values"),
+        qualities=sa.bindparam("new_qualities"),
+        update_datetime=sa.bindparam("new_stamp", type_=UtcDateTime()),
+        received_at=sa.bindparam("new_received_at", type_=UtcDateTime()),
+    )
+)
+
+
+def _merge_into_stored(
+    conn: sa.Connection,
+    keys: Sequence[DayKey],
+    by_day: dict[DayKey, _DayReads],
+    received_at: datetime,
+) -> IngestCounts:
+    key_columns = [meter_days.c[name] for name in _KEY]
+    stored = conn.execute(
+        sa.select(meter_days)
+        .where(sa.tuple_(*key_columns).in_(keys))
+        .order_by(*key_columns)
+        .with_for_update()
+    ).all()
+    counts = IngestCounts()
+    updates: list[dict[str, Any]] = []
+    found: set[DayKey] = set()
+    for row in stored:
+        key = (row.nmi, row.suffix, row.day)
+        found.add(key)
+        day_reads = by_day[key]
+        if row.interval_minutes != day_reads.interval_minutes:
+            raise InputError(
+                f"{row.nmi} {row.suffix} {row.day.isoformat()} is stored at "
+                f"{row.interval_minutes}-minute intervals; "
+                f"{day_reads.interval_minutes}-minute reads cannot merge into it"
+            )
+        values, qualities, merged = _merge(
+            row.interval_values.split(","), list(row.qualities), day_reads
+        )
+        counts += merged
+        if merged.accepted or merged.superseded:
+            stamp = row.update_datetime
+            updates.append(
+                {
+                    "key_nmi": row.nmi,
+                    "key_suffix": row.suffix,
+                    "key_day": row.day,
+                    "new_values": ",".join(values),
+                    "new_qualities": "".join(qualities),
+                    "new_stamp": received_at if stamp is None else max(stamp, received_at),
+                    "new_received_at": received_at,
+                }
+            )
+    if updates:
+        conn.execute(_update_day, updates)
+    # A day neither inserted nor stored had reads that change nothing (no value, quality N).
+    for key in keys:
+        if key not in found:
+            counts += IngestCounts(unchanged=len(by_day[key].values))
+    return counts
+
+
+# --- reading -----------------------------------------------------------------------------------
+
+
+def days_for(conn: sa.Connection, nmi: str, nem_dates: Iterable[date]) -> list[IntervalDay]:
+    """The stored day rows of ``nmi`` (every suffix) on ``nem_dates``, by date, then suffix."""
+    wanted = sorted(set(nem_dates))
+    if not wanted:
+        return []
+    rows = conn.execute(
+        sa.select(meter_days)
+        .where(meter_days.c.nmi == nmi, meter_days.c.day.in_(wanted))
+        .order_by(meter_days.c.day, meter_days.c.suffix)
+    )
+    return [
+        IntervalDay(
+            nmi=row.nmi,
+            suffix=row.suffix,
+            day=row.day,
+            interval_minutes=row.interval_minutes,
+            values=decode_values(row.interval_values),
+            qualities=row.qualities,
+            update_datetime=row.update_datetime,
+            uom=row.uom,
+        )
+        for row in rows
+    ]
+
+
+def nmis_with_data_on(conn: sa.Connection, nem_date: date) -> list[str]:
+    """The NMIs with at least one day row (any suffix) on ``nem_date``, sorted."""
+    return list(
+        conn.scalars(
+            sa.select(meter_days.c.nmi)
+            .where(meter_days.c.day == nem_date)
+            .distinct()
+            .order_by(meter_days.c.nmi)
+        )
+    )

@@ -1,0 +1,95 @@
+"""Plans and customers in the store, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from freehours.domain.time import NEM_TIME, Region
+from freehours.errors import InputError
+from freehours.store import catalog
+from freehours.store.catalog import Customer, StoredPlan
+from freehours.store.database import Store
+
+AT = datetime(2026, 7, 1, 9, 0, tzinfo=NEM_TIME)
+PLAN = {
+    "id": "sso-sa-example",
+    "region": "SA",
+    "daily_supply_charge": Decimal("1.2000"),
+    "free_window": {"start": "12:00", "end": "15:00", "cap_kwh": "24"},
+    "time_of_use": [{"type": "OFF_PEAK", "unit_price": "0.2500"}],
+}
+
+
+def test_a_plan_round_trips_with_decimals_as_exact_strings(store: Store) -> None:
+    with store.write() as conn:
+        put = catalog.put_plan(conn, "sso-sa-example", PLAN, updated_at=AT)
+    with store.read() as conn:
+        got = catalog.get_plan(conn, "sso-sa-example")
+
+    assert got == put
+    assert got == StoredPlan(
+        "sso-sa-example", {**PLAN, "daily_supply_charge": "1.2000"}, AT.astimezone(UTC)
+    )
+
+
+def test_putting_a_plan_again_replaces_it(store: Store) -> None:
+    later = AT + timedelta(days=1)
+    with store.write() as conn:
+        catalog.put_plan(conn, "p", {"version": 1}, updated_at=AT)
+        catalog.put_plan(conn, "p", {"version": 2}, updated_at=later)
+    with store.read() as conn:
+        assert catalog.get_plan(conn, "p") == StoredPlan("p", {"version": 2}, later)
+
+
+def test_plans_are_listed_by_id_and_an_unknown_one_is_none(store: Store) -> None:
+    with store.write() as conn:
+        for plan_id in ("sso-sa", "mps-vic", "sso-nsw"):
+            catalog.put_plan(conn, plan_id, {"id": plan_id}, updated_at=AT)
+    with store.read() as conn:
+        assert [plan.plan_id for plan in catalog.list_plans(conn)] == [
+            "mps-vic",
+            "sso-nsw",
+            "sso-sa",
+        ]
+        assert catalog.get_plan(conn, "nope") is None
+
+
+def test_a_customer_is_created_then_moved_to_another_plan(store: Store) -> None:
+    with store.write() as conn:
+        catalog.put_plan(conn, "sso-nsw", {}, updated_at=AT)
+        catalog.put_plan(conn, "sso-seq", {}, updated_at=AT)
+        catalog.put_customer(
+            conn, "4103035611", plan_id="sso-nsw", region=Region.NSW, updated_at=AT
+        )
+        catalog.put_customer(
+            conn, "4103035611", plan_id="sso-seq", region=Region.SEQ, updated_at=AT
+        )
+    with store.read() as conn:
+        assert catalog.get_customer(conn, "4103035611") == Customer(
+            "4103035611", "sso-seq", Region.SEQ, AT
+        )
+        assert catalog.get_customer(conn, "4103035612") is None
+
+
+def test_a_customer_on_an_unknown_plan_is_refused_and_the_transaction_goes_on(
+    store: Store,
+) -> None:
+    with store.write() as conn:
+        with pytest.raises(InputError, match="customer 4103035611: plan 'nope' is not known"):
+            catalog.put_customer(
+                conn, "4103035611", plan_id="nope", region=Region.SA, updated_at=AT
+            )
+        catalog.put_plan(conn, "sso-sa", {}, updated_at=AT)
+    with store.read() as conn:
+        assert [plan.plan_id for plan in catalog.list_plans(conn)] == ["sso-sa"]
+
+
+@pytest.mark.parametrize("nmi", ["", "41030356110"])
+def test_a_nmi_that_is_not_1_to_10_characters_is_refused(store: Store, nmi: str) -> None:
+    with store.write() as conn:
+        catalog.put_plan(conn, "p", {}, updated_at=AT)
+        with pytest.raises(InputError, match="is not 1 to 10 characters"):
+            catalog.put_customer(conn, nmi, plan_id="p", region=Region.VIC, updated_at=AT)

@@ -1,0 +1,64 @@
+"""The engine factory: URLs it takes, and SQLite set up for one writer and many readers."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from freehours.errors import ConfigurationError
+from freehours.store.database import Store
+from freehours.store.engine import SQLITE_BUSY_TIMEOUT_MS, create_engine
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://u@db/freehours", "postgres://u@db/freehours", "postgresql+psycopg://u@db/f"],
+)
+def test_postgresql_urls_use_psycopg_3(url: str) -> None:
+    engine = create_engine(url)
+
+    assert engine.dialect.name == "postgresql"
+    assert engine.dialect.driver == "psycopg"
+
+
+@pytest.mark.parametrize("url", ["mysql://u@db/freehours", "not a url"])
+def test_a_url_freehours_cannot_use_is_a_configuration_error(url: str) -> None:
+    with pytest.raises(ConfigurationError, match="database URL"):
+        create_engine(url)
+
+
+def test_sqlite_runs_in_wal_with_foreign_keys_and_a_busy_timeout(tmp_path: Path) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 'f.db'}")
+    with engine.connect() as conn:
+        pragmas = [
+            conn.exec_driver_sql(f"PRAGMA {name}").scalar()
+            for name in ("journal_mode", "foreign_keys", "busy_timeout")
+        ]
+    engine.dispose()
+
+    assert pragmas == ["wal", 1, SQLITE_BUSY_TIMEOUT_MS]
+
+
+def test_a_sqlite_write_transaction_holds_the_write_lock_from_its_start(tmp_path: Path) -> None:
+    path = tmp_path / "f.db"
+    with Store.open(f"sqlite:///{path}") as store, store.write():
+        other = sqlite3.connect(path, timeout=0, isolation_level=None)
+        with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+            other.execute("BEGIN IMMEDIATE")
+        # Readers are not held up by the writer (WAL).
+        assert other.execute("SELECT count(*) FROM meter_days").fetchone() == (0,)
+        other.close()
+
+
+def test_a_sqlite_read_transaction_takes_no_write_lock(tmp_path: Path) -> None:
+    path = tmp_path / "f.db"
+    with Store.open(f"sqlite:///{path}") as store, store.read() as conn:
+        conn.execute(sa.text("SELECT count(*) FROM plans"))
+        other = sqlite3.connect(path, timeout=0, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        assert other.in_transaction
+        other.execute("ROLLBACK")
+        other.close()

@@ -1,0 +1,105 @@
+"""Migrations: they build the schema ``tables.py`` describes, and an old database is refused."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from freehours.errors import ConfigurationError
+from freehours.store import schema
+from freehours.store.database import Store
+from freehours.store.engine import create_engine
+from freehours.store.tables import metadata
+
+NEXT_REVISION = '''
+"""A later release's migration."""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0099"
+down_revision = "{head}"
+
+
+def upgrade() -> None:
+    op.create_table("later_release", sa.Column("id", sa.Integer, primary_key=True))
+
+
+def downgrade() -> None:
+    op.drop_table("later_release")
+'''
+
+
+@pytest.fixture
+def engine(store_url: str) -> Iterator[sa.Engine]:
+    engine = create_engine(store_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def later_migrations(tmp_path: Path) -> Path:
+    """The migrations as a later freehours ships them: one revision past this one's head."""
+    migrations = tmp_path / "later-migrations"
+    shutil.copytree(schema.MIGRATIONS, migrations, ignore=shutil.ignore_patterns("__pycache__"))
+    revision = NEXT_REVISION.format(head=schema.head_revision())
+    (migrations / "versions" / "0099_later.py").write_text(revision)
+    return migrations
+
+
+def test_migrations_build_exactly_the_tables_schema(engine: sa.Engine) -> None:
+    schema.upgrade(engine)
+    with engine.connect() as conn:
+        differences = compare_metadata(MigrationContext.configure(conn), metadata)
+    assert differences == []
+
+
+def test_opening_a_new_database_migrates_it_to_head(store_url: str) -> None:
+    with Store.open(store_url) as store, store.read() as conn:
+        assert schema.current_revision(conn) == schema.head_revision()
+        assert set(sa.inspect(conn).get_table_names()) >= {"meter_days", "plans", "customers"}
+
+
+def test_upgrading_a_current_database_changes_nothing(engine: sa.Engine) -> None:
+    assert schema.upgrade(engine) == schema.head_revision()
+    assert schema.upgrade(engine) == schema.head_revision()
+
+
+def test_require_current_on_an_empty_database_names_db_upgrade(engine: sa.Engine) -> None:
+    with pytest.raises(ConfigurationError, match="no freehours schema: run `freehours db upgrade`"):
+        schema.require_current(engine)
+
+
+def test_an_out_of_date_database_is_refused_until_upgraded(
+    store_url: str, engine: sa.Engine, later_migrations: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    schema.upgrade(engine)
+    monkeypatch.setattr(schema, "MIGRATIONS", later_migrations)
+
+    with pytest.raises(
+        ConfigurationError,
+        match=r"at schema revision 0001, this freehours needs 0099: run `freehours db upgrade`",
+    ):
+        Store.open(store_url)
+    assert schema.upgrade(engine) == "0099"
+    with Store.open(store_url) as store, store.read() as conn:
+        assert schema.current_revision(conn) == "0099"
+
+
+def test_a_database_migrated_by_a_later_release_is_refused(
+    store_url: str, engine: sa.Engine, later_migrations: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(schema, "MIGRATIONS", later_migrations)
+    schema.upgrade(engine)
+    monkeypatch.undo()
+
+    with pytest.raises(ConfigurationError, match="0099, which this freehours does not know"):
+        Store.open(store_url)
+    with pytest.raises(ConfigurationError, match="does not know"):
+        schema.upgrade(engine)
