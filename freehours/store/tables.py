@@ -15,6 +15,7 @@ fixed offset keeps its string order chronological.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import sqlalchemy as sa
@@ -107,4 +108,101 @@ customers = sa.Table(
     sa.Column("region", sa.String(3), nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
     sa.Index(None, "plan_id"),
+)
+
+
+class DecimalText(sa.TypeDecorator[Decimal]):
+    """An exact decimal stored as its text (``str(Decimal)``), identical on every backend.
+
+    SQLite has no decimal type (its NUMERIC is a float), and money and energy must come back
+    exactly as written; nothing sums these columns in SQL.
+    """
+
+    impl = sa.Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Decimal | None, dialect: Dialect) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, Decimal):
+            raise TypeError(f"expected a Decimal, got {type(value).__name__}")
+        return str(value)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Decimal | None:
+        return None if value is None else Decimal(value)
+
+
+#: Quota states, as ``freehours.domain.settlement.QuotaStatus`` names them.
+QUOTA_STATUSES = ("PENDING", "LOCKED", "COMPLETED", "ABORTED")
+
+quotas = sa.Table(
+    "quotas",
+    metadata,
+    sa.Column("nmi", sa.String(NMI_LENGTH), primary_key=True),
+    # The customer's local date whose free window this quota settles.
+    sa.Column("day", sa.Date, primary_key=True),
+    # 1, then one more for every revision of the day's data that arrives after COMPLETED.
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("status", sa.String(9), nullable=False),
+    sa.Column("fence", sa.Integer, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("locked_until", UtcDateTime, nullable=True),
+    sa.Column("free_kwh", DecimalText, nullable=True),
+    sa.Column("free_value", DecimalText, nullable=True),
+    sa.Column("completed_at", UtcDateTime, nullable=True),
+    sa.Column("reason", sa.Text, nullable=True),
+    sa.Column("revision", sa.Integer, nullable=False),
+    sa.CheckConstraint(f"status IN {QUOTA_STATUSES}", name="status"),
+    sa.CheckConstraint("attempts >= 0 AND fence >= 0 AND version >= 1", name="counters"),
+)
+
+# One credit per quota version, refused a second time by the key: the database itself keeps a
+# quota from being booked twice, whatever the code above it does.
+ledger_entries = sa.Table(
+    "ledger_entries",
+    metadata,
+    sa.Column("nmi", sa.String(NMI_LENGTH), primary_key=True),
+    sa.Column("day", sa.Date, primary_key=True),
+    sa.Column("version", sa.Integer, primary_key=True),
+    # This version's free energy less what earlier versions booked: an adjustment after v1.
+    sa.Column("kwh", DecimalText, nullable=False),
+    sa.Column("amount", DecimalText, nullable=False),
+    sa.Column("booked_at", UtcDateTime, nullable=False),
+    sa.ForeignKeyConstraint(
+        ["nmi", "day", "version"], [quotas.c.nmi, quotas.c.day, quotas.c.version]
+    ),
+)
+
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    sa.Column("id", sa.String(16), primary_key=True),
+    sa.Column("name", sa.String(100), nullable=False),
+    # SHA-256 of the secret, hex: the secret itself is never stored.
+    sa.Column("key_hash", sa.String(64), nullable=False, unique=True),
+    # Space-separated scope names.
+    sa.Column("scopes", sa.String(100), nullable=False),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("revoked_at", UtcDateTime, nullable=True),
+)
+
+#: The IETF draft suggests keys of at most a UUID's length; 255 leaves room for any client's.
+IDEMPOTENCY_KEY_LENGTH = 255
+
+idempotency_keys = sa.Table(
+    "idempotency_keys",
+    metadata,
+    # The API key's id: one client's Idempotency-Key never collides with another's.
+    sa.Column("principal", sa.String(16), primary_key=True),
+    sa.Column("key", sa.String(IDEMPOTENCY_KEY_LENGTH), primary_key=True),
+    # SHA-256 of method, path and body: "the same payload".
+    sa.Column("fingerprint", sa.String(64), nullable=False),
+    sa.Column("locked_at", UtcDateTime, nullable=False),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("completed_at", UtcDateTime, nullable=True),
+    # The saved answer, NULL while the first request is in flight.
+    sa.Column("status_code", sa.SmallInteger, nullable=True),
+    sa.Column("response_body", sa.Text, nullable=True),
+    sa.Column("media_type", sa.String(100), nullable=True),
+    sa.Index(None, "created_at"),
 )
