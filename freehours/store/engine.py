@@ -24,8 +24,9 @@ from sqlalchemy import event
 from freehours.errors import ConfigurationError
 
 #: How long a SQLite writer waits for another's write lock before giving up, in milliseconds.
-#: Importing the reference NEM12 file (2,976,000 values) holds the lock for about 20 s on these
-#: machines; a writer that has waited longer than this is better told the database is busy.
+#: Importing the reference NEM12 file (2,976,000 values) holds the lock for about 8 s on these
+#: machines: room for a few such imports ahead in the queue. A writer that has waited longer is
+#: better told the database is busy.
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 #: The execution option that makes the next ``BEGIN`` on a SQLite connection ``BEGIN IMMEDIATE``.

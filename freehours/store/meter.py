@@ -27,7 +27,8 @@ that race merges into the winner's row instead.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Sequence
+import functools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
@@ -198,20 +199,37 @@ def _copy_to_staging(
 def _insert_into_staging(
     conn: sa.Connection, days: Iterable[IntervalDay], received_at: datetime
 ) -> int:
-    names = [column.name for column in _staging.columns]
-    insert = _staging.insert()
+    # SQLAlchemy's parameter handling per row cost more than SQLite's inserts (2 s of 8 for the
+    # reference file): the statement is compiled once and each value converted by its column's
+    # own bind processor, remembered per value, since a file's dates and stamps repeat.
+    insert = str(_staging.insert().compile(dialect=conn.dialect))
+    converters = [
+        _remembered(column.type.bind_processor(conn.dialect)) for column in _staging.columns
+    ]
     staged = 0
-    batch: list[dict[str, Any]] = []
+    batch: list[tuple[Any, ...]] = []
     for row in _staging_rows(days, received_at):
-        batch.append(dict(zip(names, row, strict=True)))
+        batch.append(
+            tuple([convert(value) for convert, value in zip(converters, row, strict=True)])
+        )
         if len(batch) == _SQLITE_STAGING_BATCH:
-            conn.execute(insert, batch)
+            conn.exec_driver_sql(insert, batch)
             staged += len(batch)
             batch = []
     if batch:
-        conn.execute(insert, batch)
+        conn.exec_driver_sql(insert, batch)
         staged += len(batch)
     return staged
+
+
+def _remembered(processor: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
+    if processor is None:
+        return _same
+    return functools.lru_cache(maxsize=4096)(processor)
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _keys_equal(
