@@ -1,0 +1,512 @@
+"""Tariff plans: the plan document and the immutable plan it validates into.
+
+A plan file (TOML) and the body of ``PUT /v1/plans/{id}`` (JSON) are the same document,
+``PlanDocument``, with the fields of DESIGN.md section 4. Validating it checks every field and the
+plan as a whole (every moment of the week has a band); ``PlanDocument.to_plan`` then turns it into
+a ``Plan`` of frozen dataclasses, the form rating works with. ``parse_plan`` does both and reports
+the first problem as a ``PlanError`` that names the source and the dotted key, such as
+``time_of_use[1].periods[0].start``.
+
+Conventions:
+
+- Money and energy are ``Decimal``. In the document they are strings (``"0.4800"``) or integers;
+  floats are refused, because a binary float cannot hold most decimal prices exactly.
+- Times of day are ``"HH:MM"`` on the customer's clock; ``"24:00"`` may end a period. In the
+  domain they are minutes since local midnight (0 to 1440). A period never crosses midnight: write
+  22:00-06:00 as 22:00-24:00 and 00:00-06:00.
+- Bands are matched in the order listed: where periods of several bands cover a moment, the first
+  listed band wins. ``PUBLIC_HOLIDAYS`` adds the region's public holidays to the days a period
+  applies on; to make holidays off-peak, list a holiday band before the weekday bands.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta, tzinfo
+from decimal import Decimal, InvalidOperation
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    StrictBool,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from freehours.domain.time import NEM_TIME, REGION_ZONES, Region
+from freehours.errors import PlanError
+
+DAY_MINUTES = 24 * 60
+
+
+class DayName(StrEnum):
+    """The day names a period may list (as in the CDR energy plan schema)."""
+
+    MON = "MON"
+    TUE = "TUE"
+    WED = "WED"
+    THU = "THU"
+    FRI = "FRI"
+    SAT = "SAT"
+    SUN = "SUN"
+    WEEKDAYS = "WEEKDAYS"  # MON to FRI
+    WEEKENDS = "WEEKENDS"  # SAT and SUN
+    ALL = "ALL"  # every day
+    PUBLIC_HOLIDAYS = "PUBLIC_HOLIDAYS"  # the region's public holidays (the ``holidays`` package)
+
+
+#: Day names by ``date.weekday()``: MON is 0.
+WEEKDAY_NAMES = (
+    DayName.MON,
+    DayName.TUE,
+    DayName.WED,
+    DayName.THU,
+    DayName.FRI,
+    DayName.SAT,
+    DayName.SUN,
+)
+
+
+def day_names(weekday: int, *, public_holiday: bool) -> frozenset[DayName]:
+    """Every day name that a date with this weekday (0 = Monday) answers to."""
+    names = {WEEKDAY_NAMES[weekday], DayName.ALL}
+    names.add(DayName.WEEKDAYS if weekday < 5 else DayName.WEEKENDS)
+    if public_holiday:
+        names.add(DayName.PUBLIC_HOLIDAYS)
+    return frozenset(names)
+
+
+class TimeZoneMode(StrEnum):
+    """Which clock a plan's windows and bands are on."""
+
+    LOCAL = "LOCAL"  # the region's zone, daylight saving included
+    AEST = "AEST"  # NEM time: UTC+10 all year, as the CDR plan schema allows
+
+
+#: The Solar Sharer defaults by region: the free window (minutes of the local day) and the cap.
+REGION_WINDOWS: dict[Region, tuple[int, int]] = {
+    Region.NSW: (11 * 60, 14 * 60),
+    Region.SEQ: (11 * 60, 14 * 60),
+    Region.SA: (12 * 60, 15 * 60),
+    Region.VIC: (11 * 60, 14 * 60),
+}
+DEFAULT_CAP_KWH = Decimal(24)
+
+
+def clock_text(minutes: int) -> str:
+    """``HH:MM`` for minutes since midnight (1440 is ``24:00``)."""
+    return f"{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def local_moment(local_date: date, minutes: int, zone: tzinfo) -> datetime:
+    """The aware moment ``minutes`` after midnight of ``local_date`` on that zone's wall clock."""
+    days, rest = divmod(minutes, DAY_MINUTES)
+    wall = datetime.combine(local_date + timedelta(days=days), time(rest // 60, rest % 60))
+    return wall.replace(tzinfo=zone)
+
+
+# --- the domain -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Period:
+    """When a band applies: on ``days``, from ``start`` to ``end`` (minutes of the local day)."""
+
+    days: frozenset[DayName]
+    start: int
+    end: int
+
+    def applies_on(self, names: frozenset[DayName]) -> bool:
+        return not self.days.isdisjoint(names)
+
+
+@dataclass(frozen=True, slots=True)
+class Band:
+    """A time-of-use band: its CDR type (PEAK, OFF_PEAK, ...), price per kWh and periods."""
+
+    type: str
+    unit_price: Decimal
+    periods: tuple[Period, ...]
+
+
+def band_timeline(bands: tuple[Band, ...], names: frozenset[DayName]) -> tuple[int, ...]:
+    """The band in force at each minute of a day with these day names: an index into ``bands``,
+    or -1 where no band covers the minute. The first listed band wins where several cover it."""
+    timeline = [-1] * DAY_MINUTES
+    for index in range(len(bands) - 1, -1, -1):
+        for period in bands[index].periods:
+            if period.applies_on(names):
+                timeline[period.start : period.end] = [index] * (period.end - period.start)
+    return tuple(timeline)
+
+
+@dataclass(frozen=True, slots=True)
+class FreeWindow:
+    """The daily free window on the local clock, and the most free energy a day can have."""
+
+    start: int
+    end: int
+    cap_kwh: Decimal
+
+    @property
+    def label(self) -> str:
+        return f"{clock_text(self.start)}-{clock_text(self.end)}"
+
+    def contains(self, minute: int) -> bool:
+        """Whether this minute of the local day (wall clock) is inside the window."""
+        return self.start <= minute < self.end
+
+    def bounds(self, local_date: date, zone: tzinfo) -> tuple[datetime, datetime]:
+        """The window of ``local_date`` as aware moments: ``[start, end)``."""
+        return local_moment(local_date, self.start, zone), local_moment(local_date, self.end, zone)
+
+
+@dataclass(frozen=True, slots=True)
+class FeedIn:
+    """What exported energy earns, per kWh."""
+
+    unit_price: Decimal
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A validated tariff plan. Prices exclude GST; ``gst_rate`` is added on the bill."""
+
+    id: str
+    region: Region
+    time_zone: TimeZoneMode
+    daily_supply_charge: Decimal
+    gst_rate: Decimal
+    consumption_suffixes: tuple[str, ...] | None  # None: every suffix starting with E
+    free_window: FreeWindow | None  # None: the plan has no free window
+    bands: tuple[Band, ...]
+    feed_in: FeedIn | None
+    description: str = ""
+
+    @property
+    def zone(self) -> tzinfo:
+        """The customer's clock: the region's zone, or NEM time for an AEST plan."""
+        if self.time_zone is TimeZoneMode.AEST:
+            return NEM_TIME
+        return self.region.zone
+
+    @property
+    def zone_name(self) -> str:
+        """The zone's name as bills show it: an IANA name, or ``AEST`` for NEM time."""
+        if self.time_zone is TimeZoneMode.AEST:
+            return "AEST"
+        return REGION_ZONES[self.region]
+
+    @property
+    def uses_public_holidays(self) -> bool:
+        return any(
+            DayName.PUBLIC_HOLIDAYS in period.days for band in self.bands for period in band.periods
+        )
+
+    def is_consumption(self, suffix: str) -> bool:
+        """Whether a channel suffix is general consumption (the only energy that can be free)."""
+        if self.consumption_suffixes is None:
+            return suffix.startswith("E")
+        return suffix in self.consumption_suffixes
+
+    @staticmethod
+    def is_export(suffix: str) -> bool:
+        """Whether a channel suffix is export, which earns the feed-in price."""
+        return suffix.startswith("B")
+
+    def local_day_bounds(self, local_date: date) -> tuple[datetime, datetime]:
+        """The customer's local day as aware moments ``[start, end)``: 23, 24 or 25 hours."""
+        zone = self.zone
+        return local_moment(local_date, 0, zone), local_moment(local_date, DAY_MINUTES, zone)
+
+    def nem_dates(self, local_date: date) -> tuple[date, ...]:
+        """The NEM dates (AEST days, as NEM12 names them) whose intervals cover ``local_date``."""
+        start, end = self.local_day_bounds(local_date)
+        first = start.astimezone(NEM_TIME).date()
+        last = (end.astimezone(NEM_TIME) - timedelta(microseconds=1)).date()
+        return tuple(first + timedelta(days=n) for n in range((last - first).days + 1))
+
+
+# --- the document ---------------------------------------------------------------------------
+
+_CLOCK = re.compile(r"(\d\d):(\d\d)")
+_DECIMAL_SCHEMA: dict[str, Any] = {
+    "anyOf": [{"type": "string", "pattern": r"^-?\d+(\.\d+)?$"}, {"type": "integer"}]
+}
+
+
+def _exact_decimal(value: object) -> Decimal:
+    """A Decimal from a string or an integer; floats are refused (binary, inexact)."""
+    # PydanticCustomError, not TypeError: pydantic reports only these and ValueError as invalid.
+    if isinstance(value, bool):
+        raise PydanticCustomError(
+            "decimal_type", f'expected a decimal string such as "0.25", got {value!r}'
+        )
+    if isinstance(value, float):
+        raise PydanticCustomError(
+            "decimal_type",
+            f"got the number {value!r}, a binary float that cannot hold most decimals exactly: "
+            f'write it as a string, "{value!r}"',
+        )
+    if isinstance(value, int):
+        return Decimal(value)
+    if isinstance(value, str | Decimal):
+        try:
+            number = Decimal(value)
+        except InvalidOperation:
+            raise ValueError(f"{value!r} is not a decimal number") from None
+        if not number.is_finite():
+            raise ValueError(f"{value!r} is not a finite decimal number")
+        return number
+    raise PydanticCustomError(
+        "decimal_type", f'expected a decimal string such as "0.25", got {type(value).__name__}'
+    )
+
+
+def _not_negative(value: Decimal) -> Decimal:
+    if value < 0:
+        raise ValueError(f"{value} is negative: prices and rates cannot be")
+    return value
+
+
+def _positive(value: Decimal) -> Decimal:
+    if value <= 0:
+        raise ValueError(f"{value} is not positive")
+    return value
+
+
+def _below_one(value: Decimal) -> Decimal:
+    if value >= 1:
+        raise ValueError(f"{value} is not a rate below 1 (0.10 is 10%)")
+    return value
+
+
+ExactDecimal = Annotated[
+    Decimal,
+    PlainValidator(_exact_decimal),
+    PlainSerializer(str, return_type=str),
+    WithJsonSchema(_DECIMAL_SCHEMA),
+]
+Price = Annotated[ExactDecimal, AfterValidator(_not_negative)]
+Rate = Annotated[ExactDecimal, AfterValidator(_not_negative), AfterValidator(_below_one)]
+PositiveKwh = Annotated[ExactDecimal, AfterValidator(_positive)]
+
+
+def clock_minutes(text: str) -> int:
+    """Minutes since midnight of a validated ``HH:MM``."""
+    hours, minutes = text.split(":")
+    return int(hours) * 60 + int(minutes)
+
+
+def _clock(text: str, *, end: bool) -> str:
+    match = _CLOCK.fullmatch(text)
+    allowed = "00:00 to 23:59, or 24:00 to end a period" if end else "00:00 to 23:59"
+    if match is None:
+        raise ValueError(f"{text!r} is not a time of day as HH:MM ({allowed})")
+    if text == "24:00":
+        if not end:
+            raise ValueError("24:00 can end a period but not start one")
+        return text
+    if int(match.group(1)) > 23 or int(match.group(2)) > 59:
+        raise ValueError(f"{text!r} is not a time of day ({allowed})")
+    return text
+
+
+def _start_clock(text: str) -> str:
+    return _clock(text, end=False)
+
+
+def _end_clock(text: str) -> str:
+    return _clock(text, end=True)
+
+
+def _end_after_start(end: str, info: ValidationInfo) -> str:
+    start = info.data.get("start")
+    if start is not None and clock_minutes(end) <= clock_minutes(start):
+        raise ValueError(
+            f"end {end} is not after start {start} (a period that crosses midnight is two periods, "
+            "one ending at 24:00 and one starting at 00:00)"
+        )
+    return end
+
+
+def _not_export(suffix: str) -> str:
+    if Plan.is_export(suffix):
+        raise ValueError(f"{suffix} is an export channel and cannot count as consumption")
+    return suffix
+
+
+StartClock = Annotated[str, AfterValidator(_start_clock)]
+EndClock = Annotated[str, AfterValidator(_end_clock), AfterValidator(_end_after_start)]
+BandType = Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]*$", max_length=40)]
+Suffix = Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9]$"), AfterValidator(_not_export)]
+PlanId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=64)]
+
+
+class _Document(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PeriodDocument(_Document):
+    """``{ days = [...], start = "HH:MM", end = "HH:MM" }``"""
+
+    days: list[DayName] = Field(min_length=1)
+    start: StartClock
+    end: EndClock
+
+    def to_period(self) -> Period:
+        return Period(frozenset(self.days), clock_minutes(self.start), clock_minutes(self.end))
+
+
+class TimeOfUseDocument(_Document):
+    """One ``[[time_of_use]]`` band."""
+
+    type: BandType
+    unit_price: Price
+    periods: list[PeriodDocument] = Field(min_length=1)
+
+    def to_band(self) -> Band:
+        return Band(self.type, self.unit_price, tuple(p.to_period() for p in self.periods))
+
+
+class FreeWindowDocument(_Document):
+    """``[free_window]``: every field optional, defaults from the region."""
+
+    enabled: StrictBool = True
+    start: StartClock | None = None
+    end: EndClock | None = None
+    cap_kwh: PositiveKwh | None = None
+
+
+class FeedInDocument(_Document):
+    """``[feed_in]``"""
+
+    unit_price: Price
+
+
+class PlanDocument(_Document):
+    """A plan file, or the body of ``PUT /v1/plans/{id}``: the fields of DESIGN.md section 4.
+
+    Validation covers the document as a whole, so a valid ``PlanDocument`` always makes a plan.
+    """
+
+    id: PlanId
+    description: str = Field(default="", max_length=500)
+    region: Region
+    time_zone: TimeZoneMode = TimeZoneMode.LOCAL
+    daily_supply_charge: Price
+    gst_rate: Rate = Decimal("0.10")
+    consumption_suffixes: list[Suffix] | None = Field(default=None, min_length=1)
+    free_window: FreeWindowDocument | None = None
+    time_of_use: list[TimeOfUseDocument] = Field(min_length=1)
+    feed_in: FeedInDocument | None = None
+
+    @field_validator("free_window")
+    @classmethod
+    def _window_in_order(
+        cls, window: FreeWindowDocument | None, info: ValidationInfo
+    ) -> FreeWindowDocument | None:
+        region = info.data.get("region")
+        if window is None or region is None or not window.enabled:
+            return window
+        start, end = _window_minutes(window, region)
+        if end <= start:
+            raise ValueError(
+                f"the window would run from {clock_text(start)} to {clock_text(end)} "
+                f"(start or end taken from the {region} default): the end must be after the start"
+            )
+        return window
+
+    @field_validator("time_of_use")
+    @classmethod
+    def _bands_cover_the_week(cls, documents: list[TimeOfUseDocument]) -> list[TimeOfUseDocument]:
+        prices: dict[str, Decimal] = {}
+        for index, document in enumerate(documents):
+            price = prices.setdefault(document.type, document.unit_price)
+            if price != document.unit_price:
+                raise ValueError(
+                    f"time_of_use[{index}] gives {document.type} the price {document.unit_price} "
+                    f"but an earlier band gave it {price}: one type, one price"
+                )
+        bands = tuple(document.to_band() for document in documents)
+        for weekday, name in enumerate(WEEKDAY_NAMES):
+            timeline = band_timeline(bands, day_names(weekday, public_holiday=False))
+            if -1 in timeline:
+                start = timeline.index(-1)
+                end = next((m for m in range(start, DAY_MINUTES) if timeline[m] != -1), DAY_MINUTES)
+                raise ValueError(
+                    f"no band covers {name} {clock_text(start)}-{clock_text(end)}: every moment "
+                    'of the week needs a band (end with a fallback: days = ["ALL"], 00:00-24:00)'
+                )
+        return documents
+
+    def to_plan(self) -> Plan:
+        window = None
+        if self.free_window is None or self.free_window.enabled:
+            document = self.free_window or FreeWindowDocument()
+            start, end = _window_minutes(document, self.region)
+            cap = DEFAULT_CAP_KWH if document.cap_kwh is None else document.cap_kwh
+            window = FreeWindow(start, end, cap)
+        return Plan(
+            id=self.id,
+            region=self.region,
+            time_zone=self.time_zone,
+            daily_supply_charge=self.daily_supply_charge,
+            gst_rate=self.gst_rate,
+            consumption_suffixes=(
+                None if self.consumption_suffixes is None else tuple(self.consumption_suffixes)
+            ),
+            free_window=window,
+            bands=tuple(document.to_band() for document in self.time_of_use),
+            feed_in=None if self.feed_in is None else FeedIn(self.feed_in.unit_price),
+            description=self.description,
+        )
+
+
+def _window_minutes(window: FreeWindowDocument, region: Region) -> tuple[int, int]:
+    default_start, default_end = REGION_WINDOWS[region]
+    start = default_start if window.start is None else clock_minutes(window.start)
+    end = default_end if window.end is None else clock_minutes(window.end)
+    return start, end
+
+
+def parse_plan(document: Mapping[str, object], *, source: str) -> Plan:
+    """Validate a plan document (parsed TOML or JSON) into a ``Plan``.
+
+    Raises ``PlanError`` naming ``source`` and the dotted key of the first problem.
+    """
+    try:
+        return PlanDocument.model_validate(document).to_plan()
+    except ValidationError as exc:
+        raise _plan_error(exc, source) from exc
+
+
+def _plan_error(exc: ValidationError, source: str) -> PlanError:
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    key = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"])
+    if first["type"] == "value_error":
+        message = str(first["ctx"]["error"])
+    elif first["type"] == "missing":
+        message = "is required"
+    elif first["type"] == "enum":
+        message = f"unknown value {first['input']!r}: expected {first['ctx']['expected']}"
+    elif first["type"] == "extra_forbidden":
+        message = "is not a plan key (check its spelling and section)"
+    else:
+        message = first["msg"]
+    if len(errors) > 1:
+        more = len(errors) - 1
+        message += f" (and {more} more problem{'s' if more > 1 else ''})"
+    return PlanError(message, source=source, key=key.lstrip(".") or None)

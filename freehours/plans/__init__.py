@@ -1,0 +1,60 @@
+"""Tariff plans from files and the built-in set: the I/O around ``freehours.domain.plan``.
+
+A plan reference (``PLAN`` on the command line) is a built-in plan id (``sso-nsw``, ``sso-seq``,
+``sso-sa``, ``mps-vic``) or the path of a TOML plan file; a built-in id wins, so a file named like
+one is given as ``./sso-nsw``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+from pathlib import Path
+
+from freehours.domain.plan import Plan, parse_plan
+from freehours.errors import PlanError
+
+#: The built-in plans, in the order ``freehours plans list`` shows them.
+BUILTIN_IDS = ("sso-nsw", "sso-seq", "sso-sa", "mps-vic")
+
+
+def load_plan(reference: str | Path) -> Plan:
+    """A built-in plan by id, or the plan in a TOML file. Raises ``PlanError``."""
+    if isinstance(reference, str) and reference in BUILTIN_IDS:
+        return builtin_plan(reference)
+    return load_plan_file(Path(reference))
+
+
+def load_plan_file(path: Path) -> Plan:
+    """The plan in a TOML file. Raises ``PlanError`` naming the file (and the key, where one)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PlanError(
+            f"no such plan file (nor a built-in plan: {', '.join(BUILTIN_IDS)})", source=str(path)
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlanError(f"cannot read the plan file: {exc}", source=str(path)) from exc
+    return parse_plan_text(text, source=str(path))
+
+
+def builtin_plan(plan_id: str) -> Plan:
+    """One of the plans shipped with freehours (``BUILTIN_IDS``)."""
+    if plan_id not in BUILTIN_IDS:
+        raise PlanError(f"no built-in plan {plan_id!r} ({', '.join(BUILTIN_IDS)})", source=plan_id)
+    text = resources.files(__package__).joinpath("builtin", f"{plan_id}.toml").read_text("utf-8")
+    return parse_plan_text(text, source=plan_id)
+
+
+def builtin_plans() -> list[Plan]:
+    """Every built-in plan, in ``BUILTIN_IDS`` order."""
+    return [builtin_plan(plan_id) for plan_id in BUILTIN_IDS]
+
+
+def parse_plan_text(text: str, *, source: str) -> Plan:
+    """The plan in TOML text; ``source`` names it in errors."""
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PlanError(f"not valid TOML: {exc}", source=source) from exc
+    return parse_plan(document, source=source)

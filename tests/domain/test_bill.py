@@ -1,0 +1,120 @@
+"""Bills: a line per band, supply, feed-in and free energy; cents half up; the JSON contract."""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+
+import pytest
+
+from freehours.domain.bill import kwh_text, make_bill, to_cent
+from freehours.domain.rating import rate
+from freehours.plans import load_plan
+from tests.domain.rating_cases import NMI, flat, nem_day, plan_for
+
+D = Decimal
+
+
+def two_day_bill() -> dict[str, object]:
+    # plan_for("NSW"): PEAK 15:00-21:00 at 0.50, OFF_PEAK 0.20, window 11:00-14:00, supply
+    # 1.0000 a day, feed-in 0.05, GST 10%. July: Sydney's clock is NEM time.
+    # E1: 1.000 kWh every interval on 15 and 16 Jul. Each day: 6 free, PEAK 12, OFF_PEAK 30.
+    # B1: one interval of 2.500 kWh on 15 Jul; no B1 row for 16 Jul (48 intervals missing).
+    plan = plan_for("NSW")
+    export = [D(0)] * 48
+    export[10] = D("2.500")
+    days = [
+        nem_day(date(2026, 7, 15), flat("1.000")),
+        nem_day(date(2026, 7, 16), flat("1.000")),
+        nem_day(date(2026, 7, 15), export, suffix="B1"),
+    ]
+    return make_bill(plan, NMI, rate(plan, days).values()).as_json()
+
+
+def test_a_bill_prices_each_band_supply_feed_in_and_shows_free_energy() -> None:
+    bill = two_day_bill()
+    assert bill["lines"] == [
+        # 2 x 12 kWh x 0.50
+        {"code": "PEAK", "description": "Peak energy", "quantity": "24", "unit": "kWh",
+         "unit_price": "0.50", "amount": "12.00"},
+        # 2 x 30 kWh x 0.20
+        {"code": "OFF_PEAK", "description": "Off peak energy", "quantity": "60", "unit": "kWh",
+         "unit_price": "0.20", "amount": "12.00"},
+        # 2 days x 1.0000
+        {"code": "SUPPLY", "description": "Daily supply charge", "quantity": "2", "unit": "day",
+         "unit_price": "1.0000", "amount": "2.00"},
+        # 2.5 kWh x 0.05 = 0.125, half up to 0.13, credited
+        {"code": "FEED_IN", "description": "Solar feed-in credit", "quantity": "2.5",
+         "unit": "kWh", "unit_price": "0.05", "amount": "-0.13"},
+        {"code": "FREE_ENERGY", "description": "Free energy 11:00-14:00, up to 24 kWh a day",
+         "quantity": "12", "unit": "kWh", "unit_price": "0", "amount": "0.00"},
+    ]  # fmt: skip
+    # 12.00 + 12.00 + 2.00 - 0.13 = 25.87; GST 2.587 -> 2.59; total 28.46
+    assert (bill["subtotal"], bill["gst"], bill["total"]) == ("25.87", "2.59", "28.46")
+    # 12 free kWh, all at OFF_PEAK moments: 12 x 0.20
+    assert bill["free_energy_value"] == "2.40"
+
+
+def test_the_bill_json_has_exactly_the_contract_fields() -> None:
+    bill = two_day_bill()
+    assert list(bill) == [
+        "nmi", "plan", "time_zone", "from", "to", "days", "totals", "lines",
+        "subtotal", "gst", "total", "free_energy_value",
+    ]  # fmt: skip
+    assert (bill["nmi"], bill["plan"], bill["time_zone"]) == (NMI, "test", "Australia/Sydney")
+    assert (bill["from"], bill["to"]) == ("2026-07-15", "2026-07-16")
+    assert bill["days"] == [
+        {"date": "2026-07-15", "consumption_kwh": "48", "free_kwh": "6", "over_cap_kwh": "0",
+         "export_kwh": "2.5", "missing_intervals": 0},
+        {"date": "2026-07-16", "consumption_kwh": "48", "free_kwh": "6", "over_cap_kwh": "0",
+         "export_kwh": "0", "missing_intervals": 48},
+    ]  # fmt: skip
+    assert bill["totals"] == {
+        "consumption_kwh": "96",
+        "free_kwh": "12",
+        "over_cap_kwh": "0",
+        "export_kwh": "2.5",
+    }
+
+
+def test_no_export_is_a_zero_credit_not_minus_zero() -> None:
+    plan = plan_for("NSW")
+    bill = make_bill(plan, NMI, rate(plan, [nem_day(date(2026, 7, 15), flat("1"))]).values())
+    feed_in = next(line for line in bill.lines if line.code == "FEED_IN")
+    assert feed_in.as_json()["amount"] == "0.00"
+
+
+def test_a_plan_without_feed_in_or_window_has_neither_line() -> None:
+    plan = plan_for("NSW", feed_in=None, free_window={"enabled": False})
+    bill = make_bill(plan, NMI, rate(plan, [nem_day(date(2026, 7, 15), flat("1"))]).values())
+    assert [line.code for line in bill.lines] == ["PEAK", "OFF_PEAK", "SUPPLY"]
+
+
+def test_bands_of_one_type_make_one_line() -> None:
+    plan = load_plan("sso-nsw")  # OFF_PEAK is listed twice: for holidays, and as the fallback
+    bill = make_bill(plan, NMI, rate(plan, [nem_day(date(2026, 6, 8), flat("1"))]).values())
+    assert [line.code for line in bill.lines] == [
+        "OFF_PEAK", "PEAK", "SHOULDER", "SUPPLY", "FEED_IN", "FREE_ENERGY",
+    ]  # fmt: skip
+    # King's Birthday: 42 kWh OFF_PEAK at 0.23 = 9.66; free 6 x 0.23 = 1.38
+    assert bill.lines[0].amount == D("9.66")
+    assert bill.free_energy_value == D("1.38")
+
+
+@pytest.mark.parametrize(
+    ("amount", "cents"),
+    [("0.125", "0.13"), ("0.135", "0.14"), ("-0.125", "-0.13"), ("2.5749", "2.57")],
+)
+def test_money_rounds_half_up_to_the_cent(amount: str, cents: str) -> None:
+    assert to_cent(D(amount)) == D(cents)
+
+
+def test_kwh_are_written_exactly_without_trailing_zeros_or_exponents() -> None:
+    assert [kwh_text(D(text)) for text in ("12.300", "0.000", "1E+1", "0.000000001")] == [
+        "12.3", "0", "10", "0.000000001",
+    ]  # fmt: skip
+
+
+def test_a_bill_needs_a_day() -> None:
+    with pytest.raises(ValueError, match="at least one day"):
+        make_bill(plan_for(), NMI, [])
