@@ -12,6 +12,8 @@ that they produce exactly the schema the tables describe, on SQLite and PostgreS
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -57,9 +59,18 @@ def _where(engine: sa.Engine) -> str:
     return engine.url.render_as_string(hide_password=True)
 
 
+@contextmanager
+def _reaching(engine: sa.Engine) -> Iterator[None]:
+    """A database that cannot be reached or used is the environment's problem: say which."""
+    try:
+        yield
+    except sa.exc.OperationalError as exc:
+        raise ConfigurationError(f"database at {_where(engine)}: {exc.orig}") from exc
+
+
 def upgrade(engine: sa.Engine) -> str:
     """Apply every pending migration in one transaction; return the revision reached."""
-    with write_transaction(engine) as connection:
+    with _reaching(engine), write_transaction(engine) as connection:
         if connection.dialect.name == "postgresql":
             connection.execute(sa.select(sa.func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
         _refuse_unknown(engine, current_revision(connection))
@@ -72,7 +83,7 @@ def upgrade(engine: sa.Engine) -> str:
 
 def require_current(engine: sa.Engine) -> None:
     """Raise ``ConfigurationError`` unless the database is at this freehours' revision."""
-    with read_transaction(engine) as connection:
+    with _reaching(engine), read_transaction(engine) as connection:
         current = current_revision(connection)
     head = head_revision()
     if current == head:
@@ -91,7 +102,7 @@ def require_current(engine: sa.Engine) -> None:
 
 def prepare(engine: sa.Engine) -> None:
     """Make ``engine``'s database usable: migrate it if it is new, else require it current."""
-    with read_transaction(engine) as connection:
+    with _reaching(engine), read_transaction(engine) as connection:
         current = current_revision(connection)
     if current is None:
         upgrade(engine)

@@ -103,3 +103,10 @@ def test_a_database_migrated_by_a_later_release_is_refused(
         Store.open(store_url)
     with pytest.raises(ConfigurationError, match="does not know"):
         schema.upgrade(engine)
+
+
+def test_a_database_that_cannot_be_reached_is_a_configuration_error(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-directory" / "freehours.db"
+
+    with pytest.raises(ConfigurationError, match=r"database at sqlite:///.*unable to open"):
+        Store.open(f"sqlite:///{missing}")
