@@ -502,6 +502,11 @@ def _merge_into_stored(
         key = (row.nmi, row.suffix, row.day)
         found.add(key)
         day_reads = by_day[key]
+        if row.uom != "KWH":
+            raise InputError(
+                f"{row.nmi} {row.suffix} {row.day.isoformat()} is stored in {row.uom}; "
+                "reads in kWh cannot merge into it"
+            )
         if row.interval_minutes != day_reads.interval_minutes:
             raise InputError(
                 f"{row.nmi} {row.suffix} {row.day.isoformat()} is stored at "

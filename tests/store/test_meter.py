@@ -369,6 +369,14 @@ def test_reads_at_another_interval_length_than_the_stored_day_are_refused(store:
         merge(store, read(at_nem(0), "1", minutes=15))
 
 
+def test_reads_into_a_day_stored_in_another_unit_are_refused(store: Store) -> None:
+    kvarh = IntervalDay(NMI, "E1", DAY, 30, (Decimal("2.5"),) * 48, "A" * 48, STAMP, uom="KVARH")
+    ingest(store, kvarh)
+
+    with pytest.raises(InputError, match="is stored in KVARH; reads in kWh cannot merge"):
+        merge(store, read(at_nem(0), "1"))
+
+
 def test_concurrent_merges_into_one_day_lose_no_interval(store: Store) -> None:
     merge(store, read(at_nem(0), "0.1"))
     results: list[IngestCounts] = []
