@@ -1,0 +1,838 @@
+"""Reading NEM12 files: streaming, exact, revisions resolved.
+
+A NEM12 file (AEMO's Meter Data File Format) is CSV, one record per line::
+
+    100  header: VersionHeader NEM12, DateTime, FromParticipant, ToParticipant   first, once
+    200  a channel: NMI, NMISuffix (E1, B1, ...), UOM, IntervalLength (5/15/30)   opens a block
+    300  one NEM date of that channel: its interval values, QualityMethod, ...,
+         UpdateDateTime                                                          one per day
+    400  per-interval quality for the 300 record before it, when that one says V
+    500  B2B details of the 300 record before it (checked for place, not used)
+    900  end of data                                                             last, once
+
+``NEM12Reader.days()`` reads its source twice. The first pass only finds, for each (NMI,
+suffix, date), the row that wins: it keeps one integer per day, the rank of the best row so far
+(its UpdateDateTime, then its position). The second pass checks every record and parses every
+value, superseded rows' too, so that nothing bad passes, and yields the winners in file order.
+Memory holds that index and one row at a time, never the values of the whole file.
+
+Values are exact decimals: each distinct value text is parsed once per unit and shared, since
+meter values repeat a great deal, and the cache is emptied whenever it grows past a bound.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+import zipfile
+import zlib
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from decimal import Decimal
+from functools import partial
+from pathlib import Path
+from typing import IO, BinaryIO, TextIO, TypeVar
+
+from freehours.domain.time import NEM_TIME
+from freehours.errors import NEM12Error
+from freehours.meterdata.records import IntervalDay
+
+Source = Path | str | bytes
+
+#: Interval lengths NEM12 allows, in minutes.
+INTERVAL_LENGTHS = (5, 15, 30)
+
+#: Units of energy, lower-cased, and the power of ten that turns each into kWh.
+ENERGY_UNITS = {"wh": -3, "kwh": 0, "mwh": 3}
+
+#: The longest physical line accepted. A 5-minute 300 record is about 2,000 characters; the bound
+#: keeps a file without line breaks (or not CSV at all) from being read into memory in one piece.
+MAX_LINE = 100_000
+
+# Distinct value texts and UpdateDateTimes kept parsed before the caches start again: 100,000
+# Decimals are about 15 MB, far more distinct values than a real file of kWh to 3 decimals has.
+_CACHE_LIMIT = 100_000
+
+_RECORD_INDICATORS = frozenset({"100", "200", "250", "300", "400", "500", "550", "900"})
+_QUALITY_FLAGS = "AEFNSV"
+#: QualityMethod -> quality flag: the flag alone, or the flag and a two-digit method (not for V,
+#: which only says "see the 400 records").
+_QUALITY_METHODS: dict[str, str] = {flag: flag for flag in _QUALITY_FLAGS} | {
+    f"{flag}{method:02d}": flag for flag in "AEFNS" for method in range(100)
+}
+_VALUE = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
+_NAME = re.compile(r"[A-Za-z0-9]+")
+_STARTS_LIKE_VALUE = re.compile(r"[0-9.]*(?:,|$)")
+_HAS_QUALITY_FIELD = re.compile(r",[A-Za-z]")
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+_GZIP_MAGIC = b"\x1f\x8b"
+_BOM = "\xef\xbb\xbf"  # a UTF-8 byte order mark, as the latin-1 decoding below sees it
+_ONE = Decimal(1)
+_Binary = TypeVar("_Binary", IO[bytes], gzip.GzipFile)
+_RANK_BITS = 40  # a row's position in the low bits of its rank: room for 10^12 rows
+_POSITION = (1 << _RANK_BITS) - 1
+
+
+@dataclass(slots=True)
+class ChannelStats:
+    """What one channel (NMI and suffix) of a file holds."""
+
+    nmi: str
+    suffix: str
+    first_day: date
+    last_day: date
+    units: set[str] = field(default_factory=set)
+    interval_minutes: set[int] = field(default_factory=set)
+    rows: int = 0  # 300 records read, superseded ones included
+    superseded: int = 0  # 300 records replaced by a later revision of the same day
+    intervals: int = 0  # intervals of the winning days
+    missing: int = 0  # of those, intervals with no value (quality N or empty)
+    qualities: Counter[str] = field(default_factory=Counter)  # flag -> winning intervals
+
+    @property
+    def days(self) -> int:
+        """Distinct NEM dates: one winning row each."""
+        return self.rows - self.superseded
+
+
+@dataclass(slots=True)
+class ReadStats:
+    """What a NEM12 source holds; complete once ``NEM12Reader.days()`` has been exhausted."""
+
+    source: str
+    members: list[str] = field(default_factory=list)  # the CSV texts read (zip members)
+    created: datetime | None = None  # the first 100 header's DateTime, NEM time
+    rows: int = 0  # 300 records read
+    superseded: int = 0  # of those, rows that a later revision replaced
+    joined_lines: int = 0  # physical lines joined to the 300 record they continue
+    channels: dict[tuple[str, str], ChannelStats] = field(default_factory=dict)
+
+    @property
+    def days(self) -> int:
+        return self.rows - self.superseded
+
+    @property
+    def nmis(self) -> list[str]:
+        return sorted({nmi for nmi, _ in self.channels})
+
+    @property
+    def intervals(self) -> int:
+        return sum(channel.intervals for channel in self.channels.values())
+
+    @property
+    def missing(self) -> int:
+        return sum(channel.missing for channel in self.channels.values())
+
+    @property
+    def qualities(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for channel in self.channels.values():
+            total.update(channel.qualities)
+        return total
+
+
+class _Channel:
+    """The 200 record in force: which channel the 300 records below it belong to."""
+
+    __slots__ = ("count", "line", "minutes", "nmi", "scale", "suffix", "uom")
+
+    def __init__(
+        self, nmi: str, suffix: str, uom: str, *, scale: int | None, minutes: int, line: int
+    ) -> None:
+        self.nmi = nmi
+        self.suffix = suffix
+        self.uom = uom
+        self.scale = scale  # power of ten to kWh; None for units that are not energy
+        self.minutes = minutes
+        self.count = 24 * 60 // minutes
+        self.line = line
+
+
+class _Waiting:
+    """A 300 record of quality V, waiting for its 400 records."""
+
+    __slots__ = ("channel", "day", "line", "loser", "next_interval", "runs", "stamp", "values")
+
+    def __init__(
+        self,
+        channel: _Channel,
+        day: date,
+        values: tuple[Decimal | None, ...],
+        stamp: datetime | None,
+        *,
+        line: int,
+        loser: bool,
+    ) -> None:
+        self.channel = channel
+        self.day = day
+        self.values = values
+        self.stamp = stamp
+        self.line = line
+        self.loser = loser  # superseded: checked, then not yielded
+        self.runs: list[tuple[int, int, str]] = []  # (first, end, flag) per 400, 0-based
+        self.next_interval = 1  # where the next 400 record must start
+
+
+class _BadValue(Exception):
+    """A value text that is not a non-negative decimal (reported with its field by the caller)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+class _Values(dict[str, Decimal | None]):
+    """Value text -> value in kWh (or in its own unit, for a unit that is not energy).
+
+    Meter data repeats the same few thousand texts, so each is parsed once; an empty field is a
+    missing value. Emptied past ``_CACHE_LIMIT`` entries, so it stays small whatever the file.
+    """
+
+    __slots__ = ("scale",)
+
+    def __init__(self, scale: int) -> None:
+        super().__init__({"": None})
+        self.scale = scale
+
+    def __missing__(self, text: str) -> Decimal:
+        if _VALUE.fullmatch(text) is None:
+            raise _BadValue(text)
+        value = Decimal(text)
+        if self.scale:
+            # scaleb moves the exponent only: exact. MWh gets a positive exponent (1.5E+3), which
+            # quantize writes out as 1500 so that values print plainly.
+            value = value.scaleb(self.scale)
+            if value.as_tuple().exponent > 0:  # type: ignore[operator]
+                value = value.quantize(_ONE)
+        if len(self) > _CACHE_LIMIT:
+            self.clear()
+            self[""] = None
+        self[text] = value
+        return value
+
+
+def read_days(source: Source, *, name: str | None = None) -> Iterator[IntervalDay]:
+    """The winning revision of every (NMI, suffix, NEM date) in ``source``, in file order.
+
+    ``source`` is a path, or a whole file's content as bytes; CSV, zip (every file in it) or
+    gzip, told apart by their first bytes. ``name`` names the source in errors (default: the path,
+    or "upload" for bytes). Raises ``NEM12Error`` naming the file, line and field of the first
+    problem found.
+    """
+    return NEM12Reader(source, name=name).days()
+
+
+class NEM12Reader:
+    """A NEM12 source read as ``IntervalDay`` records, with what it holds in ``stats``."""
+
+    def __init__(self, source: Source, *, name: str | None = None) -> None:
+        self._source = source
+        if name is None:
+            name = "upload" if isinstance(source, bytes) else str(source)
+        self.name = name
+        self.stats = ReadStats(name)
+
+    def days(self) -> Iterator[IntervalDay]:
+        """The winning revision of every (NMI, suffix, NEM date), in file order.
+
+        Lazy: nothing is read until the first day is asked for. ``stats`` is complete once the
+        iterator is exhausted; calling ``days()`` again reads the source again.
+        """
+        stats = self.stats = ReadStats(self.name)
+        losers = self._superseded()
+        scanner = _Scanner(stats, losers)
+        for label, text in self._texts():
+            stats.members.append(label)
+            yield from scanner.days(label, text)
+        stats.rows = sum(channel.rows for channel in stats.channels.values())
+        stats.superseded = len(losers)
+
+    def _superseded(self) -> set[int]:
+        """The first pass: the positions (among all 300 records) of the superseded rows.
+
+        It reads only where each 300 record's channel, date and UpdateDateTime are, and checks
+        nothing: the second pass checks every record before it yields anything from it.
+        """
+        ranks: dict[tuple[str, str, str], int] = {}
+        losers: set[int] = set()
+        seq = 0
+        for label, text in self._texts():
+            nmi = suffix = ""
+            count = 48
+            for _, record in _records(text, label, None):
+                if record.startswith("300,"):
+                    seq += 1
+                    # UpdateDateTime is field count + 5 of count + 7; rsplit finds it from the end.
+                    after = record.count(",") - count - 4
+                    stamp = record.rsplit(",", after)[1] if after > 0 else ""
+                    # The larger rank wins: a later stamp, then on equal stamps the later row.
+                    rank = (_stamp_rank(stamp) << _RANK_BITS) | seq
+                    key = (nmi, suffix, record[4:12])
+                    best = ranks.setdefault(key, rank)
+                    if best != rank:
+                        if rank > best:
+                            ranks[key] = rank
+                            losers.add(best & _POSITION)
+                        else:
+                            losers.add(seq)
+                elif record.startswith("200,"):
+                    fields = record.split(",")
+                    if len(fields) > 8:
+                        nmi, suffix = fields[1], fields[4]
+                        minutes = int(fields[8]) if _is_digits(fields[8]) else 0
+                        count = 24 * 60 // minutes if minutes in INTERVAL_LENGTHS else count
+        return losers
+
+    def _texts(self) -> Iterator[tuple[str, TextIO]]:
+        """(label, text) for each CSV text in the source: the file, or each member of a zip."""
+        with self._open() as raw:
+            magic = raw.read(4)
+            raw.seek(0)
+            if not magic:
+                raise NEM12Error("the file is empty: no 100 header", source=self.name)
+            if magic in _ZIP_MAGIC:
+                yield from self._zip_texts(raw)
+            elif magic.startswith(_GZIP_MAGIC):
+                with gzip.GzipFile(fileobj=raw) as unzipped:
+                    yield self.name, _text(unzipped)
+            else:
+                yield self.name, _text(raw)
+
+    def _open(self) -> BinaryIO:
+        if isinstance(self._source, bytes):
+            return io.BytesIO(self._source)
+        try:
+            return Path(self._source).open("rb")
+        except OSError as exc:
+            raise NEM12Error(f"cannot open the file: {exc.strerror}", source=self.name) from exc
+
+    def _zip_texts(self, raw: BinaryIO) -> Iterator[tuple[str, TextIO]]:
+        try:
+            archive = zipfile.ZipFile(raw)
+        except zipfile.BadZipFile as exc:
+            raise NEM12Error(f"not a readable zip archive: {exc}", source=self.name) from exc
+        with archive:
+            # Directories and the resource forks macOS adds under __MACOSX/ hold no meter data.
+            members = [
+                info
+                for info in archive.infolist()
+                if not info.is_dir() and not info.filename.startswith("__MACOSX/")
+            ]
+            if not members:
+                raise NEM12Error("the zip archive holds no files", source=self.name)
+            for info in members:
+                label = f"{self.name}!{info.filename}"
+                try:
+                    member = archive.open(info)
+                except (RuntimeError, zipfile.BadZipFile) as exc:
+                    # RuntimeError: encrypted, or a compression method zipfile cannot undo.
+                    raise NEM12Error(
+                        f"cannot read from the zip archive: {exc}", source=label
+                    ) from exc
+                with member:
+                    yield label, _text(member)
+
+
+def _text(raw: _Binary) -> TextIO:
+    # NEM12 is ASCII. latin-1 decodes any byte, so a stray byte is reported by the field check
+    # that meets it (with its line) instead of as an undecodable stream with no line at all.
+    return io.TextIOWrapper(raw, encoding="latin-1", newline=None)
+
+
+def _records(text: TextIO, source: str, stats: ReadStats | None) -> Iterator[tuple[int, str]]:
+    """(first physical line, record) for each non-blank record of ``text``.
+
+    A 300 record broken across lines (one of AEMO's scenario files has one) is joined back when
+    that is unambiguous: the record has not reached its QualityMethod yet, exactly one side of
+    the break has the comma, and the next line starts with a value, not a record indicator. Each
+    joined line is counted in ``stats``.
+    """
+    readline = partial(text.readline, MAX_LINE)
+    record = ""
+    first = number = 0
+    try:
+        for number, physical in enumerate(iter(readline, ""), 1):
+            if len(physical) >= MAX_LINE and not physical.endswith("\n"):
+                raise NEM12Error(
+                    f"a line longer than {MAX_LINE:,} characters", source=source, line=number
+                )
+            line = physical.rstrip()
+            if number == 1 and line.startswith(_BOM):
+                line = line[len(_BOM) :]
+            if not line:
+                continue
+            if (
+                record
+                and not (line[3:4] in ("", ",") and line[:3] in _RECORD_INDICATORS)
+                and _continues(record, line)
+            ):
+                record += line
+                if stats is not None:
+                    stats.joined_lines += 1
+                if len(record) > MAX_LINE:
+                    raise NEM12Error(
+                        f"a record longer than {MAX_LINE:,} characters", source=source, line=first
+                    )
+                continue
+            if record:
+                yield first, record
+            record, first = line, number
+    except (OSError, EOFError, zlib.error, zipfile.BadZipFile) as exc:
+        raise NEM12Error(
+            f"the data cannot be read past this line: {exc}", source=source, line=number
+        ) from exc
+    if record:
+        yield first, record
+
+
+def _continues(record: str, line: str) -> bool:
+    """Whether ``line`` is the rest of a 300 ``record`` broken across lines (see ``_records``)."""
+    return (
+        record.startswith("300,")
+        and record.endswith(",") != line.startswith(",")
+        and _HAS_QUALITY_FIELD.search(record) is None
+        and _STARTS_LIKE_VALUE.match(line) is not None
+    )
+
+
+_FIELDS_200 = (
+    "RecordIndicator",
+    "NMI",
+    "NMIConfiguration",
+    "RegisterID",
+    "NMISuffix",
+    "MDMDataStreamIdentifier",
+    "MeterSerialNumber",
+    "UOM",
+    "IntervalLength",
+    "NextScheduledReadDate",
+)
+_FIELDS_400 = ("RecordIndicator", "StartInterval", "EndInterval", "QualityMethod")
+
+
+class _Scanner:
+    """The second pass: every record checked in order, every value parsed, winners yielded."""
+
+    def __init__(self, stats: ReadStats, losers: set[int]) -> None:
+        self.stats = stats
+        self.losers = losers
+        self.seq = 0  # 300 records seen in the source so far
+        self.source = ""
+        self.dates: dict[str, date] = {}
+        self.stamps: dict[str, datetime | None] = {"": None}
+        self.values: dict[int, _Values] = {}  # unit scale -> its value cache
+        # interval count -> flag -> that flag for every interval of a day: shared strings
+        self.uniform: dict[int, dict[str, str]] = {}
+        self.last_400 = 0  # line of the latest 400 record
+
+    def error(self, message: str, line: int | None, field: str | None = None) -> NEM12Error:
+        return NEM12Error(message, source=self.source, line=line, field=field)
+
+    def days(self, source: str, text: TextIO) -> Iterator[IntervalDay]:
+        """The winning days of one CSV text, each yielded once its records are all checked."""
+        self.source = source
+        stats = self.stats
+        losers = self.losers
+        methods = _QUALITY_METHODS
+        dates = self.dates
+        stamps = self.stamps
+        seq = self.seq
+        header = ended = False
+        channel: _Channel | None = None
+        channel_stats: ChannelStats | None = None
+        waiting: _Waiting | None = None
+        value_of = self.values.setdefault(0, _Values(0)).__getitem__
+        count = 0
+        uniform: dict[str, str] = {}  # flag -> that flag for every interval of the day
+        previous = ""
+        line = rows = 0
+        for line, record in _records(text, source, stats):
+            if ended:
+                raise self.error(
+                    "a record after the 900 end-of-data record", line, "RecordIndicator"
+                )
+            fields = record.split(",")
+            kind = fields[0]
+            if waiting is not None and kind != "400":
+                day = self.close(waiting)
+                waiting = None
+                if day is not None:
+                    yield day
+            if kind == "300" and channel is not None:
+                # The hot path: one NEM date of the channel in force.
+                size = len(fields)
+                at = count + 2  # where QualityMethod is
+                flag = methods.get(fields[at]) if size > at else None
+                if flag is None:
+                    raise self.shape_error(fields, channel, line)
+                date_text = fields[1]
+                day_of = dates.get(date_text) or self.date(date_text, line, "IntervalDate")
+                stamp_text = fields[at + 3] if size > at + 3 else ""
+                stamp = (
+                    stamps[stamp_text]
+                    if stamp_text in stamps
+                    else self.stamp(stamp_text, line, "UpdateDateTime")
+                )
+                if size > at + 5 and any(fields[at + 5 :]):
+                    raise self.error("a field after MSATSLoadDateTime", line, f"field {size}")
+                texts = fields[2:at]
+                try:
+                    values = tuple(map(value_of, texts))
+                except _BadValue as bad:
+                    raise self.error(
+                        f"interval value {bad.text!r} is not a non-negative decimal number",
+                        line,
+                        f"IntervalValue{texts.index(bad.text) + 1}",
+                    ) from None
+                seq += 1
+                rows += 1
+                if channel_stats is None:
+                    channel_stats = self.channel_stats(channel, day_of)
+                channel_stats.rows += 1
+                if day_of < channel_stats.first_day:
+                    channel_stats.first_day = day_of
+                elif day_of > channel_stats.last_day:
+                    channel_stats.last_day = day_of
+                loser = seq in losers
+                if loser:
+                    channel_stats.superseded += 1
+                if flag == "V":
+                    waiting = _Waiting(channel, day_of, values, stamp, line=line, loser=loser)
+                    continue
+                if loser:
+                    continue
+                if flag == "N":
+                    values = (None,) * count
+                    channel_stats.missing += count
+                else:
+                    channel_stats.missing += texts.count("")
+                qualities = uniform.get(flag) or uniform.setdefault(flag, flag * count)
+                channel_stats.qualities[flag] += count
+                channel_stats.intervals += count
+                yield IntervalDay(
+                    channel.nmi,
+                    channel.suffix,
+                    day_of,
+                    channel.minutes,
+                    values,
+                    qualities,
+                    stamp,
+                    channel.uom,
+                    source,
+                    line,
+                )
+            elif not header and kind != "100":
+                raise self.error(
+                    "no 100 header: a NEM12 file starts with 100,NEM12,... but this one starts"
+                    f" with a {kind[:20]!r} record",
+                    line,
+                    "RecordIndicator",
+                )
+            elif kind == "300":
+                raise self.error("a 300 record before any 200 record", line, "RecordIndicator")
+            elif kind == "400":
+                if waiting is None:
+                    raise self.error(
+                        "a 400 record must follow a 300 record whose QualityMethod is V",
+                        line,
+                        "RecordIndicator",
+                    )
+                self.run(waiting, fields, line)
+            elif kind == "200":
+                channel = self.channel(fields, line)
+                channel_stats = None
+                count = channel.count
+                uniform = self.uniform.setdefault(count, {})
+                scale = channel.scale or 0
+                value_of = self.values.setdefault(scale, _Values(scale)).__getitem__
+            elif kind == "500":
+                if previous not in ("300", "400", "500"):
+                    raise self.error(
+                        "a 500 record must follow a 300 or 400 record", line, "RecordIndicator"
+                    )
+            elif kind == "900":
+                if rows == 0:
+                    raise self.error("no interval data: the file has no 300 records", line)
+                ended = True
+            elif kind == "100":
+                if header:
+                    raise self.error("a second 100 header", line, "RecordIndicator")
+                self.header(fields, line)
+                header = True
+            elif kind in ("250", "550"):
+                raise self.error(
+                    f"a {kind} record is NEM13 accumulation data, which cannot be rated for a"
+                    " free window; a NEM12 file holds 200/300 interval data",
+                    line,
+                    "RecordIndicator",
+                )
+            else:
+                raise self.error(
+                    f"unknown record indicator {kind[:20]!r}: NEM12 records are 100, 200, 300,"
+                    " 400, 500 and 900",
+                    line,
+                    "RecordIndicator",
+                )
+            previous = kind
+        self.seq = seq
+        if not ended:
+            if line == 0:
+                raise self.error("the file is empty: no 100 header", None)
+            raise self.error("the file ends without its 900 end-of-data record", line)
+
+    def channel_stats(self, channel: _Channel, day: date) -> ChannelStats:
+        """The stats of ``channel``'s NMI and suffix, made on their first row."""
+        key = (channel.nmi, channel.suffix)
+        stats = self.stats.channels.get(key)
+        if stats is None:
+            stats = self.stats.channels[key] = ChannelStats(channel.nmi, channel.suffix, day, day)
+        stats.units.add(channel.uom)
+        stats.interval_minutes.add(channel.minutes)
+        return stats
+
+    def header(self, fields: list[str], line: int) -> None:
+        """Check a 100 record: NEM12, with a valid DateTime when it has one."""
+        version = fields[1].upper() if len(fields) > 1 else ""
+        if version == "NEM13":
+            raise self.error(
+                "NEM13 accumulation data cannot be rated for a free window: it holds register"
+                " reads between two dates, not interval values; freehours needs NEM12",
+                line,
+                "VersionHeader",
+            )
+        if version != "NEM12":
+            raise self.error(
+                f"VersionHeader {version[:20]!r}: not a NEM12 file", line, "VersionHeader"
+            )
+        created = fields[2] if len(fields) > 2 else ""
+        if created:
+            moment = self.stamp(created, line, "DateTime")
+            if self.stats.created is None:
+                self.stats.created = moment
+
+    def channel(self, fields: list[str], line: int) -> _Channel:
+        """Check a 200 record and return the channel it opens."""
+        size = len(fields)
+        if size < 9:
+            raise self.error(
+                f"the 200 record has {size} fields; it needs at least 9, up to IntervalLength",
+                line,
+                _FIELDS_200[size],
+            )
+        if size > 10 and any(fields[10:]):
+            raise self.error("a field after NextScheduledReadDate", line, f"field {size}")
+        nmi = fields[1]
+        if len(nmi) > 10 or not _NAME.fullmatch(nmi):
+            raise self.error(f"NMI {nmi[:20]!r} is not up to 10 letters and digits", line, "NMI")
+        suffix = fields[4]
+        if len(suffix) != 2 or not _NAME.fullmatch(suffix):
+            raise self.error(
+                f"NMISuffix {suffix[:20]!r} is not two letters or digits", line, "NMISuffix"
+            )
+        unit = fields[7]
+        if not _NAME.fullmatch(unit):
+            raise self.error(f"UOM {unit[:20]!r} is not a unit of measure", line, "UOM")
+        scale = ENERGY_UNITS.get(unit.lower())
+        length = fields[8]
+        minutes = int(length) if _is_digits(length) else 0
+        if minutes not in INTERVAL_LENGTHS:
+            raise self.error(
+                f"IntervalLength {length[:20]!r} is not 5, 15 or 30 minutes",
+                line,
+                "IntervalLength",
+            )
+        if size > 9 and fields[9]:
+            self.date(fields[9], line, "NextScheduledReadDate")
+        uom = "KWH" if scale is not None else unit.upper()
+        return _Channel(nmi, suffix, uom, scale=scale, minutes=minutes, line=line)
+
+    def shape_error(self, fields: list[str], channel: _Channel, line: int) -> NEM12Error:
+        """Why a 300 record has no QualityMethod where its channel's IntervalLength puts it."""
+        count = channel.count
+        needs = (
+            f"IntervalLength {channel.minutes} (the 200 record on line {channel.line}) needs"
+            f" {count} interval values"
+        )
+        found = next((i for i, text in enumerate(fields[2:]) if text[:1].isalpha()), None)
+        if found is None:
+            return self.error(
+                f"the 300 record ends after {len(fields) - 2} fields without a QualityMethod;"
+                f" {needs} and then a QualityMethod",
+                line,
+                f"IntervalValue{min(len(fields) - 1, count)}",
+            )
+        if found < count:
+            return self.error(
+                f"the 300 record has {found} interval values; {needs}",
+                line,
+                f"IntervalValue{found + 1}",
+            )
+        if found > count:
+            return self.error(
+                f"the 300 record has {found} interval values; {needs}", line, "QualityMethod"
+            )
+        return self.error(
+            f"QualityMethod {fields[found + 2][:20]!r} is not a quality flag (A, E, F, N, S or V)"
+            " with an optional two-digit method",
+            line,
+            "QualityMethod",
+        )
+
+    def run(self, waiting: _Waiting, fields: list[str], line: int) -> None:
+        """Check a 400 record and add its run of intervals to the V row waiting for it."""
+        size = len(fields)
+        if size < 4:
+            raise self.error(
+                f"the 400 record has {size} fields; it needs StartInterval, EndInterval and"
+                " QualityMethod",
+                line,
+                _FIELDS_400[size],
+            )
+        if size > 6 and any(fields[6:]):
+            raise self.error("a field after ReasonDescription", line, f"field {size}")
+        first_text, last_text = fields[1], fields[2]
+        if not _is_digits(first_text):
+            raise self.error(
+                f"StartInterval {first_text[:20]!r} is not a number", line, "StartInterval"
+            )
+        if not _is_digits(last_text):
+            raise self.error(f"EndInterval {last_text[:20]!r} is not a number", line, "EndInterval")
+        first, last, count = int(first_text), int(last_text), waiting.channel.count
+        if first != waiting.next_interval:
+            raise self.error(
+                f"StartInterval {first} where {waiting.next_interval} was due: the 400 records"
+                " of a day cover its intervals in order from 1, without gaps or overlaps",
+                line,
+                "StartInterval",
+            )
+        if not first <= last <= count:
+            raise self.error(
+                f"EndInterval {last} is outside {first}-{count}, the rest of a day of"
+                f" {count} intervals",
+                line,
+                "EndInterval",
+            )
+        flag = _QUALITY_METHODS.get(fields[3])
+        if flag is None or flag == "V":
+            raise self.error(
+                f"QualityMethod {fields[3][:20]!r} is not a quality flag (A, E, F, N or S) with"
+                " an optional two-digit method",
+                line,
+                "QualityMethod",
+            )
+        waiting.runs.append((first - 1, last, flag))
+        waiting.next_interval = last + 1
+        self.last_400 = line
+
+    def close(self, waiting: _Waiting) -> IntervalDay | None:
+        """A V row whose 400 records are all in, checked: its day, or None when superseded."""
+        channel = waiting.channel
+        count = channel.count
+        if not waiting.runs:
+            raise self.error(
+                "QualityMethod V needs 400 records giving each interval's quality",
+                waiting.line,
+                "QualityMethod",
+            )
+        if waiting.next_interval <= count:
+            raise self.error(
+                f"the 400 records cover intervals 1-{waiting.next_interval - 1} of the day's"
+                f" {count}",
+                self.last_400,
+                "EndInterval",
+            )
+        if waiting.loser:
+            return None
+        qualities = "".join(flag * (end - first) for first, end, flag in waiting.runs)
+        values = waiting.values
+        if "N" in qualities:
+            values = tuple(
+                None if flag == "N" else value
+                for value, flag in zip(values, qualities, strict=True)
+            )
+        stats = self.stats.channels[(channel.nmi, channel.suffix)]
+        for flag in set(qualities):
+            stats.qualities[flag] += qualities.count(flag)
+        stats.intervals += count
+        stats.missing += sum(value is None for value in values)
+        return IntervalDay(
+            channel.nmi,
+            channel.suffix,
+            waiting.day,
+            channel.minutes,
+            values,
+            qualities,
+            waiting.stamp,
+            channel.uom,
+            self.source,
+            waiting.line,
+        )
+
+    def date(self, text: str, line: int, field: str) -> date:
+        """A date written yyyymmdd."""
+        day = _date(text)
+        if day is None:
+            raise self.error(f"{field} {text[:20]!r} is not a date (yyyymmdd)", line, field)
+        if len(self.dates) > _CACHE_LIMIT:
+            self.dates.clear()
+        self.dates[text] = day
+        return day
+
+    def stamp(self, text: str, line: int, field: str) -> datetime:
+        """A NEM time written yyyymmddhhmmss (or yyyymmddhhmm)."""
+        moment = _moment(text + "00" if len(text) == 12 else text)
+        if moment is None:
+            raise self.error(
+                f"{field} {text[:20]!r} is not a date and time (yyyymmddhhmmss)", line, field
+            )
+        if len(self.stamps) > _CACHE_LIMIT:
+            self.stamps.clear()
+            self.stamps[""] = None
+        self.stamps[text] = moment
+        return moment
+
+
+def _is_digits(text: str) -> bool:
+    """ASCII digits only (str.isdigit also takes the likes of "²", which int() refuses)."""
+    return text.isascii() and text.isdigit()
+
+
+def _stamp_rank(text: str) -> int:
+    """An UpdateDateTime as the number yyyymmddhhmmss, to compare; 0 when absent (or invalid,
+    which the second pass reports)."""
+    if not _is_digits(text):
+        return 0
+    if len(text) == 12:
+        return int(text) * 100
+    return int(text) if len(text) == 14 else 0
+
+
+def _date(text: str) -> date | None:
+    """``yyyymmdd`` as a date, or None."""
+    if len(text) != 8 or not _is_digits(text):
+        return None
+    try:
+        return date(int(text[:4]), int(text[4:6]), int(text[6:]))
+    except ValueError:
+        return None
+
+
+def _moment(digits: str) -> datetime | None:
+    """``yyyymmddhhmmss`` as a moment in NEM time, or None."""
+    if len(digits) != 14 or not _is_digits(digits):
+        return None
+    try:
+        return datetime(
+            int(digits[:4]),
+            int(digits[4:6]),
+            int(digits[6:8]),
+            int(digits[8:10]),
+            int(digits[10:12]),
+            int(digits[12:]),
+            tzinfo=NEM_TIME,
+        )
+    except ValueError:
+        return None
