@@ -1,0 +1,142 @@
+"""``freehours nem12 ...``: NEM12 files. ``inspect`` says what a file holds, without a database."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from freehours.cli import app
+from freehours.meterdata.nem12 import NEM12Reader, ReadStats
+
+#: Width of the summary when the output is not a terminal: a row of the table is about 130.
+_PIPE_WIDTH = 160
+
+nem12_app = typer.Typer(
+    help="NEM12 interval meter data files (CSV, zip or gzip).", no_args_is_help=True
+)
+app.add_typer(nem12_app, name="nem12")
+
+
+@nem12_app.command("inspect")
+def inspect(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="A NEM12 file: CSV, a zip of them, or gzip.", exists=True, dir_okay=False
+        ),
+    ],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the summary as JSON instead of a table.")
+    ] = False,
+) -> None:
+    """NMIs, channels, interval lengths, dates, quality counts and superseded revisions."""
+    summary = summarize(NEM12Reader(file))
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        print_summary(summary, summary_console())
+
+
+def summarize(reader: NEM12Reader) -> dict[str, Any]:
+    """Read ``reader``'s source to the end and say what it holds, as plain JSON-ready data.
+
+    Raises ``NEM12Error`` (which the command line turns into exit status 2) for a bad file.
+    """
+    totals: dict[tuple[str, str], Decimal] = {}
+    for day in reader.days():
+        key = (day.nmi, day.suffix)
+        totals[key] = totals.get(key, Decimal(0)) + day.total()
+    return _as_json(reader.stats, totals)
+
+
+def _as_json(stats: ReadStats, totals: dict[tuple[str, str], Decimal]) -> dict[str, Any]:
+    channels = [
+        {
+            "nmi": channel.nmi,
+            "suffix": channel.suffix,
+            "units": sorted(channel.units),
+            "interval_minutes": sorted(channel.interval_minutes),
+            "from": channel.first_day.isoformat(),
+            "to": channel.last_day.isoformat(),
+            "days": channel.days,
+            "rows": channel.rows,
+            "superseded": channel.superseded,
+            "intervals": channel.intervals,
+            "missing": channel.missing,
+            "qualities": dict(sorted(channel.qualities.items())),
+            "total": str(totals.get((channel.nmi, channel.suffix), Decimal(0))),
+        }
+        for channel in sorted(stats.channels.values(), key=lambda c: (c.nmi, c.suffix))
+    ]
+    return {
+        "source": stats.source,
+        "members": stats.members,
+        "created": stats.created.isoformat() if stats.created else None,
+        "nmis": stats.nmis,
+        "from": min((str(c["from"]) for c in channels), default=None),
+        "to": max((str(c["to"]) for c in channels), default=None),
+        "rows": stats.rows,
+        "days": stats.days,
+        "superseded": stats.superseded,
+        "intervals": stats.intervals,
+        "missing": stats.missing,
+        "qualities": dict(sorted(stats.qualities.items())),
+        "joined_lines": stats.joined_lines,
+        "channels": channels,
+    }
+
+
+def summary_console() -> Console:
+    """Standard output: a terminal's own width, or, for a pipe or a file, wide enough that each
+    channel of the summary keeps to one line (Rich would assume 80 columns and fold every cell)."""
+    console = Console()
+    return console if console.is_terminal else Console(width=_PIPE_WIDTH)
+
+
+def print_summary(summary: dict[str, Any], console: Console) -> None:
+    """``summary`` (from ``summarize``) as a Rich table with a line of totals under it."""
+    table = Table(title=summary["source"], title_justify="left")
+    for name in ("NMI", "suffix", "unit", "min", "from", "to"):
+        table.add_column(name, no_wrap=True, min_width=len(name))
+    for name in ("days", "superseded"):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("qualities")
+    table.add_column("missing", justify="right", no_wrap=True)
+    table.add_column("total", justify="right", no_wrap=True)
+    for channel in summary["channels"]:
+        table.add_row(
+            channel["nmi"],
+            channel["suffix"],
+            ", ".join(channel["units"]),
+            ", ".join(str(minutes) for minutes in channel["interval_minutes"]),
+            channel["from"],
+            channel["to"],
+            f"{channel['days']:,}",
+            f"{channel['superseded']:,}",
+            _qualities(channel["qualities"]),
+            f"{channel['missing']:,}",
+            channel["total"],
+        )
+    console.print(table)
+    notes = [
+        f"{len(summary['nmis']):,} NMIs",
+        f"{len(summary['channels']):,} channels",
+        f"{summary['from']} to {summary['to']}",
+        f"{summary['days']:,} days from {summary['rows']:,} rows",
+        f"{summary['superseded']:,} superseded by a later revision",
+        f"{summary['intervals']:,} intervals ({_qualities(summary['qualities'])})",
+        f"{summary['missing']:,} missing",
+    ]
+    if summary["joined_lines"]:
+        notes.append(f"{summary['joined_lines']:,} broken lines joined to their 300 record")
+    console.print("; ".join(notes), highlight=False)
+
+
+def _qualities(counts: dict[str, int]) -> str:
+    return " ".join(f"{flag} {count:,}" for flag, count in counts.items())
