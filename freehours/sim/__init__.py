@@ -1,0 +1,1 @@
+"""Simulation: smart meters, workloads, faults, the legacy model and the incident replay."""
