@@ -1,0 +1,178 @@
+"""``freehours bill``: a bill from a plan and a NEM12 file, offline (no database).
+
+The file is read and rated in full before anything is written, so a bad plan or a bad file
+leaves stdout empty: the error goes to stderr and the exit status is 2.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from datetime import date, datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from freehours.cli import app
+from freehours.domain.bill import Bill, decimal_text, kwh_text, make_bill
+from freehours.domain.rating import MeterRating, rate_meters
+from freehours.errors import InputError
+from freehours.meterdata.nem12 import read_days
+from freehours.plans import load_plan
+
+
+class BillFormat(StrEnum):
+    """How ``freehours bill`` writes its bills."""
+
+    JSON = "json"  # the contract: one object, or an array for several NMIs
+    CSV = "csv"  # the lines, then SUBTOTAL, GST, TOTAL and FREE_ENERGY_VALUE rows
+    TABLE = "table"  # for people: days, lines and totals
+
+
+@app.command("bill")
+def bill(
+    *,
+    plan: Annotated[
+        str,
+        typer.Option(
+            "--plan", help="a TOML plan file, or a built-in plan id (sso-nsw, sso-seq, sso-sa, ...)"
+        ),
+    ],
+    nem12: Annotated[Path, typer.Option("--nem12", help="the NEM12 file (CSV, zip or gzip)")],
+    nmi: Annotated[
+        str | None, typer.Option("--nmi", help="bill this NMI only (default: every NMI)")
+    ] = None,
+    start: Annotated[
+        datetime | None,
+        typer.Option(
+            "--from",
+            formats=["%Y-%m-%d"],
+            metavar="YYYY-MM-DD",
+            help="first local day billed (default: the first day of its data)",
+        ),
+    ] = None,
+    end: Annotated[
+        datetime | None,
+        typer.Option(
+            "--to",
+            formats=["%Y-%m-%d"],
+            metavar="YYYY-MM-DD",
+            help="last local day billed (default: the last day of its data)",
+        ),
+    ] = None,
+    output: Annotated[
+        BillFormat | None,
+        typer.Option(
+            "--format", help="json, csv or table (default: table on a terminal, else json)"
+        ),
+    ] = None,
+) -> None:
+    """Bill each NMI in a NEM12 file under a plan: free energy in the window up to the daily cap,
+    the rest at its time-of-use band, supply, feed-in and GST."""
+    first = None if start is None else start.date()
+    last = None if end is None else end.date()
+    if first is not None and last is not None and first > last:
+        raise typer.BadParameter(f"--from {first} is after --to {last}")
+    loaded = load_plan(plan)
+    days = read_days(nem12)
+    if nmi is not None:
+        days = (day for day in days if day.nmi == nmi)
+    ratings = rate_meters(loaded, days)
+    if not ratings:
+        whose = "" if nmi is None else f" for NMI {nmi}"
+        raise InputError(f"{nem12}: no consumption or export data{whose}")
+    bills = [
+        make_bill(loaded, meter, rating.days(_local_dates(rating, first, last, nem12)).values())
+        for meter, rating in ratings.items()
+    ]
+    chosen = output or (BillFormat.TABLE if sys.stdout.isatty() else BillFormat.JSON)
+    if chosen is BillFormat.JSON:
+        documents = [one.as_json() for one in bills]
+        typer.echo(json.dumps(documents[0] if len(documents) == 1 else documents, indent=2))
+    elif chosen is BillFormat.CSV:
+        _write_csv(bills)
+    else:
+        _print_tables(bills)
+
+
+def _local_dates(
+    rating: MeterRating, first: date | None, last: date | None, source: Path
+) -> list[date]:
+    """The local days to bill: ``first`` to ``last``, each defaulting to the NMI's data."""
+    data_first, data_last = rating.nem_date_range()
+    first = data_first if first is None else first
+    last = data_last if last is None else last
+    if first > last:
+        raise InputError(
+            f"{source}: NMI {rating.nmi} has data from {data_first} to {data_last}, "
+            f"nothing to bill from {first} to {last}"
+        )
+    return [first + timedelta(days=n) for n in range((last - first).days + 1)]
+
+
+def _write_csv(bills: list[Bill]) -> None:
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(
+        ["nmi", "from", "to", "code", "description", "quantity", "unit", "unit_price", "amount"]
+    )
+    for one in bills:
+        period = [one.nmi, one.start.isoformat(), one.end.isoformat()]
+        for line in one.lines:
+            fields = line.as_json()
+            keys = ("code", "description", "quantity", "unit", "unit_price", "amount")
+            writer.writerow([*period, *(fields[key] for key in keys)])
+        for code, amount in (
+            ("SUBTOTAL", one.subtotal),
+            ("GST", one.gst),
+            ("TOTAL", one.total),
+            ("FREE_ENERGY_VALUE", one.free_energy_value),
+        ):
+            writer.writerow([*period, code, "", "", "", "", decimal_text(amount)])
+
+
+def _print_tables(bills: list[Bill]) -> None:
+    console = Console()
+    for one in bills:
+        console.print(
+            f"[bold]NMI {one.nmi}[/], plan {one.plan_id}: {one.start} to {one.end} "
+            f"({one.time_zone})",
+            highlight=False,
+        )
+        days = Table("date", "consumption kWh", "free kWh", "over cap kWh", "export kWh", "missing")
+        for day in one.days:
+            days.add_row(
+                day.local_date.isoformat(),
+                kwh_text(day.consumption_kwh),
+                kwh_text(day.free_kwh),
+                kwh_text(day.over_cap_kwh),
+                kwh_text(day.export_kwh),
+                str(day.missing_intervals),
+            )
+        days.add_row(
+            "total",
+            kwh_text(one.consumption_kwh),
+            kwh_text(one.free_kwh),
+            kwh_text(one.over_cap_kwh),
+            kwh_text(one.export_kwh),
+            str(sum(day.missing_intervals for day in one.days)),
+            style="bold",
+        )
+        console.print(days)
+        lines = Table("line", "quantity", "unit price", "amount")
+        for line in one.lines:
+            fields = line.as_json()
+            quantity = f"{fields['quantity']} {fields['unit']}"
+            lines.add_row(fields["description"], quantity, fields["unit_price"], fields["amount"])
+        for label, amount in (("Subtotal", one.subtotal), ("GST", one.gst)):
+            lines.add_row(label, "", "", decimal_text(amount))
+        lines.add_row("Total", "", "", decimal_text(one.total), style="bold")
+        console.print(lines)
+        console.print(
+            f"The free energy would have cost {decimal_text(one.free_energy_value)}.\n",
+            highlight=False,
+        )
