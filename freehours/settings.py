@@ -1,4 +1,4 @@
-"""Settings: read once at start-up from ``FREEHOURS_*`` variables, typed, defaults beside each field."""
+"""Settings: read once at start-up from ``FREEHOURS_*`` variables, typed, each default beside it."""
 
 from __future__ import annotations
 
@@ -19,7 +19,50 @@ class Settings(BaseSettings):
     )
     redis_url: str | None = Field(
         default=None,
-        description="Redis URL for the quota cache, rate limits and breaker state; unset = in-process",
+        description="Redis for the quota cache, rate limits, breaker state; unset: in-process",
+    )
+
+    # --- settlement ---
+    lock_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="How long a settlement holder's lock lasts before takeover"
+    )
+    settlement_max_attempts: int = Field(
+        default=5, ge=1, description="Failed attempts after which a quota is ABORTED"
+    )
+    settlement_grace_seconds: float = Field(
+        default=900.0, ge=0, description="Wait after the free window ends before settling its day"
+    )
+    data_deadline_hours: float = Field(
+        default=72.0,
+        gt=0,
+        description="After this long past the window, settle with what data there is",
+    )
+
+    # --- API ---
+    max_batch_reads: int = Field(
+        default=10_000, ge=1, description="Most reads in one POST /v1/meter-readings (413 past it)"
+    )
+    max_upload_bytes: int = Field(
+        default=100 * 1024 * 1024, ge=1, description="Largest NEM12 upload in bytes (413 past it)"
+    )
+    rate_limit_per_client: str = Field(
+        default="6000/minute", description="Requests one API key may make (limits syntax)"
+    )
+    rate_limit_per_nmi: str = Field(
+        default="600/minute", description="Settlement requests for one NMI (limits syntax)"
+    )
+    api_key_cache_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="How long a looked-up API key is remembered (revocation delay)",
+    )
+    idempotency_in_flight_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="After this long an unfinished Idempotency-Key is taken over",
+    )
+    idempotency_retention_hours: float = Field(
+        default=24.0, ge=24, description="How long Idempotency-Keys are kept (at least 24 hours)"
     )
 
 

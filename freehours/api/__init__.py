@@ -1,0 +1,1 @@
+"""The HTTP API: FastAPI app, access keys, idempotency, rate limits, problem details."""

@@ -1,0 +1,566 @@
+"""The HTTP API (DESIGN.md section 3, contract): routes, their access scopes and their answers.
+
+(No ``from __future__ import annotations`` here: FastAPI reads the route signatures at run time,
+and some of their annotations name closures local to ``create_app``.)
+
+Routes are thin: they check access and limits, parse, call the store, the settlement service or
+the rating engine, and shape the answer. Handlers are plain ``def`` (run in the threadpool), since
+every one of them waits on the database through a synchronous driver.
+"""
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+import structlog
+from fastapi import Depends, FastAPI, Header, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from freehours.api import idempotency
+from freehours.api.keys import ApiKey, Scope, find_key
+from freehours.api.problems import (
+    Problem,
+    http_exception_handler,
+    problem_handler,
+    validation_handler,
+)
+from freehours.api.ratelimit import RateLimits
+from freehours.cache.quota import open_quota_cache
+from freehours.clock import Clock, SystemClock
+from freehours.domain.plan import parse_plan
+from freehours.domain.settlement import Quota
+from freehours.domain.time import Region
+from freehours.errors import InputError
+from freehours.meterdata.nem12 import read_days
+from freehours.meterdata.records import IntervalRead
+from freehours.settings import Settings
+from freehours.settlement import Answer, Outcome, SettlementPolicy, Settlements
+from freehours.store import catalog, meter
+from freehours.store.database import Store
+
+log = structlog.get_logger("freehours.api")
+
+NMI_PATTERN = r"^[A-Z0-9]{10}$"
+SUFFIX_PATTERN = r"^[A-Z][A-Z0-9]$"
+
+
+@dataclass
+class Services:
+    """What the API runs on: built once at start-up, shared by every request."""
+
+    settings: Settings
+    store: Store
+    settlements: Settlements
+    limits: RateLimits
+    clock: Clock
+
+    @classmethod
+    def from_settings(cls, settings: Settings, clock: Clock | None = None) -> "Services":
+        """Open the database (refusing an out-of-date one), the cache and the rate limits."""
+        clock = clock or SystemClock()
+        store = Store.open(settings.database_url)
+        policy = SettlementPolicy(
+            lock_timeout=timedelta(seconds=settings.lock_timeout_seconds),
+            max_attempts=settings.settlement_max_attempts,
+            grace=timedelta(seconds=settings.settlement_grace_seconds),
+            data_deadline=timedelta(hours=settings.data_deadline_hours),
+        )
+        cache = open_quota_cache(settings.redis_url, clock)
+        settlements = Settlements(store, cache, clock, policy)
+        limits = RateLimits.open(
+            settings.redis_url, settings.rate_limit_per_client, settings.rate_limit_per_nmi
+        )
+        return cls(settings, store, settlements, limits, clock)
+
+
+# --- request bodies ----------------------------------------------------------------------------
+
+
+def _no_float(value: object) -> object:
+    if isinstance(value, float):
+        # Pydantic turns ValueError, not TypeError, into a 422 naming the field.
+        raise ValueError("decimals are strings (a JSON number is binary and inexact)")  # noqa: TRY004
+    return value
+
+
+class ReadIn(BaseModel):
+    """One interval read: its start (with offset), its energy in kWh, its NEM12 quality."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start: AwareDatetime
+    kwh: Decimal | None = Field(description="kWh as a decimal string; null when missing")
+    quality: Literal["A", "E", "S", "F", "N"] = "A"
+
+    _kwh_not_float = field_validator("kwh", mode="before")(_no_float)
+
+    @field_validator("kwh")
+    @classmethod
+    def _kwh_finite_not_negative(cls, value: Decimal | None) -> Decimal | None:
+        if value is not None and (not value.is_finite() or value < 0):
+            raise ValueError("kwh must be a finite, non-negative decimal")
+        return value
+
+
+class MeterReadingsIn(BaseModel):
+    """A batch of interval reads for one NMI and channel."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    nmi: str = Field(pattern=NMI_PATTERN, description="the 10-character NMI")
+    suffix: str = Field(pattern=SUFFIX_PATTERN, description="the NEM12 channel suffix, e.g. E1")
+    interval_minutes: Literal[5, 15, 30]
+    reads: list[ReadIn]
+
+
+class IngestCountsOut(BaseModel):
+    accepted: int
+    superseded: int
+    unchanged: int
+
+
+class SettlementIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    nmi: str = Field(pattern=NMI_PATTERN)
+    date: date
+
+
+class QuotaOut(BaseModel):
+    """The quota, as every settlement answer carries it."""
+
+    nmi: str
+    date: date
+    version: int
+    status: Literal["PENDING", "LOCKED", "COMPLETED", "ABORTED"]
+    free_kwh: str | None
+    attempts: int
+    completed_at: datetime | None
+    reason: str | None
+
+
+class CustomerIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    plan_id: str = Field(min_length=1, max_length=100)
+    region: Region
+
+
+class CustomerOut(BaseModel):
+    nmi: str
+    plan_id: str
+    region: Region
+
+
+def quota_body(quota: Quota) -> dict[str, Any]:
+    """The contract's quota body, decimals as strings, times ISO 8601 with offset."""
+    return {
+        "nmi": quota.nmi,
+        "date": quota.date.isoformat(),
+        "version": quota.version,
+        "status": quota.status.value,
+        "free_kwh": None if quota.free_kwh is None else str(quota.free_kwh),
+        "attempts": quota.attempts,
+        "completed_at": None if quota.completed_at is None else quota.completed_at.isoformat(),
+        "reason": quota.reason,
+    }
+
+
+_STATUS_CODES = {
+    Outcome.SETTLED: 200,
+    Outcome.REPLAYED: 200,
+    Outcome.LOCKED: 409,
+    Outcome.NOT_DUE: 409,
+    Outcome.RETRY: 409,
+    Outcome.ABORTED: 422,
+}
+
+
+def settlement_response(answer: Answer) -> JSONResponse:
+    """The contract's answer to a settlement request."""
+    headers: dict[str, str] = {}
+    if answer.retry_after is not None:
+        headers["Retry-After"] = str(answer.retry_after)
+    if answer.outcome is Outcome.REPLAYED:
+        headers["Idempotent-Replayed"] = "true"
+    return JSONResponse(quota_body(answer.quota), _STATUS_CODES[answer.outcome], headers=headers)
+
+
+# --- access --------------------------------------------------------------------------------
+
+
+class KeyCache:
+    """Keys looked up by their secret's hash, remembered for ``ttl`` so that a request does not
+    pay a database round trip for its key; a revocation takes effect within ``ttl``."""
+
+    def __init__(self, store: Store, clock: Clock, ttl: float) -> None:
+        self._store = store
+        self._clock = clock
+        self._ttl = ttl
+        self._known: dict[str, tuple[float, ApiKey | None]] = {}
+        self._lock = threading.Lock()
+
+    def find(self, secret: str) -> ApiKey | None:
+        now = self._clock.monotonic()
+        with self._lock:
+            hit = self._known.get(secret)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        with self._store.read() as conn:
+            key = find_key(conn, secret)
+        with self._lock:
+            if len(self._known) > 10_000:  # unknown secrets must not grow it without bound
+                self._known.clear()
+            self._known[secret] = (now + self._ttl, key)
+        return key
+
+
+def _bearer(authorization: str | None) -> str:
+    if not authorization:
+        raise Problem(
+            401,
+            "unauthorized",
+            "Unauthorized",
+            "Authorization: Bearer KEY is required",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    scheme, _, secret = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        raise Problem(
+            401,
+            "unauthorized",
+            "Unauthorized",
+            "Authorization must be Bearer KEY",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return secret.strip()
+
+
+# --- the app -----------------------------------------------------------------------------
+
+
+def create_app(services: Services) -> FastAPI:
+    """The API over ``services``."""
+    settings = services.settings
+    keys = KeyCache(services.store, services.clock, ttl=settings.api_key_cache_seconds)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        purger = asyncio.create_task(_purge_idempotency_keys(services))
+        try:
+            yield
+        finally:
+            purger.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await purger
+
+    app = FastAPI(
+        title="freehours",
+        version="1",
+        description="Meter data in, free-energy quotas settled exactly once, bills out.",
+        lifespan=lifespan,
+    )
+    app.add_exception_handler(Problem, problem_handler)
+    app.add_exception_handler(StarletteHTTPException, http_exception_handler)
+    app.add_exception_handler(RequestValidationError, validation_handler)
+
+    def require(scope: Scope) -> Callable[..., ApiKey]:
+        def check(authorization: Annotated[str | None, Header()] = None) -> ApiKey:
+            key = keys.find(_bearer(authorization))
+            if key is None:
+                raise Problem(
+                    401,
+                    "unauthorized",
+                    "Unauthorized",
+                    "unknown or revoked key",
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+            if not key.allows(scope):
+                raise Problem(403, "forbidden", "Forbidden", f"this key lacks the {scope} scope")
+            services.limits.check_client(key.id)
+            return key
+
+        return check
+
+    admin = Depends(require(Scope.ADMIN))
+
+    # --- plans and customers ---
+
+    @app.put("/v1/plans/{plan_id}", tags=["catalogue"])
+    def put_plan(plan_id: str, document: dict[str, Any], key: ApiKey = admin) -> dict[str, Any]:
+        """Create or replace a tariff plan: the plan file's fields as JSON."""
+        document = {**document, "id": document.get("id", plan_id)}
+        if document["id"] != plan_id:
+            raise Problem(422, "validation-error", "Plan id mismatch", "body id differs from path")
+        try:
+            parse_plan(document, source=f"plan {plan_id}")
+        except InputError as exc:
+            raise Problem(422, "invalid-plan", "The plan is not valid", str(exc)) from exc
+        with services.store.write() as conn:
+            stored = catalog.put_plan(conn, plan_id, document, updated_at=services.clock.now())
+        return stored.document
+
+    @app.put("/v1/customers/{nmi}", tags=["catalogue"], response_model=CustomerOut)
+    def put_customer(nmi: str, body: CustomerIn, key: ApiKey = admin) -> CustomerOut:
+        """Create or update a customer: the plan they are on and their region."""
+        _check_nmi(nmi)
+        with services.store.write() as conn:
+            if catalog.get_plan(conn, body.plan_id) is None:
+                raise Problem(
+                    422, "unknown-plan", "Unknown plan", f"plan_id: no plan {body.plan_id!r}"
+                )
+            catalog.put_customer(
+                conn, nmi, plan_id=body.plan_id, region=body.region, updated_at=services.clock.now()
+            )
+        return CustomerOut(nmi=nmi, plan_id=body.plan_id, region=body.region)
+
+    # --- meter data ---
+
+    @app.post("/v1/meter-readings", tags=["meter data"], response_model=IngestCountsOut)
+    def post_readings(
+        body: MeterReadingsIn,
+        key: Annotated[ApiKey, Depends(require(Scope.INGEST))],
+        idempotency_key: Annotated[str | None, Header()] = None,
+    ) -> Response:
+        """Ingest interval reads; never stored twice for one Idempotency-Key."""
+        if len(body.reads) > settings.max_batch_reads:
+            raise Problem(
+                413,
+                "payload-too-large",
+                "Too many reads",
+                f"reads: {len(body.reads)} reads, at most {settings.max_batch_reads} per batch",
+            )
+        step = timedelta(minutes=body.interval_minutes)
+        reads = [
+            IntervalRead(body.nmi, body.suffix, r.start, r.start + step, r.kwh, r.quality)
+            for r in body.reads
+        ]
+        payload = body.model_dump_json().encode()
+
+        def work(conn: Any) -> tuple[int, dict[str, Any]]:
+            counts = meter.ingest_reads(conn, reads, received_at=services.clock.now())
+            return 200, {
+                "accepted": counts.accepted,
+                "superseded": counts.superseded,
+                "unchanged": counts.unchanged,
+            }
+
+        return _idempotent(
+            services,
+            key,
+            idempotency_key=idempotency_key,
+            route="/v1/meter-readings",
+            payload=payload,
+            work=work,
+        )
+
+    @app.post(
+        "/v1/meter-readings/nem12",
+        tags=["meter data"],
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "text/csv": {"schema": {"type": "string"}},
+                    "application/zip": {"schema": {"type": "string", "format": "binary"}},
+                },
+            }
+        },
+    )
+    async def post_nem12(
+        request: Request,
+        key: Annotated[ApiKey, Depends(require(Scope.INGEST))],
+        idempotency_key: Annotated[str | None, Header()] = None,
+    ) -> Response:
+        """Ingest a NEM12 file (CSV, zip or gzip): all of it, or, on one bad line, none of it."""
+        body = await _bounded_body(request, settings.max_upload_bytes)
+        name = request.headers.get("x-filename", "upload.csv")
+
+        def work(conn: Any) -> tuple[int, dict[str, Any]]:
+            counts = meter.ingest_days(
+                conn, read_days(body, name=name), received_at=services.clock.now()
+            )
+            return 200, {
+                "file": name,
+                "accepted": counts.accepted,
+                "superseded": counts.superseded,
+                "unchanged": counts.unchanged,
+                "stale": counts.stale,
+            }
+
+        return await run_in_threadpool(
+            _idempotent,
+            services,
+            key,
+            idempotency_key=idempotency_key,
+            route="/v1/meter-readings/nem12",
+            payload=body,
+            work=work,
+        )
+
+    # --- settlements ---
+
+    @app.post("/v1/free-energy/settlements", tags=["settlement"])
+    def post_settlement(
+        body: SettlementIn, key: Annotated[ApiKey, Depends(require(Scope.SETTLE))]
+    ) -> JSONResponse:
+        """Settle one day's quota exactly once; every answer says to stop, or when to retry."""
+        services.limits.check_nmi(body.nmi)
+        return settlement_response(services.settlements.settle(body.nmi, body.date))
+
+    @app.get(
+        "/v1/free-energy/settlements/{nmi}/{day}", tags=["settlement"], response_model=QuotaOut
+    )
+    def get_settlement(
+        nmi: str, day: date, key: Annotated[ApiKey, Depends(require(Scope.READ))]
+    ) -> JSONResponse:
+        """The quota's current state (its newest version)."""
+        _check_nmi(nmi)
+        quota = services.settlements.state(nmi, day)
+        if quota is None:
+            raise Problem(404, "quota-not-found", "No such quota", f"no quota for {nmi} on {day}")
+        return JSONResponse(quota_body(quota))
+
+    # --- operations ---
+
+    @app.get("/healthz", tags=["operations"])
+    def healthz() -> dict[str, str]:
+        """Liveness: the process answers."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["operations"])
+    def readyz() -> JSONResponse:
+        """Readiness: the database answers."""
+        try:
+            with services.store.read() as conn:
+                conn.exec_driver_sql("SELECT 1")
+        except Exception as exc:
+            return JSONResponse({"status": "unavailable", "database": str(exc)[:200]}, 503)
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/metrics", tags=["operations"], response_class=PlainTextResponse)
+    def metrics(
+        request: Request, authorization: Annotated[str | None, Header()] = None
+    ) -> Response:
+        """Prometheus metrics: open on loopback, elsewhere a ``read`` key."""
+        host = request.client.host if request.client else ""
+        if host not in ("127.0.0.1", "::1", "localhost", "testclient"):
+            require(Scope.READ)(authorization)
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+def _check_nmi(nmi: str) -> None:
+    if len(nmi) != 10 or not nmi.isalnum() or nmi.upper() != nmi:
+        raise Problem(
+            422, "validation-error", "Invalid NMI", f"nmi: {nmi!r} is not 10 capitals or digits"
+        )
+
+
+async def _bounded_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it passes ``limit`` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise Problem(413, "payload-too-large", "File too large", f"body: over {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise Problem(413, "payload-too-large", "File too large", f"body: over {limit} bytes")
+        chunks.append(chunk)
+    if size == 0:
+        raise Problem(422, "validation-error", "Empty body", "body: a NEM12 file is required")
+    return b"".join(chunks)
+
+
+def _idempotent(
+    services: Services,
+    key: ApiKey,
+    *,
+    idempotency_key: str | None,
+    route: str,
+    payload: bytes,
+    work: Callable[[Any], tuple[int, dict[str, Any]]],
+) -> Response:
+    """Run ``work`` at most once per Idempotency-Key; replay its answer to repeats."""
+    if not idempotency_key:
+        raise Problem(400, "idempotency-key-missing", "Idempotency-Key header is required")
+    if len(idempotency_key) > 255:
+        raise Problem(400, "bad-request", "Idempotency-Key is over 255 characters")
+    settings = services.settings
+    request_hash = idempotency.fingerprint("POST", route, payload)
+    with services.store.write() as conn:
+        saved = idempotency.begin(
+            conn,
+            principal=key.id,
+            key=idempotency_key,
+            request_hash=request_hash,
+            now=services.clock.now(),
+            in_flight_timeout=timedelta(seconds=settings.idempotency_in_flight_seconds),
+        )
+    if saved is not None:
+        return Response(
+            saved.body,
+            saved.status_code,
+            media_type=saved.media_type,
+            headers={"Idempotent-Replayed": "true"},
+        )
+    try:
+        with services.store.write() as conn:
+            status, payload_out = work(conn)
+            answer = idempotency.json_response(status, payload_out)
+            idempotency.finish(
+                conn,
+                principal=key.id,
+                key=idempotency_key,
+                response=answer,
+                now=services.clock.now(),
+            )
+    except InputError as exc:
+        # Bad input is the request's final answer: saved, so a repeat gets the same 422.
+        problem = Problem(422, "invalid-input", "The input is not valid", str(exc))
+        with services.store.write() as conn:
+            idempotency.finish(
+                conn,
+                principal=key.id,
+                key=idempotency_key,
+                response=idempotency.SavedResponse(
+                    422, bytes(problem.response(route).body).decode(), "application/problem+json"
+                ),
+                now=services.clock.now(),
+            )
+        raise problem from exc
+    except BaseException:
+        with services.store.write() as conn:
+            idempotency.forget(conn, principal=key.id, key=idempotency_key)
+        raise
+    return Response(answer.body, status, media_type=answer.media_type)
+
+
+async def _purge_idempotency_keys(services: Services) -> None:
+    """Every hour, drop Idempotency-Keys older than the retention (24 hours by default)."""
+    retention = timedelta(hours=services.settings.idempotency_retention_hours)
+    while True:
+
+        def purge() -> int:
+            with services.store.write() as conn:
+                return idempotency.purge(conn, older_than=services.clock.now() - retention)
+
+        try:
+            purged = await run_in_threadpool(purge)
+            log.info("idempotency_keys_purged", count=purged)
+        except Exception as exc:
+            log.warning("idempotency_keys_purge_failed", error=str(exc))
+        await asyncio.sleep(3600)

@@ -1,0 +1,85 @@
+"""RFC 9457 problem details: every error answer of the API, each with a stable ``type``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+PROBLEM_JSON = "application/problem+json"
+
+
+class Problem(Exception):
+    """An error answer. ``slug`` makes the stable type ``/problems/{slug}``."""
+
+    def __init__(
+        self,
+        status: int,
+        slug: str,
+        title: str,
+        detail: str | None = None,
+        *,
+        headers: dict[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
+        super().__init__(detail or title)
+        self.status = status
+        self.slug = slug
+        self.title = title
+        self.detail = detail
+        self.headers = headers or {}
+        self.extra = extra
+
+    def response(self, instance: str | None = None) -> JSONResponse:
+        body: dict[str, Any] = {"type": f"/problems/{self.slug}", "title": self.title}
+        body["status"] = self.status
+        if self.detail:
+            body["detail"] = self.detail
+        if instance:
+            body["instance"] = instance
+        body.update(self.extra)
+        return JSONResponse(body, self.status, headers=self.headers, media_type=PROBLEM_JSON)
+
+
+_SLUGS = {
+    400: ("bad-request", "Bad request"),
+    401: ("unauthorized", "Unauthorized"),
+    403: ("forbidden", "Forbidden"),
+    404: ("not-found", "Not found"),
+    405: ("method-not-allowed", "Method not allowed"),
+    406: ("not-acceptable", "Not acceptable"),
+    409: ("conflict", "Conflict"),
+    413: ("payload-too-large", "Payload too large"),
+    415: ("unsupported-media-type", "Unsupported media type"),
+    422: ("validation-error", "Unprocessable content"),
+    429: ("rate-limited", "Too many requests"),
+}
+
+
+async def problem_handler(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, Problem)
+    return exc.response(request.url.path)
+
+
+async def http_exception_handler(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    slug, title = _SLUGS.get(exc.status_code, ("error", "Error"))
+    detail = exc.detail if isinstance(exc.detail, str) and exc.detail != title else None
+    headers = dict(exc.headers) if exc.headers else None
+    return Problem(exc.status_code, slug, title, detail, headers=headers).response(request.url.path)
+
+
+async def validation_handler(request: Request, exc: Exception) -> JSONResponse:
+    """422 naming every field that is wrong, as ``errors: [{field, message}]``."""
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        {"field": ".".join(str(part) for part in err["loc"]), "message": err["msg"]}
+        for err in exc.errors()
+    ]
+    detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+    return Problem(
+        422, "validation-error", "Request body is not valid", detail, errors=errors
+    ).response(request.url.path)

@@ -1,0 +1,45 @@
+"""Rate limits with the ``limits`` package: in memory, or in Redis shared by every API process."""
+
+from __future__ import annotations
+
+import math
+import time
+
+from limits import RateLimitItem, parse
+from limits.storage import MemoryStorage, RedisStorage, Storage
+from limits.strategies import MovingWindowRateLimiter
+
+from freehours.api.problems import Problem
+
+
+class RateLimits:
+    """Per-client and per-NMI limits. ``check`` raises a 429 problem with Retry-After."""
+
+    def __init__(self, storage: Storage, per_client: str, per_nmi: str) -> None:
+        self._limiter = MovingWindowRateLimiter(storage)
+        self._per_client: RateLimitItem = parse(per_client)
+        self._per_nmi: RateLimitItem = parse(per_nmi)
+
+    @classmethod
+    def open(cls, redis_url: str | None, per_client: str, per_nmi: str) -> RateLimits:
+        storage: Storage = MemoryStorage() if redis_url is None else RedisStorage(redis_url)
+        return cls(storage, per_client, per_nmi)
+
+    def check_client(self, client_id: str) -> None:
+        self._check(self._per_client, "client", client_id)
+
+    def check_nmi(self, nmi: str) -> None:
+        self._check(self._per_nmi, "nmi", nmi)
+
+    def _check(self, item: RateLimitItem, scope: str, who: str) -> None:
+        if self._limiter.hit(item, scope, who):
+            return
+        stats = self._limiter.get_window_stats(item, scope, who)
+        retry_after = max(1, math.ceil(stats.reset_time - time.time()))
+        raise Problem(
+            429,
+            "rate-limited",
+            "Too many requests",
+            f"{scope} {who} is over its limit of {item}",
+            headers={"Retry-After": str(retry_after)},
+        )

@@ -1,0 +1,445 @@
+"""Settling a day's free-energy quota exactly once: the one path the API and the workers share.
+
+``Settlements.settle(nmi, day)`` runs the state machine of ``freehours.domain.settlement`` against
+the store, in three short transactions at most:
+
+A. claim: the quota row locked (``FOR UPDATE`` / ``BEGIN IMMEDIATE``); a terminal state is
+   replayed, a live lock answered with its seconds left, a day not yet due (window open, or its
+   data incomplete before the data deadline) answered with the seconds until it is; otherwise
+   the row becomes LOCKED with the next fence, and that is committed.
+B. complete: the row locked again, the fence checked, the day's reads re-read under that lock
+   and rated, then COMPLETED and its ledger entry written in one transaction. A revision that
+   lands meanwhile either is read here or finds the quota COMPLETED and opens the next version.
+C. on a failure between A and B's commit: release (attempts + 1, ABORTED at the maximum).
+   A holder that dies without releasing leaves a lock that expires; the next claim takes over
+   and counts that attempt.
+
+The cache is written after the commit that made the answer; a cache failure is logged and
+counted, never fatal.
+Only terminal states are answered from the cache alone.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import date, datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+from enum import StrEnum
+from typing import Protocol
+
+import sqlalchemy as sa
+import structlog
+
+from freehours.cache.quota import CacheUnavailable, QuotaCache
+from freehours.clock import Clock
+from freehours.domain.plan import Plan, parse_plan
+from freehours.domain.rating import DayProfiles, rate
+from freehours.domain.settlement import (
+    Busy,
+    Claimed,
+    Quota,
+    QuotaStatus,
+    Settled,
+    StaleFence,
+    claim,
+    complete,
+    new_quota,
+    release,
+    seconds_until_settleable,
+)
+from freehours.domain.time import NEM_TIME
+from freehours.meterdata.records import IntervalDay
+from freehours.observability.metrics import (
+    QUOTA_CACHE_REQUESTS,
+    QUOTA_CACHE_WRITE_FAILURES,
+    SETTLEMENT_OUTCOMES,
+    SETTLEMENT_SECONDS,
+)
+from freehours.store import catalog, meter, quotas
+from freehours.store.database import Store
+from freehours.store.quotas import LedgerEntry
+
+log = structlog.get_logger("freehours.settlement")
+
+CENT = Decimal("0.01")
+
+
+class Outcome(StrEnum):
+    """What a settle call found or did; the API maps each to its status code."""
+
+    SETTLED = "settled"  # COMPLETED by this call: 200
+    REPLAYED = "replayed"  # COMPLETED before: 200 with Idempotent-Replayed
+    LOCKED = "locked"  # another holder's live lock: 409 LOCKED, Retry-After
+    NOT_DUE = "not_due"  # window open or data incomplete: 409 PENDING, Retry-After
+    RETRY = "retry"  # this attempt failed and was released: 409 PENDING, Retry-After
+    ABORTED = "aborted"  # can never be settled: 422 ABORTED, do not retry
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The outcome, the quota as it stands, and how long to wait before asking again."""
+
+    outcome: Outcome
+    quota: Quota
+    retry_after: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SettlementPolicy:
+    """The settlement's limits, each with its reason."""
+
+    #: A settlement reads two day rows and writes two: seconds is ample, 30 s is the contract's
+    #: default and bounds how long a dead holder delays its successor.
+    lock_timeout: timedelta = timedelta(seconds=30)
+    #: Five failed attempts of one quota mean a persistent fault, not bad luck: stop and say so.
+    max_attempts: int = 5
+    #: Reads for the window's last interval arrive minutes after it ends; wait that long first.
+    grace: timedelta = timedelta(minutes=15)
+    #: Meter data providers may take days to deliver; after three, settle with what there is.
+    data_deadline: timedelta = timedelta(days=3)
+    #: How often a day waiting for its data asks again.
+    data_poll: timedelta = timedelta(minutes=10)
+    #: Terminal states change only by a new version, which ingest writes to the cache at once;
+    #: the time to live bounds how long a lost cache write can hide a new version.
+    terminal_cache_ttl: timedelta = timedelta(minutes=5)
+    #: After a failed attempt, wait at least this long (doubling per attempt, up to a minute).
+    retry_base: timedelta = timedelta(seconds=1)
+
+
+class FaultPoint(StrEnum):
+    """Where the simulation may inject a fault into a settlement."""
+
+    AFTER_CLAIM = "after_claim"  # the lock is committed; nothing else has happened
+    BEFORE_COMPLETE = "before_complete"  # inside B, rated, before COMPLETED is written
+    CACHE_WRITE = "cache_write"  # after a commit, writing the cache
+
+
+class Faults(Protocol):
+    """The fault-injection seam: raise at ``point`` to inject a fault there."""
+
+    def check(self, point: FaultPoint, quota: Quota) -> None: ...
+
+
+class NoFaults:
+    """Production: nothing is injected."""
+
+    def check(self, point: FaultPoint, quota: Quota) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Customer:
+    plan: Plan
+    profiles: DayProfiles
+
+
+class Settlements:
+    """Settles quotas. Safe to share between threads; state lives in the store and the cache."""
+
+    def __init__(
+        self,
+        store: Store,
+        cache: QuotaCache,
+        clock: Clock,
+        policy: SettlementPolicy | None = None,
+        faults: Faults | None = None,
+    ) -> None:
+        self.store = store
+        self.cache = cache
+        self.clock = clock
+        self.policy = policy or SettlementPolicy()
+        self.faults: Faults = faults or NoFaults()
+        self._plans: dict[tuple[str, datetime], _Customer] = {}
+        self._plans_lock = threading.Lock()
+
+    def settle(self, nmi: str, day: date) -> Answer:
+        """Settle the quota of ``nmi`` on local date ``day``, or say why not and when to retry."""
+        key = f"{nmi}:{day.isoformat()}"
+        cached = self._cached(key)
+        if cached is not None and cached.status.is_terminal:
+            QUOTA_CACHE_REQUESTS.labels("hit").inc()
+            return self._answered(self._terminal(cached, replay=True), cached=cached)
+        return self._answered(self._claim(nmi, day, cached), cached=cached)
+
+    def reopen(self, conn: sa.Connection, changed: Iterable[tuple[str, date]]) -> list[Quota]:
+        """After new meter data, in the ingest's transaction: open the next version of every
+        settled quota whose window the changed (NMI, NEM date) day rows touch.
+
+        Call ``publish`` with the result after the commit.
+        """
+        by_nmi: dict[str, set[date]] = {}
+        for nmi, nem_date in changed:
+            by_nmi.setdefault(nmi, set()).add(nem_date)
+        reopened = []
+        for nmi, nem_dates in sorted(by_nmi.items()):
+            customer = self._customer(conn, nmi)
+            if isinstance(customer, str):
+                continue  # no customer, no quotas
+            for day in sorted(quota_dates(customer.plan, nem_dates)):
+                successor = quotas.reopen_if_settled(conn, nmi, day)
+                if successor is not None:
+                    log.info("quota_reopened", quota_key=successor.key, version=successor.version)
+                    reopened.append(successor)
+        return reopened
+
+    def publish(self, changed: Iterable[Quota]) -> None:
+        """Write quotas to the cache after the commit that changed them."""
+        for quota in changed:
+            self._cache_put(quota)
+
+    def state(self, nmi: str, day: date) -> Quota | None:
+        """The quota's newest version as the database has it, or None when there is none."""
+        with self.store.read() as conn:
+            return quotas.latest(conn, nmi, day)
+
+    # --- A: claim -------------------------------------------------------------------------
+
+    def _claim(self, nmi: str, day: date, cached: Quota | None) -> Answer:
+        now = self.clock.now()
+        policy = self.policy
+        with self.store.write() as conn:
+            customer = self._customer(conn, nmi)
+            if isinstance(customer, str):
+                return Answer(Outcome.ABORTED, _unsettleable(nmi, day, customer, now))
+            quota = quotas.latest_or_new(conn, nmi, day)
+            self._count_revalidation(cached, quota)
+            if quota.status.is_terminal:
+                return self._terminal(quota, replay=True)
+            if quota.is_locked_at(now):
+                return Answer(Outcome.LOCKED, quota, quota.lock_seconds_left(now))
+            plan = customer.plan
+            assert plan.free_window is not None, "checked by _customer"
+            window_start, window_end = plan.free_window.bounds(day, plan.zone)
+            days = meter.days_for(conn, nmi, plan.nem_dates(day))
+            wait = seconds_until_settleable(
+                window_end,
+                now,
+                grace=policy.grace,
+                data_deadline=policy.data_deadline,
+                data_complete=window_complete(plan, days, window_start, window_end),
+                poll=policy.data_poll,
+            )
+            if wait is not None:
+                return Answer(Outcome.NOT_DUE, quota, wait)
+            decision = claim(quota, now, policy.lock_timeout, policy.max_attempts)
+            if isinstance(decision, Busy):
+                return Answer(Outcome.LOCKED, decision.quota, decision.retry_after)
+            quotas.save(conn, decision.quota)
+            if isinstance(decision, Settled):
+                log.error("quota_aborted", quota_key=quota.key, reason=decision.quota.reason)
+                return self._terminal(decision.quota, replay=False)
+        assert isinstance(decision, Claimed)
+        held = decision.quota
+        log.info("quota_claimed", quota_key=held.key, version=held.version, fence=held.fence)
+        return self._settle_claimed(held, customer, claimed_at=self.clock.monotonic())
+
+    # --- B: complete, or C: release ---------------------------------------------------------
+
+    def _settle_claimed(self, held: Quota, customer: _Customer, claimed_at: float) -> Answer:
+        try:
+            self.faults.check(FaultPoint.AFTER_CLAIM, held)
+            done = self._complete(held, customer)
+        except StaleFence as exc:
+            # Our lock expired and another holder took over: whatever it does is the answer.
+            log.warning("quota_fence_stale", quota_key=held.key, fence=held.fence)
+            return self._after_stale(exc.quota)
+        except Exception as exc:
+            return self._release(held, exc)
+        SETTLEMENT_SECONDS.observe(self.clock.monotonic() - claimed_at)
+        log.info(
+            "quota_completed", quota_key=done.key, version=done.version, free_kwh=str(done.free_kwh)
+        )
+        return Answer(Outcome.SETTLED, done)
+
+    def _complete(self, held: Quota, customer: _Customer) -> Quota:
+        plan = customer.plan
+        with self.store.write() as conn:
+            quota = quotas.latest(conn, held.nmi, held.date, for_update=True)
+            if quota is None or quota.version != held.version:
+                raise StaleFence(quota or held, held.fence)
+            days = meter.days_for(conn, held.nmi, plan.nem_dates(held.date))
+            free_kwh, free_value = free_energy(plan, customer.profiles, days, held.date)
+            self.faults.check(FaultPoint.BEFORE_COMPLETE, quota)
+            now = self.clock.now()
+            done = complete(quota, held.fence, free_kwh, free_value, now)
+            quotas.save(conn, done)
+            booked_kwh, booked_amount = quotas.booked_before(
+                conn, held.nmi, held.date, done.version
+            )
+            quotas.book(
+                conn,
+                LedgerEntry(
+                    nmi=done.nmi,
+                    date=done.date,
+                    version=done.version,
+                    kwh=free_kwh - booked_kwh,
+                    amount=free_value - booked_amount,
+                    booked_at=now,
+                ),
+            )
+        return done
+
+    def _release(self, held: Quota, failure: Exception) -> Answer:
+        reason = f"{type(failure).__name__}: {failure}"
+        log.warning("quota_attempt_failed", quota_key=held.key, fence=held.fence, error=reason)
+        now = self.clock.now()
+        with self.store.write() as conn:
+            quota = quotas.latest(conn, held.nmi, held.date, for_update=True)
+            if quota is None or quota.version != held.version or quota.fence != held.fence:
+                return self._after_stale(quota or held)
+            if quota.status is not QuotaStatus.LOCKED:
+                return self._after_stale(quota)
+            released = release(quota, held.fence, reason, now, self.policy.max_attempts)
+            quotas.save(conn, released)
+        if released.status is QuotaStatus.ABORTED:
+            log.error("quota_aborted", quota_key=released.key, reason=released.reason)
+            return self._terminal(released, replay=False)
+        return Answer(Outcome.RETRY, released, self._retry_after(released.attempts))
+
+    def _after_stale(self, current: Quota) -> Answer:
+        now = self.clock.now()
+        if current.status.is_terminal:
+            return self._terminal(current, replay=True)
+        if current.is_locked_at(now):
+            return Answer(Outcome.LOCKED, current, current.lock_seconds_left(now))
+        return Answer(Outcome.RETRY, current, self._retry_after(current.attempts))
+
+    def _retry_after(self, attempts: int) -> int:
+        """Seconds before retrying after ``attempts`` failures: doubling, from 1 s up to 60 s."""
+        seconds: float = self.policy.retry_base.total_seconds() * 2.0 ** max(0, attempts - 1)
+        return max(1, min(60, round(seconds)))
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def _terminal(self, quota: Quota, *, replay: bool) -> Answer:
+        if quota.status is QuotaStatus.ABORTED:
+            return Answer(Outcome.ABORTED, quota)
+        return Answer(Outcome.REPLAYED if replay else Outcome.SETTLED, quota)
+
+    def _answered(self, answer: Answer, *, cached: Quota | None) -> Answer:
+        """Count the answer and write it to the cache when it is a stored state newer than the
+        cached one: the one place the cache is written, always after the commit."""
+        quota = answer.quota
+        replayed = str(answer.outcome is Outcome.REPLAYED).lower()
+        SETTLEMENT_OUTCOMES.labels(quota.status.value, replayed).inc()
+        stored = quota.revision > 0
+        newer = cached is None or (quota.version, quota.revision) > (
+            cached.version,
+            cached.revision,
+        )
+        if stored and newer:
+            self._cache_put(quota)
+        return answer
+
+    def _customer(self, conn: sa.Connection, nmi: str) -> _Customer | str:
+        """The customer's parsed plan, or the reason the quota can never be settled."""
+        customer = catalog.get_customer(conn, nmi)
+        if customer is None:
+            return f"unknown NMI {nmi}: no customer"
+        stored = catalog.get_plan(conn, customer.plan_id)
+        if stored is None:
+            return f"customer {nmi} has plan {customer.plan_id!r}, which does not exist"
+        cache_key = (stored.plan_id, stored.updated_at)
+        with self._plans_lock:
+            known = self._plans.get(cache_key)
+        if known is None:
+            plan = parse_plan(stored.document, source=f"plan {stored.plan_id}")
+            known = _Customer(plan, DayProfiles(plan))
+            with self._plans_lock:
+                self._plans[cache_key] = known
+        if known.plan.free_window is None:
+            return f"plan {stored.plan_id!r} has no free window"
+        return known
+
+    def _cached(self, key: str) -> Quota | None:
+        try:
+            cached = self.cache.get(key)
+        except CacheUnavailable as exc:
+            QUOTA_CACHE_REQUESTS.labels("error").inc()
+            log.warning("quota_cache_unavailable", quota_key=key, error=str(exc))
+            return None
+        if cached is None:
+            QUOTA_CACHE_REQUESTS.labels("miss").inc()
+        return cached
+
+    def _count_revalidation(self, cached: Quota | None, current: Quota) -> None:
+        if cached is None:
+            return
+        fresh = (cached.version, cached.revision) == (current.version, current.revision)
+        QUOTA_CACHE_REQUESTS.labels("revalidated" if fresh else "stale").inc()
+
+    def _cache_put(self, quota: Quota) -> None:
+        ttl = (
+            self.policy.terminal_cache_ttl if quota.status.is_terminal else self.policy.lock_timeout
+        )
+        try:
+            self.faults.check(FaultPoint.CACHE_WRITE, quota)
+            self.cache.put(quota, ttl.total_seconds())
+        except Exception as exc:
+            QUOTA_CACHE_WRITE_FAILURES.inc()
+            log.warning("quota_cache_write_failed", quota_key=quota.key, error=str(exc))
+
+
+def window_complete(
+    plan: Plan, days: list[IntervalDay], window_start: datetime, window_end: datetime
+) -> bool:
+    """Whether every consumption interval overlapping the window has a value.
+
+    True needs at least one consumption channel covering the window; an interval with no value
+    (quality N, or absent) leaves it incomplete.
+    """
+    covered = False
+    for day in days:
+        if not day.is_energy or not plan.is_consumption(day.suffix):
+            continue
+        step = timedelta(minutes=day.interval_minutes)
+        for start, value in zip(day.interval_starts(), day.values, strict=True):
+            if start + step <= window_start or start >= window_end:
+                continue
+            if value is None:
+                return False
+            covered = True
+    return covered
+
+
+def free_energy(
+    plan: Plan, profiles: DayProfiles, days: list[IntervalDay], local_date: date
+) -> tuple[Decimal, Decimal]:
+    """Free kWh of ``local_date`` and its value at the bands in force, to the cent."""
+    rating = rate(plan, days, local_dates=[local_date], profiles=profiles).get(local_date)
+    if rating is None:
+        return Decimal(0), Decimal("0.00")
+    value = sum(
+        (
+            kwh * band.unit_price
+            for kwh, band in zip(rating.free_kwh_by_band, plan.bands, strict=True)
+        ),
+        Decimal(0),
+    )
+    return rating.free_kwh, value.quantize(CENT, ROUND_HALF_UP)
+
+
+def quota_dates(plan: Plan, nem_dates: Iterable[date]) -> set[date]:
+    """The local dates whose free window overlaps any of ``nem_dates`` (NEM days)."""
+    window = plan.free_window
+    if window is None:
+        return set()
+    wanted = set(nem_dates)
+    found = set()
+    for nem_date in wanted:
+        # A local date's window lies within a day of its NEM date in every Australian zone.
+        for local_date in (nem_date - timedelta(days=1), nem_date, nem_date + timedelta(days=1)):
+            start, end = window.bounds(local_date, plan.zone)
+            first = start.astimezone(NEM_TIME).date()
+            last = (end.astimezone(NEM_TIME) - timedelta(microseconds=1)).date()
+            if first <= nem_date <= last:
+                found.add(local_date)
+    return found
+
+
+def _unsettleable(nmi: str, day: date, reason: str, now: datetime) -> Quota:
+    """The ABORTED answer for a quota that cannot exist (no customer, no plan): not stored, so
+    that it settles normally once the customer is set up."""
+    return replace(new_quota(nmi, day), status=QuotaStatus.ABORTED, reason=reason, completed_at=now)

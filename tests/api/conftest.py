@@ -1,0 +1,71 @@
+"""An API over a real store (SQLite and PostgreSQL), a manual clock, and keys of every scope."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import pytest
+from fastapi.testclient import TestClient
+from limits.storage import MemoryStorage
+
+from freehours.api.app import Services, create_app
+from freehours.api.keys import Scope, create_key
+from freehours.api.ratelimit import RateLimits
+from freehours.cache.quota import MemoryQuotaCache
+from freehours.clock import ManualClock
+from freehours.settings import Settings
+from freehours.settlement import Settlements
+from freehours.store.database import Store
+
+# 2026-07-01 14:15 AEST: the NSW window of 1 July has ended and its grace has passed.
+START = datetime(2026, 7, 1, 4, 15, tzinfo=UTC)
+
+PLAN = {
+    "id": "test-nsw",
+    "region": "NSW",
+    "daily_supply_charge": "1.0000",
+    "free_window": {"start": "11:00", "end": "14:00", "cap_kwh": "24"},
+    "time_of_use": [
+        {
+            "type": "PEAK",
+            "unit_price": "0.3000",
+            "periods": [{"days": ["ALL"], "start": "00:00", "end": "24:00"}],
+        }
+    ],
+    "feed_in": {"unit_price": "0.0500"},
+}
+
+
+@dataclass
+class Api:
+    client: TestClient
+    services: Services
+    clock: ManualClock
+    keys: dict[str, str]
+
+    def auth(self, scope: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.keys[scope]}"}
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return Settings(database_url="sqlite://", max_batch_reads=100, max_upload_bytes=200_000)
+
+
+@pytest.fixture
+def api(store: Store, settings: Settings) -> Iterator[Api]:
+    clock = ManualClock(START)
+    settlements = Settlements(store, MemoryQuotaCache(clock), clock)
+    limits = RateLimits(MemoryStorage(), "1000/minute", "20/minute")
+    services = Services(settings, store, settlements, limits, clock)
+    keys = {}
+    with store.write() as conn:
+        for scope in Scope:
+            _, keys[scope.value] = create_key(conn, frozenset({scope}), scope.value, START)
+        _, keys["ingest+read"] = create_key(
+            conn, frozenset({Scope.INGEST, Scope.READ}), "both", START
+        )
+    with TestClient(create_app(services)) as client:
+        yield Api(client, services, clock, keys)

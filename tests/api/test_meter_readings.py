@@ -1,0 +1,219 @@
+"""POST /v1/meter-readings and /v1/meter-readings/nem12: ingest, Idempotency-Key, limits."""
+
+from __future__ import annotations
+
+import io
+import threading
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from freehours.api import idempotency
+from freehours.api.app import MeterReadingsIn
+from freehours.api.keys import find_key
+from freehours.domain.time import NEM_TIME
+from freehours.meterdata.records import IntervalDay
+from freehours.meterdata.writer import write_nem12
+from freehours.store import meter
+from tests.api.conftest import Api
+
+NMI = "4102000001"
+
+
+def batch(*kwh: str, start_hour: int = 11) -> dict[str, object]:
+    """Reads of consecutive half-hours from ``start_hour`` on 1 July 2026 (NEM time)."""
+    first = datetime(2026, 7, 1, start_hour, tzinfo=NEM_TIME)
+    return {
+        "nmi": NMI,
+        "suffix": "E1",
+        "interval_minutes": 30,
+        "reads": [
+            {"start": (first + timedelta(minutes=30 * i)).isoformat(), "kwh": v, "quality": "A"}
+            for i, v in enumerate(kwh)
+        ],
+    }
+
+
+def post(api: Api, body: object, key: str | None = "k1", scope: str = "ingest"):
+    headers = api.auth(scope)
+    if key is not None:
+        headers["Idempotency-Key"] = key
+    return api.client.post("/v1/meter-readings", json=body, headers=headers)
+
+
+def stored(api: Api) -> list[IntervalDay]:
+    with api.services.store.read() as conn:
+        return meter.days_for(conn, NMI, [date(2026, 7, 1)])
+
+
+def test_reads_are_stored_and_counted(api: Api) -> None:
+    response = post(api, batch("0.412", "0.300"))
+    assert response.status_code == 200
+    assert response.json() == {"accepted": 2, "superseded": 0, "unchanged": 0}
+    (day,) = stored(api)
+    assert day.values[22:24] == (Decimal("0.412"), Decimal("0.300"))
+
+
+def test_reads_for_an_nmi_without_a_customer_are_stored_all_the_same(api: Api) -> None:
+    assert post(api, batch("1.000")).status_code == 200
+    assert len(stored(api)) == 1
+
+
+def test_same_key_same_payload_replays_the_first_answer(api: Api) -> None:
+    first = post(api, batch("0.412"))
+    again = post(api, batch("0.412"))
+    assert again.status_code == 200
+    assert again.json() == first.json()
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert "Idempotent-Replayed" not in first.headers
+
+
+def test_a_new_key_for_the_same_reads_counts_them_unchanged(api: Api) -> None:
+    post(api, batch("0.412"), key="k1")
+    assert post(api, batch("0.412"), key="k2").json() == {
+        "accepted": 0,
+        "superseded": 0,
+        "unchanged": 1,
+    }
+
+
+def test_a_later_read_supersedes(api: Api) -> None:
+    post(api, batch("0.412"), key="k1")
+    assert post(api, batch("0.500"), key="k2").json()["superseded"] == 1
+
+
+def test_missing_idempotency_key_is_400(api: Api) -> None:
+    response = post(api, batch("0.412"), key=None)
+    assert response.status_code == 400
+    assert response.json()["type"] == "/problems/idempotency-key-missing"
+    assert stored(api) == []
+
+
+def test_same_key_different_payload_is_422(api: Api) -> None:
+    post(api, batch("0.412"))
+    response = post(api, batch("0.999"))
+    assert response.status_code == 422
+    assert response.json()["type"] == "/problems/idempotency-key-reused"
+
+
+def test_same_key_while_the_first_is_in_flight_is_409(api: Api) -> None:
+    body = batch("0.412")
+    with api.services.store.write() as conn:
+        key = find_key(conn, api.keys["ingest"])
+        assert key is not None
+        # The first request has begun and not finished: its key is recorded as in flight.
+        payload = MeterReadingsIn.model_validate(body).model_dump_json().encode()
+        idempotency.begin(
+            conn,
+            principal=key.id,
+            key="k1",
+            request_hash=idempotency.fingerprint("POST", "/v1/meter-readings", payload),
+            now=api.clock.now(),
+            in_flight_timeout=timedelta(seconds=60),
+        )
+    response = post(api, body)
+    assert response.status_code == 409
+    assert response.json()["type"] == "/problems/idempotency-key-in-flight"
+    api.clock.advance(61)  # the first request died: its key is taken over
+    assert post(api, body).status_code == 200
+
+
+def test_batch_over_the_limit_is_413(api: Api) -> None:
+    response = post(api, batch(*["0.1"] * 101, start_hour=0))
+    assert response.status_code == 413
+    assert "reads: 101 reads" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"nmi": "short"}, "body.nmi"),
+        ({"interval_minutes": 7}, "body.interval_minutes"),
+        ({"reads": [{"start": "2026-07-01T11:00:00", "kwh": "1"}]}, "body.reads.0.start"),
+        ({"reads": [{"start": "2026-07-01T11:00:00+10:00", "kwh": 1.5}]}, "body.reads.0.kwh"),
+        ({"reads": [{"start": "2026-07-01T11:00:00+10:00", "kwh": "-1"}]}, "body.reads.0.kwh"),
+        (
+            {"reads": [{"start": "2026-07-01T11:00:00+10:00", "kwh": "1", "quality": "Z"}]},
+            "body.reads.0.quality",
+        ),
+    ],
+)
+def test_malformed_body_is_422_naming_the_field(
+    api: Api, change: dict[str, object], field: str
+) -> None:
+    response = post(api, {**batch("0.1"), **change})
+    assert response.status_code == 422
+    fields = [e["field"] for e in response.json()["errors"]]
+    assert field in fields
+
+
+def test_a_read_off_the_interval_grid_is_422_and_nothing_is_stored(api: Api) -> None:
+    body = batch("0.1", "0.2")
+    body["reads"][1]["start"] = "2026-07-01T11:10:00+10:00"  # type: ignore[index]
+    response = post(api, body)
+    assert response.status_code == 422
+    assert stored(api) == []
+
+
+def nem12_file(value: str, stamp_hour: int = 12) -> bytes:
+    day = IntervalDay(
+        NMI,
+        "E1",
+        date(2026, 7, 1),
+        30,
+        tuple(Decimal(value) for _ in range(48)),
+        "A" * 48,
+        datetime(2026, 7, 2, stamp_hour, tzinfo=NEM_TIME),
+    )
+    out = io.StringIO()
+    write_nem12([day], out)
+    return out.getvalue().encode()
+
+
+def post_nem12(api: Api, body: bytes, key: str = "f1"):
+    headers = {**api.auth("ingest"), "Idempotency-Key": key, "Content-Type": "text/csv"}
+    return api.client.post("/v1/meter-readings/nem12", content=body, headers=headers)
+
+
+def test_nem12_upload_is_stored(api: Api) -> None:
+    response = post_nem12(api, nem12_file("0.250"))
+    assert response.status_code == 200
+    assert response.json()["accepted"] == 1
+    (day,) = stored(api)
+    assert sum(v for v in day.values if v is not None) == Decimal("12.000")
+
+
+def test_nem12_upload_with_a_bad_line_is_422_naming_it_and_stores_nothing(api: Api) -> None:
+    good = nem12_file("0.250").decode().splitlines()
+    bad = "\n".join([*good[:2], good[2].replace("0.250", "zzz", 1), *good[3:]]).encode()
+    response = post_nem12(api, bad)
+    assert response.status_code == 422
+    assert ":3" in response.json()["detail"]
+    assert stored(api) == []
+    # The answer is final for that key: a repeat replays the same 422.
+    again = post_nem12(api, bad)
+    assert (again.status_code, again.headers["Idempotent-Replayed"]) == (422, "true")
+
+
+def test_nem12_upload_over_the_limit_is_413(api: Api) -> None:
+    response = post_nem12(api, b"100," + b"x" * 200_001)
+    assert response.status_code == 413
+
+
+def test_concurrent_repeats_of_one_key_ingest_once(api: Api) -> None:
+    body = batch("0.412", "0.300")
+    answers: list[int] = []
+
+    def send() -> None:
+        answers.append(post(api, body, key="same").status_code)
+
+    threads = [threading.Thread(target=send) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert set(answers) <= {200, 409}
+    assert answers.count(200) >= 1
+    (day,) = stored(api)
+    assert day.values[22:24] == (Decimal("0.412"), Decimal("0.300"))

@@ -1,0 +1,279 @@
+"""The settlement service against the real store, on SQLite and PostgreSQL: every path of the
+state machine, including the failure paths, settles a quota exactly once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from prometheus_client import REGISTRY
+
+from freehours.cache.quota import MemoryQuotaCache
+from freehours.clock import ManualClock
+from freehours.domain.settlement import QuotaStatus, StaleFence, claim, complete
+from freehours.domain.time import NEM_TIME, Region
+from freehours.meterdata.records import IntervalDay
+from freehours.settlement import FaultPoint, Outcome, SettlementPolicy, Settlements
+from freehours.store import catalog, meter, quotas
+from freehours.store.database import Store
+
+NMI = "4102000001"
+DAY = date(2026, 7, 1)  # winter: Sydney is on AEST, so the window 11:00-14:00 is 01:00-04:00 UTC
+WINDOW_END = datetime(2026, 7, 1, 4, 0, tzinfo=UTC)
+POLICY = SettlementPolicy()
+DUE = WINDOW_END + POLICY.grace
+
+PLAN = {
+    "id": "test-nsw",
+    "region": "NSW",
+    "daily_supply_charge": "1.0000",
+    "free_window": {"start": "11:00", "end": "14:00", "cap_kwh": "24"},
+    "time_of_use": [
+        {
+            "type": "PEAK",
+            "unit_price": "0.3000",
+            "periods": [{"days": ["ALL"], "start": "00:00", "end": "24:00"}],
+        }
+    ],
+    "feed_in": {"unit_price": "0.0500"},
+}
+
+
+class Death(BaseException):
+    """A worker process dying: not an Exception, so nothing in the service catches it."""
+
+
+@dataclass
+class Faults:
+    """Raise the queued faults at their points, once each."""
+
+    queued: dict[FaultPoint, list[BaseException]] = field(default_factory=dict)
+
+    def add(self, point: FaultPoint, error: BaseException) -> None:
+        self.queued.setdefault(point, []).append(error)
+
+    def check(self, point: FaultPoint, quota: object) -> None:
+        pending = self.queued.get(point)
+        if pending:
+            raise pending.pop(0)
+
+
+def day_row(
+    value: str, *, stamp: datetime, suffix: str = "E1", missing: range = range(0)
+) -> IntervalDay:
+    values = tuple(None if i in missing else Decimal(value) for i in range(48))
+    qualities = "".join("N" if i in missing else "A" for i in range(48))
+    return IntervalDay(NMI, suffix, DAY, 30, values, qualities, stamp)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(DUE)
+
+
+@pytest.fixture
+def faults() -> Faults:
+    return Faults()
+
+
+@pytest.fixture
+def service(store: Store, clock: ManualClock, faults: Faults) -> Settlements:
+    with store.write() as conn:
+        catalog.put_plan(conn, "test-nsw", PLAN, updated_at=clock.now())
+        catalog.put_customer(
+            conn, NMI, plan_id="test-nsw", region=Region.NSW, updated_at=clock.now()
+        )
+    return Settlements(store, MemoryQuotaCache(clock), clock, POLICY, faults)
+
+
+def ingest(store: Store, *days: IntervalDay, at: datetime) -> None:
+    with store.write() as conn:
+        meter.ingest_days(conn, days, received_at=at)
+
+
+STAMP = datetime(2026, 7, 1, 15, 0, tzinfo=NEM_TIME)
+
+
+def ledger(store: Store) -> list[quotas.LedgerEntry]:
+    with store.read() as conn:
+        return quotas.ledger(conn, NMI)
+
+
+def test_settles_once_and_books_the_window_energy(service: Settlements, store: Store) -> None:
+    ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
+    answer = service.settle(NMI, DAY)
+    assert answer.outcome is Outcome.SETTLED
+    # Six half-hours of 0.5 kWh in 11:00-14:00, priced at 0.30: 3 kWh worth 0.90.
+    assert answer.quota.status is QuotaStatus.COMPLETED
+    assert answer.quota.free_kwh == Decimal("3.000")
+    assert answer.quota.free_value == Decimal("0.90")
+    assert [(e.kwh, e.amount) for e in ledger(store)] == [(Decimal("3.000"), Decimal("0.90"))]
+
+
+def test_every_repeat_replays_the_same_quota_and_books_nothing(
+    service: Settlements, store: Store, clock: ManualClock
+) -> None:
+    ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
+    first = service.settle(NMI, DAY)
+    for _ in range(3):
+        clock.advance(3600)
+        again = service.settle(NMI, DAY)
+        assert again.outcome is Outcome.REPLAYED
+        assert again.quota == first.quota
+    assert len(ledger(store)) == 1
+
+
+def test_before_the_window_ends_it_is_pending_until_due(service: Settlements) -> None:
+    early = ManualClock(WINDOW_END - timedelta(minutes=30))
+    answer = Settlements(service.store, MemoryQuotaCache(early), early, POLICY).settle(NMI, DAY)
+    assert answer.outcome is Outcome.NOT_DUE
+    assert answer.quota.status is QuotaStatus.PENDING
+    assert answer.retry_after == 45 * 60
+
+
+def test_incomplete_window_data_waits_then_settles_with_what_there_is_after_the_deadline(
+    service: Settlements, store: Store, clock: ManualClock
+) -> None:
+    # Interval 23 (11:00-11:30) has no value.
+    ingest(store, day_row("0.500", stamp=STAMP, missing=range(22, 23)), at=DUE)
+    answer = service.settle(NMI, DAY)
+    assert answer.outcome is Outcome.NOT_DUE
+    assert answer.retry_after == int(POLICY.data_poll.total_seconds())
+    clock.set(WINDOW_END + POLICY.data_deadline)
+    settled = service.settle(NMI, DAY)
+    assert settled.outcome is Outcome.SETTLED
+    assert settled.quota.free_kwh == Decimal("2.500")
+
+
+def test_unknown_nmi_is_aborted_without_storing_a_quota(service: Settlements) -> None:
+    answer = service.settle("NOBODY0001", DAY)
+    assert answer.outcome is Outcome.ABORTED
+    assert answer.quota.reason == "unknown NMI NOBODY0001: no customer"
+    assert service.state("NOBODY0001", DAY) is None
+
+
+def test_a_failure_after_the_lock_releases_and_counts_one_attempt(
+    service: Settlements, store: Store, faults: Faults
+) -> None:
+    ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
+    faults.add(FaultPoint.BEFORE_COMPLETE, RuntimeError("database went away"))
+    failed = service.settle(NMI, DAY)
+    assert failed.outcome is Outcome.RETRY
+    assert (failed.quota.status, failed.quota.attempts) == (QuotaStatus.PENDING, 1)
+    assert failed.retry_after == 1
+    assert ledger(store) == []
+    done = service.settle(NMI, DAY)
+    assert done.outcome is Outcome.SETTLED
+    assert done.quota.attempts == 1
+    assert len(ledger(store)) == 1
+
+
+def test_a_holder_that_dies_leaves_a_lock_that_is_taken_over_after_it_expires(
+    service: Settlements, store: Store, faults: Faults, clock: ManualClock
+) -> None:
+    ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
+    faults.add(FaultPoint.AFTER_CLAIM, Death())
+    with pytest.raises(Death):
+        service.settle(NMI, DAY)
+    clock.advance(10)
+    busy = service.settle(NMI, DAY)
+    assert busy.outcome is Outcome.LOCKED
+    assert busy.retry_after == 20
+    clock.advance(20)
+    done = service.settle(NMI, DAY)
+    assert done.outcome is Outcome.SETTLED
+    assert (done.quota.fence, done.quota.attempts) == (2, 1)
+    assert len(ledger(store)) == 1
+
+
+def test_a_stale_holder_cannot_complete_or_book_after_a_takeover(
+    service: Settlements, store: Store, clock: ManualClock
+) -> None:
+    ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
+    with store.write() as conn:
+        pending = quotas.latest_or_new(conn, NMI, DAY)
+        first = claim(pending, clock.now(), POLICY.lock_timeout, POLICY.max_attempts)
+        quotas.save(conn, first.quota)
+    clock.advance(POLICY.lock_timeout.total_seconds())
+    assert service.settle(NMI, DAY).outcome is Outcome.SETTLED  # the successor, fence 2
+    with store.write() as conn:
+        current = quotas.latest(conn, NMI, DAY, for_update=True)
+        assert current is not None
+        with pytest.raises(StaleFence):
+            complete(current, first.quota.fence, Decimal(9), Decimal(9), clock.now())
+    assert len(ledger(store)) == 1
+
+
+def test_repeated_failures_end_in_aborted_and_stay_there(
+    service: Settlements, store: Store, faults: Faults
+) -> None:
+    ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
+    for _ in range(POLICY.max_attempts):
+        faults.add(FaultPoint.BEFORE_COMPLETE, RuntimeError("boom"))
+    outcomes = [service.settle(NMI, DAY).outcome for _ in range(POLICY.max_attempts + 2)]
+    assert outcomes == [Outcome.RETRY] * (POLICY.max_attempts - 1) + [Outcome.ABORTED] * 3
+    state = service.state(NMI, DAY)
+    assert state is not None
+    assert (state.status, state.attempts) == (QuotaStatus.ABORTED, POLICY.max_attempts)
+    assert ledger(store) == []
+
+
+def _cache_count(result: str) -> float:
+    value = REGISTRY.get_sample_value("freehours_quota_cache_requests_total", {"result": result})
+    return value or 0.0
+
+
+def test_a_failed_cache_write_is_counted_and_the_database_still_answers(
+    service: Settlements, store: Store, faults: Faults
+) -> None:
+    ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
+    before = REGISTRY.get_sample_value("freehours_quota_cache_write_failures_total") or 0.0
+    faults.add(FaultPoint.CACHE_WRITE, ConnectionError("redis down"))
+    assert service.settle(NMI, DAY).outcome is Outcome.SETTLED
+    assert REGISTRY.get_sample_value("freehours_quota_cache_write_failures_total") == before + 1
+    misses = _cache_count("miss")
+    assert service.settle(NMI, DAY).outcome is Outcome.REPLAYED  # from the database
+    assert _cache_count("miss") == misses + 1
+    hits = _cache_count("hit")
+    assert service.settle(NMI, DAY).outcome is Outcome.REPLAYED  # now from the cache
+    assert _cache_count("hit") == hits + 1
+
+
+def test_a_stale_non_terminal_cache_entry_is_re_read_from_the_database(
+    service: Settlements, store: Store, clock: ManualClock
+) -> None:
+    ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
+    with store.write() as conn:
+        pending = quotas.latest_or_new(conn, NMI, DAY)
+    service.cache.put(pending, 30)  # the incident: "pending" cached, then settled elsewhere
+    with store.write() as conn:
+        locked = claim(pending, clock.now(), POLICY.lock_timeout, 5).quota
+        quotas.save(conn, complete(locked, locked.fence, Decimal(3), Decimal("0.9"), clock.now()))
+    stale = _cache_count("stale")
+    answer = service.settle(NMI, DAY)
+    assert answer.outcome is Outcome.REPLAYED
+    assert answer.quota.status is QuotaStatus.COMPLETED
+    assert _cache_count("stale") == stale + 1
+
+
+def test_a_revision_after_completion_settles_a_new_version_booking_the_difference(
+    service: Settlements, store: Store, clock: ManualClock
+) -> None:
+    ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
+    assert service.settle(NMI, DAY).quota.free_kwh == Decimal("3.000")
+    with store.write() as conn:
+        meter.ingest_days(
+            conn, [day_row("0.600", stamp=STAMP + timedelta(days=1))], received_at=clock.now()
+        )
+        reopened = service.reopen(conn, [(NMI, DAY)])
+    service.publish(reopened)
+    assert [(q.version, q.status) for q in reopened] == [(2, QuotaStatus.PENDING)]
+    answer = service.settle(NMI, DAY)
+    assert answer.outcome is Outcome.SETTLED
+    assert (answer.quota.version, answer.quota.free_kwh) == (2, Decimal("3.600"))
+    assert [(e.version, e.kwh, e.amount) for e in ledger(store)] == [
+        (1, Decimal("3.000"), Decimal("0.90")),
+        (2, Decimal("0.600"), Decimal("0.18")),
+    ]
