@@ -47,7 +47,7 @@ from freehours.domain.time import NEM_TIME
 from freehours.meterdata.records import IntervalDay
 
 ZERO = Decimal(0)
-#: Resolution of a pro rata share: 10^-9 kWh (a milliwatt-hour is 10^-6 kWh).
+#: Resolution of a pro rata share: 10^-9 kWh, a microwatt-hour, far below any meter's resolution.
 SHARE_QUANTUM = Decimal("1E-9")
 
 
@@ -470,7 +470,7 @@ def rate(
     ``profiles`` to share day profiles across calls with the same plan.
     """
     profiles = DayProfiles(plan) if profiles is None else profiles
-    if profiles.plan is not plan:
+    if profiles.plan != plan:
         raise ValueError("the day profiles given belong to another plan")
     rating: MeterRating | None = None
     for day in days:
