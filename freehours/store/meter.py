@@ -268,18 +268,19 @@ def _upsert_from_staging(conn: sa.Connection, staged: int) -> IngestCounts:
         .having(sa.func.count() > 1)
     )
     if conn.scalar(sa.select(sa.exists(duplicated))):
-        # Two revisions of one day in one batch: keep the one the rule prefers, the later on a tie.
-        other = _staging.alias("other")
-        beaten = sa.or_(
-            _stamp_newer(other.c.update_datetime, staging.update_datetime),
-            sa.and_(
-                other.c.update_datetime.is_not_distinct_from(staging.update_datetime),
-                other.c.seq > staging.seq,
-            ),
-        )
-        losers = conn.execute(
-            sa.delete(_staging).where(sa.exists().where(_keys_equal(other.c, staging), beaten))
-        ).rowcount
+        # Two revisions of one day in one batch: keep the one the rule prefers, the later on a
+        # tie. Ranked in one sort: a self-join would be quadratic where SQLite has no index.
+        ranked = sa.select(
+            staging.seq,
+            sa.func.row_number()
+            .over(
+                partition_by=[staging[name] for name in _KEY],
+                order_by=[staging.update_datetime.desc().nulls_last(), staging.seq.desc()],
+            )
+            .label("rank"),
+        ).subquery()
+        beaten = sa.select(ranked.c.seq).where(ranked.c.rank > 1)
+        losers = conn.execute(sa.delete(_staging).where(staging.seq.in_(beaten))).rowcount
     rows = staged - losers
     if conn.dialect.name == "postgresql":
         accepted, superseded = _upsert_postgresql(conn)
