@@ -1,0 +1,161 @@
+"""``freehours nem12 import``: bulk-load NEM12 files into the database, each file all or nothing.
+
+One transaction per file: a file with a bad line is not stored at all (its error names the file
+and line), and the files around it are imported all the same; the exit status is then 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from freehours.cli import err_console
+from freehours.cli.nem12 import nem12_app, summary_console
+from freehours.clock import Clock, SystemClock
+from freehours.errors import InputError
+from freehours.meterdata.nem12 import read_days
+from freehours.meterdata.records import IntervalDay
+from freehours.settings import get_settings
+from freehours.store import meter
+from freehours.store.database import Store
+from freehours.store.meter import IngestCounts
+
+#: Days between progress updates: often enough to watch, rare enough to cost nothing.
+_PROGRESS_EVERY = 1_000
+
+
+@dataclass(slots=True)
+class FileImport:
+    """What importing one file did: what was read, what the store made of it, or why not."""
+
+    path: Path
+    days: int = 0
+    values: int = 0
+    seconds: float = 0.0
+    counts: IngestCounts = field(default_factory=IngestCounts)
+    error: str | None = None
+
+
+@nem12_app.command("import")
+def import_files(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="NEM12 files (CSV, zip or gzip)",
+            exists=True,
+            dir_okay=False,
+            readable=True,
+            show_default=False,
+        ),
+    ],
+) -> None:
+    """Load NEM12 files into the database at FREEHOURS_DATABASE_URL, each file all or nothing.
+
+    Revisions are kept by the rule the reader uses: a day already stored is replaced only by a
+    later UpdateDateTime (or the same stamp with different values).
+    """
+    clock = SystemClock()
+    imports: list[FileImport] = []
+    with Store.open(get_settings().database_url) as store, _progress() as progress:
+        overall = progress.add_task("files", total=len(files), days=0)
+        for path in files:
+            progress.update(overall, description=path.name)
+            imports.append(_import(store, path, clock, progress, overall))
+            progress.advance(overall)
+    summary_console().print(_summary(imports))
+    if any(result.error for result in imports):
+        raise typer.Exit(2)
+
+
+def _progress() -> Progress:
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[days]:,} days"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    )
+
+
+def _import(store: Store, path: Path, clock: Clock, progress: Progress, task: TaskID) -> FileImport:
+    result = FileImport(path)
+    started = clock.monotonic()
+    try:
+        with store.write() as conn:
+            days = _tallied(read_days(path), result, progress, task)
+            result.counts = meter.ingest_days(conn, days, received_at=clock.now())
+    except InputError as exc:
+        result.error = str(exc)
+        err_console.print(
+            f"[bold red]error:[/] {exc}; nothing of {path} was stored",
+            highlight=False,
+            soft_wrap=True,
+        )
+    result.seconds = clock.monotonic() - started
+    return result
+
+
+def _tallied(
+    days: Iterable[IntervalDay], result: FileImport, progress: Progress, task: TaskID
+) -> Iterator[IntervalDay]:
+    for day in days:
+        result.days += 1
+        result.values += len(day.values)
+        if result.days % _PROGRESS_EVERY == 0:
+            progress.update(task, days=result.days)
+        yield day
+
+
+def _summary(imports: list[FileImport]) -> Table:
+    table = Table(title="NEM12 import")
+    table.add_column("file")
+    for heading in ("days", "values", "new", "superseded", "unchanged", "stale", "seconds"):
+        table.add_column(heading, justify="right")
+    total = FileImport(Path("total"))
+    stored = 0
+    for result in imports:
+        if result.error:
+            # The error itself went to stderr as it happened, with its file and line.
+            table.add_row(result.path.name, "[red]not stored[/]")
+            continue
+        stored += 1
+        table.add_row(result.path.name, *_cells(result))
+        total.days += result.days
+        total.values += result.values
+        total.seconds += result.seconds
+        total.counts += result.counts
+    if len(imports) > 1:
+        table.add_section()
+        table.add_row("total", *_cells(total))
+    table.caption = f"{stored} of {len(imports)} files stored"
+    return table
+
+
+def _cells(result: FileImport) -> list[str]:
+    counts = result.counts
+    return [
+        f"{result.days:,}",
+        f"{result.values:,}",
+        f"{counts.accepted:,}",
+        f"{counts.superseded:,}",
+        f"{counts.unchanged:,}",
+        f"{counts.stale:,}",
+        f"{result.seconds:.1f}",
+    ]

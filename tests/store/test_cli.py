@@ -1,0 +1,136 @@
+"""``freehours db upgrade`` and ``freehours nem12 import``, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from freehours.cli import main
+from freehours.domain.time import NEM_TIME
+from freehours.meterdata.records import IntervalDay
+from freehours.meterdata.writer import write_nem12
+from freehours.settings import get_settings
+from freehours.store import meter, schema
+from freehours.store.database import Store
+from freehours.store.engine import create_engine
+
+STAMP = datetime(2026, 7, 2, 6, 30, tzinfo=NEM_TIME)
+
+
+@pytest.fixture
+def database_url(store_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """``store_url`` as FREEHOURS_DATABASE_URL, for commands that read the settings."""
+    monkeypatch.setenv("FREEHOURS_DATABASE_URL", store_url)
+    get_settings.cache_clear()
+    yield store_url
+    get_settings.cache_clear()
+
+
+def freehours(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
+    """Run the ``freehours`` entry point with ``args``; its exit status."""
+    monkeypatch.setattr(sys, "argv", ["freehours", *args])
+    monkeypatch.setenv("COLUMNS", "200")  # Rich tables at full width, whatever the terminal
+    with pytest.raises(SystemExit) as exited:
+        main()
+    return exited.value.code if isinstance(exited.value.code, int) else 1
+
+
+def nem12_file(path: Path, nmis: list[str], days: int = 3) -> Path:
+    write_nem12(
+        (
+            IntervalDay(
+                nmi, suffix, date(2026, 7, 1) + timedelta(days=n), 30, values, "A" * 48, STAMP
+            )
+            for nmi in nmis
+            for suffix in ("E1", "B1")
+            for n in range(days)
+            for values in [tuple(Decimal(f"0.{n + 1}{i:02d}") for i in range(48))]
+        ),
+        path,
+        created=STAMP,
+    )
+    return path
+
+
+def spoil_a_value(path: Path, nmi: str) -> int:
+    """Make one interval value of ``nmi``'s last 300 record unreadable; its line number."""
+    lines = path.read_text().splitlines(keepends=True)
+    in_nmi = [
+        n for n, line in enumerate(lines) if line.startswith("200,") and f",{nmi}," in f",{line}"
+    ]
+    record = max(n for n, line in enumerate(lines) if line.startswith("300,") and n > in_nmi[0])
+    fields = lines[record].split(",")
+    fields[5] = "1.2.3"
+    lines[record] = ",".join(fields)
+    path.write_text("".join(lines))
+    return record + 1
+
+
+def stored_nmis(url: str) -> list[str]:
+    with Store.open(url) as store, store.read() as conn:
+        return sorted(
+            {
+                nmi
+                for day in range(3)
+                for nmi in meter.nmis_with_data_on(conn, date(2026, 7, 1 + day))
+            }
+        )
+
+
+def test_db_upgrade_brings_the_configured_database_to_head(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert freehours(monkeypatch, "db", "upgrade") == 0
+
+    assert f"schema revision {schema.head_revision()}" in capsys.readouterr().out
+    engine = create_engine(database_url)
+    schema.require_current(engine)
+    engine.dispose()
+
+
+def test_import_stores_every_file_and_sums_them_up(
+    database_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    first = nem12_file(tmp_path / "first.csv", ["4103035611", "4103035612"])
+    second = nem12_file(tmp_path / "second.csv", ["4103035613"])
+
+    assert freehours(monkeypatch, "nem12", "import", str(first), str(second)) == 0
+
+    out = capsys.readouterr().out
+    assert "2 of 2 files stored" in out
+    assert "864" in out  # 3 NMIs x 2 channels x 3 days x 48 values
+    assert stored_nmis(database_url) == ["4103035611", "4103035612", "4103035613"]
+
+
+def test_a_file_with_a_bad_line_stores_nothing_of_itself_and_exits_2(
+    database_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    good = nem12_file(tmp_path / "good.csv", ["4103035611"])
+    bad = nem12_file(tmp_path / "bad.csv", ["4103035612", "4103035613"])
+    line = spoil_a_value(bad, "4103035613")
+
+    assert freehours(monkeypatch, "nem12", "import", str(bad), str(good)) == 2
+
+    captured = capsys.readouterr()
+    assert f"bad.csv:{line}" in captured.err
+    assert "nothing of" in captured.err
+    assert "1 of 2 files stored" in captured.out
+    # The bad file's first NMI was read, and staged, before its bad line: none of it stayed.
+    assert stored_nmis(database_url) == ["4103035611"]
+
+
+def test_import_of_a_missing_file_is_bad_usage(
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert freehours(monkeypatch, "nem12", "import", str(tmp_path / "nope.csv")) == 2
