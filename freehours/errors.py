@@ -41,7 +41,7 @@ class NEM12Error(InputError):
 
 
 class PlanError(InputError):
-    """A tariff plan that is not valid. ``source`` is the file (or plan id), ``key`` the TOML key."""
+    """A tariff plan that is not valid: ``source`` is the file or plan id, ``key`` the TOML key."""
 
     def __init__(self, message: str, *, source: str, key: str | None = None) -> None:
         self.reason = message

@@ -21,6 +21,9 @@ class Settings(BaseSettings):
         default=None,
         description="Redis for the quota cache, rate limits, breaker state; unset: in-process",
     )
+    redis_prefix: str = Field(
+        default="freehours:", description="Prefix of every Redis key, so deployments can share one"
+    )
 
     # --- settlement ---
     lock_timeout_seconds: float = Field(

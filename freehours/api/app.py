@@ -75,10 +75,13 @@ class Services:
             grace=timedelta(seconds=settings.settlement_grace_seconds),
             data_deadline=timedelta(hours=settings.data_deadline_hours),
         )
-        cache = open_quota_cache(settings.redis_url, clock)
+        cache = open_quota_cache(settings.redis_url, clock, settings.redis_prefix)
         settlements = Settlements(store, cache, clock, policy)
         limits = RateLimits.open(
-            settings.redis_url, settings.rate_limit_per_client, settings.rate_limit_per_nmi
+            settings.redis_url,
+            settings.rate_limit_per_client,
+            settings.rate_limit_per_nmi,
+            settings.redis_prefix,
         )
         return cls(settings, store, settlements, limits, clock)
 

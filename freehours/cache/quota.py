@@ -158,7 +158,9 @@ class RedisQuotaCache:
         return bool(stored)
 
 
-def open_quota_cache(redis_url: str | None, clock: Clock | None = None) -> QuotaCache:
+def open_quota_cache(
+    redis_url: str | None, clock: Clock | None = None, prefix: str = "freehours:"
+) -> QuotaCache:
     """Redis when a URL is configured, otherwise the in-process cache."""
     if redis_url is None:
         return MemoryQuotaCache(clock)
@@ -166,7 +168,7 @@ def open_quota_cache(redis_url: str | None, clock: Clock | None = None) -> Quota
     # cost more than it saves, so a slow Redis counts as unavailable and the database answers.
     # No client-side retries either (redis-py retries three times by default): one try, then the
     # database.
-    return RedisQuotaCache(fail_fast_redis(redis_url))
+    return RedisQuotaCache(fail_fast_redis(redis_url), prefix=f"{prefix}quota:")
 
 
 def fail_fast_redis(url: str) -> redis.Redis:

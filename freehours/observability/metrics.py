@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 QUOTA_CACHE_REQUESTS = Counter(
     "freehours_quota_cache_requests_total",
@@ -24,4 +24,36 @@ SETTLEMENT_SECONDS = Histogram(
     "freehours_settlement_seconds",
     "Time from claiming a quota to COMPLETED, seconds.",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+RATE_LIMIT_ERRORS = Counter(
+    "freehours_rate_limit_errors_total",
+    "Rate-limit checks that could not reach their storage and let the request through.",
+)
+JOB_ATTEMPTS = Counter(
+    "freehours_job_attempts_total",
+    "Job attempts by kind and outcome: completed, snoozed (not yet; no attempt counted), "
+    "failed (retried later), discarded (out of attempts or past its deadline), stale (the job "
+    "was rescued and claimed again meanwhile: this result was not written).",
+    ["kind", "outcome"],
+)
+JOB_RETRIES = Histogram(
+    "freehours_job_retries",
+    "Failed attempts of each job when it finished (COMPLETED or DISCARDED).",
+    ["kind"],
+    buckets=(0, 1, 2, 3, 5, 10, 20),
+)
+JOBS_RESCUED = Counter(
+    "freehours_jobs_rescued_total",
+    "Running jobs whose lease ran out (their worker died or hung), made retryable or discarded.",
+    ["kind"],
+)
+JOBS_DISCARDED = Counter(
+    "freehours_jobs_discarded_total",
+    "Jobs DISCARDED, by kind and reason (attempts, deadline): each one is alerted on.",
+    ["kind", "reason"],
+)
+JOBS_STUCK = Gauge(
+    "freehours_jobs_stuck",
+    "Jobs due for over 20 seconds that no worker has started (no worker for their kind, or "
+    "workers overloaded or down).",
 )

@@ -1,0 +1,119 @@
+"""Against real PostgreSQL and Redis, over real HTTP: many concurrent requests for one quota book
+exactly one credit, and every answer is 200 COMPLETED with one body or 409 LOCKED with
+Retry-After of at least 1 — with one API process, and with two sharing Redis."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, date, datetime
+from decimal import Decimal
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.pool import NullPool
+
+from freehours.domain.time import NEM_TIME, Region
+from freehours.meterdata.records import IntervalDay
+from freehours.store import catalog, meter, quotas
+from freehours.store.database import Store
+from tests.api.conftest import PLAN
+from tests.servers import api_server, freehours
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
+
+DAY = date(2026, 7, 1)  # long past: due, and its data is complete
+REQUESTS = 50
+
+
+@pytest.fixture
+def deployment(postgres_url: str, redis_url: str) -> Iterator[dict[str, str]]:
+    """A fresh PostgreSQL schema with a customer and a day of reads, and the env to serve it."""
+    schema = f"conc_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(postgres_url, poolclass=NullPool)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    url = sa.make_url(postgres_url).update_query_dict({"options": f"-csearch_path={schema}"})
+    env = {
+        "FREEHOURS_DATABASE_URL": url.render_as_string(hide_password=False),
+        "FREEHOURS_REDIS_URL": redis_url,
+        "FREEHOURS_REDIS_PREFIX": f"test:{schema}:",
+        "FREEHOURS_RATE_LIMIT_PER_NMI": "10000/minute",
+    }
+    try:
+        yield env
+    finally:
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def prepare(env: dict[str, str], nmi: str) -> str:
+    now = datetime.now(UTC)
+    with Store.open(env["FREEHOURS_DATABASE_URL"]) as store, store.write() as conn:
+        catalog.put_plan(conn, "test-nsw", PLAN, updated_at=now)
+        catalog.put_customer(conn, nmi, plan_id="test-nsw", region=Region.NSW, updated_at=now)
+        day = IntervalDay(
+            nmi,
+            "E1",
+            DAY,
+            30,
+            (Decimal("0.400"),) * 48,
+            "A" * 48,
+            datetime(2026, 7, 2, tzinfo=NEM_TIME),
+        )
+        meter.ingest_days(conn, [day], received_at=now)
+    return freehours("keys", "create", "--scope", "settle", env=env)
+
+
+def storm(urls: list[str], key: str, nmi: str) -> list[httpx.Response]:
+    headers = {"Authorization": f"Bearer {key}"}
+    body = {"nmi": nmi, "date": DAY.isoformat()}
+    with httpx.Client(timeout=30.0, limits=httpx.Limits(max_connections=REQUESTS)) as client:
+
+        def send(i: int) -> httpx.Response:
+            url = urls[i % len(urls)]
+            return client.post(f"{url}/v1/free-energy/settlements", json=body, headers=headers)
+
+        with ThreadPoolExecutor(max_workers=REQUESTS) as pool:
+            return list(pool.map(send, range(REQUESTS)))
+
+
+def check(env: dict[str, str], nmi: str, answers: list[httpx.Response]) -> None:
+    completed = [a.json() for a in answers if a.status_code == 200]
+    locked = [a for a in answers if a.status_code == 409]
+    assert len(completed) + len(locked) == REQUESTS, {a.status_code for a in answers}
+    assert completed, "at least one request settled"
+    assert all(body == completed[0] for body in completed)
+    assert completed[0]["status"] == "COMPLETED"
+    assert completed[0]["free_kwh"] == "2.400"
+    for answer in locked:
+        assert answer.json()["status"] == "LOCKED"
+        assert int(answer.headers["Retry-After"]) >= 1
+    with Store.open(env["FREEHOURS_DATABASE_URL"]) as store, store.read() as conn:
+        entries = quotas.ledger(conn, nmi)
+    assert [(e.version, e.kwh) for e in entries] == [(1, Decimal("2.400"))]
+
+
+def test_one_process_books_one_credit_for_fifty_concurrent_requests(
+    deployment: dict[str, str],
+) -> None:
+    nmi = "CONC000001"
+    key = prepare(deployment, nmi)
+    with api_server(deployment) as url:
+        answers = storm([url], key, nmi)
+    check(deployment, nmi, answers)
+
+
+def test_two_processes_sharing_redis_book_one_credit(deployment: dict[str, str]) -> None:
+    nmi = "CONC000002"
+    key = prepare(deployment, nmi)
+    with api_server(deployment) as first, api_server(deployment) as second:
+        answers = storm([first, second], key, nmi)
+        # Once settled, every later answer from either process is the same replay.
+        later = storm([first, second], key, nmi)
+    check(deployment, nmi, answers)
+    assert {a.status_code for a in later} == {200}
+    assert all(a.headers["Idempotent-Replayed"] == "true" for a in later)

@@ -1,0 +1,144 @@
+"""POST /v1/free-energy/settlements and GET its state: every row of the contract's table."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+
+from freehours.domain.settlement import claim
+from freehours.domain.time import NEM_TIME
+from freehours.meterdata.records import IntervalDay
+from freehours.store import meter, quotas
+from tests.api.conftest import PLAN, Api
+
+NMI = "4102000001"
+DAY = date(2026, 7, 1)
+
+
+def set_up(api: Api, *, with_data: bool = True) -> None:
+    admin = api.auth("admin")
+    assert api.client.put("/v1/plans/test-nsw", json=PLAN, headers=admin).status_code == 200
+    response = api.client.put(
+        f"/v1/customers/{NMI}", json={"plan_id": "test-nsw", "region": "NSW"}, headers=admin
+    )
+    assert response.status_code == 200
+    if with_data:
+        day = IntervalDay(
+            NMI,
+            "E1",
+            DAY,
+            30,
+            tuple(Decimal("0.400") for _ in range(48)),
+            "A" * 48,
+            datetime(2026, 7, 1, 14, 30, tzinfo=NEM_TIME),
+        )
+        with api.services.store.write() as conn:
+            meter.ingest_days(conn, [day], received_at=api.clock.now())
+
+
+def settle(api: Api, nmi: str = NMI, day: str = "2026-07-01"):
+    return api.client.post(
+        "/v1/free-energy/settlements", json={"nmi": nmi, "date": day}, headers=api.auth("settle")
+    )
+
+
+def test_settled_now_is_200_completed_with_the_quota(api: Api) -> None:
+    set_up(api)
+    response = settle(api)
+    assert response.status_code == 200
+    assert "Idempotent-Replayed" not in response.headers
+    body = response.json()
+    assert body == {
+        "nmi": NMI,
+        "date": "2026-07-01",
+        "version": 1,
+        "status": "COMPLETED",
+        "free_kwh": "2.400",
+        "attempts": 0,
+        "completed_at": api.clock.now().isoformat(),
+        "reason": None,
+    }
+
+
+def test_a_replay_is_200_with_the_same_body_and_idempotent_replayed(api: Api) -> None:
+    set_up(api)
+    first = settle(api)
+    api.clock.advance(120)
+    again = settle(api)
+    assert again.status_code == 200
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert again.json() == first.json()
+
+
+def test_while_the_window_is_open_it_is_409_pending_with_retry_after(api: Api) -> None:
+    set_up(api)
+    response = settle(api, day="2026-07-02")
+    assert response.status_code == 409
+    assert response.json()["status"] == "PENDING"
+    # 2 July's window ends 14:00 AEST = 04:00 UTC; due 15 minutes later; now is 1 July 04:15 UTC.
+    assert int(response.headers["Retry-After"]) == 24 * 3600
+
+
+def test_a_live_lock_is_409_locked_with_the_seconds_left(api: Api) -> None:
+    set_up(api)
+    with api.services.store.write() as conn:
+        pending = quotas.latest_or_new(conn, NMI, DAY)
+        quotas.save(conn, claim(pending, api.clock.now(), timedelta(seconds=30), 5).quota)
+    api.clock.advance(12)
+    response = settle(api)
+    assert response.status_code == 409
+    assert response.json()["status"] == "LOCKED"
+    assert response.headers["Retry-After"] == "18"
+
+
+def test_unknown_nmi_is_422_aborted_without_retry_after(api: Api) -> None:
+    set_up(api)
+    response = settle(api, nmi="NOBODY0001")
+    assert response.status_code == 422
+    assert response.json()["status"] == "ABORTED"
+    assert "Retry-After" not in response.headers
+
+
+def test_too_many_requests_for_one_nmi_is_429_with_retry_after(api: Api) -> None:
+    set_up(api)
+    codes = [settle(api).status_code for _ in range(21)]  # the fixture allows 20 a minute
+    assert codes[:20] == [200] * 20
+    assert codes[20] == 429
+    response = settle(api)
+    assert response.headers["content-type"] == "application/problem+json"
+    assert 1 <= int(response.headers["Retry-After"]) <= 60
+
+
+def test_get_state_answers_the_newest_version_or_404(api: Api) -> None:
+    set_up(api)
+    path = f"/v1/free-energy/settlements/{NMI}/2026-07-01"
+    assert api.client.get(path, headers=api.auth("read")).status_code == 404
+    settle(api)
+    response = api.client.get(path, headers=api.auth("read"))
+    assert response.status_code == 200
+    assert response.json()["status"] == "COMPLETED"
+
+
+def test_a_malformed_settlement_body_is_422_naming_the_field(api: Api) -> None:
+    response = api.client.post(
+        "/v1/free-energy/settlements",
+        json={"nmi": NMI, "date": "2026-13-01"},
+        headers=api.auth("settle"),
+    )
+    assert response.status_code == 422
+    assert [e["field"] for e in response.json()["errors"]] == ["body.date"]
+
+
+def test_an_invalid_plan_is_422_naming_the_key(api: Api) -> None:
+    bad = {**PLAN, "daily_supply_charge": "-1"}
+    response = api.client.put("/v1/plans/test-nsw", json=bad, headers=api.auth("admin"))
+    assert response.status_code == 422
+    assert "daily_supply_charge" in response.json()["detail"]
+
+
+def test_a_customer_on_an_unknown_plan_is_422(api: Api) -> None:
+    response = api.client.put(
+        f"/v1/customers/{NMI}", json={"plan_id": "nope", "region": "NSW"}, headers=api.auth("admin")
+    )
+    assert response.status_code == 422
+    assert "plan_id" in response.json()["detail"]

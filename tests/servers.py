@@ -1,0 +1,71 @@
+"""Real API server processes for end-to-end tests: started, awaited, and stopped."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+FREEHOURS = str(Path(sys.executable).with_name("freehours"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def freehours(*args: str, env: dict[str, str]) -> str:
+    """Run a freehours command to completion; its stdout, stripped."""
+    result = subprocess.run(
+        [FREEHOURS, *args], env={**os.environ, **env}, capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"freehours {' '.join(args)} failed: {result.stderr}")
+    return result.stdout.strip()
+
+
+def wait_until_up(url: str, process: subprocess.Popen[bytes], deadline_s: float = 30.0) -> None:
+    """Poll /healthz until it answers, the process exits, or the deadline passes."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"the API process exited with {process.returncode}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"the API at {url} did not come up within {deadline_s} s")
+
+
+@contextmanager
+def api_server(env: dict[str, str], port: int | None = None) -> Iterator[str]:
+    """A ``freehours serve`` process; yields its base URL and stops it afterwards."""
+    port = port or free_port()
+    process = subprocess.Popen(
+        [FREEHOURS, "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_up(url, process)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
