@@ -65,8 +65,7 @@ def import_files(
 ) -> None:
     """Load NEM12 files into the database at FREEHOURS_DATABASE_URL, each file all or nothing.
 
-    Revisions are kept by the rule the reader uses: a day already stored is replaced only by a
-    later UpdateDateTime (or the same stamp with different values).
+    A stored day is replaced only by a later UpdateDateTime, or the same stamp with other values.
     """
     clock = SystemClock()
     imports: list[FileImport] = []
