@@ -1,0 +1,109 @@
+"""``freehours nem12 inspect`` and ``freehours demo`` on the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from freehours.cli import app, main
+from tests.meterdata.nem12_text import channel, day, nem12
+
+runner = CliRunner()
+
+FILE = nem12(
+    channel(nmi="NMI0000001", suffix="E1"),
+    day("20260701", value="0.5", stamp="20260702010000"),
+    day("20260701", value="0.25", stamp="20260703010000"),
+    day("20260702", quality="V"),
+    "400,1,46,A,,",
+    "400,47,48,N,,",
+    channel(nmi="NMI0000001", suffix="B1", uom="Wh", minutes=15),
+    day("20260701", value="125", minutes=15),
+    channel(nmi="NMI0000002", suffix="E1"),
+    day("20260630", value="1", quality="S14"),
+)
+
+
+@pytest.fixture
+def nem12_file(tmp_path: Path) -> Path:
+    path = tmp_path / "meters.csv"
+    path.write_text(FILE)
+    return path
+
+
+def test_inspect_prints_a_table_of_channels_and_a_summary(nem12_file: Path) -> None:
+    result = runner.invoke(app, ["nem12", "inspect", str(nem12_file)])
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if "NMI000000" in line]
+    assert len(rows) == 3
+    assert "│ NMI0000001 │ E1 " in rows[1]
+    assert "2026-07-01 │ 2026-07-02 │    2 │          1 │ A 94 N 2" in rows[1]
+    assert "35.00 │" in rows[1]  # 48 x 0.25 and 46 x 0.5
+    assert "│ 15 " in rows[0]
+    summary = result.output.splitlines()[-1]
+    assert summary.startswith("2 NMIs; 3 channels; 2026-06-30 to 2026-07-02; 4 days from 5 rows;")
+    assert "1 superseded by a later revision" in summary
+    assert "2 missing" in summary
+
+
+def test_inspect_json_gives_the_same_as_data(nem12_file: Path) -> None:
+    result = runner.invoke(app, ["nem12", "inspect", "--json", str(nem12_file)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["nmis"] == ["NMI0000001", "NMI0000002"]
+    assert (summary["from"], summary["to"]) == ("2026-06-30", "2026-07-02")
+    assert (summary["rows"], summary["days"], summary["superseded"]) == (5, 4, 1)
+    assert summary["qualities"] == {"A": 190, "N": 2, "S": 48}
+    assert summary["channels"][0] == {
+        "nmi": "NMI0000001",
+        "suffix": "B1",
+        "units": ["KWH"],
+        "interval_minutes": [15],
+        "from": "2026-07-01",
+        "to": "2026-07-01",
+        "days": 1,
+        "rows": 1,
+        "superseded": 0,
+        "intervals": 96,
+        "missing": 0,
+        "qualities": {"A": 96},
+        "total": "12.000",
+    }
+    assert summary["channels"][1]["superseded"] == 1
+    assert summary["channels"][1]["total"] == "35.00"
+
+
+def test_a_bad_file_exits_2_naming_file_line_and_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text(nem12(channel(), day(), "400,1,48,A,,"))
+    monkeypatch.setattr("sys.argv", ["freehours", "nem12", "inspect", str(path)])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{path}:4: a 400 record must follow a 300 record whose QualityMethod is V" in err
+    assert "(field RecordIndicator)" in err
+
+
+def test_a_missing_file_is_bad_usage(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["nem12", "inspect", str(tmp_path / "absent.csv")])
+    assert result.exit_code == 2
+
+
+def test_demo_writes_a_sample_delivery_and_prints_what_it_holds(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    args = ["demo", "--out", str(out), "--customers", "2", "--days", "3", "--seed", "5"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "meter-data.json").read_text())
+    assert (summary["rows"], summary["days"], summary["superseded"]) == (13, 12, 1)
+    assert summary["qualities"] == {"A": 572, "N": 2, "S": 2}
+    assert "2 NMIs; 4 channels; 2026-07-01 to 2026-07-03; 12 days from 13 rows" in result.output
+    first = (out / "meter-data.nem12.csv").read_bytes()
+    assert runner.invoke(app, args).exit_code == 0
+    assert (out / "meter-data.nem12.csv").read_bytes() == first
