@@ -59,6 +59,7 @@ from freehours.observability.metrics import (
 )
 from freehours.store import catalog, meter, quotas
 from freehours.store.database import Store
+from freehours.store.meter import DayKey
 from freehours.store.quotas import LedgerEntry
 
 log = structlog.get_logger("freehours.settlement")
@@ -154,30 +155,38 @@ class Settlements:
         self._plans: dict[tuple[str, datetime], _Customer] = {}
         self._plans_lock = threading.Lock()
 
-    def settle(self, nmi: str, day: date) -> Answer:
-        """Settle the quota of ``nmi`` on local date ``day``, or say why not and when to retry."""
+    def settle(self, nmi: str, day: date, *, version: int = 1) -> Answer:
+        """Settle the quota of ``nmi`` on local date ``day``, or say why not and when to retry.
+
+        ``version`` is the least version the caller knows of (a job scheduled for a reopened
+        quota passes its version): a cached state of an older version is not trusted, so a lost
+        cache write can never hide a new version from the job that must settle it.
+        """
         key = f"{nmi}:{day.isoformat()}"
         cached = self._cached(key)
-        if cached is not None and cached.status.is_terminal:
+        if cached is not None and cached.status.is_terminal and cached.version >= version:
             QUOTA_CACHE_REQUESTS.labels("hit").inc()
             return self._answered(self._terminal(cached, replay=True), cached=cached)
         return self._answered(self._claim(nmi, day, cached), cached=cached)
 
-    def reopen(self, conn: sa.Connection, changed: Iterable[tuple[str, date]]) -> list[Quota]:
+    def reopen(self, conn: sa.Connection, changed: Iterable[DayKey]) -> list[Quota]:
         """After new meter data, in the ingest's transaction: open the next version of every
-        settled quota whose window the changed (NMI, NEM date) day rows touch.
+        settled quota whose window the changed consumption day rows touch.
 
-        Call ``publish`` with the result after the commit.
+        ``changed`` names day rows as (NMI, suffix, NEM date). Call ``publish`` with the result
+        after the commit.
         """
-        by_nmi: dict[str, set[date]] = {}
-        for nmi, nem_date in changed:
-            by_nmi.setdefault(nmi, set()).add(nem_date)
+        by_nmi: dict[str, set[tuple[str, date]]] = {}
+        for nmi, suffix, nem_date in changed:
+            by_nmi.setdefault(nmi, set()).add((suffix, nem_date))
         reopened = []
-        for nmi, nem_dates in sorted(by_nmi.items()):
+        for nmi, rows in sorted(by_nmi.items()):
             customer = self._customer(conn, nmi)
             if isinstance(customer, str):
                 continue  # no customer, no quotas
-            for day in sorted(quota_dates(customer.plan, nem_dates)):
+            plan = customer.plan
+            nem_dates = {nem_date for suffix, nem_date in rows if plan.is_consumption(suffix)}
+            for day in sorted(quota_dates(plan, nem_dates)):
                 successor = quotas.reopen_if_settled(conn, nmi, day)
                 if successor is not None:
                     log.info("quota_reopened", quota_key=successor.key, version=successor.version)

@@ -267,7 +267,7 @@ def test_a_revision_after_completion_settles_a_new_version_booking_the_differenc
         meter.ingest_days(
             conn, [day_row("0.600", stamp=STAMP + timedelta(days=1))], received_at=clock.now()
         )
-        reopened = service.reopen(conn, [(NMI, DAY)])
+        reopened = service.reopen(conn, [(NMI, "E1", DAY)])
     service.publish(reopened)
     assert [(q.version, q.status) for q in reopened] == [(2, QuotaStatus.PENDING)]
     answer = service.settle(NMI, DAY)
@@ -277,3 +277,29 @@ def test_a_revision_after_completion_settles_a_new_version_booking_the_differenc
         (1, Decimal("3.000"), Decimal("0.90")),
         (2, Decimal("0.600"), Decimal("0.18")),
     ]
+
+
+def test_a_job_for_a_new_version_is_not_fooled_by_a_cached_older_version(
+    service: Settlements, store: Store, clock: ManualClock, faults: Faults
+) -> None:
+    ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
+    assert service.settle(NMI, DAY).outcome is Outcome.SETTLED  # v1 COMPLETED, cached
+    with store.write() as conn:
+        meter.ingest_days(
+            conn, [day_row("0.600", stamp=STAMP + timedelta(days=1))], received_at=clock.now()
+        )
+        (reopened,) = service.reopen(conn, [(NMI, "E1", DAY)])
+    faults.add(FaultPoint.CACHE_WRITE, ConnectionError("redis down"))
+    service.publish([reopened])  # lost: the cache still says v1 COMPLETED
+    assert service.settle(NMI, DAY).quota.version == 1  # a client may see v1 until the TTL
+    answer = service.settle(NMI, DAY, version=reopened.version)
+    assert (answer.outcome, answer.quota.version) == (Outcome.SETTLED, 2)
+
+
+def test_an_export_revision_does_not_reopen_a_settled_quota(
+    service: Settlements, store: Store, clock: ManualClock
+) -> None:
+    ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
+    service.settle(NMI, DAY)
+    with store.write() as conn:
+        assert service.reopen(conn, [(NMI, "B1", DAY)]) == []

@@ -17,6 +17,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
+import sqlalchemy as sa
 import structlog
 from fastapi import Depends, FastAPI, Header, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -35,17 +36,18 @@ from freehours.api.problems import (
     validation_handler,
 )
 from freehours.api.ratelimit import RateLimits
-from freehours.cache.quota import open_quota_cache
-from freehours.clock import Clock, SystemClock
+from freehours.clock import Clock
 from freehours.domain.plan import parse_plan
 from freehours.domain.settlement import Quota
 from freehours.domain.time import Region
 from freehours.errors import InputError
+from freehours.ingest import Ingested
 from freehours.meterdata.nem12 import read_days
 from freehours.meterdata.records import IntervalRead
+from freehours.runtime import Runtime
 from freehours.settings import Settings
-from freehours.settlement import Answer, Outcome, SettlementPolicy, Settlements
-from freehours.store import catalog, meter
+from freehours.settlement import Answer, Outcome, Settlements
+from freehours.store import catalog
 from freehours.store.database import Store
 
 log = structlog.get_logger("freehours.api")
@@ -58,32 +60,36 @@ SUFFIX_PATTERN = r"^[A-Z][A-Z0-9]$"
 class Services:
     """What the API runs on: built once at start-up, shared by every request."""
 
-    settings: Settings
-    store: Store
-    settlements: Settlements
+    runtime: Runtime
     limits: RateLimits
-    clock: Clock
 
     @classmethod
     def from_settings(cls, settings: Settings, clock: Clock | None = None) -> "Services":
-        """Open the database (refusing an out-of-date one), the cache and the rate limits."""
-        clock = clock or SystemClock()
-        store = Store.open(settings.database_url)
-        policy = SettlementPolicy(
-            lock_timeout=timedelta(seconds=settings.lock_timeout_seconds),
-            max_attempts=settings.settlement_max_attempts,
-            grace=timedelta(seconds=settings.settlement_grace_seconds),
-            data_deadline=timedelta(hours=settings.data_deadline_hours),
-        )
-        cache = open_quota_cache(settings.redis_url, clock, settings.redis_prefix)
-        settlements = Settlements(store, cache, clock, policy)
+        """Open the runtime (refusing an out-of-date database) and the rate limits."""
+        runtime = Runtime.open(settings, clock)
         limits = RateLimits.open(
             settings.redis_url,
             settings.rate_limit_per_client,
             settings.rate_limit_per_nmi,
             settings.redis_prefix,
         )
-        return cls(settings, store, settlements, limits, clock)
+        return cls(runtime, limits)
+
+    @property
+    def settings(self) -> Settings:
+        return self.runtime.settings
+
+    @property
+    def store(self) -> Store:
+        return self.runtime.store
+
+    @property
+    def clock(self) -> Clock:
+        return self.runtime.clock
+
+    @property
+    def settlements(self) -> Settlements:
+        return self.runtime.settlements
 
 
 # --- request bodies ----------------------------------------------------------------------------
@@ -350,13 +356,18 @@ def create_app(services: Services) -> FastAPI:
         ]
         payload = body.model_dump_json().encode()
 
-        def work(conn: Any) -> tuple[int, dict[str, Any]]:
-            counts = meter.ingest_reads(conn, reads, received_at=services.clock.now())
-            return 200, {
-                "accepted": counts.accepted,
-                "superseded": counts.superseded,
-                "unchanged": counts.unchanged,
-            }
+        def work(conn: sa.Connection) -> tuple[int, dict[str, Any], Ingested]:
+            ingested = services.runtime.ingestion.reads(conn, reads)
+            counts = ingested.counts
+            return (
+                200,
+                {
+                    "accepted": counts.accepted,
+                    "superseded": counts.superseded,
+                    "unchanged": counts.unchanged,
+                },
+                ingested,
+            )
 
         return _idempotent(
             services,
@@ -389,17 +400,20 @@ def create_app(services: Services) -> FastAPI:
         body = await _bounded_body(request, settings.max_upload_bytes)
         name = request.headers.get("x-filename", "upload.csv")
 
-        def work(conn: Any) -> tuple[int, dict[str, Any]]:
-            counts = meter.ingest_days(
-                conn, read_days(body, name=name), received_at=services.clock.now()
+        def work(conn: sa.Connection) -> tuple[int, dict[str, Any], Ingested]:
+            ingested = services.runtime.ingestion.days(conn, read_days(body, name=name))
+            counts = ingested.counts
+            return (
+                200,
+                {
+                    "file": name,
+                    "accepted": counts.accepted,
+                    "superseded": counts.superseded,
+                    "unchanged": counts.unchanged,
+                    "stale": counts.stale,
+                },
+                ingested,
             )
-            return 200, {
-                "file": name,
-                "accepted": counts.accepted,
-                "superseded": counts.superseded,
-                "unchanged": counts.unchanged,
-                "stale": counts.stale,
-            }
 
         return await run_in_threadpool(
             _idempotent,
@@ -495,7 +509,7 @@ def _idempotent(
     idempotency_key: str | None,
     route: str,
     payload: bytes,
-    work: Callable[[Any], tuple[int, dict[str, Any]]],
+    work: Callable[[sa.Connection], tuple[int, dict[str, Any], Ingested]],
 ) -> Response:
     """Run ``work`` at most once per Idempotency-Key; replay its answer to repeats."""
     if not idempotency_key:
@@ -522,7 +536,7 @@ def _idempotent(
         )
     try:
         with services.store.write() as conn:
-            status, payload_out = work(conn)
+            status, payload_out, ingested = work(conn)
             answer = idempotency.json_response(status, payload_out)
             idempotency.finish(
                 conn,
@@ -549,6 +563,7 @@ def _idempotent(
         with services.store.write() as conn:
             idempotency.forget(conn, principal=key.id, key=idempotency_key)
         raise
+    services.runtime.ingestion.committed(ingested)
     return Response(answer.body, status, media_type=answer.media_type)
 
 

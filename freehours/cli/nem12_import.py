@@ -25,13 +25,11 @@ from rich.table import Table
 
 from freehours.cli import err_console
 from freehours.cli.nem12 import nem12_app, summary_console
-from freehours.clock import Clock, SystemClock
 from freehours.errors import InputError
 from freehours.meterdata.nem12 import read_days
 from freehours.meterdata.records import IntervalDay
+from freehours.runtime import Runtime
 from freehours.settings import get_settings
-from freehours.store import meter
-from freehours.store.database import Store
 from freehours.store.meter import IngestCounts
 
 #: Days between progress updates: often enough to watch, rare enough to cost nothing.
@@ -67,14 +65,17 @@ def import_files(
 
     A stored day is replaced only by a later UpdateDateTime, or the same stamp with other values.
     """
-    clock = SystemClock()
+    runtime = Runtime.open(get_settings())
     imports: list[FileImport] = []
-    with Store.open(get_settings().database_url) as store, _progress() as progress:
-        overall = progress.add_task("files", total=len(files), days=0)
-        for path in files:
-            progress.update(overall, description=path.name)
-            imports.append(_import(store, path, clock, progress, overall))
-            progress.advance(overall)
+    try:
+        with _progress() as progress:
+            overall = progress.add_task("files", total=len(files), days=0)
+            for path in files:
+                progress.update(overall, description=path.name)
+                imports.append(_import(runtime, path, progress, overall))
+                progress.advance(overall)
+    finally:
+        runtime.close()
     summary_console().print(_summary(imports))
     if any(result.error for result in imports):
         raise typer.Exit(2)
@@ -93,13 +94,13 @@ def _progress() -> Progress:
     )
 
 
-def _import(store: Store, path: Path, clock: Clock, progress: Progress, task: TaskID) -> FileImport:
+def _import(runtime: Runtime, path: Path, progress: Progress, task: TaskID) -> FileImport:
     result = FileImport(path)
+    clock = runtime.clock
     started = clock.monotonic()
     try:
-        with store.write() as conn:
-            days = _tallied(read_days(path), result, progress, task)
-            result.counts = meter.ingest_days(conn, days, received_at=clock.now())
+        days = _tallied(read_days(path), result, progress, task)
+        result.counts = runtime.ingestion.file(days).counts
     except InputError as exc:
         result.error = str(exc)
         err_console.print(

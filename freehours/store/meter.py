@@ -26,10 +26,9 @@ that race merges into the winner's row instead.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
@@ -69,12 +68,16 @@ class IngestCounts:
     ``unchanged``: stored exactly so already; nothing was written.
     ``stale``: days only: older than the revision stored (or beaten by a newer revision of the
     same day in the same batch), so not stored.
+    ``changed``: the (NMI, suffix, NEM date) day rows this ingest wrote: what settlement must
+    look at again.
     """
 
     accepted: int = 0
     superseded: int = 0
     unchanged: int = 0
     stale: int = 0
+    # Not part of equality: counts compare as counts.
+    changed: frozenset[DayKey] = field(default=frozenset(), compare=False)
 
     @property
     def total(self) -> int:
@@ -82,7 +85,11 @@ class IngestCounts:
 
     def __add__(self, other: IngestCounts) -> IngestCounts:
         return IngestCounts(
-            *(getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(self))
+            accepted=self.accepted + other.accepted,
+            superseded=self.superseded + other.superseded,
+            unchanged=self.unchanged + other.unchanged,
+            stale=self.stale + other.stale,
+            changed=self.changed | other.changed,
         )
 
 
@@ -283,9 +290,9 @@ def _upsert_from_staging(conn: sa.Connection, staged: int) -> IngestCounts:
         losers = conn.execute(sa.delete(_staging).where(staging.seq.in_(beaten))).rowcount
     rows = staged - losers
     if conn.dialect.name == "postgresql":
-        accepted, superseded = _upsert_postgresql(conn)
+        accepted, superseded, changed = _upsert_postgresql(conn)
     else:
-        accepted, superseded = _upsert_sqlite(conn, rows)
+        accepted, superseded, changed = _upsert_sqlite(conn, rows)
     stale = conn.scalar(
         sa.select(sa.func.count())
         .select_from(_staging.join(meter_days, _keys_equal(meter_days.c, staging)))
@@ -297,6 +304,7 @@ def _upsert_from_staging(conn: sa.Connection, staged: int) -> IngestCounts:
         superseded=superseded,
         unchanged=rows - accepted - superseded - stale,
         stale=stale + losers,
+        changed=changed,
     )
 
 
@@ -312,32 +320,32 @@ def _upsert_statement(insert: Any) -> Any:
     )
 
 
-def _upsert_postgresql(conn: sa.Connection) -> tuple[int, int]:
+_WRITTEN_KEY = [meter_days.c[name] for name in _KEY]
+
+
+def _upsert_postgresql(conn: sa.Connection) -> tuple[int, int, frozenset[DayKey]]:
     # xmax is 0 on a row version this statement inserted, the locker's id on one it updated.
-    written = (
-        _upsert_statement(postgresql.insert)
-        .returning(sa.literal_column("xmax = 0", sa.Boolean).label("inserted"))
-        .cte("written")
-    )
-    accepted, superseded = conn.execute(
-        sa.select(
-            sa.func.count().filter(written.c.inserted),
-            sa.func.count().filter(sa.not_(written.c.inserted)),
+    written = conn.execute(
+        _upsert_statement(postgresql.insert).returning(
+            sa.literal_column("xmax = 0", sa.Boolean).label("inserted"), *_WRITTEN_KEY
         )
-    ).one()
-    return int(accepted), int(superseded)
+    ).all()
+    accepted = sum(1 for row in written if row.inserted)
+    changed = frozenset((row.nmi, row.suffix, row.day) for row in written)
+    return accepted, len(written) - accepted, changed
 
 
-def _upsert_sqlite(conn: sa.Connection, rows: int) -> tuple[int, int]:
+def _upsert_sqlite(conn: sa.Connection, rows: int) -> tuple[int, int, frozenset[DayKey]]:
     # The write transaction holds the database, so what is stored now is what the upsert meets.
     existing = conn.scalar(
         sa.select(sa.func.count()).select_from(
             _staging.join(meter_days, _keys_equal(meter_days.c, _staging.c))
         )
     )
-    written = conn.execute(_upsert_statement(sqlite.insert)).rowcount
+    written = conn.execute(_upsert_statement(sqlite.insert).returning(*_WRITTEN_KEY)).all()
     accepted = rows - int(existing or 0)
-    return accepted, written - accepted
+    changed = frozenset((row.nmi, row.suffix, row.day) for row in written)
+    return accepted, len(written) - accepted, changed
 
 
 # --- JSON reads, merged interval by interval ---------------------------------------------------
@@ -375,6 +383,7 @@ def ingest_reads(
     created = _create_days(conn, by_day, fresh, received_at)
     for key in created:
         counts += fresh[key][2]
+    counts += IngestCounts(changed=frozenset(created))
     rest = [key for key in sorted(by_day) if key not in created]
     if rest:
         counts += _merge_into_stored(conn, rest, by_day, received_at)
@@ -519,6 +528,7 @@ def _merge_into_stored(
         )
         counts += merged
         if merged.accepted or merged.superseded:
+            counts += IngestCounts(changed=frozenset({key}))
             stamp = row.update_datetime
             updates.append(
                 {

@@ -13,10 +13,9 @@ from limits.storage import MemoryStorage
 from freehours.api.app import Services, create_app
 from freehours.api.keys import Scope, create_key
 from freehours.api.ratelimit import RateLimits
-from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import ManualClock
+from freehours.runtime import Runtime
 from freehours.settings import Settings
-from freehours.settlement import Settlements
 from freehours.store.database import Store
 
 # 2026-07-01 14:15 AEST: the NSW window of 1 July has ended and its grace has passed.
@@ -57,9 +56,8 @@ def settings() -> Settings:
 @pytest.fixture
 def api(store: Store, settings: Settings) -> Iterator[Api]:
     clock = ManualClock(START)
-    settlements = Settlements(store, MemoryQuotaCache(clock), clock)
     limits = RateLimits(MemoryStorage(), "1000/minute", "20/minute")
-    services = Services(settings, store, settlements, limits, clock)
+    services = Services(Runtime.on(store, settings, clock), limits)
     keys = {}
     with store.write() as conn:
         for scope in Scope:

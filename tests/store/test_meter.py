@@ -410,3 +410,20 @@ def test_concurrent_merges_creating_one_day_lose_no_interval(store: Store) -> No
     assert results == [IngestCounts(accepted=1)]
     [day] = stored(store)
     assert day.values[2:5:2] == (Decimal("0.2"), Decimal("0.3"))
+
+
+def test_changed_names_exactly_the_day_rows_an_ingest_wrote(store: Store) -> None:
+    first = make_day()
+    assert ingest(store, first).changed == {(NMI, "E1", DAY)}
+    assert ingest(store, first).changed == frozenset()  # identical resend
+    older = make_day([Decimal("9.999")] * 48, stamp=STAMP - timedelta(days=1))
+    assert ingest(store, older).changed == frozenset()  # stale
+    newer = make_day([Decimal("0.777")] * 48, stamp=STAMP + timedelta(days=1))
+    export = make_day(suffix="B1")
+    assert ingest(store, newer, export).changed == {(NMI, "E1", DAY), (NMI, "B1", DAY)}
+
+
+def test_changed_names_the_day_rows_reads_created_or_changed(store: Store) -> None:
+    assert merge(store, read(at_nem(11), "0.5")).changed == {(NMI, "E1", DAY)}
+    assert merge(store, read(at_nem(11), "0.5")).changed == frozenset()
+    assert merge(store, read(at_nem(12), "0.5")).changed == {(NMI, "E1", DAY)}

@@ -1,0 +1,62 @@
+"""The running system's parts, built once from the settings: what every command and server uses.
+
+runtime = Runtime.open(get_settings())
+runtime.settlements.settle(nmi, day)
+runtime.ingestion.file(read_days(path))
+runtime.close()
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from freehours.cache.quota import open_quota_cache
+from freehours.clock import Clock, SystemClock
+from freehours.ingest import Ingestion
+from freehours.settings import Settings
+from freehours.settlement import Faults, SettlementPolicy, Settlements
+from freehours.store.database import Store
+
+
+def settlement_policy(settings: Settings) -> SettlementPolicy:
+    """The settlement's limits as configured."""
+    return SettlementPolicy(
+        lock_timeout=timedelta(seconds=settings.lock_timeout_seconds),
+        max_attempts=settings.settlement_max_attempts,
+        grace=timedelta(seconds=settings.settlement_grace_seconds),
+        data_deadline=timedelta(hours=settings.data_deadline_hours),
+    )
+
+
+@dataclass
+class Runtime:
+    """The database, the quota cache, the settlement service and ingestion, wired together."""
+
+    settings: Settings
+    store: Store
+    clock: Clock
+    settlements: Settlements
+    ingestion: Ingestion
+
+    @classmethod
+    def open(
+        cls, settings: Settings, clock: Clock | None = None, faults: Faults | None = None
+    ) -> Runtime:
+        """Open the database (migrating a new one, refusing an out-of-date one) and the cache."""
+        clock = clock or SystemClock()
+        store = Store.open(settings.database_url)
+        return cls.on(store, settings, clock, faults)
+
+    @classmethod
+    def on(
+        cls, store: Store, settings: Settings, clock: Clock, faults: Faults | None = None
+    ) -> Runtime:
+        """The parts over an open store."""
+        cache = open_quota_cache(settings.redis_url, clock, settings.redis_prefix)
+        settlements = Settlements(store, cache, clock, settlement_policy(settings), faults)
+        ingestion = Ingestion(store, settlements, clock)
+        return cls(settings, store, clock, settlements, ingestion)
+
+    def close(self) -> None:
+        self.store.close()

@@ -1,0 +1,67 @@
+"""Ingestion keeps settlement in step: a revision of a settled day opens its next version, in the
+same transaction as the data, and nothing of a failed batch is stored or reopened."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+
+from freehours.clock import ManualClock
+from freehours.domain.settlement import QuotaStatus
+from freehours.domain.time import Region
+from freehours.errors import InputError
+from freehours.runtime import Runtime
+from freehours.settings import Settings
+from freehours.settlement import Outcome
+from freehours.store import catalog
+from freehours.store.database import Store
+from tests.test_settlement import DAY, DUE, NMI, PLAN, STAMP, day_row
+
+
+@pytest.fixture
+def runtime(store: Store) -> Runtime:
+    clock = ManualClock(DUE)
+    with store.write() as conn:
+        catalog.put_plan(conn, "test-nsw", PLAN, updated_at=clock.now())
+        catalog.put_customer(
+            conn, NMI, plan_id="test-nsw", region=Region.NSW, updated_at=clock.now()
+        )
+    return Runtime.on(store, Settings(database_url="sqlite://"), clock)
+
+
+def test_a_revision_of_a_settled_day_reopens_it_and_the_cache_learns_at_once(
+    runtime: Runtime,
+) -> None:
+    runtime.ingestion.file([day_row("0.500", stamp=STAMP)])
+    assert runtime.settlements.settle(NMI, DAY).quota.free_kwh == Decimal("3.000")
+    ingested = runtime.ingestion.file([day_row("0.600", stamp=STAMP + timedelta(days=1))])
+    assert [(q.version, q.status) for q in ingested.reopened] == [(2, QuotaStatus.PENDING)]
+    answer = runtime.settlements.settle(NMI, DAY)  # no version given: the cache already knows
+    assert (answer.outcome, answer.quota.version, answer.quota.free_kwh) == (
+        Outcome.SETTLED,
+        2,
+        Decimal("3.600"),
+    )
+
+
+def test_an_identical_resend_reopens_nothing(runtime: Runtime) -> None:
+    runtime.ingestion.file([day_row("0.500", stamp=STAMP)])
+    runtime.settlements.settle(NMI, DAY)
+    assert runtime.ingestion.file([day_row("0.500", stamp=STAMP)]).reopened == []
+
+
+def test_a_batch_that_fails_midway_stores_and_reopens_nothing(runtime: Runtime) -> None:
+    runtime.ingestion.file([day_row("0.500", stamp=STAMP)])
+    runtime.settlements.settle(NMI, DAY)
+
+    def broken():
+        yield day_row("0.900", stamp=STAMP + timedelta(days=1))
+        raise InputError("bad.csv:7: not a number (field value)")
+
+    with pytest.raises(InputError):
+        runtime.ingestion.file(broken())
+    state = runtime.settlements.state(NMI, DAY)
+    assert state is not None
+    assert (state.version, state.status) == (1, QuotaStatus.COMPLETED)
