@@ -1,1 +1,2 @@
-"""``make bench``: every speed and memory goal, measured and printed with its ratio to the reference."""
+"""``make bench``: every speed and memory goal, measured and printed with its ratio to the
+reference."""

@@ -10,11 +10,12 @@ A NEM12 file (AEMO's Meter Data File Format) is CSV, one record per line::
     500  B2B details of the 300 record before it (checked for place, not used)
     900  end of data                                                             last, once
 
-``NEM12Reader.days()`` reads its source twice. The first pass only finds, for each (NMI,
-suffix, date), the row that wins: it keeps one integer per day, the rank of the best row so far
-(its UpdateDateTime, then its position). The second pass checks every record and parses every
-value, superseded rows' too, so that nothing bad passes, and yields the winners in file order.
-Memory holds that index and one row at a time, never the values of the whole file.
+``NEM12Reader.days()`` reads its source twice. The first pass finds the superseded rows: it
+scans the bytes for where 200 and 300 records start, keeps one small entry per (NMI, suffix,
+date), and only for a date that comes more than once reads those rows' UpdateDateTimes (the
+latest wins, then the later row). The second pass checks every record and parses every value,
+superseded rows' too, so that nothing bad passes, and yields the winners in file order. Memory
+holds that index and one record at a time, never the values of the whole file.
 
 Values are exact decimals: each distinct value text is parsed once per unit and shared, since
 meter values repeat a great deal, and the cache is emptied whenever it grows past a bound.
@@ -29,12 +30,12 @@ import zipfile
 import zlib
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import date, datetime
 from decimal import Decimal
 from functools import partial
 from pathlib import Path
-from typing import IO, BinaryIO, TextIO, TypeVar
+from typing import IO, BinaryIO, TextIO, cast
 
 from freehours.domain.time import NEM_TIME
 from freehours.errors import NEM12Error
@@ -57,6 +58,8 @@ MAX_LINE = 100_000
 _CACHE_LIMIT = 100_000
 
 _RECORD_INDICATORS = frozenset({"100", "200", "250", "300", "400", "500", "550", "900"})
+#: How a line that starts a record begins: its indicator and a comma, or 900 alone.
+_RECORD_STARTS = frozenset({f"{indicator}," for indicator in _RECORD_INDICATORS} | {"900"})
 _QUALITY_FLAGS = "AEFNSV"
 #: QualityMethod -> quality flag: the flag alone, or the flag and a two-digit method (not for V,
 #: which only says "see the 400 records").
@@ -71,9 +74,9 @@ _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = "\xef\xbb\xbf"  # a UTF-8 byte order mark, as the latin-1 decoding below sees it
 _ONE = Decimal(1)
-_Binary = TypeVar("_Binary", IO[bytes], gzip.GzipFile)
-_RANK_BITS = 40  # a row's position in the low bits of its rank: room for 10^12 rows
-_POSITION = (1 << _RANK_BITS) - 1
+#: Where a 200 or 300 record starts: the first pass's view of a file.
+_KEYS = re.compile(rb"\n(?:(2)00,([^,\n]*),[^,\n]*,[^,\n]*,([^,\n]*)|300,([^,\n]*))")
+_BLOCK = 1 << 20  # bytes the first pass reads at a time
 
 
 @dataclass(slots=True)
@@ -253,53 +256,85 @@ class NEM12Reader:
     def _superseded(self) -> set[int]:
         """The first pass: the positions (among all 300 records) of the superseded rows.
 
-        It reads only where each 300 record's channel, date and UpdateDateTime are, and checks
-        nothing: the second pass checks every record before it yields anything from it.
+        Most files hold one row per (NMI, suffix, date), so it first only looks for keys that
+        come more than once, scanning the bytes for 200 and 300 records; only when some do does
+        it read those rows' UpdateDateTimes. It checks nothing: the second pass checks every
+        record before it yields anything that record decides.
         """
-        ranks: dict[tuple[str, str, str], int] = {}
+        repeated = self._repeated_keys()
+        if not repeated:
+            return set()
+        ranks = self._ranks({seq for seqs in repeated for seq in seqs})
         losers: set[int] = set()
+        for seqs in repeated:
+            winner = max(seqs, key=ranks.__getitem__)
+            losers.update(seq for seq in seqs if seq != winner)
+        return losers
+
+    def _repeated_keys(self) -> list[list[int]]:
+        """The positions of the 300 records of each (NMI, suffix, date) that has more than one."""
+        first: dict[tuple[bytes, bytes, bytes], int] = {}
+        repeats: dict[tuple[bytes, bytes, bytes], list[int]] = {}
+        seq = 0
+        for _, binary in self._binaries():
+            nmi = suffix = b""
+            for is_200, nmi_or_empty, suffix_or_empty, day in _record_keys(binary):
+                if is_200:
+                    nmi, suffix = nmi_or_empty, suffix_or_empty
+                    continue
+                seq += 1
+                key = (nmi, suffix, day)
+                earlier = first.setdefault(key, seq)
+                if earlier != seq:
+                    repeats.setdefault(key, [earlier]).append(seq)
+        return list(repeats.values())
+
+    def _ranks(self, wanted: set[int]) -> dict[int, tuple[int, int]]:
+        """For the 300 records at positions ``wanted``: (UpdateDateTime as yyyymmddhhmmss, or 0
+        without one; position). The larger wins: the later stamp, then on equal stamps the later
+        row."""
+        ranks: dict[int, tuple[int, int]] = {}
         seq = 0
         for label, text in self._texts():
-            nmi = suffix = ""
             count = 48
             for _, record in _records(text, label, None):
                 if record.startswith("300,"):
                     seq += 1
-                    # UpdateDateTime is field count + 5 of count + 7; rsplit finds it from the end.
-                    after = record.count(",") - count - 4
-                    stamp = record.rsplit(",", after)[1] if after > 0 else ""
-                    # The larger rank wins: a later stamp, then on equal stamps the later row.
-                    rank = (_stamp_rank(stamp) << _RANK_BITS) | seq
-                    key = (nmi, suffix, record[4:12])
-                    best = ranks.setdefault(key, rank)
-                    if best != rank:
-                        if rank > best:
-                            ranks[key] = rank
-                            losers.add(best & _POSITION)
-                        else:
-                            losers.add(seq)
+                    if seq in wanted:
+                        # UpdateDateTime is field count + 5 of count + 7: rsplit finds it from
+                        # the end, whatever the values hold.
+                        after = record.count(",") - count - 4
+                        stamp = record.rsplit(",", after)[1] if after > 0 else ""
+                        ranks[seq] = (_stamp_rank(stamp), seq)
                 elif record.startswith("200,"):
                     fields = record.split(",")
-                    if len(fields) > 8:
-                        nmi, suffix = fields[1], fields[4]
-                        minutes = int(fields[8]) if _is_digits(fields[8]) else 0
-                        count = 24 * 60 // minutes if minutes in INTERVAL_LENGTHS else count
-        return losers
+                    length = fields[8] if len(fields) > 8 else ""
+                    minutes = int(length) if _is_digits(length) else 0
+                    count = 24 * 60 // minutes if minutes in INTERVAL_LENGTHS else count
+        return ranks
 
     def _texts(self) -> Iterator[tuple[str, TextIO]]:
         """(label, text) for each CSV text in the source: the file, or each member of a zip."""
+        for label, binary in self._binaries():
+            # NEM12 is ASCII. latin-1 decodes any byte, so a stray byte is reported by the field
+            # check that meets it, with its line, instead of as an undecodable stream.
+            yield label, io.TextIOWrapper(binary, encoding="latin-1", newline=None)
+
+    def _binaries(self) -> Iterator[tuple[str, IO[bytes]]]:
+        """(label, bytes) for each CSV text in the source: the file, or each member of a zip."""
         with self._open() as raw:
             magic = raw.read(4)
             raw.seek(0)
             if not magic:
                 raise NEM12Error("the file is empty: no 100 header", source=self.name)
             if magic in _ZIP_MAGIC:
-                yield from self._zip_texts(raw)
+                yield from self._zip_members(raw)
             elif magic.startswith(_GZIP_MAGIC):
                 with gzip.GzipFile(fileobj=raw) as unzipped:
-                    yield self.name, _text(unzipped)
+                    # A GzipFile is a binary stream, though typeshed does not call it IO[bytes].
+                    yield self.name, cast(IO[bytes], unzipped)
             else:
-                yield self.name, _text(raw)
+                yield self.name, raw
 
     def _open(self) -> BinaryIO:
         if isinstance(self._source, bytes):
@@ -309,7 +344,7 @@ class NEM12Reader:
         except OSError as exc:
             raise NEM12Error(f"cannot open the file: {exc.strerror}", source=self.name) from exc
 
-    def _zip_texts(self, raw: BinaryIO) -> Iterator[tuple[str, TextIO]]:
+    def _zip_members(self, raw: BinaryIO) -> Iterator[tuple[str, IO[bytes]]]:
         try:
             archive = zipfile.ZipFile(raw)
         except zipfile.BadZipFile as exc:
@@ -333,13 +368,27 @@ class NEM12Reader:
                         f"cannot read from the zip archive: {exc}", source=label
                     ) from exc
                 with member:
-                    yield label, _text(member)
+                    yield label, member
 
 
-def _text(raw: _Binary) -> TextIO:
-    # NEM12 is ASCII. latin-1 decodes any byte, so a stray byte is reported by the field check
-    # that meets it (with its line) instead of as an undecodable stream with no line at all.
-    return io.TextIOWrapper(raw, encoding="latin-1", newline=None)
+def _record_keys(binary: IO[bytes]) -> Iterator[tuple[bytes, bytes, bytes, bytes]]:
+    """(b"2", NMI, suffix, b"") for each 200 record, (b"", b"", b"", IntervalDate) for each 300.
+
+    Scans blocks of bytes with one regular expression: a line starts with 200 or 300 exactly
+    where the second pass starts such a record, so both count the same 300 records.
+    """
+    tail = b"\n"  # the stream starts a line
+    try:
+        while block := binary.read(_BLOCK):
+            data = tail + block.replace(b"\r", b"\n")
+            cut = data.rfind(b"\n")
+            # A line longer than a block is dropped here; the second pass refuses it.
+            tail = data[cut:] if cut >= 0 and len(data) - cut <= MAX_LINE else b""
+            yield from _KEYS.findall(data, 0, max(cut, 0))
+    except (OSError, EOFError, zlib.error, zipfile.BadZipFile):
+        # Damaged data: the second pass stops at the same place and says which line.
+        return
+    yield from _KEYS.findall(tail)
 
 
 def _records(text: TextIO, source: str, stats: ReadStats | None) -> Iterator[tuple[int, str]]:
@@ -355,18 +404,24 @@ def _records(text: TextIO, source: str, stats: ReadStats | None) -> Iterator[tup
     first = number = 0
     try:
         for number, physical in enumerate(iter(readline, ""), 1):
+            line = physical.rstrip()
+            if line[:4] in _RECORD_STARTS and len(physical) < MAX_LINE:
+                if record:
+                    yield first, record
+                record, first = line, number
+                continue
+            # The rare lines: too long, blank, after a byte order mark, or a record's rest.
             if len(physical) >= MAX_LINE and not physical.endswith("\n"):
                 raise NEM12Error(
                     f"a line longer than {MAX_LINE:,} characters", source=source, line=number
                 )
-            line = physical.rstrip()
             if number == 1 and line.startswith(_BOM):
                 line = line[len(_BOM) :]
             if not line:
                 continue
             if (
                 record
-                and not (line[3:4] in ("", ",") and line[:3] in _RECORD_INDICATORS)
+                and line.partition(",")[0] not in _RECORD_INDICATORS
                 and _continues(record, line)
             ):
                 record += line
@@ -512,7 +567,7 @@ class _Scanner:
                 qualities = uniform.get(flag) or uniform.setdefault(flag, flag * count)
                 channel_stats.qualities[flag] += count
                 channel_stats.intervals += count
-                yield IntervalDay(
+                yield _interval_day(
                     channel.nmi,
                     channel.suffix,
                     day_of,
@@ -825,14 +880,51 @@ def _moment(digits: str) -> datetime | None:
     if len(digits) != 14 or not _is_digits(digits):
         return None
     try:
-        return datetime(
-            int(digits[:4]),
-            int(digits[4:6]),
-            int(digits[6:8]),
-            int(digits[8:10]),
-            int(digits[10:12]),
-            int(digits[12:]),
-            tzinfo=NEM_TIME,
-        )
+        return datetime.fromisoformat(f"{digits[:8]}T{digits[8:]}").replace(tzinfo=NEM_TIME)
     except ValueError:
         return None
+
+
+# IntervalDay is frozen, so its generated __init__ sets each field through object.__setattr__,
+# which finds the slot by name every time. The hot path above (one call per 300 record) sets the
+# slots through their descriptors instead: the same object in about half the time. Unpacking the
+# fields by name fails at import if IntervalDay's fields ever change, so this cannot fall behind.
+(
+    _set_nmi,
+    _set_suffix,
+    _set_day,
+    _set_interval_minutes,
+    _set_values,
+    _set_qualities,
+    _set_update_datetime,
+    _set_uom,
+    _set_source,
+    _set_line,
+) = (getattr(IntervalDay, day_field.name).__set__ for day_field in fields(IntervalDay))
+
+
+def _interval_day(  # noqa: PLR0917 - the positional fields of IntervalDay(...) itself
+    nmi: str,
+    suffix: str,
+    day: date,
+    interval_minutes: int,
+    values: tuple[Decimal | None, ...],
+    qualities: str,
+    update_datetime: datetime | None,
+    uom: str,
+    source: str,
+    line: int,
+) -> IntervalDay:
+    """``IntervalDay(nmi, suffix, ...)``, built faster (see above)."""
+    interval_day: IntervalDay = object.__new__(IntervalDay)
+    _set_nmi(interval_day, nmi)
+    _set_suffix(interval_day, suffix)
+    _set_day(interval_day, day)
+    _set_interval_minutes(interval_day, interval_minutes)
+    _set_values(interval_day, values)
+    _set_qualities(interval_day, qualities)
+    _set_update_datetime(interval_day, update_datetime)
+    _set_uom(interval_day, uom)
+    _set_source(interval_day, source)
+    _set_line(interval_day, line)
+    return interval_day

@@ -13,8 +13,11 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from functools import lru_cache
+from typing import cast
 
 from freehours.domain.time import NEM_TIME
+
+_ZERO = Decimal(0)
 
 
 class Quality(StrEnum):
@@ -83,7 +86,11 @@ class IntervalDay:
 
     def total(self) -> Decimal:
         """The sum of the day's values, exactly; missing intervals add nothing."""
-        return sum([value for value in self.values if value is not None], Decimal(0))
+        try:
+            # Most days miss nothing: sum them as they are, and let a None say otherwise.
+            return sum(cast("tuple[Decimal, ...]", self.values), _ZERO)
+        except TypeError:
+            return sum([value for value in self.values if value is not None], _ZERO)
 
     def intervals(self) -> Iterator[IntervalRead]:
         """Every interval of the day as an ``IntervalRead``, in time order."""

@@ -1,0 +1,169 @@
+"""NEM12 reading: freehours against nemreader 0.9.2 on the same file, in the same run.
+
+The file: 1,000 NMIs x 31 days x two channels (E1, B1) at 30 minutes, 2,976,000 interval values
+(about 20 MB), written by freehours' own writer from simulated household meters (deterministic,
+kWh to three decimals). It is kept in ./bench-out/ and reused while its parameters stay the same.
+
+Each reader runs in its own process, so that its peak memory (ru_maxrss) is its own, and does the
+same work: every interval's value, start time and quality made available, then the values summed
+per NMI and channel. freehours yields one ``IntervalDay`` per 300 record (values, qualities, and
+``interval_starts()``, the start of every interval); nemreader 0.9.2 builds a ``Reading`` per
+interval (``read_value``, ``t_start``, ``quality_method``) with ``NEMFile(path).nem_data()``.
+freehours sums its Decimals exactly; nemreader's values are floats, summed with ``math.fsum`` and
+rounded to three decimals, which gives the exact decimal sum back for values that have three
+decimals. The two readers' sums must agree exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import resource
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+
+from freehours.domain.time import NEM_TIME
+from freehours.meterdata.nem12 import NEM12Reader
+from freehours.meterdata.writer import write_nem12
+from freehours.sim.meters import households, meter_days
+
+NMIS = 1_000
+DAYS = 31
+FIRST_DAY = date(2026, 7, 1)
+SEED = 2026
+OUT = Path("bench-out")
+FILE = OUT / f"nem12-{NMIS}nmi-{DAYS}d-E1B1-30min-seed{SEED}.csv"
+#: The goals: at least ten times nemreader's values per second, at most a tenth of its memory.
+SPEED_GOAL = 10.0
+MEMORY_GOAL = 0.10
+
+
+def run() -> None:
+    path = bench_file()
+    size = path.stat().st_size
+    print(
+        f"nem12 file: {path} ({NMIS:,} NMIs x {DAYS} days x E1+B1 at 30 min, {size / 1e6:.1f} MB)"
+    )
+    ours = _measure("freehours", path)
+    theirs = _measure("nemreader", path)
+    if ours.values != theirs.values or ours.sums != theirs.sums:
+        differ = sum(ours.sums.get(key) != theirs.sums.get(key) for key in ours.sums | theirs.sums)
+        raise SystemExit(
+            f"nem12: the readers disagree: {ours.values:,} values against {theirs.values:,};"
+            f" {differ:,} of the NMI/channel sums differ"
+        )
+    print(
+        f"nem12 read: freehours {ours.rate:,.0f} values/s ({ours.seconds:.2f} s), nemreader"
+        f" {theirs.rate:,.0f} values/s ({theirs.seconds:.1f} s):"
+        f" {ours.rate / theirs.rate:.1f}x (goal >= {SPEED_GOAL:.0f}x)"
+    )
+    print(
+        f"cpu time: freehours {ours.cpu_seconds:.2f} s, nemreader {theirs.cpu_seconds:.1f} s:"
+        f" {theirs.cpu_seconds / ours.cpu_seconds:.1f}x (the same ratio, less exposed to other"
+        " work on the machine)"
+    )
+    print(
+        f"peak memory: freehours {ours.peak_bytes / 1e6:,.0f} MB, nemreader"
+        f" {theirs.peak_bytes / 1e6:,.0f} MB: {ours.peak_bytes / theirs.peak_bytes:.2f}"
+        f" (goal <= {MEMORY_GOAL:.2f})"
+    )
+    print(
+        f"sums: {len(ours.sums):,} NMI/channel totals of {ours.values:,} values agree exactly"
+        " (nemreader's floats: math.fsum, rounded to 3 decimals)"
+    )
+
+
+def bench_file() -> Path:
+    """The benchmark's NEM12 file, written once: a rerun with the same parameters reuses it."""
+    if FILE.exists():
+        return FILE
+    OUT.mkdir(exist_ok=True)
+    rng = random.Random(SEED)
+    meters = households(NMIS, rng)
+    partial = FILE.with_suffix(".partial")
+    started = time.perf_counter()
+    write_nem12(
+        (day for household in meters for day in meter_days(household, FIRST_DAY, DAYS, rng)),
+        partial,
+        participant="BENCHMDP",
+        created=datetime(2026, 8, 1, 6, 0, tzinfo=NEM_TIME),
+    )
+    partial.replace(FILE)  # only a whole file is ever reused
+    print(f"nem12 file written in {time.perf_counter() - started:.1f} s")
+    return FILE
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One reader's figures, from its own process."""
+
+    values: int
+    seconds: float  # wall clock
+    cpu_seconds: float  # this process's own CPU time: what a busy machine changes least
+    peak_bytes: int
+    sums: dict[str, str]  # "NMI/suffix" -> total, normalised
+
+    @property
+    def rate(self) -> float:
+        return self.values / self.seconds
+
+
+def _measure(reader: str, path: Path) -> _Run:
+    """Run one reader in a fresh process; its figures come back as JSON on its stdout."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_nem12", reader, str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"nem12: the {reader} run failed:\n{done.stderr}")
+    return _Run(**json.loads(done.stdout))
+
+
+def _read_freehours(path: Path) -> tuple[int, dict[str, str]]:
+    sums: dict[str, Decimal] = {}
+    values = 0
+    for day in NEM12Reader(path).days():
+        day.interval_starts()  # every interval's start, in NEM time
+        day.qualities  # noqa: B018 - every interval's quality flag, one character each
+        key = f"{day.nmi}/{day.suffix}"
+        sums[key] = sums.get(key, Decimal(0)) + day.total()
+        values += len(day.values)
+    return values, {key: str(total) for key, total in sums.items()}
+
+
+def _read_nemreader(path: Path) -> tuple[int, dict[str, str]]:
+    from nemreader import NEMFile  # noqa: PLC0415 - a bench extra, and only this process needs it
+
+    sums: dict[str, str] = {}
+    values = 0
+    for nmi, channels in NEMFile(str(path)).nem_data().readings.items():
+        for suffix, readings in channels.items():
+            # Each Reading has read_value, t_start, t_end and quality_method already.
+            present = [r.read_value for r in readings if r.read_value is not None]
+            sums[f"{nmi}/{suffix}"] = str(Decimal(repr(round(math.fsum(present), 3))))
+            values += len(readings)
+    return values, sums
+
+
+def _child(reader: str, path: Path) -> None:
+    read = _read_freehours if reader == "freehours" else _read_nemreader
+    started, cpu_started = time.perf_counter(), time.process_time()
+    values, sums = read(path)
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: kilobytes
+    # Sums compared as numbers: the same total may be written 12.5 by one and 12.500 by the other.
+    exact = {key: str(Decimal(total).normalize()) for key, total in sums.items()}
+    figures = {"values": values, "seconds": seconds, "cpu_seconds": cpu_seconds}
+    print(json.dumps(figures | {"peak_bytes": peak, "sums": exact}))
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1], Path(sys.argv[2]))
