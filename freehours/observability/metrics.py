@@ -57,3 +57,44 @@ JOBS_STUCK = Gauge(
     "Jobs due for over 20 seconds that no worker has started (no worker for their kind, or "
     "workers overloaded or down).",
 )
+
+# --- the meter agent (freehours agent) ---
+CIRCUIT_BREAKER_STATE = Gauge(
+    "freehours_circuit_breaker_state",
+    "A circuit breaker's state as this process sees it: 0 closed, 1 half-open, 2 open.",
+    ["breaker"],
+)
+AGENT_BREAKER_TRIPS = Counter(
+    "freehours_agent_breaker_trips_total",
+    "Times the agent saw its circuit breaker open.",
+)
+AGENT_SPOOLED = Gauge(
+    "freehours_agent_spooled",
+    "Batches in the agent's spool waiting to be sent.",
+)
+AGENT_SENT = Counter(
+    "freehours_agent_sent_total",
+    "Batches the API answered 200 to, deleted from the spool.",
+)
+AGENT_READS_SENT = Counter(
+    "freehours_agent_reads_sent_total",
+    "Interval reads in the JSON batches the API answered 200 to.",
+)
+AGENT_ATTEMPTS = Counter(
+    "freehours_agent_attempts_total",
+    "HTTP attempts by result: delivered, retry (409, 429, 5xx), rejected (other 4xx), "
+    "unreachable (no answer within the deadline).",
+    ["result"],
+)
+AGENT_RETRIES = Counter(
+    "freehours_agent_retries_total",
+    "Attempts after a batch's first (a retry, or a resend after a deferral or a restart).",
+)
+AGENT_RETRY_BUDGET_EXHAUSTED = Counter(
+    "freehours_agent_retry_budget_exhausted_total",
+    "Retries the retry budget refused (retries were over 10 % of recent requests).",
+)
+AGENT_REJECTED = Counter(
+    "freehours_agent_rejected_total",
+    "Batches the API refused for good (a 4xx other than 409 and 429), set aside.",
+)

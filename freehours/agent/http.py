@@ -1,0 +1,111 @@
+"""The agent's one seam to the API: a batch posted, an answer or ``Unreachable`` back.
+
+httpx with explicit connect and read timeouts, and a total deadline per request that httpx alone
+does not offer (its timeouts are per phase, so a server that trickles a byte a second would never
+trip them): each request runs on an asyncio loop under ``asyncio.timeout``, which cancels it
+wherever it is. The loop is private to this object (``asyncio.Runner``) and the surface is
+synchronous, because the circuit breaker (pybreaker) guards synchronous calls. Tests pass an
+``httpx.MockTransport``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import PurePath
+
+import httpx
+
+from freehours import __version__
+from freehours.agent.batch import Batch, Route
+from freehours.errors import FreehoursError
+
+
+class Unreachable(FreehoursError):
+    """No answer from the API: the connection failed, a timeout or the deadline passed, or the
+    exchange broke off."""
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """How long one request may take, in seconds."""
+
+    #: A TCP and TLS handshake that takes longer than 5 s is as good as refused.
+    connect: float = 5.0
+    #: The API may think for a while about a large NEM12 file before its first byte comes back.
+    read: float = 60.0
+    #: Whatever happens, one request is over within two minutes, and the batch tried again later.
+    total: float = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The API's answer: status, headers (names lower-cased) and body."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+class IngestApi:
+    """The API's ingest routes at ``base_url``, called with ``api_key``.
+
+    Not thread-safe: one thread posts (the sender), and it is also the one that closes.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        timeouts: Timeouts,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._timeouts = timeouts
+        self._runner = asyncio.Runner()
+        self._client = httpx.AsyncClient(
+            base_url=base_url,
+            headers={
+                "Authorization": f"Bearer {api_key}",
+                "User-Agent": f"freehours-agent/{__version__}",
+            },
+            timeout=httpx.Timeout(
+                connect=timeouts.connect,
+                read=timeouts.read,
+                write=timeouts.read,
+                pool=timeouts.connect,
+            ),
+            follow_redirects=False,
+            transport=transport,
+        )
+
+    def post(self, batch: Batch, traceparent: str) -> Answer:
+        """Post ``batch``; raises ``Unreachable`` when no answer came within the deadline."""
+        headers = {
+            "Content-Type": batch.content_type,
+            "Idempotency-Key": batch.idempotency_key,
+            "traceparent": traceparent,
+        }
+        if batch.route is Route.NEM12:
+            headers["X-Filename"] = PurePath(batch.source).name
+        try:
+            return self._runner.run(self._post(batch.route.value, batch.body, headers))
+        except (httpx.TransportError, TimeoutError) as exc:
+            what = type(exc).__name__ if isinstance(exc, httpx.TransportError) else "deadline"
+            raise Unreachable(f"POST {batch.route.value}: {what} ({exc})") from exc
+
+    async def _post(self, route: str, body: bytes, headers: dict[str, str]) -> Answer:
+        async with asyncio.timeout(self._timeouts.total):
+            response = await self._client.post(route, content=body, headers=headers)
+        return Answer(
+            response.status_code,
+            {name.lower(): value for name, value in response.headers.items()},
+            response.content,
+        )
+
+    def close(self) -> None:
+        """Close the connections and the loop."""
+        try:
+            self._runner.run(self._client.aclose())
+        finally:
+            self._runner.close()

@@ -1,0 +1,228 @@
+"""Sending one batch: at most three attempts, full-jitter waits, the server's ``Retry-After``, a
+retry budget, and the circuit breaker around every attempt.
+
+tenacity runs the attempts, with everything explicit (its defaults retry forever without
+waiting): ``stop`` after ``max_attempts`` or as soon as the retry budget refuses, ``wait`` from
+``Backoff`` (never sooner than ``Retry-After``), ``retry`` only on failures a resend can fix, and
+``sleep`` injected, so tests measure the waits on a manual clock and the agent can interrupt them.
+
+    answer 200                  -> DELIVERED
+    no answer, 409, 429, 5xx    -> retried; after the last attempt, or when the budget or the
+                                   breaker says no: DEFERRED (the batch stays spooled)
+    401, 403                    -> ``KeyRefused``: the agent's key is wrong, and every batch
+                                   would be refused the same; the agent stops, the spool intact
+    any other 4xx               -> REJECTED, never retried
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+import structlog
+import tenacity
+
+from freehours.agent.batch import Batch, traceparent
+from freehours.agent.breaker import Breaker, CircuitOpen
+from freehours.agent.http import Answer, IngestApi, Unreachable
+from freehours.agent.policy import Backoff, RetryBudget, Verdict, retry_after_seconds, verdict
+from freehours.agent.tally import Tally
+from freehours.clock import Clock
+from freehours.errors import ConfigurationError
+from freehours.observability.metrics import (
+    AGENT_ATTEMPTS,
+    AGENT_RETRIES,
+    AGENT_RETRY_BUDGET_EXHAUSTED,
+)
+
+log = structlog.get_logger("freehours.agent")
+
+#: DESIGN.md: at most three attempts per request.
+MAX_ATTEMPTS = 3
+
+
+class Stopped(Exception):
+    """The agent is stopping: raised by the injected sleep to end a wait early."""
+
+
+class KeyRefused(ConfigurationError):
+    """The API refused the agent's key (401 or 403)."""
+
+
+class _AnsweredRetry(Exception):
+    """409, 429 or 5xx: the API could not take the batch now (a failure for the breaker)."""
+
+    def __init__(self, answer: Answer, retry_after: float | None) -> None:
+        super().__init__(f"HTTP {answer.status}")
+        self.answer = answer
+        self.retry_after = retry_after
+
+
+class _AnsweredRefusal(Exception):
+    """A 4xx that resending cannot change: the API is up, the batch or the key is wrong."""
+
+    def __init__(self, answer: Answer, verdict: Verdict) -> None:
+        super().__init__(f"HTTP {answer.status}")
+        self.answer = answer
+        self.verdict = verdict
+
+
+class Outcome(StrEnum):
+    """What became of one ``send``."""
+
+    DELIVERED = "delivered"  # the API answered 200: delete the batch
+    REJECTED = "rejected"  # refused for good: set it aside
+    DEFERRED = "deferred"  # not this time: it stays first in line
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """The outcome of ``send`` and what goes with it.
+
+    ``answer`` is the API's last answer (None when there was none); ``retry_after`` the seconds
+    its last answer said to wait; ``breaker_open``: deferred because the circuit is open.
+    """
+
+    outcome: Outcome
+    answer: Answer | None = None
+    retry_after: float | None = None
+    breaker_open: bool = False
+
+
+class _BudgetStop(tenacity.stop.stop_base):
+    """Stop retrying when the retry budget has no token for another attempt."""
+
+    def __init__(self, budget: RetryBudget, on_refused: Callable[[], None]) -> None:
+        self._budget = budget
+        self._on_refused = on_refused
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        if self._budget.try_retry():
+            return False
+        self._on_refused()
+        return True
+
+
+class Sender:
+    """Sends batches to the API through the breaker, one at a time."""
+
+    def __init__(
+        self,
+        api: IngestApi,
+        breaker: Breaker,
+        *,
+        budget: RetryBudget,
+        backoff: Backoff,
+        clock: Clock,
+        sleep: Callable[[float], None],
+        tally: Tally,
+        max_attempts: int = MAX_ATTEMPTS,
+    ) -> None:
+        self._api = api
+        self._breaker = breaker
+        self._budget = budget
+        self._backoff = backoff
+        self._clock = clock
+        self._sleep = sleep
+        self._tally = tally
+        self._max_attempts = max_attempts
+        self._last_retry_after: float | None = None
+
+    @property
+    def breaker(self) -> Breaker:
+        return self._breaker
+
+    def send(
+        self, batch: Batch, *, earlier_attempts: int = 0, on_attempt: Callable[[], None]
+    ) -> Delivery:
+        """Send ``batch`` (attempted ``earlier_attempts`` times before, by an earlier ``send`` or
+        an earlier run); ``on_attempt`` is called before each attempt goes out.
+
+        Raises ``KeyRefused`` on 401 or 403, and ``Stopped`` when a wait is interrupted.
+        """
+        attempt = 0
+        self._last_retry_after = None
+
+        def guarded() -> Answer:
+            nonlocal attempt
+            attempt += 1
+            return self._breaker.call(self._exchange, batch, attempt, earlier_attempts, on_attempt)
+
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self._max_attempts)
+            | _BudgetStop(self._budget, self._budget_refused),
+            wait=self._wait,
+            retry=tenacity.retry_if_exception_type((_AnsweredRetry, Unreachable)),
+            sleep=self._sleep,
+            reraise=True,
+        )
+        try:
+            answer = retrying(guarded)
+        except _AnsweredRefusal as refusal:
+            if refusal.verdict is Verdict.KEY_REFUSED:
+                raise KeyRefused(
+                    f"the API refused the agent's key (HTTP {refusal.answer.status}): "
+                    "check --api-key or FREEHOURS_API_KEY and its ingest scope"
+                ) from refusal
+            return Delivery(Outcome.REJECTED, refusal.answer)
+        except _AnsweredRetry as failure:
+            return Delivery(Outcome.DEFERRED, failure.answer, failure.retry_after)
+        except Unreachable:
+            return Delivery(Outcome.DEFERRED)
+        except CircuitOpen:
+            return Delivery(Outcome.DEFERRED, retry_after=self._last_retry_after, breaker_open=True)
+        return Delivery(Outcome.DELIVERED, answer)
+
+    def _exchange(
+        self, batch: Batch, attempt: int, earlier_attempts: int, on_attempt: Callable[[], None]
+    ) -> Answer:
+        """One attempt, inside the breaker: returns only on a 200."""
+        if attempt == 1:
+            self._budget.record_request()
+        on_attempt()
+        retried = int(attempt + earlier_attempts > 1)
+        if retried:
+            AGENT_RETRIES.inc()
+        self._tally.add(attempts=1, retried=retried)
+        context = {
+            "idempotency_key": batch.idempotency_key,
+            "trace_id": batch.trace_id,
+            "attempt": attempt + earlier_attempts,
+        }
+        try:
+            answer = self._api.post(batch, traceparent(batch.trace_id))
+        except Unreachable as exc:
+            self._failed("unreachable")
+            log.warning("attempt_failed", error=str(exc), **context)
+            raise
+        judged = verdict(answer.status)
+        if judged is Verdict.DELIVERED:
+            AGENT_ATTEMPTS.labels("delivered").inc()
+            return answer
+        if judged is Verdict.RETRY:
+            retry_after = retry_after_seconds(answer.headers.get("retry-after"), self._clock.now())
+            self._last_retry_after = retry_after
+            self._failed("retry")
+            log.warning("attempt_failed", status=answer.status, retry_after=retry_after, **context)
+            raise _AnsweredRetry(answer, retry_after)
+        AGENT_ATTEMPTS.labels("rejected").inc()
+        raise _AnsweredRefusal(answer, judged)
+
+    def _failed(self, result: str) -> None:
+        AGENT_ATTEMPTS.labels(result).inc()
+        self._tally.add(failed_attempts=1)
+
+    def _wait(self, retry_state: tenacity.RetryCallState) -> float:
+        failure = retry_state.outcome.exception() if retry_state.outcome else None
+        retry_after = failure.retry_after if isinstance(failure, _AnsweredRetry) else None
+        return self._backoff.delay(retry_state.attempt_number - 1, retry_after)
+
+    def _budget_refused(self) -> None:
+        AGENT_RETRY_BUDGET_EXHAUSTED.inc()
+        self._tally.add(budget_exhausted=1)
+        log.warning("retry_budget_exhausted", balance=round(self._budget.balance, 2))
+
+
+#: What the breaker does not count as the API failing: a refusal is the API answering.
+BREAKER_EXCLUDES: tuple[type[BaseException], ...] = (_AnsweredRefusal,)

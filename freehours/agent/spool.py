@@ -1,0 +1,181 @@
+"""The spool: a SQLite file that holds every batch from the moment the agent accepts it until the
+API has it.
+
+A batch is written here (and synced to disk) before any attempt to send it, so an API outage or an
+agent crash loses nothing; it is deleted only after the API answered 200, or set aside as
+``rejected`` (with the API's problem details) after a refusal that resending cannot change.
+Batches go out in the order they came in: FIFO by ``seq``, which SQLite never reuses.
+
+Each thread opens its own ``Spool`` on the same file (WAL lets one write while another reads).
+The connection that accepts batches syncs every commit (``synchronous=FULL``), so an accepted
+read survives even a power cut; the sender's connection does not need to (a lost delete or
+attempt count means one resend, which the Idempotency-Key makes harmless).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from freehours.agent.batch import Batch, Route
+from freehours.errors import ConfigurationError
+
+#: How long a statement waits for the other thread's write before failing: far longer than any
+#: one of the spool's transactions takes.
+BUSY_TIMEOUT_MS = 10_000
+
+# All of the spool's SQL, named.
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS batches (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,   -- FIFO order; AUTOINCREMENT: never reused
+    route TEXT NOT NULL,
+    idempotency_key TEXT NOT NULL,
+    body BLOB NOT NULL,
+    content_type TEXT NOT NULL,
+    source TEXT NOT NULL,                    -- the NEM12 file's path; '' for meter reads
+    reads INTEGER NOT NULL,
+    trace_id TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'rejected')),
+    attempts INTEGER NOT NULL DEFAULT 0,
+    spooled_at TEXT NOT NULL,
+    status_code INTEGER,                     -- a rejected batch's answer
+    problem TEXT,                            -- and its body (problem details)
+    UNIQUE (idempotency_key, source)
+);
+CREATE INDEX IF NOT EXISTS batches_by_state ON batches (state, seq);
+"""
+_ADD = """
+INSERT INTO batches (route, idempotency_key, body, content_type, source, reads, trace_id,
+                     spooled_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (idempotency_key, source) DO NOTHING
+"""
+_HEAD = """
+SELECT seq, route, idempotency_key, body, content_type, source, reads, trace_id, attempts
+FROM batches WHERE state = 'pending' ORDER BY seq LIMIT 1
+"""
+_COUNT_ATTEMPT = "UPDATE batches SET attempts = attempts + 1 WHERE seq = ?"
+_DELETE = "DELETE FROM batches WHERE seq = ?"
+_SET_ASIDE = """
+UPDATE batches SET state = 'rejected', status_code = ?, problem = ? WHERE seq = ?
+"""
+_COUNT = "SELECT count(*) FROM batches WHERE state = ?"
+_REJECTED = """
+SELECT seq, idempotency_key, source, status_code, problem FROM batches
+WHERE state = 'rejected' ORDER BY seq
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class SpooledBatch:
+    """A batch as the spool holds it: its place in line and how often it has been attempted."""
+
+    seq: int
+    batch: Batch
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedBatch:
+    """A batch set aside: the API refused it with ``status_code`` and ``problem``."""
+
+    seq: int
+    idempotency_key: str
+    source: str
+    status_code: int
+    problem: str
+
+
+class Spool:
+    """One connection to the spool file."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._conn = connection
+
+    @classmethod
+    def open(cls, path: Path, *, durable: bool = True) -> Spool:
+        """Open (creating when new) the spool at ``path``; ``durable``: sync every commit.
+
+        Raises ``ConfigurationError`` naming the file when it cannot be opened.
+        """
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            conn.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigurationError(f"spool {path}: cannot be opened ({exc})") from exc
+        return cls(conn)
+
+    def add(self, batches: Iterable[Batch], now: datetime) -> int:
+        """Accept ``batches`` in one transaction, in order; return how many were new (a batch
+        already spooled from the same source is not added twice)."""
+        stamp = now.isoformat()
+        added = 0
+        with self._transaction():
+            for batch in batches:
+                cursor = self._conn.execute(
+                    _ADD,
+                    (
+                        batch.route.value,
+                        batch.idempotency_key,
+                        batch.body,
+                        batch.content_type,
+                        batch.source,
+                        batch.reads,
+                        batch.trace_id,
+                        stamp,
+                    ),
+                )
+                added += cursor.rowcount
+        return added
+
+    def head(self) -> SpooledBatch | None:
+        """The oldest pending batch, or None when nothing waits."""
+        row = self._conn.execute(_HEAD).fetchone()
+        if row is None:
+            return None
+        seq, route, key, body, content_type, source, reads, trace_id, attempts = row
+        batch = Batch(Route(route), key, bytes(body), content_type, source, reads, trace_id)
+        return SpooledBatch(seq, batch, attempts)
+
+    def count_attempt(self, seq: int) -> None:
+        """One more attempt to send batch ``seq``."""
+        self._conn.execute(_COUNT_ATTEMPT, (seq,))
+
+    def delete(self, seq: int) -> None:
+        """The API has batch ``seq``: forget it."""
+        self._conn.execute(_DELETE, (seq,))
+
+    def set_aside(self, seq: int, status_code: int, problem: str) -> None:
+        """The API refused batch ``seq`` for good: keep it, with the answer, but never resend."""
+        self._conn.execute(_SET_ASIDE, (status_code, problem, seq))
+
+    def pending(self) -> int:
+        """Batches waiting to be sent."""
+        count: int = self._conn.execute(_COUNT, ("pending",)).fetchone()[0]
+        return count
+
+    def rejected(self) -> list[RejectedBatch]:
+        """Every batch set aside, oldest first."""
+        return [RejectedBatch(*row) for row in self._conn.execute(_REJECTED)]
+
+    def close(self) -> None:
+        self._conn.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` when the block raises."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
