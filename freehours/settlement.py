@@ -131,7 +131,9 @@ class NoFaults:
 
 
 @dataclass(frozen=True, slots=True)
-class _Customer:
+class CustomerPlan:
+    """A customer's plan, parsed, with the day profiles its ratings share."""
+
     plan: Plan
     profiles: DayProfiles
 
@@ -152,7 +154,7 @@ class Settlements:
         self.clock = clock
         self.policy = policy or SettlementPolicy()
         self.faults: Faults = faults or NoFaults()
-        self._plans: dict[tuple[str, datetime], _Customer] = {}
+        self._plans: dict[tuple[str, datetime], CustomerPlan] = {}
         self._plans_lock = threading.Lock()
 
     def settle(self, nmi: str, day: date, *, version: int = 1) -> Answer:
@@ -181,7 +183,7 @@ class Settlements:
             by_nmi.setdefault(nmi, set()).add((suffix, nem_date))
         reopened = []
         for nmi, rows in sorted(by_nmi.items()):
-            customer = self._customer(conn, nmi)
+            customer = self.customer_plan(conn, nmi)
             if isinstance(customer, str):
                 continue  # no customer, no quotas
             plan = customer.plan
@@ -209,7 +211,7 @@ class Settlements:
         now = self.clock.now()
         policy = self.policy
         with self.store.write() as conn:
-            customer = self._customer(conn, nmi)
+            customer = self.customer_plan(conn, nmi)
             if isinstance(customer, str):
                 return Answer(Outcome.ABORTED, _unsettleable(nmi, day, customer, now))
             quota = quotas.latest_or_new(conn, nmi, day)
@@ -246,7 +248,7 @@ class Settlements:
 
     # --- B: complete, or C: release ---------------------------------------------------------
 
-    def _settle_claimed(self, held: Quota, customer: _Customer, claimed_at: float) -> Answer:
+    def _settle_claimed(self, held: Quota, customer: CustomerPlan, claimed_at: float) -> Answer:
         try:
             self.faults.check(FaultPoint.AFTER_CLAIM, held)
             done = self._complete(held, customer)
@@ -262,7 +264,7 @@ class Settlements:
         )
         return Answer(Outcome.SETTLED, done)
 
-    def _complete(self, held: Quota, customer: _Customer) -> Quota:
+    def _complete(self, held: Quota, customer: CustomerPlan) -> Quota:
         plan = customer.plan
         with self.store.write() as conn:
             quota = quotas.latest(conn, held.nmi, held.date, for_update=True)
@@ -342,8 +344,9 @@ class Settlements:
             self._cache_put(quota)
         return answer
 
-    def _customer(self, conn: sa.Connection, nmi: str) -> _Customer | str:
-        """The customer's parsed plan, or the reason the quota can never be settled."""
+    def customer_plan(self, conn: sa.Connection, nmi: str) -> CustomerPlan | str:
+        """The customer's parsed plan (parsed once per stored version), or the reason there is
+        none: what makes a quota impossible to settle."""
         customer = catalog.get_customer(conn, nmi)
         if customer is None:
             return f"unknown NMI {nmi}: no customer"
@@ -355,7 +358,7 @@ class Settlements:
             known = self._plans.get(cache_key)
         if known is None:
             plan = parse_plan(stored.document, source=f"plan {stored.plan_id}")
-            known = _Customer(plan, DayProfiles(plan))
+            known = CustomerPlan(plan, DayProfiles(plan))
             with self._plans_lock:
                 self._plans[cache_key] = known
         if known.plan.free_window is None:

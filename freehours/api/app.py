@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 import sqlalchemy as sa
 import structlog
-from fastapi import Depends, FastAPI, Header, Request, Response
+from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -37,7 +37,9 @@ from freehours.api.problems import (
 )
 from freehours.api.ratelimit import RateLimits
 from freehours.clock import Clock
+from freehours.domain.bill import make_bill
 from freehours.domain.plan import parse_plan
+from freehours.domain.rating import MeterRating
 from freehours.domain.settlement import Quota
 from freehours.domain.time import Region
 from freehours.errors import InputError
@@ -47,7 +49,7 @@ from freehours.meterdata.records import IntervalRead
 from freehours.runtime import Runtime
 from freehours.settings import Settings
 from freehours.settlement import Answer, Outcome, Settlements
-from freehours.store import catalog
+from freehours.store import catalog, meter
 from freehours.store.database import Store
 
 log = structlog.get_logger("freehours.api")
@@ -447,6 +449,34 @@ def create_app(services: Services) -> FastAPI:
         if quota is None:
             raise Problem(404, "quota-not-found", "No such quota", f"no quota for {nmi} on {day}")
         return JSONResponse(quota_body(quota))
+
+    @app.get("/v1/customers/{nmi}/bill", tags=["billing"])
+    def get_bill(
+        nmi: str,
+        key: Annotated[ApiKey, Depends(require(Scope.READ))],
+        first: Annotated[date, Query(alias="from", description="first local day, YYYY-MM-DD")],
+        last: Annotated[date, Query(alias="to", description="last local day, YYYY-MM-DD")],
+    ) -> JSONResponse:
+        """The customer's bill for local days ``from`` to ``to``: the same JSON as ``freehours
+        bill``, rated from the stored meter data."""
+        _check_nmi(nmi)
+        if first > last:
+            raise Problem(422, "validation-error", "Empty period", f"from: {first} is after {last}")
+        if (last - first).days > 366:
+            raise Problem(422, "validation-error", "Period too long", "to: at most 367 days")
+        with services.store.read() as conn:
+            customer = services.settlements.customer_plan(conn, nmi)
+            if isinstance(customer, str):
+                raise Problem(404, "customer-not-found", "No bill for this NMI", customer)
+            local_dates = [first + timedelta(days=n) for n in range((last - first).days + 1)]
+            plan = customer.plan
+            nem_dates = {d for day in local_dates for d in plan.nem_dates(day)}
+            days = meter.days_for(conn, nmi, nem_dates)
+        rating = MeterRating(nmi, customer.profiles)
+        for day in days:
+            rating.add(day)
+        bill = make_bill(plan, nmi, rating.days(local_dates).values())
+        return JSONResponse(bill.as_json())
 
     # --- operations ---
 

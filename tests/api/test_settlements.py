@@ -142,3 +142,34 @@ def test_a_customer_on_an_unknown_plan_is_422(api: Api) -> None:
     )
     assert response.status_code == 422
     assert "plan_id" in response.json()["detail"]
+
+
+def test_the_bill_is_the_same_json_as_the_command_line(api: Api) -> None:
+    set_up(api)
+    response = api.client.get(
+        f"/v1/customers/{NMI}/bill",
+        params={"from": "2026-07-01", "to": "2026-07-01"},
+        headers=api.auth("read"),
+    )
+    assert response.status_code == 200
+    bill = response.json()
+    assert (bill["nmi"], bill["plan"], bill["from"], bill["to"]) == (
+        NMI,
+        "test-nsw",
+        "2026-07-01",
+        "2026-07-01",
+    )
+    # 48 x 0.4 kWh: 2.4 free in 11:00-14:00, 16.8 at 0.30 = 5.04, supply 1.00, GST 10%.
+    assert bill["totals"]["consumption_kwh"] == "19.2"
+    assert bill["totals"]["free_kwh"] == "2.4"
+    assert (bill["subtotal"], bill["gst"], bill["total"]) == ("6.04", "0.60", "6.64")
+    assert bill["free_energy_value"] == "0.72"
+
+
+def test_a_bill_for_an_nmi_without_a_customer_is_404(api: Api) -> None:
+    response = api.client.get(
+        "/v1/customers/NOBODY0001/bill",
+        params={"from": "2026-07-01", "to": "2026-07-01"},
+        headers=api.auth("read"),
+    )
+    assert response.status_code == 404
