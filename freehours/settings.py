@@ -41,6 +41,32 @@ class Settings(BaseSettings):
         description="After this long past the window, settle with what data there is",
     )
 
+    # --- jobs and workers ---
+    worker_concurrency: int = Field(
+        default=4, ge=1, description="Jobs one worker runs at once (threads)"
+    )
+    worker_grace_seconds: float = Field(
+        default=25.0,
+        ge=0,
+        description="On SIGTERM, how long running jobs may finish before they are released",
+    )
+    job_lease_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="A running job's lease; renewed every third of it, rescued once it runs out",
+    )
+    job_poll_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        description="Longest an idle worker waits before looking for due jobs again",
+    )
+    job_retry_base_seconds: float = Field(
+        default=1.0, gt=0, description="Backoff after a job's first failed attempt, at most"
+    )
+    job_retry_cap_seconds: float = Field(
+        default=600.0, gt=0, description="Longest backoff between a job's attempts"
+    )
+
     # --- API ---
     max_batch_reads: int = Field(
         default=10_000, ge=1, description="Most reads in one POST /v1/meter-readings (413 past it)"

@@ -206,3 +206,82 @@ idempotency_keys = sa.Table(
     sa.Column("media_type", sa.String(100), nullable=True),
     sa.Index(None, "created_at"),
 )
+
+#: Job states, as ``freehours.jobs.job.JobState`` names them.
+JOB_STATES = ("AVAILABLE", "RUNNING", "RETRYABLE", "COMPLETED", "DISCARDED", "CANCELLED")
+#: The states of a job that is not finished: at most one per (kind, key).
+UNFINISHED_JOB_STATES = ("AVAILABLE", "RUNNING", "RETRYABLE")
+#: Job kinds are short names chosen in code (``settle``).
+JOB_KIND_LENGTH = 50
+#: A W3C traceparent is exactly 55 characters (version 00).
+TRACEPARENT_LENGTH = 55
+
+# The durable jobs (``freehours.jobs``), in the same database as the state they act on, so that a
+# job is enqueued in the transaction that makes it necessary. ``runs`` is the fence: every claim
+# bumps it, and a worker's result is written only while it still matches.
+jobs = sa.Table(
+    "jobs",
+    metadata,
+    # SQLite makes only INTEGER PRIMARY KEY the rowid; PostgreSQL gets a bigint.
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True),
+    sa.Column("kind", sa.String(JOB_KIND_LENGTH), nullable=False),
+    # What the job works on (``"{nmi}:{date}"`` for a settlement); unique among unfinished jobs.
+    sa.Column("key", sa.String(IDEMPOTENCY_KEY_LENGTH), nullable=False),
+    # The handler's arguments: a JSON object.
+    sa.Column("payload", sa.Text, nullable=False),
+    sa.Column("state", sa.String(9), nullable=False),
+    # When the job may next run (AVAILABLE, RETRYABLE).
+    sa.Column("run_at", UtcDateTime, nullable=False),
+    # After this the job never starts again: it is DISCARDED instead.
+    sa.Column("deadline", UtcDateTime, nullable=False),
+    # Attempts that failed or whose worker died; a snooze is not one.
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("max_attempts", sa.Integer, nullable=False),
+    sa.Column("snoozes", sa.Integer, nullable=False),
+    # Claims so far: the fence.
+    sa.Column("runs", sa.Integer, nullable=False),
+    # The worker holding a RUNNING job, and until when unless it renews the lease.
+    sa.Column("worker", sa.String(100), nullable=True),
+    sa.Column("lease_until", UtcDateTime, nullable=True),
+    # A duplicate enqueue found the job RUNNING: run it once more from then, since what it works
+    # on changed after it started.
+    sa.Column("rerun_at", UtcDateTime, nullable=True),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("attempted_at", UtcDateTime, nullable=True),
+    sa.Column("finalized_at", UtcDateTime, nullable=True),
+    # COMPLETED: what the handler found; DISCARDED: the reason; CANCELLED: "cancelled".
+    sa.Column("outcome", sa.Text, nullable=True),
+    # The last failure, as ``Type: message``.
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("traceparent", sa.String(TRACEPARENT_LENGTH), nullable=True),
+    sa.CheckConstraint(f"state IN {JOB_STATES}", name="state"),
+    sa.CheckConstraint(
+        "attempts >= 0 AND max_attempts >= 1 AND snoozes >= 0 AND runs >= 0", name="counters"
+    ),
+    # At most one unfinished job per (kind, key): a duplicate enqueue finds this one.
+    sa.Index(
+        "uq_jobs_kind_key_unfinished",
+        "kind",
+        "key",
+        unique=True,
+        postgresql_where=sa.text(f"state IN {UNFINISHED_JOB_STATES}"),
+        sqlite_where=sa.text(f"state IN {UNFINISHED_JOB_STATES}"),
+    ),
+    # What claiming walks: a kind's waiting jobs in the order they fall due, so that a claim
+    # reads its batch off the index in order instead of sorting every due job.
+    sa.Index(
+        "ix_jobs_due",
+        "kind",
+        "run_at",
+        "id",
+        postgresql_where=sa.text("state IN ('AVAILABLE', 'RETRYABLE')"),
+        sqlite_where=sa.text("state IN ('AVAILABLE', 'RETRYABLE')"),
+    ),
+    # What the heartbeat and the rescuer walk: the running jobs by lease.
+    sa.Index(
+        "ix_jobs_leased",
+        "lease_until",
+        postgresql_where=sa.text("state = 'RUNNING'"),
+        sqlite_where=sa.text("state = 'RUNNING'"),
+    ),
+)

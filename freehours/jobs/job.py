@@ -1,0 +1,86 @@
+"""A job: its states, its row as workers see it, and what a handler answers.
+
+A handler is a function of a ``Job`` that returns ``Done`` (finished; COMPLETED), ``Snooze`` (not
+yet: run again later, not a failure) or raises (a failed attempt, retried with backoff until the
+job's attempts or deadline run out). ``RetryAfter`` is a failure that names the earliest time to
+try again, as an HTTP ``Retry-After`` does. The state diagram is in ``docs/jobs.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, NewType
+
+from freehours.errors import FreehoursError
+
+JobId = NewType("JobId", int)
+
+
+class JobState(StrEnum):
+    """Where a job is in its life. Only the first three are unfinished."""
+
+    AVAILABLE = "AVAILABLE"  # waiting for run_at (new, scheduled or snoozed); claimable once due
+    RUNNING = "RUNNING"  # claimed by one worker, which renews its lease; fenced by ``runs``
+    RETRYABLE = "RETRYABLE"  # an attempt failed or its worker died; runs again at run_at
+    COMPLETED = "COMPLETED"  # terminal: the handler finished; ``outcome`` says what it found
+    DISCARDED = "DISCARDED"  # terminal: out of attempts or past its deadline; alerted, kept as is
+    CANCELLED = "CANCELLED"  # terminal: cancelled while it waited; it never ran again
+
+    @property
+    def is_finished(self) -> bool:
+        return self in (JobState.COMPLETED, JobState.DISCARDED, JobState.CANCELLED)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job as stored. A claimed job's ``runs`` is the fence its result is written with."""
+
+    id: JobId
+    kind: str
+    key: str
+    payload: Mapping[str, Any]
+    state: JobState
+    run_at: datetime
+    deadline: datetime
+    attempts: int  # failed attempts so far (a worker that died counts; a snooze does not)
+    max_attempts: int
+    snoozes: int
+    runs: int
+    worker: str | None
+    lease_until: datetime | None
+    created_at: datetime
+    attempted_at: datetime | None
+    finalized_at: datetime | None
+    outcome: str | None
+    error: str | None
+    traceparent: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """The handler finished: the job becomes COMPLETED with ``outcome`` recorded."""
+
+    outcome: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snooze:
+    """Not yet: run again in ``seconds``. Not a failure; bounded by the job's deadline."""
+
+    seconds: float
+    reason: str
+
+
+class RetryAfter(FreehoursError):
+    """A failed attempt that must not be retried sooner than ``seconds`` from now."""
+
+    def __init__(self, seconds: float, message: str) -> None:
+        self.seconds = seconds
+        super().__init__(message)
+
+
+#: A job's handler: answers ``Done`` or ``Snooze``, or raises for a failed attempt.
+Task = Callable[[Job], Done | Snooze]

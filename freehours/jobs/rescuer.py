@@ -1,0 +1,72 @@
+"""The rescuer: running jobs whose lease ran out belonged to a worker that died or hung.
+
+Each one is a failed attempt: the retry policy makes it RETRYABLE after a backoff, or DISCARDED
+when that was its last attempt or its deadline has passed. Every worker runs the rescuer now and
+then (``Worker``'s keeper thread); on PostgreSQL ``SKIP LOCKED`` keeps two rescuers off one job,
+and the fence (``runs``) keeps a late result of the dead worker from being written over its
+successor's.
+
+``measure_stuck`` sets ``freehours_jobs_stuck``: jobs due for over ``STUCK_AFTER`` that no worker
+has started.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import structlog
+
+from freehours.jobs import queue, telemetry
+from freehours.jobs.queue import Finish
+from freehours.jobs.retry import RetryPolicy
+from freehours.observability.metrics import JOBS_RESCUED, JOBS_STUCK
+from freehours.store.database import Store
+
+log = structlog.get_logger("freehours.jobs")
+
+#: A due job normally starts within the poll interval (a second); twenty seconds waiting means no
+#: worker takes its kind, or the workers are down or overloaded (DESIGN.md section 6).
+STUCK_AFTER = timedelta(seconds=20)
+#: Rescued per transaction: keeps each one short when many workers died at once.
+RESCUE_BATCH = 100
+
+
+def rescue(store: Store, retry: RetryPolicy) -> list[Finish]:
+    """Rescue every running job whose lease has run out; what became of each."""
+    rescued: list[Finish] = []
+    while True:
+        now = retry.clock.now()
+        with store.write() as conn:
+            expired = queue.expired(conn, now=now, limit=RESCUE_BATCH)
+            finishes = [
+                Finish(
+                    job,
+                    retry.after_failure(job),
+                    f"lease expired: worker {job.worker} stopped renewing it",
+                )
+                for job in expired
+            ]
+            written = queue.finish(conn, finishes, now=now)
+        for item in finishes:
+            if item.job.id in written:
+                JOBS_RESCUED.labels(item.job.kind).inc()
+                log.warning(
+                    "job_rescued",
+                    job_id=item.job.id,
+                    kind=item.job.kind,
+                    idempotency_key=item.job.key,
+                    worker=item.job.worker,
+                    attempt=item.job.attempts + 1,
+                )
+        telemetry.record(finishes, written)
+        rescued += finishes
+        if len(expired) < RESCUE_BATCH:
+            return rescued
+
+
+def measure_stuck(store: Store, retry: RetryPolicy) -> int:
+    """Count the stuck jobs into ``freehours_jobs_stuck``; the count."""
+    with store.read() as conn:
+        stuck = queue.count_stuck(conn, now=retry.clock.now(), waiting_over=STUCK_AFTER)
+    JOBS_STUCK.set(stuck)
+    return stuck

@@ -1,0 +1,161 @@
+"""Settlements that happen by themselves: the ``settle`` job, and scheduling it from ingest.
+
+A day's settlement job (kind ``settle``, key ``"{nmi}:{date}"``, the quota's idempotency key) is
+enqueued by ``schedule_settlements`` in the ingest's transaction (``SettlementJobs`` is the hook
+``freehours.ingest.Ingestion`` takes), to run when the day's free window has ended plus the
+settlement grace. Its handler asks ``Settlements.settle`` once and obeys the answer:
+
+============================  =====================================================================
+settle's outcome              the job
+============================  =====================================================================
+SETTLED, REPLAYED             COMPLETED, outcome ``settled`` / ``replayed``
+LOCKED, NOT_DUE, RETRY        snoozed until the answer's Retry-After: no attempt counted; the
+                              quota counts its own attempts (RETRY) and aborts at its maximum
+ABORTED                       COMPLETED, outcome ``aborted: <reason>``: the quota is terminal and
+                              the job did its work (drive it to a final state); the abort itself
+                              is counted and logged by the settlement, and a job that is fine must
+                              not page anyone as DISCARDED does
+============================  =====================================================================
+
+An exception (the database unreachable, say) is a failed attempt, retried with backoff. The job's
+deadline is the data deadline plus ``SETTLEMENT_JOB_SLACK``: while the day's data is incomplete the
+settlement answers NOT_DUE and the job snoozes; at the data deadline it settles with what there is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import date, timedelta
+
+import sqlalchemy as sa
+import structlog
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from freehours.domain.plan import Plan, parse_plan
+from freehours.domain.settlement import Quota
+from freehours.jobs import queue
+from freehours.jobs.job import Done, Job, Snooze, Task
+from freehours.settlement import Outcome, Settlements, quota_dates
+from freehours.store import catalog
+from freehours.store.meter import DayKey
+
+log = structlog.get_logger("freehours.jobs")
+
+KIND = "settle"
+
+#: After the data deadline the settlement settles with what there is, so the next run completes
+#: unless it fails; an hour covers the quota's own attempts with their backoff and a takeover of
+#: a dead holder's lock, and then the job is DISCARDED and alerted on.
+SETTLEMENT_JOB_SLACK = timedelta(hours=1)
+
+
+class SettleTask:
+    """The ``settle`` handler: one ``Settlements.settle`` call, its answer obeyed."""
+
+    def __init__(self, settlements: Settlements) -> None:
+        self.settlements = settlements
+
+    def __call__(self, job: Job) -> Done | Snooze:
+        answer = self.settlements.settle(
+            job.payload["nmi"], date.fromisoformat(job.payload["date"])
+        )
+        quota = answer.quota
+        structlog.contextvars.bind_contextvars(quota_state=quota.status.value)
+        match answer.outcome:
+            case Outcome.SETTLED | Outcome.REPLAYED:
+                return Done(answer.outcome.value)
+            case Outcome.ABORTED:
+                return Done(f"aborted: {quota.reason}")
+            case Outcome.LOCKED | Outcome.NOT_DUE | Outcome.RETRY:
+                # Settle always says when to ask again; one second is its own floor.
+                wait = answer.retry_after or 1
+                return Snooze(wait, f"{answer.outcome.value}: quota {quota.status.value}")
+
+
+def settlement_tasks(settlements: Settlements) -> dict[str, Task]:
+    """The tasks a settlement worker runs: what ``Worker`` takes."""
+    return {KIND: SettleTask(settlements)}
+
+
+class SettlementJobs:
+    """The ingest's ``schedule`` hook (``freehours.ingest.SettlementScheduler``): settlement jobs
+    for what an ingest changed, in its transaction::
+
+        Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements))
+    """
+
+    def __init__(self, settlements: Settlements) -> None:
+        self.settlements = settlements
+
+    def __call__(
+        self, conn: sa.Connection, changed: frozenset[DayKey], reopened: list[Quota]
+    ) -> None:
+        # A reopened quota's day is among the changed ones: its job is scheduled with them.
+        schedule_settlements(conn, self.settlements, changed)
+
+
+def schedule_settlements(
+    conn: sa.Connection,
+    settlements: Settlements,
+    changed: Iterable[DayKey],
+    *,
+    traceparent: str | None = None,
+) -> list[str]:
+    """In the ingest's transaction, after new meter data: a settlement job for every quota whose
+    free window the changed consumption day rows (NMI, suffix, NEM date) touch; the quota keys.
+
+    Each job runs at its window's end plus the settlement grace, or is told so if it is waiting
+    already (see ``freehours.jobs.queue``). Call it after ``Settlements.reopen`` in the same
+    transaction, so that a reopened day's next version gets its job. An NMI without a customer, or
+    whose plan has no free window, has no quotas: nothing is scheduled for it. ``traceparent``
+    defaults to the current trace's, so the job continues the request's trace.
+    """
+    policy = settlements.policy
+    now = settlements.clock.now()
+    traceparent = traceparent or _current_traceparent()
+    by_nmi: dict[str, set[tuple[str, date]]] = {}
+    for nmi, suffix, nem_date in changed:
+        by_nmi.setdefault(nmi, set()).add((suffix, nem_date))
+    plans: dict[str, Plan | None] = {}
+    scheduled = []
+    for nmi, rows in sorted(by_nmi.items()):
+        plan = _plan_of(conn, nmi, plans)
+        if plan is None or plan.free_window is None:
+            continue
+        nem_dates = {nem_date for suffix, nem_date in rows if plan.is_consumption(suffix)}
+        for day in sorted(quota_dates(plan, nem_dates)):
+            window_end = plan.free_window.bounds(day, plan.zone)[1]
+            key = f"{nmi}:{day.isoformat()}"
+            queue.enqueue(
+                conn,
+                KIND,
+                key,
+                {"nmi": nmi, "date": day.isoformat()},
+                run_at=window_end + policy.grace,
+                deadline=max(window_end + policy.data_deadline, now) + SETTLEMENT_JOB_SLACK,
+                traceparent=traceparent,
+                now=now,
+            )
+            scheduled.append(key)
+    if scheduled:
+        log.info("settlements_scheduled", quotas=len(scheduled))
+    return scheduled
+
+
+def _current_traceparent() -> str | None:
+    carrier: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(carrier)
+    return carrier.get("traceparent")
+
+
+def _plan_of(conn: sa.Connection, nmi: str, plans: dict[str, Plan | None]) -> Plan | None:
+    """The customer's plan (parsed once per call and plan), or None for an unknown customer."""
+    customer = catalog.get_customer(conn, nmi)
+    if customer is None:
+        return None
+    if customer.plan_id not in plans:
+        stored = catalog.get_plan(conn, customer.plan_id)
+        plans[customer.plan_id] = (
+            None if stored is None else parse_plan(stored.document, source=f"plan {stored.plan_id}")
+        )
+    return plans[customer.plan_id]
