@@ -502,7 +502,7 @@ class _Scanner:
         value_of = self.values.setdefault(0, _Values(0)).__getitem__
         count = 0
         uniform: dict[str, str] = {}  # flag -> that flag for every interval of the day
-        previous = ""
+        kind = ""
         line = rows = 0
         for line, record in _records(text, source, stats):
             if ended:
@@ -510,7 +510,7 @@ class _Scanner:
                     "a record after the 900 end-of-data record", line, "RecordIndicator"
                 )
             fields = record.split(",")
-            kind = fields[0]
+            previous, kind = kind, fields[0]
             if waiting is not None and kind != "400":
                 day = self.close(waiting)
                 waiting = None
@@ -631,7 +631,6 @@ class _Scanner:
                     line,
                     "RecordIndicator",
                 )
-            previous = kind
         self.seq = seq
         if not ended:
             if line == 0:

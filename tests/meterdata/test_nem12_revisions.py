@@ -110,6 +110,19 @@ def test_the_winner_keeps_its_own_quality_and_stamp() -> None:
     assert reader.stats.qualities == {"A": 47, "N": 1}
 
 
+def test_a_superseded_row_keeps_its_500_record() -> None:
+    text = nem12(
+        channel(),
+        day("20260701", value="1", stamp="20260702010000"),
+        "500,S,RETSRVORD1,20260701154500,001123.5",
+        day("20260701", value="2", stamp="20260703010000"),
+        "500,S,RETSRVORD2,20260701154500,001124.5",
+    )
+    got, reader = read(text.encode())
+    assert got == [("E1", "2026-07-01", Decimal(2), 5)]
+    assert reader.stats.superseded == 1
+
+
 def test_a_revision_in_a_later_zip_member_wins_over_an_earlier_member() -> None:
     archive = io.BytesIO()
     with zipfile.ZipFile(archive, "w") as zipped:
