@@ -91,14 +91,18 @@ class ChannelStats:
     interval_minutes: set[int] = field(default_factory=set)
     rows: int = 0  # 300 records read, superseded ones included
     superseded: int = 0  # 300 records replaced by a later revision of the same day
-    intervals: int = 0  # intervals of the winning days
-    missing: int = 0  # of those, intervals with no value (quality N or empty)
+    missing: int = 0  # intervals of the winning days with no value (quality N, or empty)
     qualities: Counter[str] = field(default_factory=Counter)  # flag -> winning intervals
 
     @property
     def days(self) -> int:
         """Distinct NEM dates: one winning row each."""
         return self.rows - self.superseded
+
+    @property
+    def intervals(self) -> int:
+        """Intervals of the winning days."""
+        return sum(self.qualities.values())
 
 
 @dataclass(slots=True)
@@ -501,7 +505,7 @@ class _Scanner:
         waiting: _Waiting | None = None
         value_of = self.values.setdefault(0, _Values(0)).__getitem__
         count = 0
-        uniform: dict[str, str] = {}  # flag -> that flag for every interval of the day
+        uniform: dict[str, str] = {}  # flag -> that flag for every interval of a day
         kind = ""
         line = rows = 0
         for line, record in _records(text, source, stats):
@@ -564,9 +568,8 @@ class _Scanner:
                     channel_stats.missing += count
                 else:
                     channel_stats.missing += texts.count("")
-                qualities = uniform.get(flag) or uniform.setdefault(flag, flag * count)
+                qualities = uniform[flag]
                 channel_stats.qualities[flag] += count
-                channel_stats.intervals += count
                 yield _interval_day(
                     channel.nmi,
                     channel.suffix,
@@ -600,7 +603,9 @@ class _Scanner:
                 channel = self.channel(fields, line)
                 channel_stats = None
                 count = channel.count
-                uniform = self.uniform.setdefault(count, {})
+                uniform = self.uniform.get(count) or self.uniform.setdefault(
+                    count, {flag: flag * count for flag in "AEFNS"}
+                )
                 scale = channel.scale or 0
                 value_of = self.values.setdefault(scale, _Values(scale)).__getitem__
             elif kind == "500":
@@ -810,7 +815,6 @@ class _Scanner:
         stats = self.stats.channels[(channel.nmi, channel.suffix)]
         for flag in set(qualities):
             stats.qualities[flag] += qualities.count(flag)
-        stats.intervals += count
         stats.missing += sum(value is None for value in values)
         return IntervalDay(
             channel.nmi,
