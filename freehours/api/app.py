@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 import sqlalchemy as sa
 import structlog
-from fastapi import Depends, FastAPI, Header, Query, Request, Response
+from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -55,6 +55,7 @@ from freehours.store.database import Store
 log = structlog.get_logger("freehours.api")
 
 NMI_PATTERN = r"^[A-Z0-9]{10}$"
+NmiPath = Annotated[str, Path(pattern=NMI_PATTERN, description="the 10-character NMI")]
 SUFFIX_PATTERN = r"^[A-Z][A-Z0-9]$"
 
 
@@ -322,9 +323,8 @@ def create_app(services: Services) -> FastAPI:
         return stored.document
 
     @app.put("/v1/customers/{nmi}", tags=["catalogue"], response_model=CustomerOut)
-    def put_customer(nmi: str, body: CustomerIn, key: ApiKey = admin) -> CustomerOut:
+    def put_customer(nmi: NmiPath, body: CustomerIn, key: ApiKey = admin) -> CustomerOut:
         """Create or update a customer: the plan they are on and their region."""
-        _check_nmi(nmi)
         with services.store.write() as conn:
             if catalog.get_plan(conn, body.plan_id) is None:
                 raise Problem(
@@ -441,10 +441,9 @@ def create_app(services: Services) -> FastAPI:
         "/v1/free-energy/settlements/{nmi}/{day}", tags=["settlement"], response_model=QuotaOut
     )
     def get_settlement(
-        nmi: str, day: date, key: Annotated[ApiKey, Depends(require(Scope.READ))]
+        nmi: NmiPath, day: date, key: Annotated[ApiKey, Depends(require(Scope.READ))]
     ) -> JSONResponse:
         """The quota's current state (its newest version)."""
-        _check_nmi(nmi)
         quota = services.settlements.state(nmi, day)
         if quota is None:
             raise Problem(404, "quota-not-found", "No such quota", f"no quota for {nmi} on {day}")
@@ -452,14 +451,13 @@ def create_app(services: Services) -> FastAPI:
 
     @app.get("/v1/customers/{nmi}/bill", tags=["billing"])
     def get_bill(
-        nmi: str,
+        nmi: NmiPath,
         key: Annotated[ApiKey, Depends(require(Scope.READ))],
         first: Annotated[date, Query(alias="from", description="first local day, YYYY-MM-DD")],
         last: Annotated[date, Query(alias="to", description="last local day, YYYY-MM-DD")],
     ) -> JSONResponse:
         """The customer's bill for local days ``from`` to ``to``: the same JSON as ``freehours
         bill``, rated from the stored meter data."""
-        _check_nmi(nmi)
         if first > last:
             raise Problem(422, "validation-error", "Empty period", f"from: {first} is after {last}")
         if (last - first).days > 366:
@@ -506,13 +504,6 @@ def create_app(services: Services) -> FastAPI:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     return app
-
-
-def _check_nmi(nmi: str) -> None:
-    if len(nmi) != 10 or not nmi.isalnum() or nmi.upper() != nmi:
-        raise Problem(
-            422, "validation-error", "Invalid NMI", f"nmi: {nmi!r} is not 10 capitals or digits"
-        )
 
 
 async def _bounded_body(request: Request, limit: int) -> bytes:
