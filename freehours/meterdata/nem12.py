@@ -301,7 +301,7 @@ class NEM12Reader:
         seq = 0
         for label, text in self._texts():
             count = 48
-            for _, record in _records(text, label, None):
+            for record in _records(text, label):
                 if record.startswith("300,"):
                     seq += 1
                     if seq in wanted:
@@ -395,63 +395,57 @@ def _record_keys(binary: IO[bytes]) -> Iterator[tuple[bytes, bytes, bytes, bytes
     yield from _KEYS.findall(tail)
 
 
-def _records(text: TextIO, source: str, stats: ReadStats | None) -> Iterator[tuple[int, str]]:
-    """(first physical line, record) for each non-blank record of ``text``.
+def _physical_lines(text: TextIO, source: str) -> Iterator[str]:
+    """The lines of ``text`` as read, line ends kept, each cut at ``MAX_LINE`` characters.
 
-    A 300 record broken across lines (one of AEMO's scenario files has one) is joined back when
-    that is unambiguous: the record has not reached its QualityMethod yet, exactly one side of
-    the break has the comma, and the next line starts with a value, not a record indicator. Each
-    joined line is counted in ``stats``.
+    Data that cannot be read (a damaged zip member or gzip stream) is a NEM12Error naming the last
+    line that could be.
     """
-    readline = partial(text.readline, MAX_LINE)
-    record = ""
-    first = number = 0
+    number = 0
     try:
-        for number, physical in enumerate(iter(readline, ""), 1):
-            line = physical.rstrip()
-            if line[:4] in _RECORD_STARTS and len(physical) < MAX_LINE:
-                if record:
-                    yield first, record
-                record, first = line, number
-                continue
-            # The rare lines: too long, blank, after a byte order mark, or a record's rest.
-            if len(physical) >= MAX_LINE and not physical.endswith("\n"):
-                raise NEM12Error(
-                    f"a line longer than {MAX_LINE:,} characters", source=source, line=number
-                )
-            if number == 1 and line.startswith(_BOM):
-                line = line[len(_BOM) :]
-            if not line:
-                continue
-            if (
-                record
-                and line.partition(",")[0] not in _RECORD_INDICATORS
-                and _continues(record, line)
-            ):
-                record += line
-                if stats is not None:
-                    stats.joined_lines += 1
-                if len(record) > MAX_LINE:
-                    raise NEM12Error(
-                        f"a record longer than {MAX_LINE:,} characters", source=source, line=first
-                    )
-                continue
-            if record:
-                yield first, record
-            record, first = line, number
+        for physical in iter(partial(text.readline, MAX_LINE), ""):
+            number += 1
+            yield physical
     except (OSError, EOFError, zlib.error, zipfile.BadZipFile) as exc:
         raise NEM12Error(
             f"the data cannot be read past this line: {exc}", source=source, line=number
         ) from exc
+
+
+def _records(text: TextIO, source: str) -> Iterator[str]:
+    """Each record of ``text``, a 300 record broken across lines joined as ``_continues`` says.
+
+    The second pass (``_Scanner``) reads lines itself, faster, by the same rules; this serves the
+    first pass, which reads the UpdateDateTime of rows that share a date.
+    """
+    record = ""
+    for number, physical in enumerate(_physical_lines(text, source), 1):
+        line = physical.rstrip()
+        if number == 1 and line.startswith(_BOM):
+            line = line[len(_BOM) :]
+        if not line:
+            continue
+        if record and len(record) < MAX_LINE and _continues(record, line):
+            record += line
+            continue
+        if record:
+            yield record
+        record = line
     if record:
-        yield first, record
+        yield record
 
 
 def _continues(record: str, line: str) -> bool:
-    """Whether ``line`` is the rest of a 300 ``record`` broken across lines (see ``_records``)."""
+    """Whether ``line`` is the rest of a 300 ``record`` broken across lines.
+
+    One of AEMO's scenario files has such a break. It is joined back only when that is
+    unambiguous: the record has not reached its QualityMethod yet, exactly one side of the break
+    has the comma, and the line starts with a value, not a record indicator.
+    """
     return (
         record.startswith("300,")
         and record.endswith(",") != line.startswith(",")
+        and line.partition(",")[0] not in _RECORD_INDICATORS
         and _HAS_QUALITY_FIELD.search(record) is None
         and _STARTS_LIKE_VALUE.match(line) is not None
     )
@@ -493,7 +487,6 @@ class _Scanner:
     def days(self, source: str, text: TextIO) -> Iterator[IntervalDay]:
         """The winning days of one CSV text, each yielded once its records are all checked."""
         self.source = source
-        stats = self.stats
         losers = self.losers
         methods = _QUALITY_METHODS
         dates = self.dates
@@ -507,8 +500,16 @@ class _Scanner:
         count = 0
         uniform: dict[str, str] = {}  # flag -> that flag for every interval of a day
         kind = ""
-        line = rows = 0
-        for line, record in _records(text, source, stats):
+        lines = _physical_lines(text, source)
+        number = line = rows = 0
+        for physical in lines:
+            number += 1
+            record = physical.rstrip()
+            if record[:4] not in _RECORD_STARTS or len(physical) >= MAX_LINE:
+                record = self.rare_line(physical, record, number)
+                if not record:
+                    continue
+            line = number
             if ended:
                 raise self.error(
                     "a record after the 900 end-of-data record", line, "RecordIndicator"
@@ -526,7 +527,10 @@ class _Scanner:
                 at = count + 2  # where QualityMethod is
                 flag = methods.get(fields[at]) if size > at else None
                 if flag is None:
-                    raise self.shape_error(fields, channel, line)
+                    fields, joined = self.rejoin(record, channel, line, lines)
+                    number += joined
+                    size = len(fields)
+                    flag = methods[fields[at]]
                 date_text = fields[1]
                 day_of = dates.get(date_text) or self.date(date_text, line, "IntervalDate")
                 stamp_text = fields[at + 3] if size > at + 3 else ""
@@ -707,6 +711,42 @@ class _Scanner:
             self.date(fields[9], line, "NextScheduledReadDate")
         uom = "KWH" if scale is not None else unit.upper()
         return _Channel(nmi, suffix, uom, scale=scale, minutes=minutes, line=line)
+
+    def rare_line(self, physical: str, line: str, number: int) -> str:
+        """A line that does not start a record as most do: refused when too long; without its
+        byte order mark when it is the first; otherwise as it is (blank, or not a record)."""
+        if len(physical) >= MAX_LINE and not physical.endswith("\n"):
+            raise self.error(f"a line longer than {MAX_LINE:,} characters", number)
+        if number == 1 and line.startswith(_BOM):
+            return line[len(_BOM) :]
+        return line
+
+    def rejoin(
+        self, record: str, channel: _Channel, line: int, lines: Iterator[str]
+    ) -> tuple[list[str], int]:
+        """A 300 record that stops short of its QualityMethod, joined with the lines that
+        continue it (see ``_continues``): its fields and how many more lines it took. Refused
+        with the reason its shape is wrong when no line continues it."""
+        at = channel.count + 2
+        taken = 0
+        while True:
+            fields = record.split(",")
+            if len(fields) > at and fields[at] in _QUALITY_METHODS:
+                return fields, taken
+            rest = ""
+            for physical in lines:
+                taken += 1
+                if len(physical) >= MAX_LINE and not physical.endswith("\n"):
+                    raise self.error(f"a line longer than {MAX_LINE:,} characters", line + taken)
+                rest = physical.rstrip()
+                if rest:
+                    break
+            if not rest or not _continues(record, rest):
+                raise self.shape_error(fields, channel, line)
+            record += rest
+            self.stats.joined_lines += 1
+            if len(record) > MAX_LINE:
+                raise self.error(f"a record longer than {MAX_LINE:,} characters", line)
 
     def shape_error(self, fields: list[str], channel: _Channel, line: int) -> NEM12Error:
         """Why a 300 record has no QualityMethod where its channel's IntervalLength puts it."""
