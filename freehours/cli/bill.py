@@ -93,7 +93,8 @@ def bill(
     chosen = output or (BillFormat.TABLE if sys.stdout.isatty() else BillFormat.JSON)
     if chosen is BillFormat.JSON:
         documents = [one.as_json() for one in bills]
-        typer.echo(json.dumps(documents[0] if len(documents) == 1 else documents, indent=2))
+        # Compact: json's C encoder does not indent, and a month of 1,000 meters is megabytes.
+        typer.echo(json.dumps(documents[0] if len(documents) == 1 else documents))
     elif chosen is BillFormat.CSV:
         _write_csv(bills)
     else:

@@ -39,7 +39,10 @@ def decimal_text(value: Decimal) -> str:
 
 def kwh_text(value: Decimal) -> str:
     """Energy as the bill writes it: exact, without trailing zeros ("12.3", "0")."""
-    return format(value.normalize(), "f") if value else "0"
+    text = str(value)
+    if (text[-1] == "0" and "." in text) or "E" in text:
+        return format(value.normalize(), "f") if value else "0"
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,14 +138,20 @@ def make_bill(plan: Plan, nmi: str, days: Iterable[DayRating]) -> Bill:
     rated = tuple(sorted(days, key=lambda day: day.local_date))
     if not rated:
         raise ValueError(f"a bill for NMI {nmi} needs at least one day")
+    # Per band over the days: zip(*) turns the days' per-band tuples into per-band columns.
+    charged_by_band = [
+        sum(kwh, ZERO) for kwh in zip(*(day.charged_kwh for day in rated), strict=True)
+    ]
+    free_by_band = [
+        sum(kwh, ZERO) for kwh in zip(*(day.free_kwh_by_band for day in rated), strict=True)
+    ]
     charged: dict[str, Decimal] = {}
     prices: dict[str, Decimal] = {}
     free_value = ZERO
-    for index, band in enumerate(plan.bands):
-        kwh = sum((day.charged_kwh[index] for day in rated), ZERO)
-        charged[band.type] = charged.get(band.type, ZERO) + kwh
+    for band, charged_kwh, free_kwh in zip(plan.bands, charged_by_band, free_by_band, strict=True):
+        charged[band.type] = charged.get(band.type, ZERO) + charged_kwh
         prices[band.type] = band.unit_price
-        free_value += sum((day.free_kwh_by_band[index] for day in rated), ZERO) * band.unit_price
+        free_value += free_kwh * band.unit_price
     lines = [
         BillLine(
             code=band_type,

@@ -5,10 +5,11 @@ the cap, and the rest priced at the band in force.
 length a plan has one ``DayProfile``: where every interval falls on the customer's wall clock
 (local date, band in force, inside or outside the free window), worked out minute by minute with
 ``zoneinfo``, so daylight saving, South Australia's half-hour offset and an edge inside an
-interval need no special case. Consecutive intervals that sit wholly on one local date, in one
-band and wholly inside or outside the window form a ``Run``; rating adds a run's values with one
-``sum``. An interval cut by a local midnight, a band edge or a window edge is a *split*, shared
-pro rata by minutes (with 5, 15 and 30 minute data, local midnights and daylight-saving changes
+interval need no special case. The whole intervals that share a place form a ``Pick`` (outside
+the window, every interval of one local date and band; inside it, each run of consecutive
+intervals), and rating adds a pick's values with one ``sum`` into that local day's ``Tally``. An
+interval cut by a local midnight, a band edge or a window edge is a *split*, shared pro rata by
+minutes (with 5, 15 and 30 minute data, local midnights and daylight-saving changes
 always fall on interval edges in every Australian zone; window and band edges fall inside an
 interval only when they are off the data's grid, such as a window from 11:10 on 30-minute data).
 
@@ -21,7 +22,8 @@ A band edge inside an interval is shared the same way: each band is charged for 
 the cap, across every consumption channel of the NMI (channels at the same moment in suffix
 order). What the window holds past the cap is over cap and charged at the band in force at its
 moment. A day whose window consumption is within the cap has all of it free, so only a day over
-the cap needs its window reads in time order.
+the cap needs its window reads in time order: the consumption days that reach into a window are
+kept for it, and read again.
 
 **Missing intervals.** An interval whose value is None (quality N, or empty) is neither free nor
 charged. A day's ``missing_intervals`` counts those, plus the intervals of a rated channel of the
@@ -34,10 +36,11 @@ is the pro rata share above.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import ROUND_HALF_UP, Decimal
+from operator import itemgetter
 from typing import Any, NamedTuple, cast
 
 import holidays
@@ -61,6 +64,25 @@ class Run(NamedTuple):
     in_window: bool
 
 
+#: ``sum``, typed for values that may hold None: most days have none, and on a day that has one
+#: it raises TypeError, which sends that day to the slower sum that skips and counts them.
+_sum_or_raise = cast("Callable[[tuple[Decimal | None, ...], Decimal], Decimal]", sum)
+
+#: Takes some intervals' values out of a day's values (an ``operator.itemgetter``).
+Take = Callable[[Sequence[Decimal | None]], tuple[Decimal | None, ...]]
+
+
+class Pick(NamedTuple):
+    """Whole intervals of a NEM day that rating adds up together, and where their sum goes: one
+    local day's tally, at the slot of their band inside or outside the window, or of export."""
+
+    local_day: int  # index into DayProfile.local_dates
+    slot: int  # index into that local day's tally (see ``Tally``)
+    band: int  # index into Plan.bands (-1 for export)
+    first: int  # the first interval, 0-based; a pick inside the window is contiguous
+    take: Take
+
+
 class Segment(NamedTuple):
     """The part of a split interval that has one place on the local clock."""
 
@@ -81,15 +103,13 @@ class DayProfile:
     nem_date: date
     interval_minutes: int
     local_dates: tuple[date, ...]
-    runs: tuple[Run, ...]
-    spans: tuple[slice, ...]  # each run's intervals, ready to cut the values with
+    consumption: tuple[Pick, ...]  # by local day and band; inside the window, by run
+    window: tuple[Pick, ...]  # the picks of ``consumption`` inside the window
+    touches_window: bool  # whether any of its intervals, or part of one, is inside the window
+    export: tuple[Pick, ...]  # by local day
     splits: tuple[tuple[int, tuple[Segment, ...]], ...]  # (interval index, its parts)
     interval_counts: tuple[int, ...]  # intervals starting on each of local_dates
-
-    @property
-    def first_minute(self) -> int:
-        """The NEM day's start as minutes on one absolute scale, to order reads across days."""
-        return self.nem_date.toordinal() * DAY_MINUTES
+    origin: int  # the NEM day's start in minutes on one absolute scale, to order reads in time
 
     def intervals_on(self, local_date: date) -> int:
         """How many intervals of this NEM date start on ``local_date``."""
@@ -193,20 +213,58 @@ class DayProfiles:
                 runs[-1] = runs[-1]._replace(stop=index + 1)
             else:
                 runs.append(Run(index, index + 1, local_day, band, inside))
+        # Outside the window only the sum per (local day, band) matters, so runs of one band
+        # are taken together; inside it, runs stay apart to keep their place in time.
+        bands = len(self.plan.bands)
+        charged: dict[tuple[int, int], list[int]] = {}
+        by_day: dict[int, list[int]] = {}
+        for run in runs:
+            if not run.in_window:
+                charged.setdefault((run.local_day, run.band), []).extend(range(run.first, run.stop))
+            by_day.setdefault(run.local_day, []).extend(range(run.first, run.stop))
+        window_picks = tuple(
+            Pick(
+                run.local_day,
+                bands + run.band,
+                run.band,
+                run.first,
+                _take(range(run.first, run.stop)),
+            )
+            for run in runs
+            if run.in_window
+        )
+        charged_picks = tuple(
+            Pick(local_day, band, band, indices[0], _take(indices))
+            for (local_day, band), indices in charged.items()
+        )
         return DayProfile(
             nem_date=nem_date,
             interval_minutes=interval_minutes,
             local_dates=local_dates,
-            runs=tuple(runs),
-            spans=tuple(slice(run.first, run.stop) for run in runs),
+            consumption=charged_picks + window_picks,
+            window=window_picks,
+            touches_window=bool(window_picks)
+            or any(segment.in_window for _, segments in splits for segment in segments),
+            export=tuple(
+                Pick(local_day, 2 * bands, -1, indices[0], _take(indices))
+                for local_day, indices in by_day.items()
+            ),
             splits=tuple(splits),
             interval_counts=tuple(counts),
+            origin=nem_date.toordinal() * DAY_MINUTES,
         )
 
 
-@dataclass(frozen=True, slots=True)
-class DayRating:
-    """One local day of one NMI, rated (kWh throughout).
+def _take(indices: Sequence[int]) -> Take:
+    """What takes these intervals' values: one slice when they are contiguous."""
+    if indices[-1] - indices[0] + 1 == len(indices):
+        return itemgetter(slice(indices[0], indices[-1] + 1))
+    return itemgetter(*indices)  # at least two: a gap needs intervals on both sides
+
+
+class DayRating(NamedTuple):
+    """One local day of one NMI, rated (kWh throughout). Immutable; a named tuple rather than a
+    frozen dataclass because a bill makes one per day per meter and it builds four times faster.
 
     - ``consumption_kwh``: all consumption read that day, on every consumption channel;
     - ``free_kwh``: consumption inside the free window, up to the cap;
@@ -235,22 +293,21 @@ class DayRating:
         return sum(self.charged_kwh, ZERO) - self.over_cap_kwh
 
 
-# A read inside the window, kept for the time-ordered accrual of a day over the cap:
-# (minute of its first value on one absolute scale, suffix, band, values, minutes between values).
-_WindowReads = tuple[int, str, int, tuple[Decimal | None, ...], int]
+#: What one local day of one meter has gathered, over every channel and NEM date: a list, for
+#: speed, laid out for a plan of B bands as
+#:   [0, B)   consumption charged at each band (outside the window; over cap is added at the end)
+#:   [B, 2B)  consumption inside the window, by the band in force
+#:   2B       export
+#:   2B + 1   missing intervals
+Tally = list[Any]
 
 
-class _LocalDay:
-    """What one local day has gathered so far, over every channel and NEM date."""
+class _Channel(NamedTuple):
+    """A rated channel (suffix) of one meter."""
 
-    __slots__ = ("charged", "export", "missing", "window", "window_reads")
-
-    def __init__(self, bands: int) -> None:
-        self.charged = [ZERO] * bands
-        self.window = [ZERO] * bands
-        self.export = ZERO
-        self.missing = 0
-        self.window_reads: list[_WindowReads] = []
+    consumption: bool  # else export
+    bit: int  # its bit in the channels-read mask of a NEM date
+    interval_minutes: int  # as first read, to count the intervals of a NEM date never read
 
 
 def pro_rata(value: Decimal, segments: tuple[Segment, ...], interval_minutes: int) -> list[Decimal]:
@@ -276,184 +333,208 @@ class MeterRating:
         self.profiles = profiles
         self.plan = profiles.plan
         self._bands = len(self.plan.bands)
-        self._local: dict[date, _LocalDay] = {}
-        # NEM date -> the local days its intervals fall on (DayProfile.local_dates order).
-        self._targets: dict[date, tuple[_LocalDay, ...]] = {}
-        self._rows: set[tuple[str, date]] = set()
-        self._rows_per_date: dict[date, int] = {}
-        self._channels: dict[str, int] = {}  # rated suffix -> its interval length
-        self._consumption: dict[str, bool] = {}  # suffix -> consumption (True), export (False)
+        self._missing = 2 * self._bands + 1  # the tally's slot of missing intervals
+        self._empty_tally: Tally = [ZERO] * (2 * self._bands + 1) + [0]
+        self._tallies: dict[date, Tally] = {}
+        # NEM date -> its profile (for the first channel's interval length) and the tallies of
+        # its local days, in DayProfile.local_dates order.
+        self._nem_days: dict[date, tuple[DayProfile, tuple[Tally, ...]]] = {}
+        self._read: dict[date, int] = {}  # NEM date -> mask of the channels read
+        self._channels: dict[str, _Channel] = {}
+        self._ignored: set[str] = set()  # suffixes neither consumption nor export
+        # Consumption days with intervals inside a window, kept for the rare day over the cap,
+        # which must accrue its window in time order.
+        self._window_days: list[IntervalDay] = []
 
     @property
     def rated(self) -> bool:
         """Whether any consumption or export day has been added."""
-        return bool(self._rows)
+        return bool(self._read)
 
     def nem_date_range(self) -> tuple[date, date]:
         """The first and last NEM dates added (the default span of a bill)."""
-        if not self._targets:
+        if not self._read:
             raise ValueError(f"NMI {self.nmi}: no consumption or export days were added")
-        return min(self._targets), max(self._targets)
+        return min(self._read), max(self._read)
 
     def add(self, day: IntervalDay) -> None:
         """Rate one channel's NEM day."""
-        suffix = day.suffix
-        consumption = self._consumption.get(suffix)
-        if consumption is None:
-            if self.plan.is_consumption(suffix):
-                consumption = True
-            elif self.plan.is_export(suffix):
-                consumption = False
-            else:
-                return
-            self._consumption[suffix] = consumption
-        if day.nmi != self.nmi:
-            raise ValueError(f"an interval day of NMI {day.nmi} given to the rating of {self.nmi}")
         if not day.is_energy:
             return
-        key = (suffix, day.day)
-        if key in self._rows:
+        channel = self._channels.get(day.suffix)
+        if channel is None:
+            channel = self._new_channel(day)
+            if channel is None:
+                return
+        if day.nmi != self.nmi:
+            raise ValueError(f"an interval day of NMI {day.nmi} given to the rating of {self.nmi}")
+        read = self._read.get(day.day, 0)
+        if read & channel.bit or len(day.values) * day.interval_minutes != DAY_MINUTES:
             raise ValueError(
-                f"NMI {self.nmi} {suffix} {day.day} given twice: rate the winning revision only"
+                f"NMI {self.nmi} {day.suffix} {day.day}: given twice, or not one day of values "
+                f"({len(day.values)} of {day.interval_minutes} minutes): rate each channel's "
+                "day once, in the winning revision"
             )
-        profile = self.profiles.get(day.day, day.interval_minutes)
-        if len(day.values) * day.interval_minutes != DAY_MINUTES:
-            raise ValueError(
-                f"NMI {self.nmi} {suffix} {day.day}: {len(day.values)} values for "
-                f"{day.interval_minutes}-minute intervals"
-            )
-        self._rows.add(key)
-        self._rows_per_date[day.day] = self._rows_per_date.get(day.day, 0) + 1
-        self._channels[suffix] = day.interval_minutes
-        targets = self._targets.get(day.day)
-        if targets is None:
-            targets = self._targets[day.day] = tuple(
-                self._local_day(local_date) for local_date in profile.local_dates
-            )
-        try:
-            # Most days have no missing value; where one has, ``sum`` meets a None and raises.
-            values = cast("tuple[Decimal, ...]", day.values)
-            sums = [sum(values[span], ZERO) for span in profile.spans]
-        except TypeError:
-            sums = _sums_counting_missing(day.values, profile, targets)
-        if consumption:
-            _add_consumption(day, profile, sums, targets)
+        self._read[day.day] = read | channel.bit
+        entry = self._nem_days.get(day.day)
+        if entry is None:
+            entry = self._nem_days[day.day] = self._new_nem_day(day)
+        profile, targets = entry
+        if profile.interval_minutes != day.interval_minutes:
+            profile = self.profiles.get(day.day, day.interval_minutes)
+        if channel.consumption:
+            picks = profile.consumption
+            if profile.touches_window:
+                self._window_days.append(day)
         else:
-            _add_export(day, profile, sums, targets)
+            picks = profile.export
+        values = day.values
+        # This runs once per 300 row and is most of a bill's work: it is kept flat on purpose.
+        for local_day, slot, _, _, take in picks:
+            taken = take(values)
+            try:
+                total = _sum_or_raise(taken, ZERO)
+            except TypeError:
+                total = self._sum_counting_missing(taken, targets[local_day])
+            targets[local_day][slot] += total
+        if profile.splits:
+            self._add_splits(day, profile, targets, consumption=channel.consumption)
 
-    def _local_day(self, local_date: date) -> _LocalDay:
-        local_day = self._local.get(local_date)
-        if local_day is None:
-            local_day = self._local[local_date] = _LocalDay(self._bands)
-        return local_day
+    def _new_channel(self, day: IntervalDay) -> _Channel | None:
+        """Note a suffix seen for the first time: its channel, or None when it is not rated."""
+        if day.suffix in self._ignored:
+            return None
+        if self.plan.is_consumption(day.suffix):
+            consumption = True
+        elif self.plan.is_export(day.suffix):
+            consumption = False
+        else:
+            self._ignored.add(day.suffix)
+            return None
+        channel = _Channel(consumption, 1 << len(self._channels), day.interval_minutes)
+        self._channels[day.suffix] = channel
+        return channel
+
+    def _new_nem_day(self, day: IntervalDay) -> tuple[DayProfile, tuple[Tally, ...]]:
+        profile = self.profiles.get(day.day, day.interval_minutes)
+        targets = []
+        for local_date in profile.local_dates:
+            tally = self._tallies.get(local_date)
+            if tally is None:
+                tally = self._tallies[local_date] = self._empty_tally.copy()
+            targets.append(tally)
+        return profile, tuple(targets)
+
+    def _sum_counting_missing(self, values: tuple[Decimal | None, ...], tally: Tally) -> Decimal:
+        """The sum of the values present; the missing ones are counted on ``tally``."""
+        present = [value for value in values if value is not None]
+        tally[self._missing] += len(values) - len(present)
+        return sum(present, ZERO)
+
+    def _add_splits(
+        self,
+        day: IntervalDay,
+        profile: DayProfile,
+        targets: tuple[Tally, ...],
+        *,
+        consumption: bool,
+    ) -> None:
+        """The intervals of ``day`` cut by a local midnight, a band edge or a window edge."""
+        step = day.interval_minutes
+        for index, segments in profile.splits:
+            value = day.values[index]
+            if value is None:
+                targets[segments[0].local_day][self._missing] += 1
+                continue
+            for segment, share in zip(segments, pro_rata(value, segments, step), strict=True):
+                tally = targets[segment.local_day]
+                if not consumption:
+                    tally[2 * self._bands] += share
+                elif segment.in_window:
+                    tally[self._bands + segment.band] += share
+                else:
+                    tally[segment.band] += share
 
     def days(self, local_dates: Iterable[date] | None = None) -> dict[date, DayRating]:
         """The rating of each local date asked for (default: every local date the data touches),
         in date order. A date with no data at all is rated empty, its intervals counted missing."""
-        wanted = sorted(self._local if local_dates is None else set(local_dates))
-        return {local_date: self._rate_day(local_date) for local_date in wanted}
+        wanted = sorted(self._tallies if local_dates is None else set(local_dates))
+        every = (1 << len(self._channels)) - 1
+        complete = {nem_date for nem_date, read in self._read.items() if read == every}
+        return {
+            local_date: self._rate_day(
+                local_date,
+                absent=0
+                if complete.issuperset(self.profiles.nem_dates(local_date))
+                else self._absent_intervals(local_date),
+            )
+            for local_date in wanted
+        }
 
-    def _rate_day(self, local_date: date) -> DayRating:
-        gathered = self._local.get(local_date) or _LocalDay(self._bands)
-        window = self.plan.free_window
-        charged = gathered.charged.copy()
-        free_by_band = gathered.window
-        over_cap = ZERO
-        if window is not None and sum(gathered.window, ZERO) > window.cap_kwh:
-            free_by_band = [ZERO] * self._bands
-            room = window.cap_kwh
-            for _, _, band, value in sorted(_window_values(gathered.window_reads)):
-                free = min(value, room)
-                room -= free
-                free_by_band[band] += free
-                charged[band] += value - free
-                over_cap += value - free
+    def _rate_day(self, local_date: date, *, absent: int) -> DayRating:
+        bands = self._bands
+        tally = self._tallies.get(local_date) or self._empty_tally
+        charged: list[Decimal] = tally[:bands]
+        free_by_band: list[Decimal] = tally[bands : 2 * bands]
         free = sum(free_by_band, ZERO)
+        over_cap = ZERO
+        window = self.plan.free_window
+        if window is not None and free > window.cap_kwh:
+            free_by_band = [ZERO] * bands
+            room = window.cap_kwh
+            for _, _, band, value in sorted(self._window_reads(local_date)):
+                share = min(value, room)
+                room -= share
+                free_by_band[band] += share
+                charged[band] += value - share
+                over_cap += value - share
+            free = sum(free_by_band, ZERO)
         return DayRating(
-            local_date=local_date,
-            consumption_kwh=sum(charged, ZERO) + free,
-            free_kwh=free,
-            over_cap_kwh=over_cap,
-            export_kwh=gathered.export,
-            missing_intervals=gathered.missing + self._absent_intervals(local_date),
-            charged_kwh=tuple(charged),
-            free_kwh_by_band=tuple(free_by_band),
+            local_date,
+            sum(charged, ZERO) + free,
+            free,
+            over_cap,
+            tally[2 * bands],
+            tally[self._missing] + absent,
+            tuple(charged),
+            tuple(free_by_band),
         )
+
+    def _window_reads(self, local_date: date) -> Iterator[tuple[int, str, int, Decimal]]:
+        """Every consumption value inside the window of ``local_date``, as (minute on one
+        absolute scale, suffix, band, kWh): what a day over the cap accrues in time order."""
+        nem_dates = self.profiles.nem_dates(local_date)
+        for day in self._window_days:
+            if day.day not in nem_dates:
+                continue
+            profile = self.profiles.get(day.day, day.interval_minutes)
+            local_day = profile.local_dates.index(local_date)
+            step = day.interval_minutes
+            for pick in profile.window:
+                if pick.local_day == local_day:
+                    for position, value in enumerate(pick.take(day.values)):
+                        if value is not None:
+                            moment = profile.origin + (pick.first + position) * step
+                            yield moment, day.suffix, pick.band, value
+            for index, segments in profile.splits:
+                value = day.values[index]
+                if value is None:
+                    continue
+                for segment, share in zip(segments, pro_rata(value, segments, step), strict=True):
+                    if segment.in_window and segment.local_day == local_day:
+                        moment = profile.origin + index * step + segment.offset
+                        yield moment, day.suffix, segment.band, share
 
     def _absent_intervals(self, local_date: date) -> int:
         """Intervals of ``local_date`` on rated channels whose NEM date was never added."""
         absent = 0
         for nem_date in self.profiles.nem_dates(local_date):
-            if self._rows_per_date.get(nem_date, 0) == len(self._channels):
-                continue
-            for suffix, interval_minutes in self._channels.items():
-                if (suffix, nem_date) not in self._rows:
-                    absent += self.profiles.get(nem_date, interval_minutes).intervals_on(local_date)
+            read = self._read.get(nem_date, 0)
+            for channel in self._channels.values():
+                if not read & channel.bit:
+                    profile = self.profiles.get(nem_date, channel.interval_minutes)
+                    absent += profile.intervals_on(local_date)
         return absent
-
-
-def _add_consumption(
-    day: IntervalDay, profile: DayProfile, sums: list[Decimal], targets: tuple[_LocalDay, ...]
-) -> None:
-    values = day.values
-    suffix = day.suffix
-    step = day.interval_minutes
-    origin = profile.first_minute
-    for (first, stop, local_day, band, in_window), total in zip(profile.runs, sums, strict=True):
-        target = targets[local_day]
-        if in_window:
-            target.window[band] += total
-            read = (origin + first * step, suffix, band, values[first:stop], step)
-            target.window_reads.append(read)
-        else:
-            target.charged[band] += total
-    for index, segments in profile.splits:
-        value = values[index]
-        if value is None:
-            targets[segments[0].local_day].missing += 1
-            continue
-        for segment, share in zip(segments, pro_rata(value, segments, step), strict=True):
-            target = targets[segment.local_day]
-            if segment.in_window:
-                target.window[segment.band] += share
-                moment = origin + index * step + segment.offset
-                target.window_reads.append((moment, suffix, segment.band, (share,), step))
-            else:
-                target.charged[segment.band] += share
-
-
-def _add_export(
-    day: IntervalDay, profile: DayProfile, sums: list[Decimal], targets: tuple[_LocalDay, ...]
-) -> None:
-    for run, total in zip(profile.runs, sums, strict=True):
-        targets[run.local_day].export += total
-    for index, segments in profile.splits:
-        value = day.values[index]
-        if value is None:
-            targets[segments[0].local_day].missing += 1
-            continue
-        shares = pro_rata(value, segments, day.interval_minutes)
-        for segment, share in zip(segments, shares, strict=True):
-            targets[segment.local_day].export += share
-
-
-def _sums_counting_missing(
-    values: tuple[Decimal | None, ...], profile: DayProfile, targets: tuple[_LocalDay, ...]
-) -> list[Decimal]:
-    sums = []
-    for run, span in zip(profile.runs, profile.spans, strict=True):
-        present = [value for value in values[span] if value is not None]
-        targets[run.local_day].missing += run.stop - run.first - len(present)
-        sums.append(sum(present, ZERO))
-    return sums
-
-
-def _window_values(reads: list[_WindowReads]) -> Iterator[tuple[int, str, int, Decimal]]:
-    """Every present value inside the window as (minute, suffix, band, kWh), for time ordering."""
-    for moment, suffix, band, values, step in reads:
-        for position, value in enumerate(values):
-            if value is not None:
-                yield moment + position * step, suffix, band, value
 
 
 def rate(
