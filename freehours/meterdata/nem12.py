@@ -496,7 +496,7 @@ class _Scanner:
         channel: _Channel | None = None
         channel_stats: ChannelStats | None = None
         waiting: _Waiting | None = None
-        value_of = self.values.setdefault(0, _Values(0)).__getitem__
+        value_of = self.value_cache(0).__getitem__
         count = 0
         uniform: dict[str, str] = {}  # flag -> that flag for every interval of a day
         kind = ""
@@ -610,8 +610,7 @@ class _Scanner:
                 uniform = self.uniform.get(count) or self.uniform.setdefault(
                     count, {flag: flag * count for flag in "AEFNS"}
                 )
-                scale = channel.scale or 0
-                value_of = self.values.setdefault(scale, _Values(scale)).__getitem__
+                value_of = self.value_cache(channel.scale or 0).__getitem__
             elif kind == "500":
                 if previous not in ("300", "400", "500"):
                     raise self.error(
@@ -645,6 +644,13 @@ class _Scanner:
             if line == 0:
                 raise self.error("the file is empty: no 100 header", None)
             raise self.error("the file ends without its 900 end-of-data record", line)
+
+    def value_cache(self, scale: int) -> _Values:
+        """The parsed values of a unit's scale, shared by every channel in that unit."""
+        cache = self.values.get(scale)
+        if cache is None:
+            cache = self.values[scale] = _Values(scale)
+        return cache
 
     def channel_stats(self, channel: _Channel, day: date) -> ChannelStats:
         """The stats of ``channel``'s NMI and suffix, made on their first row."""
@@ -930,8 +936,22 @@ def _moment(digits: str) -> datetime | None:
 
 # IntervalDay is frozen, so its generated __init__ sets each field through object.__setattr__,
 # which finds the slot by name every time. The hot path above (one call per 300 record) sets the
-# slots through their descriptors instead: the same object in about half the time. Unpacking the
-# fields by name fails at import if IntervalDay's fields ever change, so this cannot fall behind.
+# slots through their descriptors instead: the same object in about half the time. Importing
+# fails if IntervalDay's fields ever change, so this cannot silently fall behind.
+_DAY_FIELDS = (
+    "nmi",
+    "suffix",
+    "day",
+    "interval_minutes",
+    "values",
+    "qualities",
+    "update_datetime",
+    "uom",
+    "source",
+    "line",
+)
+if tuple(day_field.name for day_field in fields(IntervalDay)) != _DAY_FIELDS:
+    raise ImportError("IntervalDay's fields changed: update _interval_day in this module")
 (
     _set_nmi,
     _set_suffix,
@@ -943,7 +963,7 @@ def _moment(digits: str) -> datetime | None:
     _set_uom,
     _set_source,
     _set_line,
-) = (getattr(IntervalDay, day_field.name).__set__ for day_field in fields(IntervalDay))
+) = (getattr(IntervalDay, name).__set__ for name in _DAY_FIELDS)
 
 
 def _interval_day(  # noqa: PLR0917 - the positional fields of IntervalDay(...) itself
