@@ -36,4 +36,4 @@ def main() -> None:
 
 
 # Command modules register themselves on ``app`` when imported.
-from freehours.cli import bill, db, demo, nem12, nem12_import, plans, worker  # noqa: E402, F401
+from freehours.cli import agent, bill, db, demo, nem12, nem12_import, plans, worker  # noqa: E402, F401
