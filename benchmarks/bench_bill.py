@@ -1,0 +1,72 @@
+"""``freehours bill`` end to end on the reader benchmark's file, against reading it alone.
+
+The file is the reader benchmark's (1,000 NMIs x 31 days x E1+B1 at 30 minutes: 2,976,000
+values), written into ./bench-out/ when missing. The bill is timed through the command itself
+(plan ``sso-nsw``, JSON out, one bill per NMI): reading, rating, billing and writing the JSON.
+Reading alone is the same ``read_days`` loop, only counting the values. Each is run twice and
+its best time kept, in wall-clock and in CPU time (which other work on the machine changes least).
+
+The goals: rating and billing add no more time than reading takes (a bill throughput of at least
+half the reader's), and rate at least 1.2 million values per second on top of reading, the
+reader's own target.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from benchmarks.bench_nem12 import bench_file
+from freehours.cli import app
+from freehours.meterdata.nem12 import read_days
+
+#: Bill throughput over read throughput: rating and billing add no more time than reading.
+RATIO_GOAL = 0.5
+#: Values per second that rating and billing must sustain on top of reading.
+ADDED_GOAL = 1_200_000
+RUNS = 2
+
+
+def run() -> None:
+    path = bench_file()
+    values = 0
+
+    def read() -> None:
+        nonlocal values
+        values = sum(len(day.values) for day in read_days(path))
+
+    read_wall, read_cpu = _best(read)
+    bill_wall, bill_cpu = _best(lambda: _bill(path))
+    for clock, read_seconds, bill_seconds in (
+        ("wall", read_wall, bill_wall),
+        ("cpu", read_cpu, bill_cpu),
+    ):
+        added = values / (bill_seconds - read_seconds)
+        print(
+            f"bill ({clock}): {values / bill_seconds:,.0f} values/s end to end "
+            f"({bill_seconds:.1f} s) vs read alone {values / read_seconds:,.0f} values/s: "
+            f"{read_seconds / bill_seconds:.2f} (goal >= {RATIO_GOAL}); rating and billing "
+            f"{added:,.0f} values/s on top of reading (goal >= {ADDED_GOAL:,})"
+        )
+
+
+def _bill(path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["bill", "--plan", "sso-nsw", "--nem12", str(path), "--format", "json"]
+    )
+    if result.exit_code != 0:
+        raise SystemExit(f"bill: freehours bill failed: {result.output}")
+
+
+def _best(work: Callable[[], None]) -> tuple[float, float]:
+    """The best wall-clock and CPU seconds of ``RUNS`` runs of ``work``."""
+    walls, cpus = [], []
+    for _ in range(RUNS):
+        wall, cpu = time.perf_counter(), time.process_time()
+        work()
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    return min(walls), min(cpus)
