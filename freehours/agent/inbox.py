@@ -61,7 +61,9 @@ class Inbox:
         self._taken = {path: mark for path, mark in self._taken.items() if path in present}
         batches: list[Batch] = []
         for mtime_ns, path, mark in sorted(found):
-            if self._taken.get(path) == mark or now - mtime_ns / 1e9 < self._settle:
+            if self._taken.get(path) == mark or 0 <= now - mtime_ns / 1e9 < self._settle:
+                # (A modification time in the future was copied from a clock ahead of ours: the
+                # file was finished before it was moved in.)
                 continue
             try:
                 content = path.read_bytes()

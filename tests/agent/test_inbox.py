@@ -83,3 +83,8 @@ def test_a_refused_file_moves_to_rejected_with_its_problem(tmp_path: Path) -> No
 def test_the_inbox_must_be_a_directory(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="not a directory"):
         Inbox(tmp_path / "missing", ManualClock(NOW))
+
+
+def test_a_file_stamped_in_the_future_by_another_clock_is_taken(tmp_path: Path) -> None:
+    write(tmp_path / "a.csv", b"copied with its times", age=-3600)
+    assert len(Inbox(tmp_path, ManualClock(NOW)).arrivals()) == 1
