@@ -46,6 +46,7 @@ from freehours.domain.settlement import (
     claim,
     complete,
     new_quota,
+    postpone,
     release,
     seconds_until_settleable,
 )
@@ -220,18 +221,9 @@ class Settlements:
                 return self._terminal(quota, replay=True)
             if quota.is_locked_at(now):
                 return Answer(Outcome.LOCKED, quota, quota.lock_seconds_left(now))
-            plan = customer.plan
-            assert plan.free_window is not None, "checked by _customer"
-            window_start, window_end = plan.free_window.bounds(day, plan.zone)
-            days = meter.days_for(conn, nmi, plan.nem_dates(day))
-            wait = seconds_until_settleable(
-                window_end,
-                now,
-                grace=policy.grace,
-                data_deadline=policy.data_deadline,
-                data_complete=window_complete(plan, days, window_start, window_end),
-                poll=policy.data_poll,
-            )
+            # Whether the window has ended is known here; whether its data is complete is
+            # checked by the holder, which reads the data anyway (B).
+            wait = self._wait(customer.plan, day, now, data_complete=True)
             if wait is not None:
                 return Answer(Outcome.NOT_DUE, quota, wait)
             decision = claim(quota, now, policy.lock_timeout, policy.max_attempts)
@@ -248,10 +240,23 @@ class Settlements:
 
     # --- B: complete, or C: release ---------------------------------------------------------
 
+    def _wait(self, plan: Plan, day: date, now: datetime, *, data_complete: bool) -> int | None:
+        assert plan.free_window is not None, "checked by customer_plan"
+        return seconds_until_settleable(
+            plan.free_window.bounds(day, plan.zone)[1],
+            now,
+            grace=self.policy.grace,
+            data_deadline=self.policy.data_deadline,
+            data_complete=data_complete,
+            poll=self.policy.data_poll,
+        )
+
     def _settle_claimed(self, held: Quota, customer: CustomerPlan, claimed_at: float) -> Answer:
         try:
             self.faults.check(FaultPoint.AFTER_CLAIM, held)
             done = self._complete(held, customer)
+            if isinstance(done, Answer):
+                return done
         except StaleFence as exc:
             # Our lock expired and another holder took over: whatever it does is the answer.
             log.warning("quota_fence_stale", quota_key=held.key, fence=held.fence)
@@ -264,13 +269,23 @@ class Settlements:
         )
         return Answer(Outcome.SETTLED, done)
 
-    def _complete(self, held: Quota, customer: CustomerPlan) -> Quota:
+    def _complete(self, held: Quota, customer: CustomerPlan) -> Quota | Answer:
+        """COMPLETED with its ledger entry; or, when the window's data is still incomplete before
+        the data deadline, postponed (an Answer to come back later)."""
         plan = customer.plan
         with self.store.write() as conn:
             quota = quotas.latest(conn, held.nmi, held.date, for_update=True)
             if quota is None or quota.version != held.version:
                 raise StaleFence(quota or held, held.fence)
             days = meter.days_for(conn, held.nmi, plan.nem_dates(held.date))
+            assert plan.free_window is not None, "checked by customer_plan"
+            start, end = plan.free_window.bounds(held.date, plan.zone)
+            if not window_complete(plan, days, start, end):
+                wait = self._wait(plan, held.date, self.clock.now(), data_complete=False)
+                if wait is not None:
+                    waiting = postpone(quota, held.fence, "waiting for the window's meter data")
+                    quotas.save(conn, waiting)
+                    return Answer(Outcome.NOT_DUE, waiting, wait)
             free_kwh, free_value = free_energy(plan, customer.profiles, days, held.date)
             self.faults.check(FaultPoint.BEFORE_COMPLETE, quota)
             now = self.clock.now()
@@ -347,22 +362,20 @@ class Settlements:
     def customer_plan(self, conn: sa.Connection, nmi: str) -> CustomerPlan | str:
         """The customer's parsed plan (parsed once per stored version), or the reason there is
         none: what makes a quota impossible to settle."""
-        customer = catalog.get_customer(conn, nmi)
-        if customer is None:
+        version = catalog.plan_version_of(conn, nmi)
+        if version is None:
             return f"unknown NMI {nmi}: no customer"
-        stored = catalog.get_plan(conn, customer.plan_id)
-        if stored is None:
-            return f"customer {nmi} has plan {customer.plan_id!r}, which does not exist"
-        cache_key = (stored.plan_id, stored.updated_at)
         with self._plans_lock:
-            known = self._plans.get(cache_key)
+            known = self._plans.get(version)
         if known is None:
+            stored = catalog.get_plan(conn, version[0])
+            assert stored is not None, "a customer's plan is kept by its foreign key"
             plan = parse_plan(stored.document, source=f"plan {stored.plan_id}")
             known = CustomerPlan(plan, DayProfiles(plan))
             with self._plans_lock:
-                self._plans[cache_key] = known
+                self._plans[version] = known
         if known.plan.free_window is None:
-            return f"plan {stored.plan_id!r} has no free window"
+            return f"plan {version[0]!r} has no free window"
         return known
 
     def _cached(self, key: str) -> Quota | None:

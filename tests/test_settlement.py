@@ -141,6 +141,8 @@ def test_incomplete_window_data_waits_then_settles_with_what_there_is_after_the_
     answer = service.settle(NMI, DAY)
     assert answer.outcome is Outcome.NOT_DUE
     assert answer.retry_after == int(POLICY.data_poll.total_seconds())
+    # Postponed, not failed: no attempt is counted while the data is awaited.
+    assert (answer.quota.status, answer.quota.attempts) == (QuotaStatus.PENDING, 0)
     clock.set(WINDOW_END + POLICY.data_deadline)
     settled = service.settle(NMI, DAY)
     assert settled.outcome is Outcome.SETTLED

@@ -5,6 +5,7 @@
     PENDING --claim--> LOCKED --complete(fence)--> COMPLETED  (terminal; replayed to every retry)
                          |  \\--abort(fence)-----> ABORTED    (terminal; same answer every time)
                          |--release(fence)--> PENDING  (attempts + 1; ABORTED after max attempts)
+                         |--postpone(fence)--> PENDING (its data is not complete yet; no attempt)
                          \\--lock expired: claim takes over with fence + 1 (attempts + 1)
 
 Every function here is pure: it takes a quota and the time, and returns the next quota or a
@@ -171,6 +172,19 @@ def complete(
         free_value=free_value,
         completed_at=now,
         reason=None,
+        revision=quota.revision + 1,
+    )
+
+
+def postpone(quota: Quota, fence: int, reason: str) -> Quota:
+    """The holder found the day not ready (its data incomplete): back to PENDING, no attempt
+    counted, since nothing failed."""
+    _check_fence(quota, fence)
+    return replace(
+        quota,
+        status=QuotaStatus.PENDING,
+        locked_until=None,
+        reason=reason,
         revision=quota.revision + 1,
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import tomllib
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from freehours.domain.plan import Plan, parse_plan
 from freehours.errors import PlanError
@@ -40,10 +41,15 @@ def load_plan_file(path: Path) -> Plan:
 
 def builtin_plan(plan_id: str) -> Plan:
     """One of the plans shipped with freehours (``BUILTIN_IDS``)."""
+    return parse_plan(builtin_document(plan_id), source=plan_id)
+
+
+def builtin_document(plan_id: str) -> dict[str, Any]:
+    """A built-in plan's document: what ``PUT /v1/plans/{id}`` and the store take."""
     if plan_id not in BUILTIN_IDS:
         raise PlanError(f"no built-in plan {plan_id!r} ({', '.join(BUILTIN_IDS)})", source=plan_id)
     text = resources.files(__package__).joinpath("builtin", f"{plan_id}.toml").read_text("utf-8")
-    return parse_plan_text(text, source=plan_id)
+    return _toml(text, source=plan_id)
 
 
 def builtin_plans() -> list[Plan]:
@@ -53,8 +59,11 @@ def builtin_plans() -> list[Plan]:
 
 def parse_plan_text(text: str, *, source: str) -> Plan:
     """The plan in TOML text; ``source`` names it in errors."""
+    return parse_plan(_toml(text, source=source), source=source)
+
+
+def _toml(text: str, *, source: str) -> dict[str, Any]:
     try:
-        document = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise PlanError(f"not valid TOML: {exc}", source=source) from exc
-    return parse_plan(document, source=source)

@@ -106,3 +106,17 @@ def get_customer(conn: sa.Connection, nmi: str) -> Customer | None:
     if row is None:
         return None
     return Customer(row.nmi, row.plan_id, Region(row.region), row.updated_at)
+
+
+_PLAN_OF = (
+    sa.select(plans.c.plan_id, plans.c.updated_at)
+    .select_from(customers.join(plans, customers.c.plan_id == plans.c.plan_id))
+    .where(customers.c.nmi == sa.bindparam("nmi"))
+)
+
+
+def plan_version_of(conn: sa.Connection, nmi: str) -> tuple[str, datetime] | None:
+    """The id and last update of the plan of ``nmi``'s customer, or None without a customer:
+    one round trip, for callers that keep parsed plans by version."""
+    row = conn.execute(_PLAN_OF, {"nmi": nmi}).first()
+    return None if row is None else (row.plan_id, row.updated_at)

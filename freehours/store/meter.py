@@ -553,16 +553,23 @@ def _merge_into_stored(
 # --- reading -----------------------------------------------------------------------------------
 
 
+# Built once: the settlement reads a customer's days twice per quota.
+_DAYS_FOR = (
+    sa.select(meter_days)
+    .where(
+        meter_days.c.nmi == sa.bindparam("nmi"),
+        meter_days.c.day.in_(sa.bindparam("days", expanding=True)),
+    )
+    .order_by(meter_days.c.day, meter_days.c.suffix)
+)
+
+
 def days_for(conn: sa.Connection, nmi: str, nem_dates: Iterable[date]) -> list[IntervalDay]:
     """The stored day rows of ``nmi`` (every suffix) on ``nem_dates``, by date, then suffix."""
     wanted = sorted(set(nem_dates))
     if not wanted:
         return []
-    rows = conn.execute(
-        sa.select(meter_days)
-        .where(meter_days.c.nmi == nmi, meter_days.c.day.in_(wanted))
-        .order_by(meter_days.c.day, meter_days.c.suffix)
-    )
+    rows = conn.execute(_DAYS_FOR, {"nmi": nmi, "days": wanted})
     return [
         IntervalDay(
             nmi=row.nmi,

@@ -30,50 +30,53 @@ class LedgerEntry:
     booked_at: datetime
 
 
+# The statements of the settlement's hot path, built once: each execution then skips SQLAlchemy's
+# statement construction and finds its compiled form in the cache.
+_KEY = (quotas.c.nmi == sa.bindparam("k_nmi"), quotas.c.day == sa.bindparam("k_day"))
+_LATEST = sa.select(quotas).where(*_KEY).order_by(quotas.c.version.desc()).limit(1)
+_LATEST_FOR_UPDATE = _LATEST.with_for_update()
+_COLUMNS = [column.name for column in quotas.columns]
+_ROW = {name: sa.bindparam(name, type_=quotas.c[name].type) for name in _COLUMNS}
+_INSERT = quotas.insert().values(_ROW)
+_INSERT_IF_ABSENT = {
+    "postgresql": postgresql.insert(quotas).values(_ROW).on_conflict_do_nothing(),
+    "sqlite": sqlite.insert(quotas).values(_ROW).on_conflict_do_nothing(),
+}
+_SAVE = (
+    quotas.update()
+    .where(*_KEY, quotas.c.version == sa.bindparam("k_version"))
+    .values({name: sa.bindparam(name, type_=quotas.c[name].type) for name in _COLUMNS[3:]})
+)
+
+
 def latest(conn: sa.Connection, nmi: str, day: date, *, for_update: bool = False) -> Quota | None:
     """The quota's newest version, locked for the transaction when ``for_update``."""
-    q = (
-        sa.select(quotas)
-        .where(quotas.c.nmi == nmi, quotas.c.day == day)
-        .order_by(quotas.c.version.desc())
-        .limit(1)
-    )
-    if for_update:
-        q = q.with_for_update()
-    row = conn.execute(q).first()
+    statement = _LATEST_FOR_UPDATE if for_update else _LATEST
+    row = conn.execute(statement, {"k_nmi": nmi, "k_day": day}).first()
     return None if row is None else _quota(row)
 
 
 def latest_or_new(conn: sa.Connection, nmi: str, day: date) -> Quota:
     """The newest version locked for this transaction, creating version 1 when there is none.
 
-    Two transactions creating the same quota at once cannot both succeed: the primary key
-    refuses the second insert, which then reads the winner's row.
+    Version 1 is inserted unless it exists (two transactions creating it at once: the key keeps
+    one), then the newest version is read and locked: two statements whatever there was.
     """
+    conn.execute(_INSERT_IF_ABSENT[conn.dialect.name], _values(new_quota(nmi, day)))
     quota = latest(conn, nmi, day, for_update=True)
-    if quota is not None:
-        return quota
-    fresh = new_quota(nmi, day)
-    conn.execute(_insert_ignoring_conflict(conn, fresh))
-    quota = latest(conn, nmi, day, for_update=True)
-    assert quota is not None, "the row was just inserted or already existed"
+    assert quota is not None, "version 1 was just inserted or already existed"
     return quota
 
 
 def insert(conn: sa.Connection, quota: Quota) -> None:
-    conn.execute(quotas.insert().values(_values(quota)))
+    conn.execute(_INSERT, _values(quota))
 
 
 def save(conn: sa.Connection, quota: Quota) -> None:
     """Write a transition of an existing row (same nmi, date and version)."""
     conn.execute(
-        quotas.update()
-        .where(
-            quotas.c.nmi == quota.nmi,
-            quotas.c.day == quota.date,
-            quotas.c.version == quota.version,
-        )
-        .values(_values(quota))
+        _SAVE,
+        {**_values(quota), "k_nmi": quota.nmi, "k_day": quota.date, "k_version": quota.version},
     )
 
 
@@ -95,6 +98,8 @@ def booked_before(
     conn: sa.Connection, nmi: str, day: date, version: int
 ) -> tuple[Decimal, Decimal]:
     """kWh and amount booked by the versions before ``version``: what an adjustment nets off."""
+    if version == 1:
+        return Decimal(0), Decimal(0)
     row = conn.execute(
         sa.select(ledger_entries.c.kwh, ledger_entries.c.amount).where(
             ledger_entries.c.nmi == nmi,
@@ -130,11 +135,6 @@ def reopen_if_settled(conn: sa.Connection, nmi: str, day: date) -> Quota | None:
     successor = new_quota(nmi, day, version=quota.version + 1)
     insert(conn, successor)
     return successor
-
-
-def _insert_ignoring_conflict(conn: sa.Connection, quota: Quota) -> sa.Executable:
-    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-    return insert(quotas).values(_values(quota)).on_conflict_do_nothing()
 
 
 def _values(quota: Quota) -> dict[str, object]:

@@ -17,6 +17,7 @@ from freehours.domain.settlement import (
     claim,
     complete,
     new_quota,
+    postpone,
     release,
     seconds_until_settleable,
 )
@@ -198,3 +199,18 @@ def test_seconds_until_settleable(now: datetime, complete_data: bool, expected: 
         WINDOW_END, now, grace=GRACE, data_deadline=DEADLINE, data_complete=complete_data, poll=POLL
     )
     assert got == expected
+
+
+def test_postpone_returns_to_pending_without_counting_an_attempt() -> None:
+    waiting = postpone(claimed(), 1, "waiting for data")
+    assert (waiting.status, waiting.attempts, waiting.reason) == (
+        QuotaStatus.PENDING,
+        0,
+        "waiting for data",
+    )
+    assert waiting.locked_until is None
+
+
+def test_postpone_with_a_stale_fence_is_refused() -> None:
+    with pytest.raises(StaleFence):
+        postpone(claimed(), 3, "x")

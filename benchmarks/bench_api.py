@@ -1,0 +1,140 @@
+"""Settlement over real HTTP on 127.0.0.1, 32 concurrent clients, on SQLite and on PostgreSQL,
+beside the same stack's floor (one ``SELECT 1`` transaction) measured in the same run.
+
+Every settlement request settles a different quota for real (claim, rate, complete with its
+ledger entry); a second pass asks for the same quotas again (replays, answered from the cache).
+Goal (issue 4): fresh settlements at least half the floor's throughput.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import httpx
+
+from benchmarks.bench_ingest import DEFAULT_SERVER, _fresh_postgres_database
+from benchmarks.loadgen import LoadResult, load, request
+from freehours.api.keys import Scope, create_key
+from freehours.domain.time import NEM_TIME, Region
+from freehours.meterdata.records import IntervalDay
+from freehours.plans import builtin_document
+from freehours.store import catalog, meter
+from freehours.store.database import Store
+from tests.servers import free_port
+
+GOAL = 0.5
+NMIS = 500
+DAYS = 6
+FLOOR_REQUESTS = 4000
+CONNECTIONS = 32
+FIRST_DAY = date(2026, 7, 1)
+
+
+def run() -> None:
+    with tempfile.TemporaryDirectory(prefix="freehours-bench-") as directory:
+        _measure("sqlite", f"sqlite:///{Path(directory) / 'api.db'}")
+    server = os.environ.get("FREEHOURS_BENCH_DATABASE_URL", DEFAULT_SERVER)
+    with _fresh_postgres_database(server) as url:
+        _measure("postgres", url)
+
+
+def _measure(backend: str, url: str) -> None:
+    key = _prepare(url)
+    quotas = [
+        (f"BENCH{n:05d}", FIRST_DAY + timedelta(days=d)) for d in range(DAYS) for n in range(NMIS)
+    ]
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    with _server(url) as port:
+        floor = load("127.0.0.1", port, _floor_requests(), CONNECTIONS)
+        fresh = load("127.0.0.1", port, _settle_requests(quotas, headers), CONNECTIONS)
+        replay = load("127.0.0.1", port, _settle_requests(quotas, headers), CONNECTIONS)
+    _check(fresh, replay, len(quotas))
+    print(f"api {backend} floor (SELECT 1): {_figures(floor)}")
+    print(
+        f"api {backend} settlements: {_figures(fresh)}: {fresh.rate / floor.rate:.2f} of the "
+        f"floor (goal >= {GOAL})"
+    )
+    print(f"api {backend} replays: {_figures(replay)}: {replay.rate / floor.rate:.2f} of the floor")
+
+
+def _figures(result: LoadResult) -> str:
+    return (
+        f"{result.rate:,.0f} req/s, p50 {result.p50_ms:.1f} ms, p99 {result.p99_ms:.1f} ms "
+        f"({result.requests} requests)"
+    )
+
+
+def _check(fresh: LoadResult, replay: LoadResult, quotas: int) -> None:
+    if fresh.statuses != {200: quotas} or replay.statuses != {200: quotas}:
+        raise SystemExit(f"unexpected answers: fresh {fresh.statuses}, replay {replay.statuses}")
+
+
+def _floor_requests() -> Iterator[bytes]:
+    raw = request("GET", "/bench/floor", {})
+    return iter([raw] * FLOOR_REQUESTS)
+
+
+def _settle_requests(quotas: list[tuple[str, date]], headers: dict[str, str]) -> Iterator[bytes]:
+    for nmi, day in quotas:
+        body = json.dumps({"nmi": nmi, "date": day.isoformat()}).encode()
+        yield request("POST", "/v1/free-energy/settlements", headers, body)
+
+
+def _prepare(url: str) -> str:
+    """Customers on sso-nsw, a week of reads each, and a settle key."""
+    now = datetime.now(UTC)
+    with Store.open(url) as store, store.write() as conn:
+        catalog.put_plan(conn, "sso-nsw", builtin_document("sso-nsw"), updated_at=now)
+        for n in range(NMIS):
+            nmi = f"BENCH{n:05d}"
+            catalog.put_customer(conn, nmi, plan_id="sso-nsw", region=Region.NSW, updated_at=now)
+        days = (
+            IntervalDay(
+                f"BENCH{n:05d}",
+                "E1",
+                FIRST_DAY + timedelta(days=d),
+                30,
+                tuple(Decimal("0.3") + Decimal(i % 7) / 10 for i in range(48)),
+                "A" * 48,
+                datetime(2026, 7, 9, tzinfo=NEM_TIME),
+            )
+            for n in range(NMIS)
+            for d in range(DAYS + 1)
+        )
+        meter.ingest_days(conn, days, received_at=now)
+        _, secret = create_key(conn, frozenset({Scope.SETTLE}), "bench", now)
+    return secret
+
+
+@contextmanager
+def _server(url: str) -> Iterator[int]:
+    port = free_port()
+    env = {
+        **os.environ,
+        "FREEHOURS_DATABASE_URL": url,
+        "FREEHOURS_RATE_LIMIT_PER_CLIENT": "1000000/minute",
+    }
+    env.pop("FREEHOURS_REDIS_URL", None)
+    process = subprocess.Popen([sys.executable, "-m", "benchmarks.serve_api", str(port)], env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
