@@ -1,5 +1,7 @@
 """The API as ``freehours serve`` runs it, plus the floor: ``GET /bench/floor`` does one
-``SELECT 1`` transaction on the same store and stack. Run: ``python -m benchmarks.serve_api PORT``."""
+``SELECT 1`` transaction on the same store and stack.
+
+Run: ``python -m benchmarks.serve_api PORT``."""
 
 from __future__ import annotations
 
