@@ -6,6 +6,7 @@ fence refused is counted as ``stale`` and nothing else.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Sequence
 
 import structlog
@@ -35,10 +36,11 @@ def result(decision: Decision) -> str:
 
 def record(finishes: Sequence[Finish], written: Collection[JobId]) -> None:
     """Count every finish; log the discards (error: each is alerted on) and the stale ones."""
+    counted: Counter[tuple[str, str]] = Counter()
     for item in finishes:
         job = item.job
         if job.id not in written:
-            JOB_ATTEMPTS.labels(job.kind, "stale").inc()
+            counted[job.kind, "stale"] += 1
             log.warning(
                 "job_result_stale",
                 job_id=job.id,
@@ -49,7 +51,7 @@ def record(finishes: Sequence[Finish], written: Collection[JobId]) -> None:
             continue
         label = result(item.decision)
         if label != "released":
-            JOB_ATTEMPTS.labels(job.kind, label).inc()
+            counted[job.kind, label] += 1
         match item.decision:
             case Complete():
                 JOB_RETRIES.labels(job.kind).observe(job.attempts)
@@ -68,3 +70,5 @@ def record(finishes: Sequence[Finish], written: Collection[JobId]) -> None:
                 )
             case Release():
                 log.info("job_released", job_id=job.id, kind=job.kind, idempotency_key=job.key)
+    for (kind, label), count in counted.items():
+        JOB_ATTEMPTS.labels(kind, label).inc(count)

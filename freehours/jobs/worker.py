@@ -25,6 +25,7 @@ each other's rows, and every result is fenced.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import queue as threadqueue
@@ -45,7 +46,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from freehours.clock import Clock, SystemClock
 from freehours.jobs import queue, rescuer, telemetry
-from freehours.jobs.job import Job, JobId, RetryAfter, Snooze, Task
+from freehours.jobs.job import Done, Job, JobId, RetryAfter, Snooze, Task
 from freehours.jobs.queue import Complete, Finish, Release
 from freehours.jobs.retry import RetryPolicy
 from freehours.settings import Settings
@@ -57,6 +58,10 @@ tracer = trace.get_tracer("freehours.jobs")
 #: The shortest wait between two claims while due jobs remain that another worker was claiming
 #: at that moment: long enough not to spin on the database, far below any delay anyone notices.
 _RETRY_CLAIM_SECONDS = 0.005
+
+#: How often the listener looks up from waiting for a notification to see whether its worker is
+#: stopping: how long ``stop()`` may wait for it.
+_LISTEN_CHECK_SECONDS = 0.5
 
 #: The canonical line of a failed attempt is a warning; of a discard an error (it is logged once
 #: more, with its reason, when it is written); of anything else information.
@@ -314,8 +319,14 @@ class Worker:
                 self._wake.set()
 
     def _perform(self, job: Job) -> Finish:
-        """Run one attempt of ``job`` and decide what becomes of it; log its canonical line."""
-        structlog.contextvars.clear_contextvars()
+        """Run one attempt of ``job`` and decide what becomes of it; log its canonical line.
+
+        The attempt runs in a context of its own: what it binds for its log lines (the job's
+        fields, the handler's ``quota_state``) and its trace neither leak out nor come in.
+        """
+        return contextvars.Context().run(self._perform_in_context, job)
+
+    def _perform_in_context(self, job: Job) -> Finish:
         structlog.contextvars.bind_contextvars(
             job_id=job.id,
             kind=job.kind,
@@ -334,20 +345,14 @@ class Worker:
             note=finish.note,
             duration_ms=round((self.clock.monotonic() - started) * 1000, 1),
         )
-        structlog.contextvars.clear_contextvars()
         return finish
 
     def _attempt(self, job: Job) -> Finish:
         too_late = self.retry.before_start(job)
         if too_late is not None:
             return Finish(job, too_late, "its deadline passed before it could start")
-        task = self.tasks[job.kind]
-        context = None
-        if job.traceparent is not None:
-            context = TraceContextTextMapPropagator().extract({"traceparent": job.traceparent})
         try:
-            with tracer.start_as_current_span(f"job {job.kind}", context=context):
-                answer = task(job)
+            answer = self._run_task(job)
         except RetryAfter as exc:
             return Finish(job, self.retry.after_failure(job, exc.seconds), _describe(exc))
         except Exception as exc:
@@ -356,6 +361,15 @@ class Worker:
         if isinstance(answer, Snooze):
             return Finish(job, self.retry.after_snooze(job, answer.seconds), answer.reason)
         return Finish(job, Complete(answer.outcome))
+
+    def _run_task(self, job: Job) -> Done | Snooze:
+        task = self.tasks[job.kind]
+        if job.traceparent is None:
+            return task(job)
+        # The job continues the trace of the request that enqueued it.
+        context = TraceContextTextMapPropagator().extract({"traceparent": job.traceparent})
+        with tracer.start_as_current_span(f"job {job.kind}", context=context):
+            return task(job)
 
     # --- the keeper and the listener --------------------------------------------------------------
 
@@ -378,12 +392,12 @@ class Worker:
         poll = self.config.poll.total_seconds()
         while not self._stopping.is_set():
             try:
-                self._listen_once(poll)
+                self._listen_once()
             except (psycopg.Error, sa.exc.SQLAlchemyError) as exc:
                 log.warning("worker_listen_failed", worker=self.name, error=str(exc))
                 self._stopping.wait(poll)
 
-    def _listen_once(self, poll: float) -> None:
+    def _listen_once(self) -> None:
         pooled = self.store.engine.raw_connection()
         connection: Any = pooled.driver_connection
         pooled.detach()  # a connection of its own, LISTENing, never returned to the pool
@@ -393,7 +407,7 @@ class Worker:
             connection.execute(f"LISTEN {queue.NOTIFY_CHANNEL}")
             self._wake.set()  # whatever was enqueued while nobody listened
             while not self._stopping.is_set():
-                for _ in connection.notifies(timeout=poll, stop_after=1):
+                for _ in connection.notifies(timeout=_LISTEN_CHECK_SECONDS, stop_after=1):
                     self._wake.set()
         finally:
             pooled.close()

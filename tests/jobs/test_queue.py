@@ -15,7 +15,7 @@ from freehours.jobs.job import Job, JobId, JobState
 from freehours.jobs.queue import Complete, Finish, Release
 from freehours.jobs.retry import Discard, DiscardReason, RetryAt, RetryPolicy, SnoozeUntil
 from freehours.store.database import Store
-from tests.jobs.backends import postgres_only
+from tests.jobs.support import postgres_only
 
 NOW = datetime(2026, 7, 1, 4, 15, tzinfo=UTC)
 LEASE = timedelta(seconds=30)

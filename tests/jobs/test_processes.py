@@ -1,0 +1,217 @@
+"""Worker processes against a real PostgreSQL: many at once, one killed mid-settlement, and a
+graceful stop on SIGTERM. Each test runs in a schema of its own (``store_url``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from freehours.cache.quota import MemoryQuotaCache
+from freehours.clock import SystemClock
+from freehours.domain.settlement import QuotaStatus
+from freehours.domain.time import Region
+from freehours.ingest import Ingestion
+from freehours.jobs import queue
+from freehours.jobs.job import JobState
+from freehours.jobs.settle import KIND, SettlementJobs
+from freehours.settlement import Settlements
+from freehours.store import catalog, quotas
+from freehours.store.database import Store
+from freehours.store.tables import jobs
+from tests.jobs.support import eventually, postgres_only
+from tests.test_settlement import DAY, NMI, PLAN, STAMP, day_row
+
+pytestmark = [pytest.mark.slow, postgres_only]
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Worker processes take a second or two to import and connect on a loaded 2-core machine.
+START_SECONDS = 60.0
+
+
+class Processes:
+    """Worker processes of one test; whatever is left running is killed at the end."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.started: list[subprocess.Popen[str]] = []
+
+    def start(self, *options: str, command: list[str] | None = None) -> subprocess.Popen[str]:
+        argv = command or [sys.executable, "-m", "tests.jobs.worker_process", self.url, *options]
+        process = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "FREEHOURS_DATABASE_URL": self.url},
+        )
+        self.started.append(process)
+        return process
+
+    def ready(self, process: subprocess.Popen[str], marker: str = "ready") -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if marker in line:
+                return
+        pytest.fail(f"worker process exited ({process.wait()}) before saying {marker!r}")
+
+    def terminate(self, process: subprocess.Popen[str]) -> int:
+        process.send_signal(signal.SIGTERM)
+        return process.wait(timeout=START_SECONDS)
+
+    def report(self, process: subprocess.Popen[str]) -> dict[str, Any]:
+        """The JSON line an exited ``worker_process`` printed last."""
+        assert process.stdout is not None
+        last = process.stdout.read().strip().splitlines()[-1]
+        report: dict[str, Any] = json.loads(last)
+        return report
+
+    def close(self) -> None:
+        for process in self.started:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
+
+
+@pytest.fixture
+def processes(store: Store, store_url: str) -> Iterator[Processes]:
+    running = Processes(store_url)
+    yield running
+    running.close()
+
+
+def count(store: Store, statement: str) -> int:
+    with store.read() as conn:
+        return int(conn.execute(sa.text(statement)).scalar_one())
+
+
+def bulk_enqueue(store: Store, kind: str, total: int, payload: dict[str, object]) -> None:
+    """``total`` jobs due now in one statement (10,000 ``enqueue`` calls would be the slow part
+    of the test), and the NOTIFY ``enqueue`` sends."""
+    now = datetime.now(UTC)
+    text = json.dumps(payload)
+    rows = [
+        {
+            "kind": kind,
+            "key": f"{kind}-{n}",
+            "payload": text,
+            "state": JobState.AVAILABLE.value,
+            "run_at": now,
+            "deadline": now + queue.DEFAULT_DEADLINE,
+            "attempts": 0,
+            "max_attempts": queue.DEFAULT_MAX_ATTEMPTS,
+            "snoozes": 0,
+            "runs": 0,
+            "created_at": now,
+        }
+        for n in range(total)
+    ]
+    with store.write() as conn:
+        conn.execute(jobs.insert(), rows)
+        conn.execute(sa.select(sa.func.pg_notify(queue.NOTIFY_CHANNEL, "")))
+
+
+def test_ten_thousand_jobs_over_four_processes_each_run_and_complete_exactly_once(
+    store: Store, processes: Processes
+) -> None:
+    workers = [processes.start() for _ in range(4)]
+    for worker in workers:
+        processes.ready(worker)
+    bulk_enqueue(store, "record", 10_000, {})
+    eventually(
+        lambda: count(store, "SELECT count(*) FROM jobs WHERE state = 'COMPLETED'") == 10_000,
+        within=120.0,
+        what="10,000 completed jobs",
+    )
+    assert [processes.terminate(worker) for worker in workers] == [0, 0, 0, 0]
+    executions = [processes.report(worker)["executed"] for worker in workers]
+    executed = [job_id for ran in executions for job_id in ran]
+    assert len(executed) == 10_000  # none run twice ...
+    assert set(executed) == set(range(1, 10_001))  # ... none lost
+    assert all(ran for ran in executions)  # every process took its share
+    assert count(store, "SELECT count(*) FROM jobs WHERE state <> 'COMPLETED' OR runs <> 1") == 0
+
+
+def test_a_worker_killed_mid_settlement_is_rescued_and_the_quota_booked_once(
+    store: Store, processes: Processes
+) -> None:
+    clock = SystemClock()
+    with store.write() as conn:
+        catalog.put_plan(conn, "test-nsw", PLAN, updated_at=clock.now())
+        catalog.put_customer(
+            conn, NMI, plan_id="test-nsw", region=Region.NSW, updated_at=clock.now()
+        )
+    settlements = Settlements(store, MemoryQuotaCache(clock), clock)
+    Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements)).file(
+        [day_row("0.500", stamp=STAMP)]  # 1 July 2026: long past, due at once
+    )
+    doomed = processes.start("--hang-after-claim", "--lease", "1")
+    processes.ready(doomed, marker="hanging")  # its claim of the quota is committed
+    with store.read() as conn:
+        (running,) = queue.history(conn, KIND, f"{NMI}:{DAY.isoformat()}")
+        held = quotas.latest(conn, NMI, DAY)
+    assert running.state is JobState.RUNNING
+    assert held is not None
+    assert held.status is QuotaStatus.LOCKED
+    doomed.send_signal(signal.SIGKILL)
+    assert doomed.wait() == -signal.SIGKILL
+
+    rescuer = processes.start("--lease", "1")
+    processes.ready(rescuer)
+
+    def settled() -> bool:
+        with store.read() as conn:
+            (job,) = queue.history(conn, KIND, f"{NMI}:{DAY.isoformat()}")
+        return job.state is JobState.COMPLETED
+
+    eventually(settled, within=60.0, what="the rescued settlement")
+    assert processes.terminate(rescuer) == 0
+    with store.read() as conn:
+        (job,) = queue.history(conn, KIND, f"{NMI}:{DAY.isoformat()}")
+        quota = quotas.latest(conn, NMI, DAY)
+        ledger = quotas.ledger(conn, NMI)
+    assert (job.outcome, job.attempts) == ("settled", 1)  # the killed run: one failed attempt
+    assert job.error is not None
+    assert job.error.startswith("lease expired")
+    assert quota is not None
+    assert (quota.status, quota.fence, quota.attempts) == (QuotaStatus.COMPLETED, 2, 1)
+    assert len(ledger) == 1
+
+
+def test_sigterm_lets_the_running_job_finish_releases_the_rest_and_exits_zero(
+    store: Store, processes: Processes
+) -> None:
+    worker = processes.start("--concurrency", "1")
+    processes.ready(worker)
+    bulk_enqueue(store, "work", 2, {"seconds": 1.0})
+    eventually(
+        lambda: count(store, "SELECT count(*) FROM jobs WHERE state = 'RUNNING'") == 2,
+        what="both jobs claimed",
+    )
+    assert processes.terminate(worker) == 0
+    with store.read() as conn:
+        finished = dict(conn.execute(sa.select(jobs.c.key, jobs.c.state)).all())
+    # One ran and finished within the grace period; the other was claimed but not started, and
+    # was given back for another worker.
+    assert sorted(finished.values()) == ["AVAILABLE", "COMPLETED"]
+
+
+def test_freehours_worker_starts_and_exits_zero_on_sigterm(
+    store: Store, processes: Processes
+) -> None:
+    worker = processes.start(command=[str(Path(sys.executable).parent / "freehours"), "worker"])
+    processes.ready(worker, marker="worker_started")
+    assert processes.terminate(worker) == 0
+    assert worker.stdout is not None
+    assert "worker_stopped" in worker.stdout.read()

@@ -1,0 +1,274 @@
+"""Settlements that happen by themselves, on SQLite and PostgreSQL, under a manual clock: ingest
+schedules a day's settle job, a worker runs it, and its answer is obeyed. No HTTP anywhere."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from freehours.cache.quota import MemoryQuotaCache
+from freehours.clock import ManualClock
+from freehours.domain.settlement import Claimed, Quota, QuotaStatus, claim
+from freehours.domain.time import Region
+from freehours.ingest import Ingestion
+from freehours.jobs import queue
+from freehours.jobs.job import Job, JobState
+from freehours.jobs.retry import RetryPolicy
+from freehours.jobs.settle import KIND, SETTLEMENT_JOB_SLACK, SettlementJobs, settlement_tasks
+from freehours.jobs.worker import Worker
+from freehours.meterdata.records import IntervalDay
+from freehours.settlement import FaultPoint, SettlementPolicy, Settlements
+from freehours.store import catalog, quotas
+from freehours.store.database import Store
+from tests.test_settlement import DAY, NMI, PLAN, STAMP, WINDOW_END, day_row
+
+#: A data deadline of an hour (not three days) keeps the snoozes of a day waiting for its data few.
+POLICY = SettlementPolicy(data_deadline=timedelta(hours=1), data_poll=timedelta(minutes=10))
+DUE = WINDOW_END + POLICY.grace
+KEY = f"{NMI}:{DAY.isoformat()}"
+
+
+@dataclass
+class AlwaysFailing:
+    """The settlement's fault seam: every attempt fails after the claim, and is counted."""
+
+    point: FaultPoint = FaultPoint.BEFORE_COMPLETE
+    fired: int = 0
+
+    def check(self, point: FaultPoint, quota: Quota) -> None:
+        if point is self.point:
+            self.fired += 1
+            raise RuntimeError(f"injected fault #{self.fired}")
+
+
+@dataclass
+class System:
+    store: Store
+    clock: ManualClock
+    settlements: Settlements
+    ingestion: Ingestion
+    worker: Worker
+
+    def ingest(self, *days: IntervalDay) -> None:
+        self.ingestion.file(days)
+
+    def new_job(self) -> None:
+        """A new settle job for the day, due now, as a client enqueueing one per request would."""
+        with self.store.write() as conn:
+            job_id = queue.enqueue(
+                conn, KIND, KEY, {"nmi": NMI, "date": DAY.isoformat()}, run_at=self.clock.now()
+            )
+        assert job_id is not None
+
+    def run_due(self) -> int:
+        return self.worker.run_due()
+
+    def jobs(self) -> list[Job]:
+        with self.store.read() as conn:
+            return queue.history(conn, KIND, KEY)
+
+    def job(self) -> Job:
+        return self.jobs()[-1]
+
+    def quota(self) -> Quota:
+        quota = self.settlements.state(NMI, DAY)
+        assert quota is not None
+        return quota
+
+    def ledger(self) -> list[quotas.LedgerEntry]:
+        with self.store.read() as conn:
+            return quotas.ledger(conn, NMI)
+
+
+def system(store: Store, start: datetime, faults: AlwaysFailing | None = None) -> System:
+    clock = ManualClock(start)
+    with store.write() as conn:
+        catalog.put_plan(conn, "test-nsw", PLAN, updated_at=clock.now())
+        catalog.put_customer(
+            conn, NMI, plan_id="test-nsw", region=Region.NSW, updated_at=clock.now()
+        )
+    settlements = Settlements(store, MemoryQuotaCache(clock), clock, POLICY, faults)
+    ingestion = Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements))
+    worker = Worker(
+        store,
+        settlement_tasks(settlements),
+        clock=clock,
+        retry=RetryPolicy(clock, random.Random(5)),
+    )
+    return System(store, clock, settlements, ingestion, worker)
+
+
+@pytest.fixture
+def due(store: Store) -> System:
+    """The system when the day is due: its window ended a grace period ago."""
+    return system(store, DUE)
+
+
+def test_reads_ingested_for_a_past_day_end_in_a_completed_quota_with_no_settle_call(
+    store: Store,
+) -> None:
+    a_week_later = system(store, DUE + timedelta(days=7))
+    a_week_later.ingest(day_row("0.500", stamp=STAMP))
+    assert a_week_later.run_due() == 1
+    assert (a_week_later.quota().status, a_week_later.quota().free_kwh) == (
+        QuotaStatus.COMPLETED,
+        Decimal("3.000"),
+    )
+    assert [(e.kwh, e.amount) for e in a_week_later.ledger()] == [
+        (Decimal("3.000"), Decimal("0.90"))
+    ]
+    assert (a_week_later.job().state, a_week_later.job().outcome) == (
+        JobState.COMPLETED,
+        "settled",
+    )
+
+
+def test_a_days_job_runs_at_the_end_of_its_window_plus_the_grace(store: Store) -> None:
+    morning = system(store, WINDOW_END - timedelta(hours=2))
+    morning.ingest(day_row("0.500", stamp=STAMP))
+    job = morning.job()
+    assert (job.state, job.run_at) == (JobState.AVAILABLE, DUE)
+    assert job.deadline == WINDOW_END + POLICY.data_deadline + SETTLEMENT_JOB_SLACK
+    assert morning.run_due() == 0
+    morning.clock.set(DUE)
+    assert morning.run_due() == 1
+    assert morning.quota().status is QuotaStatus.COMPLETED
+
+
+def test_incomplete_data_snoozes_the_job_until_the_data_deadline_then_it_settles(
+    due: System,
+) -> None:
+    due.ingest(day_row("0.500", stamp=STAMP, missing=range(22, 23)))
+    runs = 0
+    while due.job().state is not JobState.COMPLETED:
+        due.clock.set(max(due.clock.now(), due.job().run_at))
+        runs += due.run_due()
+    job = due.job()
+    # Polled every 10 minutes from the due time until the data deadline, an hour after the
+    # window's end: 45 minutes, so 5 snoozes, then settled with what there was.
+    assert (job.snoozes, job.attempts, runs) == (5, 0, 6)
+    assert due.clock.now() == WINDOW_END + POLICY.data_deadline
+    assert due.quota().free_kwh == Decimal("2.500")
+
+
+def test_data_completed_while_the_job_waits_brings_the_job_forward(due: System) -> None:
+    due.ingest(day_row("0.500", stamp=STAMP, missing=range(22, 23)))
+    assert due.run_due() == 1
+    assert due.job().run_at == DUE + POLICY.data_poll
+    due.clock.advance(60)
+    due.ingest(day_row("0.500", stamp=STAMP + timedelta(hours=1)))
+    assert due.job().run_at == DUE  # due again at once
+    assert due.run_due() == 1
+    assert (due.quota().status, due.quota().free_kwh) == (QuotaStatus.COMPLETED, Decimal("3.000"))
+
+
+def test_a_quota_locked_by_another_holder_snoozes_the_job_until_the_lock_expires(
+    due: System,
+) -> None:
+    due.ingest(day_row("0.500", stamp=STAMP))
+    with due.store.write() as conn:
+        pending = quotas.latest_or_new(conn, NMI, DAY)
+        held = claim(pending, DUE, POLICY.lock_timeout, POLICY.max_attempts)
+        assert isinstance(held, Claimed)
+        quotas.save(conn, held.quota)  # another holder: its lock lasts until DUE + 30 s
+    assert due.run_due() == 1
+    snoozed = due.job()
+    assert (snoozed.state, snoozed.run_at, snoozed.attempts) == (
+        JobState.AVAILABLE,
+        DUE + timedelta(seconds=30),
+        0,
+    )
+    assert snoozed.outcome == "locked: quota LOCKED"
+    due.clock.set(snoozed.run_at)
+    assert due.run_due() == 1
+    assert (due.quota().status, due.quota().fence, due.quota().attempts) == (
+        QuotaStatus.COMPLETED,
+        2,
+        1,  # the holder whose lock expired counts as a failed attempt
+    )
+
+
+def test_a_quota_that_can_never_be_settled_completes_its_job_with_the_reason(
+    due: System,
+) -> None:
+    with due.store.write() as conn:
+        queue.enqueue(
+            conn,
+            KIND,
+            "NOBODY0001:2026-07-01",
+            {"nmi": "NOBODY0001", "date": "2026-07-01"},
+            run_at=DUE,
+            now=DUE,
+        )
+    assert due.run_due() == 1
+    with due.store.read() as conn:
+        (job,) = queue.history(conn, KIND, "NOBODY0001:2026-07-01")
+    assert (job.state, job.outcome, job.attempts) == (
+        JobState.COMPLETED,
+        "aborted: unknown NMI NOBODY0001: no customer",
+        0,
+    )
+
+
+def test_snoozes_end_at_the_jobs_deadline_with_a_discard(due: System) -> None:
+    due.ingest(day_row("0.500", stamp=STAMP, missing=range(22, 23)))
+    (job,) = due.jobs()
+    with due.store.write() as conn:
+        queue.cancel(conn, KIND, KEY, now=DUE)
+        queue.enqueue(
+            conn,
+            KIND,
+            KEY,
+            dict(job.payload),
+            run_at=DUE,
+            deadline=DUE + timedelta(minutes=25),
+            now=DUE,
+        )
+    while due.job().state is JobState.AVAILABLE:
+        due.clock.set(due.job().run_at)
+        due.run_due()
+    discarded = due.job()
+    assert (discarded.state, discarded.outcome, discarded.snoozes) == (
+        JobState.DISCARDED,
+        "deadline",
+        2,
+    )
+    assert due.quota().status is QuotaStatus.PENDING  # nothing was settled, nothing faked
+
+
+def test_however_many_jobs_a_failing_quota_gets_its_attempts_never_reset_and_work_is_bounded(
+    store: Store,
+) -> None:
+    """The incident: every new job for a stuck quota started its retry count from zero, so it
+    retried forever. Here each of 50 jobs in a row makes one attempt that fails (an injected
+    fault), and is then cancelled, as a fresh job per request would be."""
+    faults = AlwaysFailing()
+    failing = system(store, DUE, faults)
+    failing.ingest(day_row("0.500", stamp=STAMP))
+    with store.write() as conn:
+        queue.cancel(conn, KIND, KEY, now=DUE)  # the ingest's own job: the loop makes its own
+    attempts = []
+    for _ in range(50):
+        failing.new_job()
+        assert failing.run_due() == 1
+        with store.write() as conn:
+            queue.cancel(conn, KIND, KEY, now=failing.clock.now())
+        attempts.append(failing.quota().attempts)
+        failing.clock.advance(60)
+    max_attempts = POLICY.max_attempts
+    assert attempts == [*range(1, max_attempts + 1), *[max_attempts] * (50 - max_attempts)]
+    assert faults.fired == max_attempts  # the total work: five settlement attempts, not fifty
+    assert failing.quota().status is QuotaStatus.ABORTED
+    jobs = failing.jobs()[1:]
+    assert [job.state for job in jobs[: max_attempts - 1]] == [JobState.CANCELLED] * 4
+    later = jobs[max_attempts - 1 :]
+    assert all(job.state is JobState.COMPLETED and job.runs == 1 for job in later)
+    assert all(
+        job.outcome is not None and job.outcome.startswith("aborted: gave up after 5 attempts")
+        for job in later
+    )
+    assert failing.ledger() == []

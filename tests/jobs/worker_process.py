@@ -1,0 +1,101 @@
+"""A worker process for the multi-process tests: ``python -m tests.jobs.worker_process URL``.
+
+Runs a ``Worker`` with the test kinds until SIGTERM, then stops it gracefully and exits 0:
+
+- ``record``: notes the job's id; every execution is noted, so a job run twice shows twice in
+  the list the process prints as its last line (JSON, with its pid) when it exits;
+- ``work``: takes ``payload["seconds"]`` of (simulated) work, for the graceful-stop test;
+- ``settle``: the real settlement job; with ``--hang-after-claim`` every settlement hangs right
+  after its claim is committed (the fault seam), so that the test can kill the process there.
+
+Prints ``ready`` on stdout once the worker runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from datetime import timedelta
+from types import FrameType
+
+import structlog
+
+from freehours.cache.quota import MemoryQuotaCache
+from freehours.clock import SystemClock
+from freehours.domain.settlement import Quota
+from freehours.jobs.job import Done, Job
+from freehours.jobs.settle import KIND, SettleTask
+from freehours.jobs.worker import Worker, WorkerConfig
+from freehours.settlement import FaultPoint, SettlementPolicy, Settlements
+from freehours.store.database import Store
+
+#: The settlement lock of these tests: short, so that a killed holder's lock expires soon.
+LOCK_TIMEOUT = timedelta(seconds=2)
+
+
+class HangAfterClaim:
+    """The fault seam: a settlement that has just committed its claim never goes on."""
+
+    def check(self, point: FaultPoint, quota: Quota) -> None:
+        if point is FaultPoint.AFTER_CLAIM:
+            print(f"hanging {quota.key}", flush=True)
+            threading.Event().wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("url")
+    parser.add_argument("--lease", type=float, default=30.0)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--grace", type=float, default=10.0)
+    parser.add_argument("--hang-after-claim", action="store_true")
+    args = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+
+    stop = threading.Event()
+
+    def request_stop(_signal: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    with Store.open(args.url) as store:
+        clock = SystemClock()
+        faults = HangAfterClaim() if args.hang_after_claim else None
+        policy = SettlementPolicy(lock_timeout=LOCK_TIMEOUT)
+        settlements = Settlements(store, MemoryQuotaCache(clock), clock, policy, faults)
+
+        executed: list[int] = []
+
+        def record(job: Job) -> Done:
+            executed.append(job.id)
+            return Done("recorded")
+
+        def work(job: Job) -> Done:
+            time.sleep(job.payload["seconds"])  # the work itself, not a wait for anything
+            return Done("worked")
+
+        worker = Worker(
+            store,
+            {"record": record, "work": work, KIND: SettleTask(settlements)},
+            config=WorkerConfig(
+                concurrency=args.concurrency,
+                lease=timedelta(seconds=args.lease),
+                poll=timedelta(seconds=0.2),
+            ),
+            clock=clock,
+        )
+        worker.start()
+        print("ready", flush=True)
+        while not stop.wait(0.2):
+            pass
+        worker.stop(args.grace)
+    print(json.dumps({"pid": os.getpid(), "executed": executed}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
