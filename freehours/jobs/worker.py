@@ -248,8 +248,11 @@ class Worker:
             self._wake.clear()
             try:
                 wait = self._cycle()
-            except sa.exc.SQLAlchemyError:
-                log.exception("worker_database_error", worker=self.name)
+            except Exception:
+                # The database gone, or a fault of ours: either way the dispatcher must live on,
+                # or the worker would look alive and claim nothing. Results are kept for the
+                # next cycle; leases keep the claimed jobs meanwhile.
+                log.exception("worker_cycle_failed", worker=self.name)
                 wait = poll
             self._wake.wait(wait)
 
@@ -385,7 +388,7 @@ class Worker:
                     next_rescue = self.clock.monotonic() + rescue_every
                     rescuer.rescue(self.store, self.retry)
                     rescuer.measure_stuck(self.store, self.retry)
-            except sa.exc.SQLAlchemyError:
+            except Exception:
                 log.exception("worker_keeper_failed", worker=self.name)
 
     def _listen(self) -> None:

@@ -9,6 +9,10 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from opentelemetry import context as otel_context
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from structlog.contextvars import merge_contextvars
+from structlog.testing import capture_logs
 
 from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import ManualClock
@@ -272,3 +276,25 @@ def test_however_many_jobs_a_failing_quota_gets_its_attempts_never_reset_and_wor
         for job in later
     )
     assert failing.ledger() == []
+
+
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def test_a_settle_job_carries_the_trace_of_the_ingest_that_scheduled_it(due: System) -> None:
+    request = TraceContextTextMapPropagator().extract({"traceparent": TRACEPARENT})
+    token = otel_context.attach(request)  # as the API's request span would be
+    try:
+        due.ingest(day_row("0.500", stamp=STAMP))
+    finally:
+        otel_context.detach(token)
+    assert due.job().traceparent == TRACEPARENT
+    with capture_logs(processors=[merge_contextvars]) as logs:
+        assert due.run_due() == 1
+    (line,) = [entry for entry in logs if entry["event"] == "job_attempted"]
+    assert (line["trace_id"], line["idempotency_key"], line["quota_state"], line["result"]) == (
+        "4bf92f3577b34da6a3ce929d0e0e4736",
+        KEY,
+        "COMPLETED",
+        "completed",
+    )
