@@ -191,6 +191,15 @@ class MeterAgent:
             spool=str(self.config.spool_path),
             pending=self._spool.pending(),
         )
+        rejected = self._spool.rejected()
+        if rejected:
+            # Set aside by earlier runs and never resent: someone has to look at them.
+            log.warning(
+                "spool_holds_rejected_batches",
+                count=len(rejected),
+                oldest_status=rejected[0].status_code,
+                oldest_problem=rejected[0].problem[:500],
+            )
         sender = threading.Thread(target=self._send_all, name="freehours-agent-sender", daemon=True)
         sender.start()
         try:

@@ -10,7 +10,6 @@ simulated time that starts at ``start`` and runs ``speed`` times as fast as the 
 from __future__ import annotations
 
 import random
-from collections import defaultdict
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 
@@ -73,9 +72,14 @@ class SimulatedMeters:
         return None if self.finished else self._next_end
 
     def due(self, now: datetime) -> list[Batch]:
-        """The reads of every interval that has ended by ``now`` and not been read yet: one
-        batch per meter and channel, meters in NMI order, E1 before B1."""
-        reads: dict[tuple[str, str], list[IntervalRead]] = defaultdict(list)
+        """The reads of every interval that has ended by ``now`` and not been read yet, in time
+        order: one batch per interval, meter and channel (meters in NMI order, E1 before B1).
+
+        One interval per batch, however late the agent looks, so that a batch, and so its
+        Idempotency-Key, depends on the reads alone: a run restarted over the same hours makes
+        the same batches, which the spool and the API recognise.
+        """
+        batches: list[Batch] = []
         until = min(now, self.end)
         while self._next_end <= until:
             start = self._next_end - INTERVAL
@@ -83,16 +87,13 @@ class SimulatedMeters:
                 values = self._day(household, start.date())
                 index = (start - datetime.combine(start.date(), time(0), NEM_TIME)) // INTERVAL
                 for suffix in SUFFIXES:
-                    kwh = values[suffix][index]
-                    reads[household.nmi, suffix].append(
-                        IntervalRead(household.nmi, suffix, start, self._next_end, kwh, "A")
+                    read = IntervalRead(
+                        household.nmi, suffix, start, self._next_end, values[suffix][index], "A"
                     )
+                    batches.append(readings_batch(household.nmi, suffix, INTERVAL_MINUTES, [read]))
             self._next_end += INTERVAL
             self._forget_before(start.date())
-        return [
-            readings_batch(nmi, suffix, INTERVAL_MINUTES, batch_reads)
-            for (nmi, suffix), batch_reads in reads.items()
-        ]
+        return batches
 
     def _day(self, household: Household, day: date) -> dict[str, tuple[Decimal | None, ...]]:
         key = (household.nmi, day)

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+import structlog
 
 from freehours.agent.breaker import BreakerConfig
 from freehours.agent.meter_agent import AgentConfig, Ending, MeterAgent, RunSummary, Simulation
@@ -79,13 +80,13 @@ def test_reads_spooled_through_an_outage_are_sent_in_order_by_the_next_run(
     assert first.counts.breaker_trips == 1
     assert len(outage.requests) == 3  # then the breaker stayed open
 
+    # The agent starts again over the same hours: the meters' batches are the ones it has.
     recovered = Recorder(up)
-    nothing_new = tmp_path / "empty-inbox"
-    nothing_new.mkdir()
-    second = run(config(tmp_path, simulation=None, nem12_dir=nothing_new, once=True), recovered)
+    second = run(config(tmp_path), recovered)
     assert second.ending is Ending.FINISHED
+    assert second.counts.spooled == 0
     assert second.pending == 0
-    assert second.counts.sent == first.pending
+    assert second.counts.sent == first.pending == 16
     assert second.counts.reads_sent == 16
     # The batch the outage saw first goes out first, under the same key; and every channel's
     # reads go out in time order, each once.
@@ -117,6 +118,16 @@ def test_a_refused_batch_is_set_aside_and_the_rest_delivered(tmp_path: Path) -> 
     assert len(rejected) == summary.counts.rejected
     assert {entry.status_code for entry in rejected} == {422}
     assert json.loads(rejected[0].problem)["detail"] == "reads: no"
+
+    # The next run does not resend them, and says they are there.
+    nothing_new = tmp_path / "empty-inbox"
+    nothing_new.mkdir()
+    with structlog.testing.capture_logs() as logs:
+        again = run(config(tmp_path, simulation=None, nem12_dir=nothing_new, once=True), api)
+    assert again.counts.attempts == 0
+    assert len(api.requests) == summary.counts.spooled
+    (warning,) = [line for line in logs if line["event"] == "spool_holds_rejected_batches"]
+    assert warning["count"] == summary.counts.rejected
 
 
 def test_nem12_files_move_to_done_or_rejected(tmp_path: Path) -> None:

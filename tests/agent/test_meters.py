@@ -49,10 +49,31 @@ def test_each_ended_interval_is_one_read_per_meter_and_channel() -> None:
     assert read["quality"] == "A"
 
 
-def test_intervals_that_ended_while_nobody_looked_come_in_one_batch_each() -> None:
+def test_intervals_that_ended_while_nobody_looked_come_one_batch_each_in_time_order() -> None:
     meters = SimulatedMeters(1, 1, START, START + timedelta(hours=2))
     batches = meters.due(START + timedelta(hours=1, minutes=40))
-    assert [batch.reads for batch in batches] == [3, 3]
+    assert [batch.reads for batch in batches] == [1] * 6
+    bodies = [json.loads(batch.body) for batch in batches]
+    assert [(body["suffix"], body["reads"][0]["start"][11:16]) for body in bodies] == [
+        ("E1", "00:00"),
+        ("B1", "00:00"),
+        ("E1", "00:30"),
+        ("B1", "00:30"),
+        ("E1", "01:00"),
+        ("B1", "01:00"),
+    ]
+
+
+def test_the_batches_and_their_keys_do_not_depend_on_when_the_agent_looks() -> None:
+    end = START + timedelta(hours=5)
+    all_at_once = SimulatedMeters(2, 5, START, end).due(end)
+    meters = SimulatedMeters(2, 5, START, end)
+    polled: list[Batch] = []
+    moment = START
+    while not meters.finished:
+        moment += timedelta(minutes=47)
+        polled.extend(meters.due(moment))
+    assert [b.idempotency_key for b in polled] == [b.idempotency_key for b in all_at_once]
 
 
 def test_every_interval_up_to_the_end_is_read_exactly_once_however_it_is_polled() -> None:
