@@ -261,7 +261,7 @@ class Settlements:
             # Our lock expired and another holder took over: whatever it does is the answer.
             log.warning("quota_fence_stale", quota_key=held.key, fence=held.fence)
             return self._after_stale(exc.quota)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure of the attempt releases the quota
             return self._release(held, exc)
         SETTLEMENT_SECONDS.observe(self.clock.monotonic() - claimed_at)
         log.info(
@@ -402,7 +402,7 @@ class Settlements:
         try:
             self.faults.check(FaultPoint.CACHE_WRITE, quota)
             self.cache.put(quota, ttl.total_seconds())
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a cache write is never fatal (DESIGN.md 2)
             QUOTA_CACHE_WRITE_FAILURES.inc()
             log.warning("quota_cache_write_failed", quota_key=quota.key, error=str(exc))
 

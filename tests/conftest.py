@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
+import sqlalchemy as sa
 
 # ``store`` and ``store_url``: a database on each backend (SQLite, PostgreSQL), isolated per test.
 pytest_plugins = ["tests.store.fixtures"]
@@ -39,8 +41,6 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def postgres_admin_url() -> str:
     """URL of a reachable PostgreSQL database from which test databases are created."""
-    import sqlalchemy as sa
-
     url = os.environ.get("FREEHOURS_TEST_DATABASE_URL", DEFAULT_POSTGRES)
     try:
         engine = sa.create_engine(url, connect_args={"connect_timeout": 3})
@@ -55,8 +55,6 @@ def postgres_admin_url() -> str:
 @pytest.fixture(scope="session")
 def postgres_url(postgres_admin_url: str) -> Iterator[str]:
     """A fresh, empty PostgreSQL database for this test session, dropped afterwards."""
-    import sqlalchemy as sa
-
     admin = sa.create_engine(postgres_admin_url, isolation_level="AUTOCOMMIT")
     name = f"freehours_test_{uuid.uuid4().hex[:12]}"
     with admin.connect() as conn:
@@ -73,8 +71,6 @@ def postgres_url(postgres_admin_url: str) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def redis_url() -> str:
     """URL of a reachable Redis; tests use their own key prefix and clean up after themselves."""
-    import redis
-
     url = os.environ.get("FREEHOURS_TEST_REDIS_URL", DEFAULT_REDIS)
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=3)

@@ -489,7 +489,7 @@ def create_app(services: Services) -> FastAPI:
         try:
             with services.store.read() as conn:
                 conn.exec_driver_sql("SELECT 1")
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure to answer means not ready
             return JSONResponse({"status": "unavailable", "database": str(exc)[:200]}, 503)
         return JSONResponse({"status": "ok"})
 
@@ -600,6 +600,6 @@ async def _purge_idempotency_keys(services: Services) -> None:
         try:
             purged = await run_in_threadpool(purge)
             log.info("idempotency_keys_purged", count=purged)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the next hour tries again
             log.warning("idempotency_keys_purge_failed", error=str(exc))
         await asyncio.sleep(3600)

@@ -46,7 +46,7 @@ class RateLimits:
         try:
             if self._limiter.hit(item, scope, who):
                 return
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever the storage raised
             # Limits protect the service; they are not its correctness. With their storage down,
             # requests go on (the quota's state machine still settles each exactly once).
             RATE_LIMIT_ERRORS.inc()
