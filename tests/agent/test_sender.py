@@ -15,6 +15,7 @@ from decimal import Decimal
 import httpx
 import pybreaker
 import pytest
+from prometheus_client import REGISTRY
 
 from freehours.agent.batch import Batch, readings_batch
 from freehours.agent.breaker import Breaker, BreakerConfig
@@ -128,6 +129,10 @@ def harness(
     return Harness(clock, api, storage, breaker, budget, tally, sleeps, sender)
 
 
+def metric(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
 def batch(kwh: str = "0.412") -> Batch:
     start = datetime(2026, 7, 1, 11, 0, tzinfo=NEM_TIME)
     read = IntervalRead("4100000001", "E1", start, start + timedelta(minutes=30), Decimal(kwh), "A")
@@ -224,10 +229,12 @@ def test_an_empty_retry_budget_stops_retries_and_is_counted() -> None:
     h = harness([(503, {}), (200, {})])
     while h.budget.try_retry():
         pass
+    before = metric("freehours_agent_retry_budget_exhausted_total")
     delivery = h.send(batch())
     assert delivery.outcome is Outcome.DEFERRED
     assert len(h.api.requests) == 1
     assert h.tally.counts().budget_exhausted == 1
+    assert metric("freehours_agent_retry_budget_exhausted_total") == before + 1
 
 
 def test_the_breaker_opens_after_fail_max_failures_and_then_nothing_is_sent() -> None:
@@ -240,6 +247,7 @@ def test_the_breaker_opens_after_fail_max_failures_and_then_nothing_is_sent() ->
     assert second.outcome is Outcome.DEFERRED
     assert second.breaker_open
     assert len(h.api.requests) == 3  # none while open
+    assert metric("freehours_circuit_breaker_state", breaker="test") == 2
     half_open_in = h.breaker.half_open_in(datetime.now(UTC))
     assert half_open_in is not None
     assert 29.0 < half_open_in <= 30.0
