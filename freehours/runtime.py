@@ -14,6 +14,7 @@ from datetime import timedelta
 from freehours.cache.quota import open_quota_cache
 from freehours.clock import Clock, SystemClock
 from freehours.ingest import Ingestion
+from freehours.jobs.settle import SettlementJobs
 from freehours.settings import Settings
 from freehours.settlement import Faults, SettlementPolicy, Settlements
 from freehours.store.database import Store
@@ -31,7 +32,8 @@ def settlement_policy(settings: Settings) -> SettlementPolicy:
 
 @dataclass
 class Runtime:
-    """The database, the quota cache, the settlement service and ingestion, wired together."""
+    """The database, the quota cache, the settlement service and ingestion (which schedules the
+    settlement jobs), wired together."""
 
     settings: Settings
     store: Store
@@ -55,7 +57,7 @@ class Runtime:
         """The parts over an open store."""
         cache = open_quota_cache(settings.redis_url, clock, settings.redis_prefix)
         settlements = Settlements(store, cache, clock, settlement_policy(settings), faults)
-        ingestion = Ingestion(store, settlements, clock)
+        ingestion = Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements))
         return cls(settings, store, clock, settlements, ingestion)
 
     def close(self) -> None:

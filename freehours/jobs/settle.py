@@ -31,12 +31,10 @@ import sqlalchemy as sa
 import structlog
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from freehours.domain.plan import Plan, parse_plan
 from freehours.domain.settlement import Quota
 from freehours.jobs import queue
 from freehours.jobs.job import Done, Job, Snooze, Task
 from freehours.settlement import Outcome, Settlements, quota_dates
-from freehours.store import catalog
 from freehours.store.meter import DayKey
 
 log = structlog.get_logger("freehours.jobs")
@@ -57,7 +55,9 @@ class SettleTask:
 
     def __call__(self, job: Job) -> Done | Snooze:
         answer = self.settlements.settle(
-            job.payload["nmi"], date.fromisoformat(job.payload["date"])
+            job.payload["nmi"],
+            date.fromisoformat(job.payload["date"]),
+            version=int(job.payload.get("version", 1)),
         )
         quota = answer.quota
         structlog.contextvars.bind_contextvars(quota_state=quota.status.value)
@@ -90,8 +90,10 @@ class SettlementJobs:
     def __call__(
         self, conn: sa.Connection, changed: frozenset[DayKey], reopened: list[Quota]
     ) -> None:
-        # A reopened quota's day is among the changed ones: its job is scheduled with them.
-        schedule_settlements(conn, self.settlements, changed)
+        # A reopened quota's day is among the changed ones: its job is scheduled with them, told
+        # the new version so that a cached older one cannot answer it.
+        versions = {quota.key: quota.version for quota in reopened}
+        schedule_settlements(conn, self.settlements, changed, versions=versions)
 
 
 def schedule_settlements(
@@ -99,6 +101,7 @@ def schedule_settlements(
     settlements: Settlements,
     changed: Iterable[DayKey],
     *,
+    versions: dict[str, int] | None = None,
     traceparent: str | None = None,
 ) -> list[str]:
     """In the ingest's transaction, after new meter data: a settlement job for every quota whose
@@ -107,21 +110,24 @@ def schedule_settlements(
     Each job runs at its window's end plus the settlement grace, or is told so if it is waiting
     already (see ``freehours.jobs.queue``). Call it after ``Settlements.reopen`` in the same
     transaction, so that a reopened day's next version gets its job. An NMI without a customer, or
-    whose plan has no free window, has no quotas: nothing is scheduled for it. ``traceparent``
-    defaults to the current trace's, so the job continues the request's trace.
+    whose plan has no free window, has no quotas: nothing is scheduled for it. ``versions`` gives
+    the version of quotas the caller just reopened (by quota key). ``traceparent`` defaults to
+    the current trace's, so the job continues the request's trace.
     """
+    versions = versions or {}
     policy = settlements.policy
     now = settlements.clock.now()
     traceparent = traceparent or _current_traceparent()
     by_nmi: dict[str, set[tuple[str, date]]] = {}
     for nmi, suffix, nem_date in changed:
         by_nmi.setdefault(nmi, set()).add((suffix, nem_date))
-    plans: dict[str, Plan | None] = {}
     scheduled = []
     for nmi, rows in sorted(by_nmi.items()):
-        plan = _plan_of(conn, nmi, plans)
-        if plan is None or plan.free_window is None:
-            continue
+        customer = settlements.customer_plan(conn, nmi)
+        if isinstance(customer, str):
+            continue  # no customer, or no free window: no quotas
+        plan = customer.plan
+        assert plan.free_window is not None, "customer_plan refuses a plan without a window"
         nem_dates = {nem_date for suffix, nem_date in rows if plan.is_consumption(suffix)}
         for day in sorted(quota_dates(plan, nem_dates)):
             window_end = plan.free_window.bounds(day, plan.zone)[1]
@@ -130,7 +136,7 @@ def schedule_settlements(
                 conn,
                 KIND,
                 key,
-                {"nmi": nmi, "date": day.isoformat()},
+                {"nmi": nmi, "date": day.isoformat(), "version": versions.get(key, 1)},
                 run_at=window_end + policy.grace,
                 deadline=max(window_end + policy.data_deadline, now) + SETTLEMENT_JOB_SLACK,
                 traceparent=traceparent,
@@ -146,16 +152,3 @@ def _current_traceparent() -> str | None:
     carrier: dict[str, str] = {}
     TraceContextTextMapPropagator().inject(carrier)
     return carrier.get("traceparent")
-
-
-def _plan_of(conn: sa.Connection, nmi: str, plans: dict[str, Plan | None]) -> Plan | None:
-    """The customer's plan (parsed once per call and plan), or None for an unknown customer."""
-    customer = catalog.get_customer(conn, nmi)
-    if customer is None:
-        return None
-    if customer.plan_id not in plans:
-        stored = catalog.get_plan(conn, customer.plan_id)
-        plans[customer.plan_id] = (
-            None if stored is None else parse_plan(stored.document, source=f"plan {stored.plan_id}")
-        )
-    return plans[customer.plan_id]
