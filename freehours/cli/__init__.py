@@ -15,7 +15,7 @@ from freehours.errors import FreehoursError, InputError
 
 app = typer.Typer(
     name="freehours",
-    help="Metering-to-billing for daily free-energy windows: NEM12 in, settled quotas and bills out.",
+    help="Metering-to-billing for daily free-energy windows: NEM12 in, quotas settled, bills out.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -36,4 +36,15 @@ def main() -> None:
 
 
 # Command modules register themselves on ``app`` when imported.
-from freehours.cli import agent, bill, db, demo, nem12, nem12_import, plans, worker  # noqa: E402, F401
+from freehours.cli import (  # noqa: E402, F401
+    agent,
+    bill,
+    db,
+    demo,
+    keys,
+    nem12,
+    nem12_import,
+    plans,
+    serve,
+    worker,
+)
