@@ -14,7 +14,8 @@ from datetime import timedelta
 from freehours.cache.quota import open_quota_cache
 from freehours.clock import Clock, SystemClock
 from freehours.ingest import Ingestion
-from freehours.jobs.settle import SettlementJobs
+from freehours.jobs.settle import SettlementJobs, settlement_tasks
+from freehours.jobs.worker import Worker, WorkerConfig, retry_policy
 from freehours.settings import Settings
 from freehours.settlement import Faults, SettlementPolicy, Settlements
 from freehours.store.database import Store
@@ -59,6 +60,16 @@ class Runtime:
         settlements = Settlements(store, cache, clock, settlement_policy(settings), faults)
         ingestion = Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements))
         return cls(settings, store, clock, settlements, ingestion)
+
+    def worker(self, concurrency: int | None = None) -> Worker:
+        """A settlement job worker over this runtime, as configured; ``start()`` it."""
+        return Worker(
+            self.store,
+            settlement_tasks(self.settlements),
+            config=WorkerConfig.from_settings(self.settings, concurrency),
+            clock=self.clock,
+            retry=retry_policy(self.settings, self.clock),
+        )
 
     def close(self) -> None:
         self.store.close()

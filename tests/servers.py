@@ -49,11 +49,13 @@ def wait_until_up(url: str, process: subprocess.Popen[bytes], deadline_s: float 
 
 
 @contextmanager
-def api_server(env: dict[str, str], port: int | None = None) -> Iterator[str]:
+def api_server(
+    env: dict[str, str], port: int | None = None, extra_args: list[str] | None = None
+) -> Iterator[str]:
     """A ``freehours serve`` process; yields its base URL and stops it afterwards."""
     port = port or free_port()
     process = subprocess.Popen(
-        [FREEHOURS, "serve", "--host", "127.0.0.1", "--port", str(port)],
+        [FREEHOURS, "serve", "--host", "127.0.0.1", "--port", str(port), *(extra_args or [])],
         env={**os.environ, **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

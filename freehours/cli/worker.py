@@ -10,8 +10,6 @@ from typing import Annotated
 import typer
 
 from freehours.cli import app
-from freehours.jobs.settle import settlement_tasks
-from freehours.jobs.worker import Worker, WorkerConfig, retry_policy
 from freehours.runtime import Runtime
 from freehours.settings import get_settings
 
@@ -43,13 +41,7 @@ def worker(
     settings = get_settings()
     runtime = Runtime.open(settings)
     try:
-        running = Worker(
-            runtime.store,
-            settlement_tasks(runtime.settlements),
-            config=WorkerConfig.from_settings(settings, concurrency),
-            clock=runtime.clock,
-            retry=retry_policy(settings, runtime.clock),
-        )
+        running = runtime.worker(concurrency)
         stop = threading.Event()
 
         def request_stop(_signal: int, _frame: FrameType | None) -> None:
