@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from freehours.agent.batch import Batch, Route
@@ -39,7 +39,7 @@ CREATE TABLE IF NOT EXISTS batches (
     source TEXT NOT NULL,                    -- the NEM12 file's path; '' for meter reads
     reads INTEGER NOT NULL,
     trace_id TEXT NOT NULL,
-    state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'rejected')),
+    state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'rejected', 'sent')),
     attempts INTEGER NOT NULL DEFAULT 0,
     spooled_at TEXT NOT NULL,
     status_code INTEGER,                     -- a rejected batch's answer
@@ -59,7 +59,14 @@ SELECT seq, route, idempotency_key, body, content_type, source, reads, trace_id,
 FROM batches WHERE state = 'pending' ORDER BY seq LIMIT 1
 """
 _COUNT_ATTEMPT = "UPDATE batches SET attempts = attempts + 1 WHERE seq = ?"
-_DELETE = "DELETE FROM batches WHERE seq = ?"
+# A delivered batch of meter reads is kept as a tombstone (its key, no body), so that meters that
+# produce the same batch again (a restarted run over the same hours) do not spool it twice; a
+# NEM12 file's row goes, since the file itself moves to done/.
+_DELIVERED_READS = "UPDATE batches SET state = 'sent', body = x'' WHERE seq = ? AND source = ''"
+_DELIVERED_FILE = "DELETE FROM batches WHERE seq = ? AND source <> ''"
+# Tombstones outlive the API's memory of the key (24 hours) only by a margin.
+_FORGET_SENT = "DELETE FROM batches WHERE state = 'sent' AND spooled_at < ?"
+SENT_RETENTION = timedelta(hours=48)
 _SET_ASIDE = """
 UPDATE batches SET state = 'rejected', status_code = ?, problem = ? WHERE seq = ?
 """
@@ -109,6 +116,7 @@ class Spool:
             conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
             conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             conn.executescript(_SCHEMA)
+            conn.execute(_FORGET_SENT, ((datetime.now(UTC) - SENT_RETENTION).isoformat(),))
         except (OSError, sqlite3.Error) as exc:
             raise ConfigurationError(f"spool {path}: cannot be opened ({exc})") from exc
         return cls(conn)
@@ -150,8 +158,10 @@ class Spool:
         self._conn.execute(_COUNT_ATTEMPT, (seq,))
 
     def delete(self, seq: int) -> None:
-        """The API has batch ``seq``: forget it."""
-        self._conn.execute(_DELETE, (seq,))
+        """The API has batch ``seq``: never send it again."""
+        with self._transaction():
+            self._conn.execute(_DELIVERED_READS, (seq,))
+            self._conn.execute(_DELIVERED_FILE, (seq,))
 
     def set_aside(self, seq: int, status_code: int, problem: str) -> None:
         """The API refused batch ``seq`` for good: keep it, with the answer, but never resend."""
