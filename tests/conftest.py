@@ -79,3 +79,16 @@ def redis_url() -> str:
     except Exception as exc:  # noqa: BLE001 - any failure to connect means "not reachable"
         _unavailable("Redis", f"{url}: {type(exc).__name__}")
     return url
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line per reason tests were skipped (a service not reachable, the shared examples
+    absent), instead of one line per test."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    for reason, count in sorted(reasons.items()):
+        terminalreporter.write_line(f"SKIPPED {count} tests: {reason}", yellow=True)
