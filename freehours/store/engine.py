@@ -14,6 +14,8 @@ on SQLite, where the whole database is locked already), ingestion, migrations.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -85,11 +87,30 @@ def write_transaction(engine: sa.Engine) -> Iterator[sa.Connection]:
     first statement (waiting up to the busy timeout for it). On PostgreSQL it is an ordinary
     READ COMMITTED transaction: lock rows with ``SELECT ... FOR UPDATE``.
     """
-    with engine.connect() as connection:
-        if engine.dialect.name == "sqlite":
-            connection.execution_options(**{_SQLITE_BEGIN: "IMMEDIATE"})
+    if engine.dialect.name != "sqlite":
+        with engine.begin() as connection:
+            yield connection
+        return
+    # SQLite has one writer at a time. Threads of this process queue for it on a lock, in
+    # order; left to SQLite's busy handler they would poll with sleeps of up to 100 ms each,
+    # which under load costs more than the writes. Other processes still wait in the busy
+    # handler, up to the busy timeout.
+    with _writer_lock(engine), engine.connect() as connection:
+        connection.execution_options(**{_SQLITE_BEGIN: "IMMEDIATE"})
         with connection.begin():
             yield connection
+
+
+_WRITER_LOCKS: weakref.WeakKeyDictionary[sa.Engine, threading.Lock] = weakref.WeakKeyDictionary()
+_WRITER_LOCKS_GUARD = threading.Lock()
+
+
+def _writer_lock(engine: sa.Engine) -> threading.Lock:
+    with _WRITER_LOCKS_GUARD:
+        lock = _WRITER_LOCKS.get(engine)
+        if lock is None:
+            lock = _WRITER_LOCKS[engine] = threading.Lock()
+        return lock
 
 
 @contextmanager
