@@ -46,5 +46,6 @@ from freehours.cli import (  # noqa: E402, F401
     nem12_import,
     plans,
     serve,
+    simulate,
     worker,
 )
