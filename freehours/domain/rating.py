@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import ROUND_HALF_UP, Decimal
+from itertools import islice
 from operator import itemgetter
 from typing import Any, NamedTuple, cast
 
@@ -52,6 +53,8 @@ from freehours.meterdata.records import IntervalDay
 ZERO = Decimal(0)
 #: Resolution of a pro rata share: 10^-9 kWh, a microwatt-hour, far below any meter's resolution.
 SHARE_QUANTUM = Decimal("1E-9")
+#: Days ``rate_meters`` takes from its source at a time (see there).
+_BATCH_DAYS = 256
 
 
 class Run(NamedTuple):
@@ -184,31 +187,24 @@ class DayProfiles:
         local_dates = tuple(base + timedelta(days=n) for n in range(walls[-1][0] + 1))
         timelines = [self.timeline(local_date) for local_date in local_dates]
         # The place of every minute of the NEM day: (local date index, band, inside the window).
-        places = [
-            (day, timelines[day][wall], window is not None and window.contains(wall))
-            for day, wall in walls
-        ]
+        # (FreeWindow.contains written out: a bill of many NEM dates builds a profile for each.)
+        start, end = (0, 0) if window is None else (window.start, window.end)
+        places = [(day, timelines[day][wall], start <= wall < end) for day, wall in walls]
         runs: list[Run] = []
         splits: list[tuple[int, tuple[Segment, ...]]] = []
         counts = [0] * len(local_dates)
         for index in range(DAY_MINUTES // interval_minutes):
             first = index * interval_minutes
-            parts: list[tuple[tuple[int, int, bool], int, int]] = []  # (place, offset, minutes)
-            for offset in range(interval_minutes):
-                place = places[first + offset]
-                if parts and parts[-1][0] == place:
-                    parts[-1] = (place, parts[-1][1], parts[-1][2] + 1)
-                else:
-                    parts.append((place, offset, 1))
-            counts[places[first][0]] += 1
-            if len(parts) > 1:
+            place = places[first]
+            counts[place[0]] += 1
+            if places[first : first + interval_minutes].count(place) != interval_minutes:
                 segments = tuple(
-                    Segment(local_day, band, inside, offset, minutes)
-                    for (local_day, band, inside), offset, minutes in parts
+                    Segment(*place, offset, minutes)
+                    for place, offset, minutes in _parts(places[first : first + interval_minutes])
                 )
                 splits.append((index, segments))
                 continue
-            local_day, band, inside = parts[0][0]
+            local_day, band, inside = place
             if runs and runs[-1].stop == index and runs[-1][2:] == (local_day, band, inside):
                 runs[-1] = runs[-1]._replace(stop=index + 1)
             else:
@@ -255,6 +251,19 @@ class DayProfiles:
         )
 
 
+def _parts(
+    places: list[tuple[int, int, bool]],
+) -> list[tuple[tuple[int, int, bool], int, int]]:
+    """The runs of one place in the minutes of an interval: (place, offset, minutes)."""
+    parts: list[tuple[tuple[int, int, bool], int, int]] = []
+    for offset, place in enumerate(places):
+        if parts and parts[-1][0] == place:
+            parts[-1] = (place, parts[-1][1], parts[-1][2] + 1)
+        else:
+            parts.append((place, offset, 1))
+    return parts
+
+
 def _take(indices: Sequence[int]) -> Take:
     """What takes these intervals' values: one slice when they are contiguous."""
     if indices[-1] - indices[0] + 1 == len(indices):
@@ -293,12 +302,16 @@ class DayRating(NamedTuple):
         return sum(self.charged_kwh, ZERO) - self.over_cap_kwh
 
 
-#: What one local day of one meter has gathered, over every channel and NEM date: a list, for
-#: speed, laid out for a plan of B bands as
+#: What the local days of one meter have gathered, over every channel and NEM date: one flat
+#: list for the whole meter, ``Tally`` slots per local day from that day's base, laid out for a
+#: plan of B bands as
 #:   [0, B)   consumption charged at each band (outside the window; over cap is added at the end)
 #:   [B, 2B)  consumption inside the window, by the band in force
 #:   2B       export
 #:   2B + 1   missing intervals
+#: One list per meter, not one per local day: a file of many meters keeps every meter's tallies
+#: alive until the end of the file, and each list would be one more object for the cyclic garbage
+#: collector to walk in every full collection (see ``MeterRating``).
 Tally = list[Any]
 
 
@@ -326,6 +339,12 @@ class MeterRating:
     Only energy (kWh) on consumption and export channels is rated; other channels are ignored.
     Each (suffix, NEM date) may be added once: pass the winning revision only (the NEM12 reader
     and the store give nothing else).
+
+    A file of many meters keeps every meter's rating alive until its end, so what a rating keeps
+    per NEM date is plain data (ints, dates, tuples of them and of Decimals), which the cyclic
+    garbage collector stops tracking, rather than objects it walks in every full collection: on
+    the reader benchmark's file (1,000 meters x 31 days), an IntervalDay, a list and two tuples
+    kept per NEM date made those collections take 0.5 s of a 3.3 s bill.
     """
 
     def __init__(self, nmi: str, profiles: DayProfiles) -> None:
@@ -333,18 +352,20 @@ class MeterRating:
         self.profiles = profiles
         self.plan = profiles.plan
         self._bands = len(self.plan.bands)
-        self._missing = 2 * self._bands + 1  # the tally's slot of missing intervals
+        self._missing = 2 * self._bands + 1  # the slot of missing intervals in a day's tally
         self._empty_tally: Tally = [ZERO] * (2 * self._bands + 1) + [0]
-        self._tallies: dict[date, Tally] = {}
-        # NEM date -> its profile (for the first channel's interval length) and the tallies of
-        # its local days, in DayProfile.local_dates order.
-        self._nem_days: dict[date, tuple[DayProfile, tuple[Tally, ...]]] = {}
+        self._tally: Tally = []  # every local day's tally, one after the other (see ``Tally``)
+        self._bases: dict[date, int] = {}  # local date -> where its tally starts in ``_tally``
         self._read: dict[date, int] = {}  # NEM date -> mask of the channels read
+        # NEM date -> where the tally of each of its local dates (DayProfile.local_dates) starts
+        self._nem_bases: dict[date, tuple[int, ...]] = {}
         self._channels: dict[str, _Channel] = {}
         self._ignored: set[str] = set()  # suffixes neither consumption nor export
-        # Consumption days with intervals inside a window, kept for the rare day over the cap,
-        # which must accrue its window in time order.
-        self._window_days: list[IntervalDay] = []
+        # The values of consumption days with intervals inside a window, as (NEM date, suffix,
+        # interval minutes, values), kept for the rare day over the cap, which must accrue its
+        # window in time order. Plain tuples rather than the IntervalDays: the collector stops
+        # tracking a tuple of plain values, and the rest of the IntervalDay can go.
+        self._window_days: list[tuple[date, str, int, tuple[Decimal | None, ...]]] = []
 
     @property
     def rated(self) -> bool:
@@ -359,7 +380,9 @@ class MeterRating:
 
     def add(self, day: IntervalDay) -> None:
         """Rate one channel's NEM day."""
-        if not day.is_energy:
+        # This runs once per 300 row and is most of a bill's work: it is kept flat on purpose
+        # (``day.uom`` rather than the ``is_energy`` property, locals rather than attributes).
+        if day.uom != "KWH":
             return
         channel = self._channels.get(day.suffix)
         if channel is None:
@@ -368,37 +391,35 @@ class MeterRating:
                 return
         if day.nmi != self.nmi:
             raise ValueError(f"an interval day of NMI {day.nmi} given to the rating of {self.nmi}")
-        read = self._read.get(day.day, 0)
-        if read & channel.bit or len(day.values) * day.interval_minutes != DAY_MINUTES:
+        nem_date = day.day
+        values = day.values
+        minutes = day.interval_minutes
+        read = self._read.get(nem_date, 0)
+        if read & channel.bit or len(values) * minutes != DAY_MINUTES:
             raise ValueError(
-                f"NMI {self.nmi} {day.suffix} {day.day}: given twice, or not one day of values "
-                f"({len(day.values)} of {day.interval_minutes} minutes): rate each channel's "
-                "day once, in the winning revision"
+                f"NMI {self.nmi} {day.suffix} {nem_date}: given twice, or not one day of values "
+                f"({len(values)} of {minutes} minutes): rate each channel's day once, in the "
+                "winning revision"
             )
-        self._read[day.day] = read | channel.bit
-        entry = self._nem_days.get(day.day)
-        if entry is None:
-            entry = self._nem_days[day.day] = self._new_nem_day(day)
-        profile, targets = entry
-        if profile.interval_minutes != day.interval_minutes:
-            profile = self.profiles.get(day.day, day.interval_minutes)
+        self._read[nem_date] = read | channel.bit
+        profile = self.profiles.get(nem_date, minutes)
+        bases = self._nem_bases.get(nem_date) or self._new_nem_date(profile)
         if channel.consumption:
             picks = profile.consumption
             if profile.touches_window:
-                self._window_days.append(day)
+                self._window_days.append((nem_date, day.suffix, minutes, values))
         else:
             picks = profile.export
-        values = day.values
-        # This runs once per 300 row and is most of a bill's work: it is kept flat on purpose.
+        tally = self._tally
         for local_day, slot, _, _, take in picks:
             taken = take(values)
             try:
                 total = _sum_or_raise(taken, ZERO)
             except TypeError:
-                total = self._sum_counting_missing(taken, targets[local_day])
-            targets[local_day][slot] += total
+                total = self._sum_counting_missing(taken, bases[local_day])
+            tally[bases[local_day] + slot] += total
         if profile.splits:
-            self._add_splits(day, profile, targets, consumption=channel.consumption)
+            self._add_splits(values, profile, bases, consumption=channel.consumption)
 
     def _new_channel(self, day: IntervalDay) -> _Channel | None:
         """Note a suffix seen for the first time: its channel, or None when it is not rated."""
@@ -415,67 +436,74 @@ class MeterRating:
         self._channels[day.suffix] = channel
         return channel
 
-    def _new_nem_day(self, day: IntervalDay) -> tuple[DayProfile, tuple[Tally, ...]]:
-        profile = self.profiles.get(day.day, day.interval_minutes)
-        targets = []
+    def _new_nem_date(self, profile: DayProfile) -> tuple[int, ...]:
+        """Where the tallies of a NEM date's local dates start, made when they are new."""
+        bases = []
         for local_date in profile.local_dates:
-            tally = self._tallies.get(local_date)
-            if tally is None:
-                tally = self._tallies[local_date] = self._empty_tally.copy()
-            targets.append(tally)
-        return profile, tuple(targets)
+            base = self._bases.get(local_date)
+            if base is None:
+                base = self._bases[local_date] = len(self._tally)
+                self._tally += self._empty_tally
+            bases.append(base)
+        nem_bases = self._nem_bases[profile.nem_date] = tuple(bases)
+        return nem_bases
 
-    def _sum_counting_missing(self, values: tuple[Decimal | None, ...], tally: Tally) -> Decimal:
-        """The sum of the values present; the missing ones are counted on ``tally``."""
+    def _sum_counting_missing(self, values: tuple[Decimal | None, ...], base: int) -> Decimal:
+        """The sum of the values present; the missing ones are counted on the tally at ``base``."""
         present = [value for value in values if value is not None]
-        tally[self._missing] += len(values) - len(present)
+        self._tally[base + self._missing] += len(values) - len(present)
         return sum(present, ZERO)
 
     def _add_splits(
         self,
-        day: IntervalDay,
+        values: tuple[Decimal | None, ...],
         profile: DayProfile,
-        targets: tuple[Tally, ...],
+        bases: tuple[int, ...],
         *,
         consumption: bool,
     ) -> None:
-        """The intervals of ``day`` cut by a local midnight, a band edge or a window edge."""
-        step = day.interval_minutes
+        """The intervals of a day cut by a local midnight, a band edge or a window edge."""
+        tally = self._tally
+        step = profile.interval_minutes
         for index, segments in profile.splits:
-            value = day.values[index]
+            value = values[index]
             if value is None:
-                targets[segments[0].local_day][self._missing] += 1
+                tally[bases[segments[0].local_day] + self._missing] += 1
                 continue
             for segment, share in zip(segments, pro_rata(value, segments, step), strict=True):
-                tally = targets[segment.local_day]
+                base = bases[segment.local_day]
                 if not consumption:
-                    tally[2 * self._bands] += share
+                    tally[base + 2 * self._bands] += share
                 elif segment.in_window:
-                    tally[self._bands + segment.band] += share
+                    tally[base + self._bands + segment.band] += share
                 else:
-                    tally[segment.band] += share
+                    tally[base + segment.band] += share
 
     def days(self, local_dates: Iterable[date] | None = None) -> dict[date, DayRating]:
         """The rating of each local date asked for (default: every local date the data touches),
         in date order. A date with no data at all is rated empty, its intervals counted missing."""
-        wanted = sorted(self._tallies if local_dates is None else set(local_dates))
+        wanted = sorted(self._bases if local_dates is None else set(local_dates))
         every = (1 << len(self._channels)) - 1
         complete = {nem_date for nem_date, read in self._read.items() if read == every}
-        return {
-            local_date: self._rate_day(
-                local_date,
-                absent=0
-                if complete.issuperset(self.profiles.nem_dates(local_date))
-                else self._absent_intervals(local_date),
-            )
-            for local_date in wanted
-        }
+        nem_dates = self.profiles.nem_dates
+        rate_day = self._rate_day
+        ratings = {}
+        for local_date in wanted:
+            if complete.issuperset(nem_dates(local_date)):
+                ratings[local_date] = rate_day(local_date, 0)
+            else:
+                ratings[local_date] = rate_day(local_date, self._absent_intervals(local_date))
+        return ratings
 
-    def _rate_day(self, local_date: date, *, absent: int) -> DayRating:
+    def _rate_day(self, local_date: date, absent: int) -> DayRating:
+        """One local date's rating from its tally, plus ``absent`` intervals never read."""
         bands = self._bands
-        tally = self._tallies.get(local_date) or self._empty_tally
-        charged: list[Decimal] = tally[:bands]
-        free_by_band: list[Decimal] = tally[bands : 2 * bands]
+        base = self._bases.get(local_date)
+        tally = self._tally
+        if base is None:
+            tally, base = self._empty_tally, 0
+        charged: list[Decimal] = tally[base : base + bands]
+        free_by_band: list[Decimal] = tally[base + bands : base + 2 * bands]
         free = sum(free_by_band, ZERO)
         over_cap = ZERO
         window = self.plan.free_window
@@ -491,11 +519,12 @@ class MeterRating:
             free = sum(free_by_band, ZERO)
         return DayRating(
             local_date,
-            sum(charged, ZERO) + free,
+            # sum(charged) + free, in one sum: exact, so its value and exponent are the same.
+            sum(charged, free),
             free,
             over_cap,
-            tally[2 * bands],
-            tally[self._missing] + absent,
+            tally[base + 2 * bands],
+            tally[base + self._missing] + absent,
             tuple(charged),
             tuple(free_by_band),
         )
@@ -504,26 +533,25 @@ class MeterRating:
         """Every consumption value inside the window of ``local_date``, as (minute on one
         absolute scale, suffix, band, kWh): what a day over the cap accrues in time order."""
         nem_dates = self.profiles.nem_dates(local_date)
-        for day in self._window_days:
-            if day.day not in nem_dates:
+        for nem_date, suffix, step, values in self._window_days:
+            if nem_date not in nem_dates:
                 continue
-            profile = self.profiles.get(day.day, day.interval_minutes)
+            profile = self.profiles.get(nem_date, step)
             local_day = profile.local_dates.index(local_date)
-            step = day.interval_minutes
             for pick in profile.window:
                 if pick.local_day == local_day:
-                    for position, value in enumerate(pick.take(day.values)):
+                    for position, value in enumerate(pick.take(values)):
                         if value is not None:
                             moment = profile.origin + (pick.first + position) * step
-                            yield moment, day.suffix, pick.band, value
+                            yield moment, suffix, pick.band, value
             for index, segments in profile.splits:
-                value = day.values[index]
+                value = values[index]
                 if value is None:
                     continue
                 for segment, share in zip(segments, pro_rata(value, segments, step), strict=True):
                     if segment.in_window and segment.local_day == local_day:
                         moment = profile.origin + index * step + segment.offset
-                        yield moment, day.suffix, segment.band, share
+                        yield moment, suffix, segment.band, share
 
     def _absent_intervals(self, local_date: date) -> int:
         """Intervals of ``local_date`` on rated channels whose NEM date was never added."""
@@ -570,9 +598,15 @@ def rate_meters(plan: Plan, days: Iterable[IntervalDay]) -> dict[str, MeterRatin
     """
     profiles = DayProfiles(plan)
     ratings: dict[str, MeterRating] = {}
-    for day in days:
-        rating = ratings.get(day.nmi)
-        if rating is None:
-            rating = ratings[day.nmi] = MeterRating(day.nmi, profiles)
-        rating.add(day)
+    unread = iter(days)
+    # A batch of days is taken from the source, then rated: with a streaming reader as the
+    # source, taking and rating one day at a time made rating 30% slower on the reader
+    # benchmark's file than rating the same days from a list, as each evicts the other's work
+    # from the processor's caches; batches of a few hundred days cost next to no memory.
+    while batch := list(islice(unread, _BATCH_DAYS)):
+        for day in batch:
+            rating = ratings.get(day.nmi)
+            if rating is None:
+                rating = ratings[day.nmi] = MeterRating(day.nmi, profiles)
+            rating.add(day)
     return {nmi: rating for nmi, rating in ratings.items() if rating.rated}
