@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
+from operator import attrgetter
 
 from freehours.domain.plan import Plan
 from freehours.domain.rating import ZERO, DayRating
@@ -40,9 +41,20 @@ def decimal_text(value: Decimal) -> str:
 def kwh_text(value: Decimal) -> str:
     """Energy as the bill writes it: exact, without trailing zeros ("12.3", "0")."""
     text = str(value)
-    if (text[-1] == "0" and "." in text) or "E" in text:
-        return format(value.normalize(), "f") if value else "0"
-    return text
+    if text[-1] != "0" or "." not in text:
+        if "E" not in text:
+            return text
+    elif "E" not in text and len(text) <= _PLAIN_DIGITS:
+        # Trailing zeros after the point: stripping them gives what normalize() and "f" give,
+        # in half the time (a bill writes four kWh figures a day, and a day without export
+        # writes 0.000 as "0"). Up to 28 digits normalize() cannot round in the default
+        # context, so the two agree.
+        return text.rstrip("0").rstrip(".") if value else "0"
+    return format(value.normalize(), "f") if value else "0"
+
+
+#: The longest text, sign and point included, whose digits normalize() keeps all of (28).
+_PLAIN_DIGITS = 28
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,27 +90,16 @@ class Bill:
     start: date
     end: date
     days: tuple[DayRating, ...]
+    # The totals of ``days``, added once by make_bill
+    consumption_kwh: Decimal
+    free_kwh: Decimal
+    over_cap_kwh: Decimal
+    export_kwh: Decimal
     lines: tuple[BillLine, ...]
     subtotal: Decimal
     gst: Decimal
     total: Decimal
     free_energy_value: Decimal
-
-    @property
-    def consumption_kwh(self) -> Decimal:
-        return sum((day.consumption_kwh for day in self.days), ZERO)
-
-    @property
-    def free_kwh(self) -> Decimal:
-        return sum((day.free_kwh for day in self.days), ZERO)
-
-    @property
-    def over_cap_kwh(self) -> Decimal:
-        return sum((day.over_cap_kwh for day in self.days), ZERO)
-
-    @property
-    def export_kwh(self) -> Decimal:
-        return sum((day.export_kwh for day in self.days), ZERO)
 
     def as_json(self) -> dict[str, object]:
         """The bill as ``freehours bill --format json`` and the API show it (decimals as text)."""
@@ -110,14 +111,15 @@ class Bill:
             "to": self.end.isoformat(),
             "days": [
                 {
-                    "date": day.local_date.isoformat(),
-                    "consumption_kwh": kwh_text(day.consumption_kwh),
-                    "free_kwh": kwh_text(day.free_kwh),
-                    "over_cap_kwh": kwh_text(day.over_cap_kwh),
-                    "export_kwh": kwh_text(day.export_kwh),
-                    "missing_intervals": day.missing_intervals,
+                    "date": local_date.isoformat(),
+                    "consumption_kwh": kwh_text(consumption),
+                    "free_kwh": kwh_text(free),
+                    "over_cap_kwh": kwh_text(over_cap),
+                    "export_kwh": kwh_text(export),
+                    "missing_intervals": missing,
                 }
-                for day in self.days
+                # Unpacked rather than read by name: a bill writes a row per day.
+                for local_date, consumption, free, over_cap, export, missing, _, _ in self.days
             ],
             "totals": {
                 "consumption_kwh": kwh_text(self.consumption_kwh),
@@ -135,16 +137,17 @@ class Bill:
 
 def make_bill(plan: Plan, nmi: str, days: Iterable[DayRating]) -> Bill:
     """Price the rated local days of one NMI (at least one) into a bill."""
-    rated = tuple(sorted(days, key=lambda day: day.local_date))
+    rated = tuple(sorted(days, key=attrgetter("local_date")))
     if not rated:
         raise ValueError(f"a bill for NMI {nmi} needs at least one day")
-    # Per band over the days: zip(*) turns the days' per-band tuples into per-band columns.
-    charged_by_band = [
-        sum(kwh, ZERO) for kwh in zip(*(day.charged_kwh for day in rated), strict=True)
-    ]
-    free_by_band = [
-        sum(kwh, ZERO) for kwh in zip(*(day.free_kwh_by_band for day in rated), strict=True)
-    ]
+    # The days as columns, one per DayRating field: zip(*) transposes them in one pass, and
+    # each total is then one sum over a column.
+    columns = dict(zip(DayRating._fields, zip(*rated, strict=True), strict=True))
+    # Per band: zip(*) turns the days' per-band tuples into per-band columns the same way.
+    charged_by_band = [sum(kwh, ZERO) for kwh in zip(*columns["charged_kwh"], strict=True)]
+    free_by_band = [sum(kwh, ZERO) for kwh in zip(*columns["free_kwh_by_band"], strict=True)]
+    free_total = sum(columns["free_kwh"], ZERO)
+    export_total = sum(columns["export_kwh"], ZERO)
     charged: dict[str, Decimal] = {}
     prices: dict[str, Decimal] = {}
     free_value = ZERO
@@ -174,15 +177,14 @@ def make_bill(plan: Plan, nmi: str, days: Iterable[DayRating]) -> Bill:
         )
     )
     if plan.feed_in is not None:
-        export = sum((day.export_kwh for day in rated), ZERO)
         lines.append(
             BillLine(
                 code="FEED_IN",
                 description="Solar feed-in credit",
-                quantity=export,
+                quantity=export_total,
                 unit="kWh",
                 unit_price=plan.feed_in.unit_price,
-                amount=ZERO - to_cent(export * plan.feed_in.unit_price),  # never -0.00
+                amount=ZERO - to_cent(export_total * plan.feed_in.unit_price),  # never -0.00
             )
         )
     if plan.free_window is not None:
@@ -193,7 +195,7 @@ def make_bill(plan: Plan, nmi: str, days: Iterable[DayRating]) -> Bill:
                 description=(
                     f"Free energy {window.label}, up to {kwh_text(window.cap_kwh)} kWh a day"
                 ),
-                quantity=sum((day.free_kwh for day in rated), ZERO),
+                quantity=free_total,
                 unit="kWh",
                 unit_price=ZERO,
                 amount=to_cent(ZERO),
@@ -208,6 +210,10 @@ def make_bill(plan: Plan, nmi: str, days: Iterable[DayRating]) -> Bill:
         start=rated[0].local_date,
         end=rated[-1].local_date,
         days=rated,
+        consumption_kwh=sum(columns["consumption_kwh"], ZERO),
+        free_kwh=free_total,
+        over_cap_kwh=sum(columns["over_cap_kwh"], ZERO),
+        export_kwh=export_total,
         lines=tuple(lines),
         subtotal=subtotal,
         gst=gst,
