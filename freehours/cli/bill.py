@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from collections.abc import Iterator
 from datetime import date, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -20,6 +21,7 @@ from rich.table import Table
 
 from freehours.cli import app
 from freehours.domain.bill import Bill, decimal_text, kwh_text, make_bill
+from freehours.domain.plan import Plan
 from freehours.domain.rating import MeterRating, rate_meters
 from freehours.errors import InputError
 from freehours.meterdata.nem12 import read_days
@@ -86,25 +88,45 @@ def bill(
     if not ratings:
         whose = "" if nmi is None else f" for NMI {nmi}"
         raise InputError(f"{nem12}: no consumption or export data{whose}")
-    bills = [
-        make_bill(loaded, meter, rating.days(_local_dates(rating, first, last, nem12)).values())
-        for meter, rating in ratings.items()
-    ]
+    bills = _bills(loaded, ratings, first, last, nem12)
     chosen = output or (BillFormat.TABLE if sys.stdout.isatty() else BillFormat.JSON)
     if chosen is BillFormat.JSON:
         documents = [one.as_json() for one in bills]
         # Compact: json's C encoder does not indent, and a month of 1,000 meters is megabytes.
-        typer.echo(json.dumps(documents[0] if len(documents) == 1 else documents))
+        # The documents are fresh trees of dicts, lists and strings, so the encoder's check
+        # for circular references (a lookup per container) can only cost time.
+        text = json.dumps(documents[0] if len(documents) == 1 else documents, check_circular=False)
+        typer.echo(text)
     elif chosen is BillFormat.CSV:
-        _write_csv(bills)
+        _write_csv(list(bills))
     else:
-        _print_tables(bills)
+        _print_tables(list(bills))
 
 
-def _local_dates(
+def _bills(
+    plan: Plan, ratings: dict[str, MeterRating], first: date | None, last: date | None, source: Path
+) -> Iterator[Bill]:
+    """Each meter's bill, in order; each rating is let go once its bill is made, and every bill
+    is made (or the first error raised) before the caller writes anything."""
+    spans: dict[tuple[date, date], list[date]] = {}  # one list of dates per distinct span
+    while ratings:
+        meter = next(iter(ratings))
+        rating = ratings.pop(meter)
+        span = _span(rating, first, last, source)
+        local_dates = spans.get(span)
+        if local_dates is None:
+            start, end = span
+            local_dates = spans[span] = [
+                start + timedelta(days=n) for n in range((end - start).days + 1)
+            ]
+        yield make_bill(plan, meter, rating.days(local_dates).values())
+
+
+def _span(
     rating: MeterRating, first: date | None, last: date | None, source: Path
-) -> list[date]:
-    """The local days to bill: ``first`` to ``last``, each defaulting to the NMI's data."""
+) -> tuple[date, date]:
+    """The first and last local days to bill: ``first`` and ``last``, each defaulting to the
+    NMI's data."""
     data_first, data_last = rating.nem_date_range()
     first = data_first if first is None else first
     last = data_last if last is None else last
@@ -113,7 +135,7 @@ def _local_dates(
             f"{source}: NMI {rating.nmi} has data from {data_first} to {data_last}, "
             f"nothing to bill from {first} to {last}"
         )
-    return [first + timedelta(days=n) for n in range((last - first).days + 1)]
+    return first, last
 
 
 def _write_csv(bills: list[Bill]) -> None:
