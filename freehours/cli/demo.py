@@ -1,50 +1,172 @@
-"""``freehours demo``: the system end to end on the embedded default.
+"""``freehours demo``: the whole system end to end on the embedded default, under injected faults.
 
-For now it runs the meter-data part: simulated households' smart meters deliver a NEM12 file
-(with an estimate revised by an actual read and an outage day of mixed quality), which is written
-to ``--out`` and read back, and what it holds is printed.
+The steps are ``freehours.sim.demo``'s; this command shows their progress, prints the summary and
+writes ``report.html`` (the summary and the plots) to ``--out``.
 """
 
 from __future__ import annotations
 
-import json
-from datetime import timedelta
 from pathlib import Path
+from types import TracebackType
 from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+from rich.table import Table
 
-from freehours.cli import app
-from freehours.cli.nem12 import print_summary, summarize, summary_console
-from freehours.meterdata.nem12 import NEM12Reader
-from freehours.meterdata.writer import write_nem12
-from freehours.sim.meters import sample_delivery
+from freehours.cli import app, err_console
+from freehours.cli.logfile import log_lines_to
+from freehours.settings import get_settings
+from freehours.sim.demo import DemoConfig, DemoResult, run_demo
+from freehours.sim.report import demo_plots, html_report
 
 
 @app.command("demo")
 def demo(
     out: Annotated[
-        Path, typer.Option("--out", help="Directory for the demo's files.", file_okay=False)
+        Path,
+        typer.Option(
+            "--out", help="Directory for the demo's database, log and report.", file_okay=False
+        ),
     ] = Path("out/demo"),
     customers: Annotated[
-        int, typer.Option("--customers", min=1, help="Households with a smart meter.")
-    ] = 4,
-    days: Annotated[int, typer.Option("--days", min=3, help="Days of meter data.")] = 7,
+        int,
+        typer.Option("--customers", min=4, help="Households with a smart meter, over 4 regions."),
+    ] = 8,
+    days: Annotated[int, typer.Option("--days", min=1, help="Days of meter data.")] = 3,
     seed: Annotated[int, typer.Option("--seed", help="Seed: the same seed, the same run.")] = 1,
 ) -> None:
-    """Run freehours end to end on simulated customers and print what happened."""
+    """Run freehours end to end: a real HTTP API on 127.0.0.1, plans and customers in every
+    region, the meter agent's simulated meters, settlement workers, settlements under injected
+    faults, bills. Prints a summary and writes report.html to --out; exit status 1 when an
+    invariant fails (a duplicate credit, an unsettled quota without a reason, bills and
+    settlements disagreeing, meter data left behind).
+    """
+    config = DemoConfig(out=out, customers=customers, days=days, seed=seed)
     out.mkdir(parents=True, exist_ok=True)
-    delivery = sample_delivery(customers, days, seed)
-    stamps = [day.update_datetime for day in delivery if day.update_datetime is not None]
-    nem12 = out / "meter-data.nem12.csv"
-    # The file is made an hour after its last read: deterministic, like everything else here.
-    write_nem12(delivery, nem12, created=max(stamps) + timedelta(hours=1))
-    summary = summarize(NEM12Reader(nem12))
-    (out / "meter-data.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    console = summary_console()
+    console = Console()
     console.print(
-        f"Simulated {customers} households' smart meters for {days} days (seed {seed}):"
-        f" NEM12 written to {nem12}, its summary to {out / 'meter-data.json'}",
+        f"[bold]freehours demo[/]: {customers} customers, {days} days, seed {seed};"
+        f" log lines in {out / 'demo.log'}",
         highlight=False,
     )
-    print_summary(summary, console)
+    with (
+        (out / "demo.log").open("w", encoding="utf-8") as log,
+        log_lines_to(log),
+        _Steps(console) as steps,
+    ):
+        result = run_demo(config, get_settings(), steps)
+    summary = Console(record=True, width=100)
+    _print_summary(result, summary)
+    report = out / "report.html"
+    html_report("freehours demo", summary.export_text(), demo_plots(result, out), report)
+    console.print(f"report: {report}", highlight=False)
+    if result.failures:
+        for failure in result.failures:
+            err_console.print(f"[bold red]invariant broken:[/] {failure}", highlight=False)
+        raise typer.Exit(1)
+
+
+class _Steps:
+    """The demo's steps, one progress bar each on a terminal; a line each elsewhere."""
+
+    def __init__(self, console: Console) -> None:
+        self._console = console
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            console=console,
+            disable=not console.is_terminal,
+        )
+        self._task: TaskID | None = None
+        self._count = 0
+
+    def __enter__(self) -> _Steps:
+        self._progress.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._progress.stop()
+
+    def phase(self, title: str, total: float | None = None) -> None:
+        self._count += 1
+        if self._progress.disable:
+            self._console.print(f"{self._count}. {title}", highlight=False)
+        self._task = self._progress.add_task(f"{self._count}. {title}", total=total, detail="")
+
+    def update(self, done: float, detail: str = "") -> None:
+        if self._task is not None:
+            self._progress.update(self._task, completed=done, detail=detail)
+
+
+def _print_summary(result: DemoResult, console: Console) -> None:
+    config = result.config
+    console.print(
+        f"\nfreehours demo: {config.customers} customers, {config.days} days from"
+        f" {result.first_day}, seed {config.seed}, in {result.elapsed:.1f} s",
+        highlight=False,
+    )
+    revised = ""
+    if result.revised is not None:
+        key, before, after = result.revised
+        revised = f"; {key} revised after settlement: {before} -> {after} free kWh"
+    console.print(
+        f"quotas settled: {result.settled} of {result.customer_days} customer-days"
+        f" ({result.versions} quota versions{revised})",
+        highlight=False,
+    )
+    regions = Table(title="Free energy by region (from the bills)")
+    for column in ("region", "customers", "free kWh", "its value (AUD, ex GST)"):
+        regions.add_column(column, justify="left" if column == "region" else "right")
+    for region, totals in sorted(result.regions.items()):
+        regions.add_row(region, str(totals.customers), f"{totals.free_kwh}", f"{totals.free_value}")
+    console.print(regions)
+    agent = result.agent
+    faults = result.faults
+    lines = [
+        (
+            "retries",
+            f"agent: {agent.retried} of {agent.attempts} attempts were re-sends"
+            f" ({agent.failed_attempts} failed, {agent.budget_exhausted} refused by the retry"
+            f" budget); jobs: {result.job_retries} runs after a job's first, of"
+            f" {result.job_runs}; settlement attempts failed: {result.failed_settlement_attempts}",
+        ),
+        ("breaker trips", f"{agent.breaker_trips} (the agent's)"),
+        (
+            "faults injected",
+            f"{faults['outage_refused']} requests refused while the API was down;"
+            f" {faults['answers_lost']} answers"
+            f" lost after the API stored the batch; a worker died holding"
+            f" {faults['worker_died_holding']}; {faults['database_errors']} database errors"
+            f" before the final write; {faults['cache_write_failures']} cache writes failed;"
+            f" a stale cache entry for {faults['stale_cache_entry']}",
+        ),
+        (
+            "discarded",
+            "; ".join(result.discarded + result.aborted + _rejected(result)) or "nothing",
+        ),
+        (
+            "asked again",
+            ", ".join(f"{count} x HTTP {status}" for status, count in sorted(result.asks.items())),
+        ),
+        ("invariants", "; ".join(result.failures) or "all hold"),
+    ]
+    table = Table(show_header=False, box=None)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for name, text in lines:
+        table.add_row(name, text)
+    console.print(table)
+
+
+def _rejected(result: DemoResult) -> list[str]:
+    rejected = result.agent.rejected
+    return [f"{rejected} batches refused by the API"] if rejected else []

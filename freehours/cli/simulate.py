@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import Annotated, Any
 
-import structlog
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 
 from freehours.cli import app, err_console
+from freehours.cli.logfile import log_lines_to
 from freehours.settings import get_settings
 from freehours.sim.incident import IncidentReplay, replay_incident
 from freehours.sim.report import incident_plot
@@ -86,7 +84,7 @@ def incident(
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
         log_path = (out or work_dir) / "incident.log"
-        with log_path.open("w", encoding="utf-8") as log, _logs_to(log), _Display() as display:
+        with log_path.open("w", encoding="utf-8") as log, log_lines_to(log), _Display() as display:
             replay = replay_incident(meters, seed, settings, work_dir, display.show)
     figures = replay.as_json()
     if out is not None:
@@ -100,27 +98,6 @@ def incident(
     if failures:
         err_console.print(f"[bold red]must-hold broken:[/] {'; '.join(failures)}")
         raise typer.Exit(1)
-
-
-@contextlib.contextmanager
-def _logs_to(stream: TextIO) -> Iterator[None]:
-    """JSON log lines (warnings and worse) to ``stream`` while the replay runs: the replays'
-    faults make many, and stdout is for the figures."""
-    before = structlog.get_config()
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger("warning"),
-        logger_factory=structlog.WriteLoggerFactory(stream),
-        cache_logger_on_first_use=False,
-    )
-    try:
-        yield
-    finally:
-        structlog.configure(**before)
 
 
 class _Display:

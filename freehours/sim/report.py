@@ -1,14 +1,18 @@
 """Plots of the simulations, drawn with matplotlib's object interface: no pyplot, so no display
-and no global state; the Agg renderer writes PNG."""
+and no global state; the Agg renderer writes PNG. And the demo's HTML report around them."""
 
 from __future__ import annotations
 
+import base64
+import html
 import itertools
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from freehours.sim.demo import DemoResult
 from freehours.sim.incident import IncidentReplay
 
 #: One colour per series, the same in every plot: legacy and freehours, then the regions.
@@ -49,3 +53,84 @@ def incident_plot(replay: IncidentReplay, path: Path) -> None:
     )
     total.set_xlabel(f"{workload.day.isoformat()}, local time ({workload.window_start.tzinfo})")
     figure.savefig(path, dpi=_DPI)
+
+
+def demo_plots(result: DemoResult, out: Path) -> list[Path]:
+    """The demo's plots, written to ``out``: free energy per day by region, retries over time,
+    settlement latency. Their paths."""
+    paths = [out / "free-energy.png", out / "retries.png", out / "settlement-latency.png"]
+    _free_energy(result, paths[0])
+    _retries(result, paths[1])
+    _latency(result, paths[2])
+    return paths
+
+
+def _free_energy(result: DemoResult, path: Path) -> None:
+    figure = Figure(figsize=(10, 4.5), layout="constrained")
+    axes = figure.subplots()
+    days = sorted({day for per_day in result.free_by_region_day.values() for day in per_day})
+    regions = sorted(result.free_by_region_day.items())
+    for (region, per_day), colour in zip(regions, _COLOURS[2:], strict=False):
+        axes.plot(
+            range(len(days)),
+            [float(per_day.get(day, 0)) for day in days],
+            marker="o",
+            color=colour,
+            label=f"{region} ({result.regions[region].customers} customers)",
+        )
+    axes.set_xticks(range(len(days)), [f"{day:%a %d %b}" for day in days])
+    axes.set_title("Free energy per day, by region (from the bills)")
+    axes.set_ylabel("kWh")
+    axes.grid(visible=True, alpha=0.3)
+    if regions:
+        axes.legend()
+    figure.savefig(path, dpi=_DPI)
+
+
+def _retries(result: DemoResult, path: Path) -> None:
+    figure = Figure(figsize=(10, 4.5), layout="constrained")
+    axes = figure.subplots()
+    seconds = [at for at, _, _ in result.retry_samples]
+    agent = [retried for _, retried, _ in result.retry_samples]
+    jobs = [reruns for _, _, reruns in result.retry_samples]
+    axes.step(seconds, agent, where="post", color=_COLOURS[0], label="agent: batches re-sent")
+    axes.step(seconds, jobs, where="post", color=_COLOURS[1], label="jobs: runs after the first")
+    axes.set_title("Retries so far")
+    axes.set_xlabel("seconds since the demo started")
+    axes.set_ylabel("retries")
+    axes.grid(visible=True, alpha=0.3)
+    axes.legend()
+    figure.savefig(path, dpi=_DPI)
+
+
+def _latency(result: DemoResult, path: Path) -> None:
+    figure = Figure(figsize=(10, 4.5), layout="constrained")
+    axes = figure.subplots()
+    values = result.settle_seconds
+    axes.hist(values, bins=max(5, min(40, len(values) // 2)), color=_COLOURS[1])
+    axes.set_title("Settlement latency: from the worker pool's start to each first settlement")
+    axes.set_xlabel("seconds")
+    axes.set_ylabel("customer-days")
+    axes.grid(visible=True, alpha=0.3)
+    figure.savefig(path, dpi=_DPI)
+
+
+def html_report(title: str, summary: str, plots: Sequence[Path], path: Path) -> None:
+    """A page with the ``summary`` text and the ``plots`` embedded."""
+    images = "\n".join(
+        f'<p><img alt="{html.escape(plot.stem)}" src="data:image/png;base64,'
+        f'{base64.b64encode(plot.read_bytes()).decode("ascii")}"></p>'
+        for plot in plots
+    )
+    path.write_text(
+        f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}}
+pre{{background:#f6f8fa;padding:1em;overflow-x:auto}}img{{max-width:100%}}</style></head>
+<body><h1>{html.escape(title)}</h1>
+<pre>{html.escape(summary)}</pre>
+{images}
+</body></html>
+""",
+        encoding="utf-8",
+    )

@@ -1,0 +1,738 @@
+"""``freehours demo``: the whole system end to end on the embedded default, under injected faults.
+
+1. **API**: a SQLite database in ``--out``, the HTTP API (``freehours serve``'s application) on a
+   free 127.0.0.1 port, behind a gateway that can fail; an admin key and an ingest key.
+2. **Catalogue**: the four built-in plans, and the customers, spread over every region, put
+   through the API with the admin key.
+3. **Meters**: ``freehours agent --simulate`` runs as a process of its own: its simulated meters
+   read every half-hour of the demo's days (in the past, so every day is due at once; simulated
+   time runs fast) and it posts them. The API is down as the agent starts (503 for
+   ``OUTAGE_SECONDS`` from its first request): its breaker opens, it waits for a trial call,
+   then sends what it spooled.
+   Now and then the gateway loses an answer after the API stored the batch: the agent resends it
+   and the API replays its first answer.
+4. **Settlement**: settlement jobs were enqueued with the reads. One worker dies right after it
+   claims a job and locks its quota; the worker pool starts, the rescuer finds the dead worker's
+   job once its lease runs out and the quota's lock is taken over. Some first attempts meet a
+   database error before the final write (released, retried), some cache writes fail, and one
+   quota has a stale "pending" cache entry. The pool starts once the meters' reads are in: a read
+   that lands after its day is settled opens the next version of the day, which step 5 shows.
+5. **Revision**: the meter data provider revises one settled day, a NEM12 file that
+   ``freehours agent --nem12-dir`` sends: the quota reopens as version 2 and books the difference.
+6. **Answers and bills**: every quota asked once more over HTTP (a replay, 200), every
+   customer's bill fetched over HTTP.
+
+Then the invariants are checked: every customer-day settled (or aborted with its reason), one
+credit per quota version and the ledger summing to the settled free energy, bills agreeing with
+the settlements, no meter data left behind.
+
+Leases and settlement locks are 5 s here instead of 30 s, so that the dead worker's job is rescued
+within seconds; everything else runs as configured.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+import sqlalchemy as sa
+import uvicorn
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from freehours.agent.breaker import BreakerConfig
+from freehours.agent.tally import Counts
+from freehours.api.app import Services, create_app
+from freehours.api.keys import Scope as KeyScope
+from freehours.api.keys import create_key
+from freehours.api.ratelimit import RateLimits
+from freehours.cache.quota import CacheUnavailable
+from freehours.clock import SystemClock
+from freehours.domain.settlement import Quota, QuotaStatus, new_quota
+from freehours.domain.time import NEM_TIME, Region
+from freehours.jobs.job import JobState
+from freehours.jobs.worker import Worker
+from freehours.meterdata.records import IntervalDay
+from freehours.meterdata.writer import write_nem12
+from freehours.plans import builtin_document
+from freehours.runtime import Runtime
+from freehours.settings import Settings
+from freehours.settlement import FaultPoint
+from freehours.sim.meters import SOLAR_SHARER_START, households
+from freehours.sim.replay import WorkerDied
+from freehours.store import meter, quotas
+from freehours.store.tables import idempotency_keys, jobs, ledger_entries
+from freehours.store.tables import quotas as quota_rows
+
+#: Each region's built-in plan.
+REGION_PLANS = {
+    Region.NSW: "sso-nsw",
+    Region.SEQ: "sso-seq",
+    Region.SA: "sso-sa",
+    Region.VIC: "mps-vic",
+}
+#: The API answers 503 for this long from the agent's first request: a deploy, long enough for
+#: the agent's breaker (three failures in a row, 2 s open) to open and let a trial call through.
+OUTAGE_SECONDS = 3.0
+#: Share of ingest answers the gateway loses after the API did the work.
+LOST_ANSWER_RATE = 0.01
+#: Share of quotas whose first settlement attempt meets a database error before the final write.
+DATABASE_ERROR_RATE = 0.1
+#: Share of cache writes after a commit that fail.
+CACHE_FAILURE_RATE = 0.05
+#: Leases and locks in the demo: a dead worker's job and lock are taken over after this long.
+DEMO_LEASE_SECONDS = 5.0
+#: The agent's breaker in the demo: opens after three failures, tries again after two seconds.
+DEMO_BREAKER = BreakerConfig(fail_max=3, reset_timeout=2.0, name="demo-agent")
+#: The agent's simulated meters read the demo's days within this many real seconds.
+SPEED_SECONDS = 1.0
+#: The longest the agent may go on trying to empty its spool after its meters finished.
+DRAIN_SECONDS = 120.0
+#: The longest the demo waits for every quota to settle, or for the revision's.
+SETTLE_DEADLINE = 90.0
+#: How often the demo looks at the quotas while it waits.
+POLL_SECONDS = 0.25
+
+
+class DemoProgress(Protocol):
+    """Where the demo says what it is doing."""
+
+    def phase(self, title: str, total: float | None = None) -> None:
+        """A step begins; ``total``: how much of it there is to do, when known."""
+
+    def update(self, done: float, detail: str = "") -> None:
+        """How far the step has come."""
+
+
+@dataclass(frozen=True, slots=True)
+class DemoConfig:
+    out: Path
+    customers: int
+    days: int
+    seed: int
+    #: Jobs the worker pool runs at once.
+    concurrency: int = 4
+
+
+@dataclass(frozen=True, slots=True)
+class RegionTotals:
+    customers: int
+    free_kwh: Decimal
+    free_value: Decimal
+
+
+@dataclass
+class DemoFaults:
+    """What the demo injects into the server's settlements, through the ``Faults`` seam."""
+
+    seed: int
+    #: Set while the doomed worker runs: it dies after its claim.
+    dying: bool = False
+    died_holding: str | None = None
+    database_errors: set[str] = field(default_factory=set)
+    cache_failures: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def check(self, point: FaultPoint, quota: Quota) -> None:
+        if point is FaultPoint.AFTER_CLAIM and self.dying:
+            self.died_holding = quota.key
+            raise WorkerDied(quota.key)
+        if point is FaultPoint.BEFORE_COMPLETE and quota.fence == 1:
+            if self._strikes("database", quota.key, DATABASE_ERROR_RATE):
+                with self._lock:
+                    self.database_errors.add(quota.key)
+                raise sa.exc.OperationalError(
+                    "COMMIT", None, Exception("injected: the connection was lost")
+                )
+        elif point is FaultPoint.CACHE_WRITE and self._strikes(
+            "cache", f"{quota.key}:{quota.revision}", CACHE_FAILURE_RATE
+        ):
+            with self._lock:
+                self.cache_failures += 1
+            raise CacheUnavailable("injected: the cache did not answer")
+
+    def _strikes(self, kind: str, what: str, rate: float) -> bool:
+        """Whether the fault strikes ``what``: the same answer whichever thread asks first."""
+        return random.Random(f"{self.seed}:{kind}:{what}").random() < rate
+
+
+class Gateway:
+    """What stands between the agent and the API, as a load balancer would: 503 for the first
+    ``outage`` seconds of ingest traffic (a deploy), and now and then a 502 in place of an
+    ingest's answer, after the API did the work. It counts the agent's re-sends: requests with
+    an Idempotency-Key it has seen."""
+
+    def __init__(self, app: ASGIApp, seed: int, outage: float) -> None:
+        self._app = app
+        self._rng = random.Random(f"gateway:{seed}")
+        self._outage = outage
+        self._back_at: float | None = None
+        self.refused = 0
+        self.lost = 0
+        self.repeats = 0
+        self._seen: set[bytes] = set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/v1/meter-readings"):
+            await self._app(scope, receive, send)
+            return
+        key = dict(scope["headers"]).get(b"idempotency-key", b"")
+        if key in self._seen:
+            self.repeats += 1
+        self._seen.add(key)
+        if self._back_at is None:
+            self._back_at = time.monotonic() + self._outage
+        if time.monotonic() < self._back_at:
+            self.refused += 1
+            await _problem(send, 503, "the API is down (injected)")
+            return
+        if self._rng.random() < LOST_ANSWER_RATE:
+            self.lost += 1
+
+            async def lost(message: Message) -> None:
+                return None
+
+            await self._app(scope, receive, lost)
+            await _problem(send, 502, "the API's answer was lost (injected)")
+            return
+        await self._app(scope, receive, send)
+
+
+async def _problem(send: Send, status: int, title: str) -> None:
+    body = f'{{"title":"{title}","status":{status}}}'.encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/problem+json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class ApiServer:
+    """uvicorn serving ``app`` on a free 127.0.0.1 port, in a thread of this process."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True
+        )
+
+    def __enter__(self) -> ApiServer:
+        self._thread.start()
+        deadline = time.monotonic() + 30.0
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the demo's API server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(10.0)
+        self._socket.close()
+
+
+@dataclass
+class DemoResult:
+    """What the demo did and found."""
+
+    config: DemoConfig
+    first_day: date
+    url: str = ""
+    customer_days: int = 0
+    settled: int = 0
+    versions: int = 0
+    #: The revised day: its key, and its free kWh before and after.
+    revised: tuple[str, Decimal, Decimal] | None = None
+    regions: dict[str, RegionTotals] = field(default_factory=dict)
+    free_by_region_day: dict[str, dict[date, Decimal]] = field(default_factory=dict)
+    agent: Counts = field(default_factory=Counts)
+    agent_pending: int = 0
+    job_runs: int = 0
+    job_retries: int = 0
+    failed_settlement_attempts: int = 0
+    discarded: list[str] = field(default_factory=list)
+    aborted: list[str] = field(default_factory=list)
+    faults: dict[str, Any] = field(default_factory=dict)
+    asks: Counter[int] = field(default_factory=Counter)
+    #: Seconds from the worker pool's start to each first version's settlement.
+    settle_seconds: list[float] = field(default_factory=list)
+    #: (seconds since the start, the agent's retried attempts, job runs after a job's first).
+    retry_samples: list[tuple[float, int, int]] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    elapsed: float = 0.0
+
+
+def run_demo(config: DemoConfig, settings: Settings, progress: DemoProgress) -> DemoResult:
+    """Run the demo in ``config.out`` over ``settings`` (its database URL, Redis and leases are
+    the demo's own); every step's outcome is in the result, every broken invariant in its
+    ``failures``."""
+    started = time.monotonic()
+    out = config.out
+    out.mkdir(parents=True, exist_ok=True)
+    _clear(out)
+    settings = settings.model_copy(
+        update={
+            "database_url": f"sqlite:///{out / 'demo.db'}",
+            "redis_url": None,
+            "job_lease_seconds": DEMO_LEASE_SECONDS,
+            "lock_timeout_seconds": DEMO_LEASE_SECONDS,
+        }
+    )
+    first_day = _first_day(config.days)
+    result = DemoResult(config, first_day)
+    regions = list(REGION_PLANS)
+    customers = {
+        house.nmi: regions[n % len(regions)]
+        for n, house in enumerate(households(config.customers, random.Random(config.seed)))
+    }
+    days = [first_day + timedelta(days=n) for n in range(config.days)]
+    keys = [(nmi, day) for nmi in customers for day in days]
+    result.customer_days = len(keys)
+    faults = DemoFaults(config.seed)
+    runtime = Runtime.open(settings, SystemClock(), faults)
+    try:
+        admin_key, agent_key = _keys(runtime)
+        limits = RateLimits.open(None, settings.rate_limit_per_client, settings.rate_limit_per_nmi)
+        gateway = Gateway(create_app(Services(runtime, limits)), config.seed, OUTAGE_SECONDS)
+        sample = _Sampler(runtime, gateway, result)
+        with (
+            ApiServer(gateway) as server,
+            httpx.Client(
+                base_url=server.url,
+                headers={"Authorization": f"Bearer {admin_key}"},
+                timeout=60.0,
+            ) as api,
+        ):
+            result.url = server.url
+            progress.phase(f"API on {server.url}; plans and customers in every region")
+            _catalogue(api, customers)
+            _deliver(
+                config,
+                server.url,
+                agent_key,
+                runtime=runtime,
+                gateway=gateway,
+                first_day=first_day,
+                result=result,
+                progress=progress,
+                sample=sample,
+            )
+            pool = _settle(runtime, faults, keys, result=result, progress=progress, sample=sample)
+            try:
+                _revise(
+                    config,
+                    server.url,
+                    agent_key,
+                    runtime=runtime,
+                    keys=keys,
+                    result=result,
+                    progress=progress,
+                    sample=sample,
+                )
+            finally:
+                pool.stop(settings.worker_grace_seconds)
+            progress.phase("every quota asked once more; every customer's bill", len(keys))
+            _ask(api, keys, result, progress)
+            billed = _bills(api, customers, days, result)
+        result.faults.update(
+            outage_refused=gateway.refused,
+            answers_lost=gateway.lost,
+            worker_died_holding=faults.died_holding,
+            database_errors=len(faults.database_errors),
+            cache_write_failures=faults.cache_failures,
+        )
+        _check(runtime, keys, billed, result)
+    finally:
+        runtime.close()
+    result.elapsed = time.monotonic() - started
+    return result
+
+
+def _clear(out: Path) -> None:
+    """Forget an earlier demo in ``out``: its database, spool and files."""
+    for name in ("demo.db", "agent-spool.db"):
+        for suffix in ("", "-wal", "-shm"):
+            (out / f"{name}{suffix}").unlink(missing_ok=True)
+    (out / "agent.log").unlink(missing_ok=True)
+    inbox = out / "inbox"
+    if inbox.is_dir():
+        for path in sorted(inbox.rglob("*"), reverse=True):
+            if path.is_dir():
+                path.rmdir()
+            else:
+                path.unlink()
+
+
+def _first_day(days: int) -> date:
+    """The Solar Sharer Offer's first day, or, on a machine whose clock is before the demo's
+    last day has passed, the days that end the day before yesterday: every day must be over."""
+    latest_first = datetime.now(NEM_TIME).date() - timedelta(days=days + 1)
+    return min(SOLAR_SHARER_START, latest_first)
+
+
+def _keys(runtime: Runtime) -> tuple[str, str]:
+    """An admin key for the demo and an ingest key for the agent, as ``freehours keys create``
+    makes them."""
+    now = runtime.clock.now()
+    with runtime.store.write() as conn:
+        _, admin = create_key(conn, frozenset({KeyScope.ADMIN}), "demo", now)
+        _, agent = create_key(conn, frozenset({KeyScope.INGEST}), "demo agent", now)
+    return admin, agent
+
+
+def _catalogue(api: httpx.Client, customers: dict[str, Region]) -> None:
+    for plan_id in REGION_PLANS.values():
+        api.put(f"/v1/plans/{plan_id}", json=builtin_document(plan_id)).raise_for_status()
+    for nmi, region in customers.items():
+        body = {"plan_id": REGION_PLANS[region], "region": region.value}
+        api.put(f"/v1/customers/{nmi}", json=body).raise_for_status()
+
+
+class _Sampler:
+    """Samples the retries for the report's plot: the agent's re-sends as the gateway sees them,
+    and the jobs' runs after their first, from the store."""
+
+    def __init__(self, runtime: Runtime, gateway: Gateway, result: DemoResult) -> None:
+        self._runtime = runtime
+        self._gateway = gateway
+        self._result = result
+        self._started = time.monotonic()
+
+    def sample(self) -> None:
+        with self._runtime.store.read() as conn:
+            reruns = conn.scalar(
+                sa.select(sa.func.coalesce(sa.func.sum(jobs.c.runs - 1), 0)).where(jobs.c.runs > 0)
+            )
+        self._result.retry_samples.append(
+            (time.monotonic() - self._started, self._gateway.repeats, int(reruns or 0))
+        )
+
+
+def _run_agent(
+    config: DemoConfig,
+    url: str,
+    key: str,
+    sources: list[str],
+    *,
+    on_poll: Callable[[], None],
+) -> dict[str, Any]:
+    """``freehours agent`` with ``sources`` as a process of its own (as a meter site runs it),
+    until it exits; ``on_poll`` is called every ``POLL_SECONDS`` meanwhile. Its summary."""
+    env = {name: value for name, value in os.environ.items() if name != "FREEHOURS_REDIS_URL"}
+    env["FREEHOURS_API_KEY"] = key
+    command = [
+        sys.executable,
+        "-c",
+        "from freehours.cli import main; main()",
+        "agent",
+        "--api",
+        url,
+        "--spool",
+        str(config.out / "agent-spool.db"),
+        "--breaker-failures",
+        str(DEMO_BREAKER.fail_max),
+        "--breaker-reset",
+        str(DEMO_BREAKER.reset_timeout),
+        "--drain-timeout",
+        str(DRAIN_SECONDS),
+        "--json",
+        *sources,
+    ]
+    with (config.out / "agent.log").open("a", encoding="utf-8") as log:
+        # The command is freehours' own, with arguments the demo made: nothing untrusted.
+        agent = subprocess.Popen(  # noqa: S603
+            command, env=env, stdout=subprocess.PIPE, stderr=log, text=True
+        )
+        while agent.poll() is None:
+            on_poll()
+            time.sleep(POLL_SECONDS)
+        stdout, _ = agent.communicate()
+    lines = stdout.strip().splitlines()
+    if not lines:
+        raise RuntimeError(f"the agent exited with {agent.returncode} and no summary")
+    summary: dict[str, Any] = json.loads(lines[-1])
+    return summary
+
+
+def _deliver(
+    config: DemoConfig,
+    url: str,
+    key: str,
+    *,
+    runtime: Runtime,
+    gateway: Gateway,
+    first_day: date,
+    result: DemoResult,
+    progress: DemoProgress,
+    sample: _Sampler,
+) -> None:
+    """The agent's simulated meters post every half-hour of the demo's days, the API down at
+    first."""
+    batches = config.customers * config.days * 48 * 2
+    progress.phase(
+        f"meter agent: {config.customers} meters, {config.days} days, {batches} batches"
+        f" (the API down for its first {OUTAGE_SECONDS:.0f} s)",
+        batches,
+    )
+
+    def poll() -> None:
+        sample.sample()
+        with runtime.store.read() as conn:
+            stored = conn.scalar(sa.select(sa.func.count()).select_from(idempotency_keys))
+        progress.update(
+            stored or 0,
+            f"{gateway.refused} refused while down, {gateway.repeats} re-sent",
+        )
+
+    seconds = config.days * 86400
+    summary = _run_agent(
+        config,
+        url,
+        key,
+        [
+            "--simulate",
+            str(config.customers),
+            "--seed",
+            str(config.seed),
+            "--start",
+            f"{first_day.isoformat()}T00:00",
+            "--duration",
+            f"{config.days}d",
+            "--speed",
+            str(seconds / SPEED_SECONDS),
+        ],
+        on_poll=poll,
+    )
+    _add_agent_run(result, summary)
+
+
+def _add_agent_run(result: DemoResult, summary: dict[str, Any]) -> None:
+    total = result.agent.as_dict()
+    result.agent = Counts(**{name: total[name] + summary[name] for name in total})
+    result.agent_pending += summary["pending"]
+
+
+def _settle(
+    runtime: Runtime,
+    faults: DemoFaults,
+    keys: list[tuple[str, date]],
+    *,
+    result: DemoResult,
+    progress: DemoProgress,
+    sample: _Sampler,
+) -> Worker:
+    """A worker dies holding a quota; the pool settles every customer-day. Returns the running
+    pool."""
+    stale_nmi, stale_day = keys[random.Random(f"stale:{result.config.seed}").randrange(len(keys))]
+    runtime.settlements.cache.put(new_quota(stale_nmi, stale_day), SETTLE_DEADLINE)
+    result.faults["stale_cache_entry"] = f"{stale_nmi}:{stale_day.isoformat()}"
+    doomed = runtime.worker(1)
+    faults.dying = True
+    try:
+        doomed.run_due(limit=1)
+    except WorkerDied:
+        pass  # its claimed job waits for its lease to run out, its quota for its lock to
+    finally:
+        faults.dying = False
+    pool = runtime.worker(result.config.concurrency)
+    progress.phase(
+        f"settlement: a worker died holding {faults.died_holding}; a pool of"
+        f" {result.config.concurrency} settles every customer-day",
+        len(keys),
+    )
+    pool_started = time.monotonic()
+    pool.start()
+    deadline = pool_started + SETTLE_DEADLINE
+    while True:
+        settled = _settled(runtime, keys)
+        sample.sample()
+        progress.update(len(settled), f"{len(settled)} of {len(keys)} settled")
+        if len(settled) == len(keys) or time.monotonic() > deadline:
+            break
+        time.sleep(POLL_SECONDS)
+    offset = runtime.clock.now() - timedelta(seconds=time.monotonic() - pool_started)
+    with runtime.store.read() as conn:
+        rows = conn.execute(
+            sa.select(quota_rows.c.completed_at).where(
+                quota_rows.c.version == 1, quota_rows.c.status == QuotaStatus.COMPLETED.value
+            )
+        ).scalars()
+        result.settle_seconds = [(at - offset).total_seconds() for at in rows]
+    return pool
+
+
+def _settled(runtime: Runtime, keys: list[tuple[str, date]]) -> dict[tuple[str, date], Quota]:
+    """The customer-days whose newest version is terminal."""
+    found = {}
+    with runtime.store.read() as conn:
+        for nmi, day in keys:
+            quota = quotas.latest(conn, nmi, day)
+            if quota is not None and quota.status.is_terminal:
+                found[nmi, day] = quota
+    return found
+
+
+def _revise(
+    config: DemoConfig,
+    url: str,
+    key: str,
+    *,
+    runtime: Runtime,
+    keys: list[tuple[str, date]],
+    result: DemoResult,
+    progress: DemoProgress,
+    sample: _Sampler,
+) -> None:
+    """The provider revises one settled day: a NEM12 file through the agent; version 2."""
+    nmi, day = keys[random.Random(config.seed).randrange(len(keys))]
+    with runtime.store.read() as conn:
+        before = quotas.latest(conn, nmi, day)
+        stored = [d for d in meter.days_for(conn, nmi, [day]) if d.suffix == "E1"]
+    if before is None or before.status is not QuotaStatus.COMPLETED or not stored:
+        result.failures.append(f"{nmi}:{day}: not settled, so it cannot be revised")
+        return
+    progress.phase(f"revision: the provider raises {nmi}'s reads of {day}; version 2", 1)
+    original = stored[0]
+    revised = IntervalDay(
+        nmi,
+        "E1",
+        day,
+        original.interval_minutes,
+        tuple(None if v is None else v + Decimal("0.250") for v in original.values),
+        "A" * len(original.values),
+        datetime.now(NEM_TIME).replace(microsecond=0) + timedelta(seconds=1),
+    )
+    inbox = config.out / "inbox"
+    inbox.mkdir(exist_ok=True)
+    write_nem12([revised], inbox / f"revision-{nmi}-{day.isoformat()}.csv")
+    summary = _run_agent(
+        config, url, key, ["--nem12-dir", str(inbox), "--once"], on_poll=sample.sample
+    )
+    _add_agent_run(result, summary)
+    deadline = time.monotonic() + SETTLE_DEADLINE
+    while time.monotonic() < deadline:
+        sample.sample()
+        with runtime.store.read() as conn:
+            after = quotas.latest(conn, nmi, day)
+        if after is not None and after.version > before.version and after.status.is_terminal:
+            progress.update(1, f"version {after.version}: {after.status.value}")
+            if before.free_kwh is not None and after.free_kwh is not None:
+                result.revised = (f"{nmi}:{day.isoformat()}", before.free_kwh, after.free_kwh)
+            return
+        time.sleep(POLL_SECONDS)
+    result.failures.append(f"{nmi}:{day}: the revision's version 2 did not settle")
+
+
+def _ask(
+    api: httpx.Client,
+    keys: list[tuple[str, date]],
+    result: DemoResult,
+    progress: DemoProgress,
+) -> None:
+    for n, (nmi, day) in enumerate(keys, start=1):
+        answer = api.post("/v1/free-energy/settlements", json={"nmi": nmi, "date": day.isoformat()})
+        result.asks[answer.status_code] += 1
+        progress.update(n, f"{result.asks[200]} replayed (200)")
+
+
+def _bills(
+    api: httpx.Client, customers: dict[str, Region], days: list[date], result: DemoResult
+) -> dict[tuple[str, date], Decimal]:
+    """Every customer's bill; the free kWh billed per customer-day."""
+    billed: dict[tuple[str, date], Decimal] = {}
+    totals: dict[str, list[Any]] = {}
+    for nmi, region in customers.items():
+        answer = api.get(
+            f"/v1/customers/{nmi}/bill",
+            params={"from": days[0].isoformat(), "to": days[-1].isoformat()},
+        )
+        answer.raise_for_status()
+        bill = answer.json()
+        kept = totals.setdefault(region.value, [0, Decimal(0), Decimal(0)])
+        kept[0] += 1
+        kept[1] += Decimal(bill["totals"]["free_kwh"])
+        kept[2] += Decimal(bill["free_energy_value"])
+        per_day = result.free_by_region_day.setdefault(region.value, {})
+        for line in bill["days"]:
+            day = date.fromisoformat(line["date"])
+            per_day[day] = per_day.get(day, Decimal(0)) + Decimal(line["free_kwh"])
+            billed[nmi, day] = Decimal(line["free_kwh"])
+    result.regions = {
+        region: RegionTotals(count, kwh, value) for region, (count, kwh, value) in totals.items()
+    }
+    return billed
+
+
+def _check(
+    runtime: Runtime,
+    keys: list[tuple[str, date]],
+    billed: dict[tuple[str, date], Decimal],
+    result: DemoResult,
+) -> None:
+    """The invariants; each one broken is a sentence in ``result.failures``."""
+    settled = _settled(runtime, keys)
+    with runtime.store.read() as conn:
+        result.versions = conn.scalar(sa.select(sa.func.count()).select_from(quota_rows)) or 0
+        credits = conn.execute(
+            sa.select(ledger_entries.c.nmi, ledger_entries.c.day, ledger_entries.c.kwh)
+        ).all()
+        job_rows = conn.execute(sa.select(jobs.c.key, jobs.c.state, jobs.c.outcome, jobs.c.runs))
+        for job_key, state, outcome, runs in job_rows:
+            result.job_runs += runs
+            result.job_retries += max(0, runs - 1)
+            if state == JobState.DISCARDED.value:
+                result.discarded.append(f"job {job_key}: {outcome}")
+        result.failed_settlement_attempts = (
+            conn.scalar(sa.select(sa.func.sum(quota_rows.c.attempts))) or 0
+        )
+    booked: dict[tuple[str, date], Decimal] = {}
+    for nmi, day, kwh in credits:
+        booked[nmi, day] = booked.get((nmi, day), Decimal(0)) + kwh
+    for nmi, day in keys:
+        quota = settled.get((nmi, day))
+        where = f"{nmi}:{day.isoformat()}"
+        if quota is None:
+            result.failures.append(f"{where}: not settled, and no reason given")
+            continue
+        if quota.status is QuotaStatus.ABORTED:
+            result.aborted.append(f"{where}: {quota.reason}")
+            continue
+        result.settled += 1
+        if booked.get((nmi, day)) != quota.free_kwh:
+            result.failures.append(
+                f"{where}: the ledger books {booked.get((nmi, day))} kWh,"
+                f" the settlement says {quota.free_kwh}"
+            )
+        if billed.get((nmi, day)) != quota.free_kwh:
+            result.failures.append(
+                f"{where}: the bill shows {billed.get((nmi, day))} free kWh,"
+                f" the settlement {quota.free_kwh}"
+            )
+    if result.agent_pending or result.agent.rejected:
+        result.failures.append(
+            f"the agent left {result.agent_pending} batches unsent and had"
+            f" {result.agent.rejected} refused"
+        )
+    replays = result.asks.get(200, 0)
+    if replays != len(keys):
+        result.failures.append(f"{len(keys) - replays} quotas did not answer 200 when asked")

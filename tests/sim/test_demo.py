@@ -1,0 +1,50 @@
+"""``freehours demo``: the whole system end to end, and its exit status when an invariant fails."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from freehours.cli import app
+from freehours.settings import Settings
+from freehours.sim.demo import DemoConfig, DemoProgress, DemoResult
+
+
+@pytest.mark.slow
+def test_the_demo_settles_every_customer_day_under_its_faults_and_writes_its_report(
+    tmp_path: Path,
+) -> None:
+    result = CliRunner().invoke(
+        app, ["demo", "--out", str(tmp_path), "--customers", "4", "--days", "1", "--seed", "2"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "quotas settled: 4 of 4 customer-days" in result.stdout
+    assert "all hold" in result.stdout
+    report = (tmp_path / "report.html").read_text()
+    assert report.count('src="data:image/png;base64,') == 3
+    assert "a worker died holding" in report
+
+
+def test_a_broken_invariant_is_named_and_the_exit_status_is_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(config: DemoConfig, settings: Settings, progress: DemoProgress) -> DemoResult:
+        result = DemoResult(config, date(2026, 7, 1))
+        result.faults.update(
+            outage_refused=0,
+            answers_lost=0,
+            worker_died_holding=None,
+            database_errors=0,
+            cache_write_failures=0,
+            stale_cache_entry=None,
+        )
+        result.failures.append("4100000001:2026-07-01: not settled, and no reason given")
+        return result
+
+    monkeypatch.setattr("freehours.cli.demo.run_demo", broken)
+    result = CliRunner().invoke(app, ["demo", "--out", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "invariant broken: 4100000001:2026-07-01: not settled" in result.stderr
