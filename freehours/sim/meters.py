@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 
@@ -71,47 +71,6 @@ def meter_days(
             IntervalDay(household.nmi, "B1", day, interval_minutes, b1, qualities, stamp)
         )
     return imports + exports
-
-
-def sample_delivery(
-    customers: int, days: int, seed: int, *, first_day: date = SOLAR_SHARER_START
-) -> list[IntervalDay]:
-    """A metering provider's delivery of ``days`` days (at least 3), in file order.
-
-    Every household's E1 and B1 days, with two things a real delivery has: the first
-    household's second day came first as an estimate (quality E, a copy of its first day) and
-    its actual read follows at the end as a revision; and the last household's last day lost a
-    few intervals in an outage (quality V: substituted and null intervals among actual ones).
-    """
-    if customers < 1 or days < 3:
-        raise ValueError("a sample delivery needs at least 1 customer and 3 days")
-    rng = random.Random(seed)
-    delivery = [
-        day
-        for household in households(customers, rng)
-        for day in meter_days(household, first_day, days, rng)
-    ]
-    actual = delivery[1]
-    read_at = actual.update_datetime or datetime.combine(actual.day, time(2), NEM_TIME)
-    delivery[1] = replace(
-        delivery[0],
-        day=actual.day,
-        qualities="E" * len(actual.values),
-        update_datetime=read_at - timedelta(hours=1),
-    )
-    delivery.append(replace(actual, update_datetime=read_at + timedelta(days=1)))
-    at = len(delivery) - 2 - days  # the last household's last E1 day, before the revision
-    outage = delivery[at]
-    count = len(outage.values)
-    lost = range(count // 3, count // 3 + 4)
-    qualities = "".join(
-        ("S" if index < lost[2] else "N") if index in lost else "A" for index in range(count)
-    )
-    values = tuple(
-        None if flag == "N" else value for value, flag in zip(outage.values, qualities, strict=True)
-    )
-    delivery[at] = replace(outage, values=values, qualities=qualities)
-    return delivery
 
 
 def _net_kwh(

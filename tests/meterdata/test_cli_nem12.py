@@ -93,17 +93,3 @@ def test_a_bad_file_exits_2_naming_file_line_and_field(
 def test_a_missing_file_is_bad_usage(tmp_path: Path) -> None:
     result = runner.invoke(app, ["nem12", "inspect", str(tmp_path / "absent.csv")])
     assert result.exit_code == 2
-
-
-def test_demo_writes_a_sample_delivery_and_prints_what_it_holds(tmp_path: Path) -> None:
-    out = tmp_path / "demo"
-    args = ["demo", "--out", str(out), "--customers", "2", "--days", "3", "--seed", "5"]
-    result = runner.invoke(app, args)
-    assert result.exit_code == 0, result.output
-    summary = json.loads((out / "meter-data.json").read_text())
-    assert (summary["rows"], summary["days"], summary["superseded"]) == (13, 12, 1)
-    assert summary["qualities"] == {"A": 572, "N": 2, "S": 2}
-    assert "2 NMIs; 4 channels; 2026-07-01 to 2026-07-03; 12 days from 13 rows" in result.output
-    first = (out / "meter-data.nem12.csv").read_bytes()
-    assert runner.invoke(app, args).exit_code == 0
-    assert (out / "meter-data.nem12.csv").read_bytes() == first

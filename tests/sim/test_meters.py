@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import io
 import random
 from collections import Counter
 from datetime import date
-from decimal import Decimal
 
-import pytest
-
-from freehours.meterdata.nem12 import NEM12Reader
-from freehours.meterdata.writer import write_nem12
-from freehours.sim.meters import Household, households, meter_days, sample_delivery
+from freehours.sim.meters import Household, households, meter_days
 
 SUNNY = Household(nmi="4100000001", base_kw=0.3, peak_kw=2.0, solar_kw=6.6)
 
@@ -59,26 +53,3 @@ def test_households_get_distinct_nmis() -> None:
     nmis = [household.nmi for household in households(50, random.Random(4))]
     assert len(set(nmis)) == 50
     assert all(len(nmi) == 10 for nmi in nmis)
-
-
-def test_a_sample_delivery_has_a_revision_and_an_outage_day() -> None:
-    delivery = sample_delivery(3, 4, seed=9)
-    out = io.StringIO(newline="")
-    write_nem12(delivery, out)
-    reader = NEM12Reader(out.getvalue().encode())
-    read = {day.key: day for day in reader.days()}
-    assert (reader.stats.rows, reader.stats.superseded, len(read)) == (25, 1, 24)
-    estimate, revision = delivery[1], delivery[-1]
-    assert estimate.key == revision.key
-    assert set(estimate.qualities) == {"E"}
-    assert read[revision.key].values == revision.values
-    assert set(read[revision.key].qualities) == {"A"}
-    [outage] = [day for day in read.values() if len(set(day.qualities)) > 1]
-    assert Counter(outage.qualities) == {"A": 44, "S": 2, "N": 2}
-    assert sum(value is None for value in outage.values) == 2
-    assert outage.total() > Decimal(0)
-
-
-def test_a_sample_delivery_needs_three_days() -> None:
-    with pytest.raises(ValueError, match="3 days"):
-        sample_delivery(1, 2, seed=1)
