@@ -257,7 +257,6 @@ class DemoResult:
 
     config: DemoConfig
     first_day: date
-    url: str = ""
     customer_days: int = 0
     settled: int = 0
     versions: int = 0
@@ -323,7 +322,6 @@ def run_demo(config: DemoConfig, settings: Settings, progress: DemoProgress) -> 
                 timeout=60.0,
             ) as api,
         ):
-            result.url = server.url
             progress.phase(f"API on {server.url}; plans and customers in every region")
             _catalogue(api, customers)
             _deliver(
