@@ -356,8 +356,9 @@ def _breaker(clock: Clock, name: str, trips: Tally) -> Breaker:
 def _require_empty(store: Store, url: str) -> None:
     with store.read() as conn:
         if conn.scalar(sa.select(sa.func.count()).select_from(customers)):
+            shown = sa.make_url(url).render_as_string(hide_password=True)
             raise ConfigurationError(
-                f"{url}: the replay needs an empty database (this one has customers)"
+                f"{shown}: the replay needs an empty database (this one has customers)"
             )
 
 
