@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -23,6 +24,15 @@ class Settings(BaseSettings):
     )
     redis_prefix: str = Field(
         default="freehours:", description="Prefix of every Redis key, so deployments can share one"
+    )
+
+    # --- observability ---
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="Lowest level logged (JSON lines on stderr; readable on a tty)"
+    )
+    traces: Literal["off", "console", "otlp"] = Field(
+        default="off",
+        description="Where spans go: nowhere, stderr (JSON lines), or OTLP (OTEL_EXPORTER_OTLP_*)",
     )
 
     # --- settlement ---

@@ -16,8 +16,9 @@ import pytest
 import redis
 import sqlalchemy as sa
 
-# ``store`` and ``store_url``: a database on each backend (SQLite, PostgreSQL), isolated per test.
-pytest_plugins = ["tests.store.fixtures"]
+# ``store`` and ``store_url``: a database on each backend (SQLite, PostgreSQL), isolated per test;
+# ``spans``: the spans a test finished (the OpenTelemetry SDK, in memory).
+pytest_plugins = ["tests.store.fixtures", "tests.tracing"]
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "nem12-examples"
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"

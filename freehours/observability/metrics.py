@@ -1,8 +1,32 @@
-"""Every Prometheus metric freehours exports, defined once, named as DESIGN.md section 6 says."""
+"""Every Prometheus metric freehours exports, defined once, named as DESIGN.md section 6 says.
+
+Gauges say how they combine over processes in multiprocess mode (``multiprocess_mode``; see
+``freehours.observability.exposition``); counters and histograms are summed.
+"""
 
 from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
+
+# --- the API ---
+HTTP_REQUESTS = Counter(
+    "freehours_http_requests_total",
+    "HTTP requests answered, by method, route (its template, e.g. "
+    "/v1/free-energy/settlements/{nmi}/{day}; unmatched for no route) and status code.",
+    ["method", "route", "status"],
+)
+HTTP_REQUEST_SECONDS = Histogram(
+    "freehours_http_request_seconds",
+    "Time from a request's arrival to its answer's last byte, seconds, by method and route.",
+    ["method", "route"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+INGESTED_VALUES = Counter(
+    "freehours_ingested_values_total",
+    "Interval values in committed ingests, by path: reads (JSON batches, POST "
+    "/v1/meter-readings), nem12 (NEM12 files, uploaded or imported).",
+    ["path"],
+)
 
 QUOTA_CACHE_REQUESTS = Counter(
     "freehours_quota_cache_requests_total",
@@ -56,6 +80,8 @@ JOBS_STUCK = Gauge(
     "freehours_jobs_stuck",
     "Jobs due for over 20 seconds that no worker has started (no worker for their kind, or "
     "workers overloaded or down).",
+    # Every worker counts the same table: the latest count of a live worker is the answer.
+    multiprocess_mode="livemostrecent",
 )
 
 # --- the meter agent (freehours agent) ---
@@ -63,6 +89,7 @@ CIRCUIT_BREAKER_STATE = Gauge(
     "freehours_circuit_breaker_state",
     "A circuit breaker's state as this process sees it: 0 closed, 1 half-open, 2 open.",
     ["breaker"],
+    multiprocess_mode="livemax",  # the worst any live process sees
 )
 AGENT_BREAKER_TRIPS = Counter(
     "freehours_agent_breaker_trips_total",
@@ -71,6 +98,7 @@ AGENT_BREAKER_TRIPS = Counter(
 AGENT_SPOOLED = Gauge(
     "freehours_agent_spooled",
     "Batches in the agent's spool waiting to be sent.",
+    multiprocess_mode="livesum",  # each agent has a spool of its own
 )
 AGENT_SENT = Counter(
     "freehours_agent_sent_total",

@@ -1,0 +1,72 @@
+"""Serving the metrics: the API's ``/metrics``, and ``--metrics-port`` of the worker and the agent.
+
+In one process the default registry is served: every metric of
+``freehours.observability.metrics``, and the process's own (CPU, memory, open files, GC).
+
+Several processes on one host (API processes behind one port, ``freehours worker`` started more
+than once) share their metrics through prometheus-client's multiprocess mode: set
+``PROMETHEUS_MULTIPROC_DIR`` to one empty directory in the environment of every one of them
+before they start (the variable is read when prometheus-client is imported), and empty it
+whenever the whole group starts again. Each process then writes its values to files there, and
+each endpoint serves all the processes' values together: counters and histograms summed, each
+gauge as its ``multiprocess_mode`` says. Scrape one endpoint per directory, since every one of
+them answers for the whole group. A process that exits calls ``forget_process`` so that its
+live gauges stop counting.
+"""
+
+from __future__ import annotations
+
+import os
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    generate_latest,
+    start_http_server,
+)
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+
+from freehours.errors import ConfigurationError
+
+#: The environment variable that turns multiprocess mode on (prometheus-client's own name).
+MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
+#: The media type of ``render_metrics()``.
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+def metrics_registry() -> CollectorRegistry:
+    """What this process serves: the default registry, or in multiprocess mode a registry that
+    reads every process's files on each scrape."""
+    directory = os.environ.get(MULTIPROC_DIR)
+    if not directory:
+        return REGISTRY
+    registry = CollectorRegistry()
+    # prometheus_client.multiprocess has no annotations.
+    MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
+    return registry
+
+
+def render_metrics() -> bytes:
+    """The metrics in Prometheus' text format, as a scrape gets them."""
+    return generate_latest(metrics_registry())
+
+
+def serve_metrics(port: int, host: str) -> WSGIServer:
+    """Serve the metrics on ``host:port`` from a thread of its own; ``shutdown()`` it.
+
+    Raises ``ConfigurationError`` when nothing can listen there (the port is taken, say).
+    """
+    try:
+        server, _ = start_http_server(port, addr=host, registry=metrics_registry())
+    except OSError as exc:
+        raise ConfigurationError(f"--metrics-port {port}: cannot listen on {host} ({exc})") from exc
+    return server
+
+
+def forget_process() -> None:
+    """In multiprocess mode, as this process ends: drop its values of the live gauges."""
+    directory = os.environ.get(MULTIPROC_DIR)
+    if directory:
+        mark_process_dead(os.getpid(), directory)  # type: ignore[no-untyped-call]  # as above

@@ -1,0 +1,84 @@
+"""Serving the metrics: from this process, or in multiprocess mode from every process that shares
+PROMETHEUS_MULTIPROC_DIR, counters summed and gauges as each one says."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from freehours.errors import ConfigurationError
+from freehours.observability.exposition import MULTIPROC_DIR, render_metrics, serve_metrics
+from freehours.observability.metrics import JOB_ATTEMPTS
+
+
+def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def completed(text: str) -> float:
+    labels = frozenset({("kind", "metrics-test"), ("outcome", "completed")})
+    return samples(text).get(("freehours_job_attempts_total", labels), 0.0)
+
+
+def in_a_process(directory: Path, code: str) -> None:
+    """Run ``code`` in a Python process of its own, in multiprocess mode over ``directory``."""
+    subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, MULTIPROC_DIR: str(directory)},
+        check=True,
+        timeout=60,
+    )
+
+
+def test_several_processes_are_served_as_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prelude = (
+        "from freehours.observability.metrics import JOB_ATTEMPTS, JOBS_STUCK\n"
+        "from freehours.observability.exposition import forget_process\n"
+        "JOB_ATTEMPTS.labels('metrics-test', 'completed').inc({n})\n"
+        "JOBS_STUCK.set({stuck})\n"
+    )
+    # The first worker ends as the commands do (its live gauge goes); the second is still live.
+    in_a_process(tmp_path, prelude.format(n=2, stuck=5) + "forget_process()\n")
+    in_a_process(tmp_path, prelude.format(n=3, stuck=1))
+    monkeypatch.setenv(MULTIPROC_DIR, str(tmp_path))
+    text = render_metrics().decode()
+    assert completed(text) == 5
+    assert samples(text)[("freehours_jobs_stuck", frozenset())] == 1
+
+
+def test_a_metrics_port_serves_this_processs_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(MULTIPROC_DIR, raising=False)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = serve_metrics(port, "127.0.0.1")
+    try:
+        before = completed(httpx.get(f"http://127.0.0.1:{port}/metrics").text)
+        JOB_ATTEMPTS.labels("metrics-test", "completed").inc()
+        after = completed(httpx.get(f"http://127.0.0.1:{port}/metrics").text)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert after == before + 1
+
+
+def test_a_metrics_port_that_is_taken_is_a_configuration_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigurationError, match=f"--metrics-port {port}"):
+            serve_metrics(port, "127.0.0.1")
