@@ -17,6 +17,10 @@ C. on a failure between A and B's commit: release (attempts + 1, ABORTED at the 
 The cache is written after the commit that made the answer; a cache failure is logged and
 counted, never fatal.
 Only terminal states are answered from the cache alone.
+
+Each call is a span, ``settlement.settle``, with A, B and each cache write as spans inside it
+(``settlement.claim``, ``settlement.complete``, ``cache.put``): in the API's request trace, or
+in the trace of the job that settles.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Protocol
 
 import sqlalchemy as sa
 import structlog
+from opentelemetry import trace
 
 from freehours.cache.quota import CacheUnavailable, QuotaCache
 from freehours.clock import Clock
@@ -64,6 +69,7 @@ from freehours.store.meter import DayKey
 from freehours.store.quotas import LedgerEntry
 
 log = structlog.get_logger("freehours.settlement")
+tracer = trace.get_tracer("freehours.settlement")
 
 CENT = Decimal("0.01")
 
@@ -158,6 +164,7 @@ class Settlements:
         self._plans: dict[tuple[str, datetime], CustomerPlan] = {}
         self._plans_lock = threading.Lock()
 
+    @tracer.start_as_current_span("settlement.settle")
     def settle(self, nmi: str, day: date, *, version: int = 1) -> Answer:
         """Settle the quota of ``nmi`` on local date ``day``, or say why not and when to retry.
 
@@ -166,6 +173,7 @@ class Settlements:
         cache write can never hide a new version from the job that must settle it.
         """
         key = f"{nmi}:{day.isoformat()}"
+        trace.get_current_span().set_attribute("freehours.quota.key", key)
         cached = self._cached(key)
         if cached is not None and cached.status.is_terminal and cached.version >= version:
             QUOTA_CACHE_REQUESTS.labels("hit").inc()
@@ -211,7 +219,7 @@ class Settlements:
     def _claim(self, nmi: str, day: date, cached: Quota | None) -> Answer:
         now = self.clock.now()
         policy = self.policy
-        with self.store.write() as conn:
+        with tracer.start_as_current_span("settlement.claim"), self.store.write() as conn:
             customer = self.customer_plan(conn, nmi)
             if isinstance(customer, str):
                 return Answer(Outcome.ABORTED, _unsettleable(nmi, day, customer, now))
@@ -269,6 +277,7 @@ class Settlements:
         )
         return Answer(Outcome.SETTLED, done)
 
+    @tracer.start_as_current_span("settlement.complete")
     def _complete(self, held: Quota, customer: CustomerPlan) -> Quota | Answer:
         """COMPLETED with its ledger entry; or, when the window's data is still incomplete before
         the data deadline, postponed (an Answer to come back later)."""
@@ -348,6 +357,9 @@ class Settlements:
         """Count the answer and write it to the cache when it is a stored state newer than the
         cached one: the one place the cache is written, always after the commit."""
         quota = answer.quota
+        span = trace.get_current_span()
+        span.set_attribute("freehours.settlement.outcome", answer.outcome.value)
+        span.set_attribute("freehours.quota.status", quota.status.value)
         replayed = str(answer.outcome is Outcome.REPLAYED).lower()
         SETTLEMENT_OUTCOMES.labels(quota.status.value, replayed).inc()
         stored = quota.revision > 0
@@ -395,6 +407,7 @@ class Settlements:
         fresh = (cached.version, cached.revision) == (current.version, current.revision)
         QUOTA_CACHE_REQUESTS.labels("revalidated" if fresh else "stale").inc()
 
+    @tracer.start_as_current_span("cache.put")
     def _cache_put(self, quota: Quota) -> None:
         ttl = (
             self.policy.terminal_cache_ttl if quota.status.is_terminal else self.policy.lock_timeout

@@ -54,6 +54,7 @@ class SettleTask:
         self.settlements = settlements
 
     def __call__(self, job: Job) -> Done | Snooze:
+        structlog.contextvars.bind_contextvars(nmi=job.payload["nmi"], date=job.payload["date"])
         answer = self.settlements.settle(
             job.payload["nmi"],
             date.fromisoformat(job.payload["date"]),

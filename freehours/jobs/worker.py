@@ -42,11 +42,12 @@ import psycopg
 import sqlalchemy as sa
 import structlog
 from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from freehours.clock import Clock, SystemClock
 from freehours.jobs import queue, rescuer, telemetry
-from freehours.jobs.job import Done, Job, JobId, RetryAfter, Snooze, Task
+from freehours.jobs.job import Job, JobId, RetryAfter, Snooze, Task
 from freehours.jobs.queue import Complete, Finish, Release
 from freehours.jobs.retry import RetryPolicy
 from freehours.settings import Settings
@@ -64,7 +65,8 @@ _RETRY_CLAIM_SECONDS = 0.005
 _LISTEN_CHECK_SECONDS = 0.5
 
 #: The canonical line of a failed attempt is a warning; of a discard an error (it is logged once
-#: more, with its reason, when it is written); of anything else information.
+#: more, with its reason, when it is written); of anything else information. The attempt's span
+#: is marked as an error for these two.
 _LEVELS = {"failed": logging.WARNING, "discarded": logging.ERROR}
 
 
@@ -331,23 +333,39 @@ class Worker:
 
     def _perform_in_context(self, job: Job) -> Finish:
         structlog.contextvars.bind_contextvars(
-            job_id=job.id,
-            kind=job.kind,
-            idempotency_key=job.key,
-            attempt=job.attempts + 1,
-            trace_id=_trace_id(job.traceparent),
+            job_id=job.id, kind=job.kind, idempotency_key=job.key, attempt=job.attempts + 1
         )
-        started = self.clock.monotonic()
-        finish = self._attempt(job)
-        result = telemetry.result(finish.decision)
-        log.log(
-            _LEVELS.get(result, logging.INFO),
-            "job_attempted",
-            worker=self.name,
-            result=result,
-            note=finish.note,
-            duration_ms=round((self.clock.monotonic() - started) * 1000, 1),
+        # The job continues the trace of the request that enqueued it; one without starts its own.
+        parent = (
+            None
+            if job.traceparent is None
+            else TraceContextTextMapPropagator().extract({"traceparent": job.traceparent})
         )
+        with tracer.start_as_current_span(
+            f"job {job.kind}",
+            context=parent,
+            kind=SpanKind.CONSUMER,
+            attributes={
+                "freehours.job.id": job.id,
+                "freehours.job.kind": job.kind,
+                "freehours.job.key": job.key,
+                "freehours.job.attempt": job.attempts + 1,
+            },
+        ) as span:
+            started = self.clock.monotonic()
+            finish = self._attempt(job)
+            outcome = telemetry.result(finish.decision)
+            span.set_attribute("freehours.job.outcome", outcome)
+            if outcome in _LEVELS:
+                span.set_status(Status(StatusCode.ERROR, finish.note))
+            log.log(
+                _LEVELS.get(outcome, logging.INFO),
+                "job_finished",
+                worker=self.name,
+                outcome=outcome,
+                note=finish.note,
+                duration_ms=round((self.clock.monotonic() - started) * 1000, 1),
+            )
         return finish
 
     def _attempt(self, job: Job) -> Finish:
@@ -355,24 +373,16 @@ class Worker:
         if too_late is not None:
             return Finish(job, too_late, "its deadline passed before it could start")
         try:
-            answer = self._run_task(job)
+            answer = self.tasks[job.kind](job)
         except RetryAfter as exc:
             return Finish(job, self.retry.after_failure(job, exc.seconds), _describe(exc))
         except Exception as exc:
+            trace.get_current_span().record_exception(exc)
             log.warning("job_failed", exc_info=exc)
             return Finish(job, self.retry.after_failure(job), _describe(exc))
         if isinstance(answer, Snooze):
             return Finish(job, self.retry.after_snooze(job, answer.seconds), answer.reason)
         return Finish(job, Complete(answer.outcome))
-
-    def _run_task(self, job: Job) -> Done | Snooze:
-        task = self.tasks[job.kind]
-        if job.traceparent is None:
-            return task(job)
-        # The job continues the trace of the request that enqueued it.
-        context = TraceContextTextMapPropagator().extract({"traceparent": job.traceparent})
-        with tracer.start_as_current_span(f"job {job.kind}", context=context):
-            return task(job)
 
     # --- the keeper and the listener --------------------------------------------------------------
 
@@ -418,11 +428,3 @@ class Worker:
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
-
-
-def _trace_id(traceparent: str | None) -> str | None:
-    """The trace id of a W3C traceparent (``00-<trace id>-<span id>-<flags>``)."""
-    if traceparent is None:
-        return None
-    parts = traceparent.split("-")
-    return parts[1] if len(parts) == 4 else None

@@ -10,6 +10,7 @@ from decimal import Decimal
 
 import pytest
 from opentelemetry import context as otel_context
+from opentelemetry.trace import format_span_id
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from structlog.contextvars import merge_contextvars
 from structlog.testing import capture_logs
@@ -25,10 +26,12 @@ from freehours.jobs.retry import RetryPolicy
 from freehours.jobs.settle import KIND, SETTLEMENT_JOB_SLACK, SettlementJobs, settlement_tasks
 from freehours.jobs.worker import Worker
 from freehours.meterdata.records import IntervalDay
+from freehours.observability.logging import add_trace_context
 from freehours.settlement import FaultPoint, SettlementPolicy, Settlements
 from freehours.store import catalog, quotas
 from freehours.store.database import Store
 from tests.test_settlement import DAY, NMI, PLAN, STAMP, WINDOW_END, day_row
+from tests.tracing import Spans
 
 #: A data deadline of an hour (not three days) keeps the snoozes of a day waiting for its data few.
 POLICY = SettlementPolicy(data_deadline=timedelta(hours=1), data_poll=timedelta(minutes=10))
@@ -281,7 +284,9 @@ def test_however_many_jobs_a_failing_quota_gets_its_attempts_never_reset_and_wor
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
-def test_a_settle_job_carries_the_trace_of_the_ingest_that_scheduled_it(due: System) -> None:
+def test_a_settle_job_carries_the_trace_of_the_ingest_that_scheduled_it(
+    due: System, spans: Spans
+) -> None:
     request = TraceContextTextMapPropagator().extract({"traceparent": TRACEPARENT})
     token = otel_context.attach(request)  # as the API's request span would be
     try:
@@ -289,12 +294,21 @@ def test_a_settle_job_carries_the_trace_of_the_ingest_that_scheduled_it(due: Sys
     finally:
         otel_context.detach(token)
     assert due.job().traceparent == TRACEPARENT
-    with capture_logs(processors=[merge_contextvars]) as logs:
+    with capture_logs(processors=[merge_contextvars, add_trace_context]) as logs:
         assert due.run_due() == 1
-    (line,) = [entry for entry in logs if entry["event"] == "job_attempted"]
-    assert (line["trace_id"], line["idempotency_key"], line["quota_state"], line["result"]) == (
-        "4bf92f3577b34da6a3ce929d0e0e4736",
-        KEY,
-        "COMPLETED",
-        "completed",
-    )
+    job_span = spans.one("job settle")
+    assert job_span.parent is not None
+    assert format_span_id(job_span.parent.span_id) == "00f067aa0ba902b7"
+    (line,) = [entry for entry in logs if entry["event"] == "job_finished"]
+    assert {
+        name: line[name]
+        for name in ("trace_id", "span_id", "job_id", "idempotency_key", "attempt", "outcome")
+    } == {
+        "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+        "span_id": format_span_id(job_span.context.span_id),
+        "job_id": due.job().id,
+        "idempotency_key": KEY,
+        "attempt": 1,
+        "outcome": "completed",
+    }
+    assert (line["quota_state"], line["nmi"], line["date"]) == ("COMPLETED", NMI, DAY.isoformat())

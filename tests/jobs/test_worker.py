@@ -189,7 +189,7 @@ def test_stop_releases_a_job_that_outlasts_the_grace_period(
         finally:
             gate.opened.set()
         eventually(
-            lambda: any(entry["event"] == "job_attempted" for entry in logs),
+            lambda: any(entry["event"] == "job_finished" for entry in logs),
             what="the cut-short attempt's end",
         )
     # Its late result is not written: the job was given back, for another worker to run.
