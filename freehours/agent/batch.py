@@ -36,8 +36,8 @@ class Batch:
 
     ``source`` is the NEM12 file the batch came from ("" for reads from meters): the file to
     move once the API has it. ``reads`` counts the interval reads a JSON batch carries (0 for a
-    file, whose contents the API counts). ``trace_id`` names the batch's trace in every attempt's
-    ``traceparent``.
+    file, whose contents the API counts). ``trace_id`` names the batch's trace, in which every
+    send of it is a span (``freehours.agent.sender``).
     """
 
     route: Route
@@ -103,11 +103,3 @@ def new_trace_id() -> str:
         trace_id = secrets.token_hex(16)
         if trace_id.strip("0"):
             return trace_id
-
-
-def traceparent(trace_id: str) -> str:
-    """A W3C ``traceparent`` for one attempt: the batch's trace, a fresh span, sampled."""
-    while True:
-        span_id = secrets.token_hex(8)
-        if span_id.strip("0"):
-            return f"00-{trace_id}-{span_id}-01"

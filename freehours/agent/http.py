@@ -6,6 +6,9 @@ trip them): each request runs on an asyncio loop under ``asyncio.timeout``, whic
 wherever it is. The loop is private to this object (``asyncio.Runner``) and the surface is
 synchronous, because the circuit breaker (pybreaker) guards synchronous calls. Tests pass an
 ``httpx.MockTransport``.
+
+Each request is a client span, whose context goes with it as a W3C ``traceparent`` header: the
+API's server span continues it.
 """
 
 from __future__ import annotations
@@ -15,10 +18,15 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 import httpx
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from freehours import __version__
 from freehours.agent.batch import Batch, Route
 from freehours.errors import FreehoursError
+
+tracer = trace.get_tracer("freehours.agent")
 
 
 class Unreachable(FreehoursError):
@@ -79,20 +87,28 @@ class IngestApi:
             transport=transport,
         )
 
-    def post(self, batch: Batch, traceparent: str) -> Answer:
-        """Post ``batch``; raises ``Unreachable`` when no answer came within the deadline."""
-        headers = {
-            "Content-Type": batch.content_type,
-            "Idempotency-Key": batch.idempotency_key,
-            "traceparent": traceparent,
-        }
+    def post(self, batch: Batch) -> Answer:
+        """Post ``batch`` in a client span; raises ``Unreachable`` when no answer came within the
+        deadline."""
+        headers = {"Content-Type": batch.content_type, "Idempotency-Key": batch.idempotency_key}
         if batch.route is Route.NEM12:
             headers["X-Filename"] = PurePath(batch.source).name
-        try:
-            return self._runner.run(self._post(batch.route.value, batch.body, headers))
-        except (httpx.TransportError, TimeoutError) as exc:
-            what = type(exc).__name__ if isinstance(exc, httpx.TransportError) else "deadline"
-            raise Unreachable(f"POST {batch.route.value}: {what} ({exc})") from exc
+        route = batch.route.value
+        with tracer.start_as_current_span(
+            f"POST {route}",
+            kind=SpanKind.CLIENT,
+            attributes={"http.request.method": "POST", "url.path": route},
+        ) as span:
+            TraceContextTextMapPropagator().inject(headers)
+            try:
+                answer = self._runner.run(self._post(route, batch.body, headers))
+            except (httpx.TransportError, TimeoutError) as exc:
+                what = type(exc).__name__ if isinstance(exc, httpx.TransportError) else "deadline"
+                raise Unreachable(f"POST {route}: {what} ({exc})") from exc
+            span.set_attribute("http.response.status_code", answer.status)
+            if answer.status >= 500:
+                span.set_status(Status(StatusCode.ERROR))
+            return answer
 
     async def _post(self, route: str, body: bytes, headers: dict[str, str]) -> Answer:
         async with asyncio.timeout(self._timeouts.total):

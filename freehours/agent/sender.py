@@ -12,6 +12,11 @@ waiting): ``stop`` after ``max_attempts`` or as soon as the retry budget refuses
     401, 403                    -> ``KeyRefused``: the agent's key is wrong, and every batch
                                    would be refused the same; the agent stops, the spool intact
     any other 4xx               -> REJECTED, never retried
+
+Every send is a span, ``agent.send_batch``, with each attempt's HTTP request a client span inside
+it. It is in the batch's own trace: the trace id the batch got when it was spooled (kept with it),
+so that every send of one batch, also after a restart, shows in one trace, and the API's spans,
+the settlement job and the settlement continue it.
 """
 
 from __future__ import annotations
@@ -22,8 +27,11 @@ from enum import StrEnum
 
 import structlog
 import tenacity
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from freehours.agent.batch import Batch, traceparent
+from freehours.agent.batch import Batch
 from freehours.agent.breaker import Breaker, CircuitOpen
 from freehours.agent.http import Answer, IngestApi, Unreachable
 from freehours.agent.policy import Backoff, RetryBudget, Verdict, retry_after_seconds, verdict
@@ -37,6 +45,7 @@ from freehours.observability.metrics import (
 )
 
 log = structlog.get_logger("freehours.agent")
+tracer = trace.get_tracer("freehours.agent")
 
 #: DESIGN.md: at most three attempts per request.
 MAX_ATTEMPTS = 3
@@ -141,6 +150,23 @@ class Sender:
 
         Raises ``KeyRefused`` on 401 or 403, and ``Stopped`` when a wait is interrupted.
         """
+        with tracer.start_as_current_span(
+            "agent.send_batch",
+            context=batch_trace(batch),
+            attributes={
+                "freehours.idempotency_key": batch.idempotency_key,
+                "freehours.batch.route": batch.route.value,
+                "freehours.batch.reads": batch.reads,
+                "freehours.batch.earlier_attempts": earlier_attempts,
+            },
+        ) as span:
+            delivery = self._send(batch, earlier_attempts, on_attempt)
+            span.set_attribute("freehours.batch.outcome", delivery.outcome.value)
+            return delivery
+
+    def _send(
+        self, batch: Batch, earlier_attempts: int, on_attempt: Callable[[], None]
+    ) -> Delivery:
         attempt = 0
         self._last_retry_after = None
 
@@ -185,13 +211,9 @@ class Sender:
         if retried:
             AGENT_RETRIES.inc()
         self._tally.add(attempts=1, retried=retried)
-        context = {
-            "idempotency_key": batch.idempotency_key,
-            "trace_id": batch.trace_id,
-            "attempt": attempt + earlier_attempts,
-        }
+        context = {"idempotency_key": batch.idempotency_key, "attempt": attempt + earlier_attempts}
         try:
-            answer = self._api.post(batch, traceparent(batch.trace_id))
+            answer = self._api.post(batch)
         except Unreachable as exc:
             self._failed("unreachable")
             log.warning("attempt_failed", error=str(exc), **context)
@@ -226,3 +248,19 @@ class Sender:
 
 #: What the breaker does not count as the API failing: a refusal is the API answering.
 BREAKER_EXCLUDES: tuple[type[BaseException], ...] = (_AnsweredRefusal,)
+
+
+def batch_trace(batch: Batch) -> otel_context.Context:
+    """The batch's trace, as the parent of each of its sends.
+
+    The batch itself is not a span (it was spooled by another thread, perhaps by another run):
+    its span id is made from its trace id, so it is the same in every run.
+    """
+    trace_id = int(batch.trace_id, 16)
+    parent = SpanContext(
+        trace_id=trace_id,
+        span_id=(trace_id >> 64) or 1,
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    )
+    return trace.set_span_in_context(NonRecordingSpan(parent), otel_context.Context())

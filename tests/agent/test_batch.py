@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
-from freehours.agent.batch import Route, nem12_batch, readings_batch, traceparent
+from freehours.agent.batch import Route, nem12_batch, readings_batch
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.records import IntervalRead
 
@@ -68,12 +67,3 @@ def test_a_nem12_files_key_comes_from_its_bytes(tmp_path: Path) -> None:
 
 def test_keys_fit_the_apis_limit() -> None:
     assert len(readings_batch("4100000001", "E1", 30, reads("1")).idempotency_key) <= 255
-
-
-def test_traceparent_is_w3c_with_the_batches_trace_and_a_fresh_span() -> None:
-    batch = readings_batch("4100000001", "E1", 30, reads("1"))
-    first, second = traceparent(batch.trace_id), traceparent(batch.trace_id)
-    pattern = rf"00-{batch.trace_id}-[0-9a-f]{{16}}-01"
-    assert re.fullmatch(pattern, first)
-    assert re.fullmatch(pattern, second)
-    assert first != second

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from decimal import Decimal
 import httpx
 import pybreaker
 import pytest
+from opentelemetry.trace import SpanKind, format_span_id, format_trace_id
 from prometheus_client import REGISTRY
 
 from freehours.agent.batch import Batch, readings_batch
@@ -33,6 +33,7 @@ from freehours.agent.tally import Tally
 from freehours.clock import ManualClock
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.records import IntervalRead
+from tests.tracing import Spans
 
 NOW = datetime(2026, 7, 1, 2, 0, tzinfo=UTC)
 Answer = tuple[int, dict[str, str]] | type[Exception]
@@ -139,7 +140,7 @@ def batch(kwh: str = "0.412") -> Batch:
     return readings_batch("4100000001", "E1", 30, [read])
 
 
-def test_a_200_delivers_in_one_attempt_with_key_trace_and_body() -> None:
+def test_a_200_delivers_in_one_attempt_with_key_trace_and_body(spans: Spans) -> None:
     h = harness([(200, {})])
     sent = batch()
     delivery = h.send(sent)
@@ -149,9 +150,40 @@ def test_a_200_delivers_in_one_attempt_with_key_trace_and_body() -> None:
     assert request.headers["Idempotency-Key"] == sent.idempotency_key
     assert request.headers["Authorization"] == "Bearer secret"
     assert request.headers["Content-Type"] == "application/json"
-    assert re.fullmatch(rf"00-{sent.trace_id}-[0-9a-f]{{16}}-01", request.headers["traceparent"])
+    post = spans.one("POST /v1/meter-readings")
+    span_id = format_span_id(post.context.span_id)
+    assert request.headers["traceparent"] == f"00-{sent.trace_id}-{span_id}-01"
     assert request.content == sent.body
     assert h.sleeps == []
+
+
+def test_every_attempt_is_a_client_span_inside_the_send_in_the_batchs_trace(
+    spans: Spans,
+) -> None:
+    h = harness([(409, {"Retry-After": "1"}), (200, {})])
+    sent = batch()
+    assert h.send(sent).outcome is Outcome.DELIVERED
+    send = spans.one("agent.send_batch")
+    posts = spans.named("POST /v1/meter-readings")
+    assert [post.attributes["http.response.status_code"] for post in posts] == [409, 200]
+    assert {format_trace_id(span.context.trace_id) for span in [send, *posts]} == {sent.trace_id}
+    assert all(post.parent == send.context and post.kind is SpanKind.CLIENT for post in posts)
+    sent_parents = [request.headers["traceparent"].split("-")[2] for _, request in h.api.requests]
+    assert sent_parents == [format_span_id(post.context.span_id) for post in posts]
+    assert send.attributes["freehours.batch.outcome"] == "delivered"
+
+
+def test_a_batch_sent_again_later_stays_in_its_trace(spans: Spans) -> None:
+    sent = batch()
+    harness([(503, {})], fail_max=1).send(sent)
+    harness([(200, {})]).send(sent, earlier_attempts=1)
+    first, again = spans.named("agent.send_batch")
+    assert first.context.trace_id == again.context.trace_id == int(sent.trace_id, 16)
+    assert first.parent == again.parent  # the batch's own place in its trace, in every run
+    assert (
+        first.attributes["freehours.batch.outcome"],
+        again.attributes["freehours.batch.outcome"],
+    ) == ("deferred", "delivered")
 
 
 def test_a_409_waits_at_least_its_retry_after_then_resends_the_same_key() -> None:
@@ -325,6 +357,6 @@ def test_the_total_deadline_ends_a_request_that_never_answers() -> None:
     )
     started = time.monotonic()
     with pytest.raises(Unreachable, match="deadline"):
-        api.post(batch(), "00-" + "1" * 32 + "-" + "2" * 16 + "-01")
+        api.post(batch())
     assert time.monotonic() - started < 2.0
     api.close()
