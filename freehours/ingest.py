@@ -2,21 +2,23 @@
 
 Within one transaction: the day rows are stored under the revision rule, every settled quota whose
 window the changed consumption rows touch opens its next version, and each affected day's
-settlement job is scheduled. After the commit, the reopened quotas are written to the cache.
+settlement job is scheduled. After the commit, the reopened quotas are written to the cache, and
+the interval values counted (``freehours_ingested_values_total``).
 Nothing of a batch is stored, reopened or scheduled unless all of it is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 import sqlalchemy as sa
 
 from freehours.clock import Clock
 from freehours.domain.settlement import Quota
 from freehours.meterdata.records import IntervalDay, IntervalRead
+from freehours.observability.metrics import INGESTED_VALUES
 from freehours.settlement import Settlements
 from freehours.store import meter
 from freehours.store.database import Store
@@ -33,10 +35,13 @@ class SettlementScheduler(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Ingested:
-    """What one ingest stored and which quotas it reopened."""
+    """What one ingest stored and which quotas it reopened; how many interval values it took,
+    and by which path (the ``path`` label of ``freehours_ingested_values_total``)."""
 
     counts: IngestCounts
     reopened: list[Quota] = field(default_factory=list)
+    values: int = 0
+    path: Literal["reads", "nem12"] = "reads"
 
 
 class Ingestion:
@@ -56,13 +61,22 @@ class Ingestion:
 
     def days(self, conn: sa.Connection, days: Iterable[IntervalDay]) -> Ingested:
         """NEM12 day rows, in the caller's transaction. Call ``committed`` after the commit."""
-        counts = meter.ingest_days(conn, days, received_at=self.clock.now())
-        return self._follow(conn, counts)
+        values = 0
+
+        def counted(days: Iterable[IntervalDay]) -> Iterator[IntervalDay]:
+            nonlocal values
+            for day in days:
+                values += len(day.values)
+                yield day
+
+        counts = meter.ingest_days(conn, counted(days), received_at=self.clock.now())
+        return self._follow(conn, counts, "nem12", values)
 
     def reads(self, conn: sa.Connection, reads: Iterable[IntervalRead]) -> Ingested:
         """Interval reads, in the caller's transaction. Call ``committed`` after the commit."""
         counts = meter.ingest_reads(conn, reads, received_at=self.clock.now())
-        return self._follow(conn, counts)
+        # Reads count in intervals: every interval the batch named once.
+        return self._follow(conn, counts, "reads", counts.total)
 
     def file(self, days: Iterable[IntervalDay]) -> Ingested:
         """A whole NEM12 file in a transaction of its own: all of it, or nothing."""
@@ -72,13 +86,20 @@ class Ingestion:
         return ingested
 
     def committed(self, ingested: Ingested) -> None:
-        """After the commit: the cache learns of the reopened quotas."""
+        """After the commit: the cache learns of the reopened quotas; the values are counted."""
+        INGESTED_VALUES.labels(ingested.path).inc(ingested.values)
         self.settlements.publish(ingested.reopened)
 
-    def _follow(self, conn: sa.Connection, counts: IngestCounts) -> Ingested:
+    def _follow(
+        self,
+        conn: sa.Connection,
+        counts: IngestCounts,
+        path: Literal["reads", "nem12"],
+        values: int,
+    ) -> Ingested:
         if not counts.changed:
-            return Ingested(counts)
+            return Ingested(counts, values=values, path=path)
         reopened = self.settlements.reopen(conn, counts.changed)
         if self.schedule is not None:
             self.schedule(conn, counts.changed, reopened)
-        return Ingested(counts, reopened)
+        return Ingested(counts, reopened, values, path)

@@ -23,7 +23,6 @@ from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -36,6 +35,7 @@ from freehours.api.problems import (
     validation_handler,
 )
 from freehours.api.ratelimit import RateLimits
+from freehours.api.telemetry import RequestTelemetry
 from freehours.clock import Clock
 from freehours.domain.bill import make_bill
 from freehours.domain.plan import parse_plan
@@ -46,6 +46,8 @@ from freehours.errors import InputError
 from freehours.ingest import Ingested
 from freehours.meterdata.nem12 import read_days
 from freehours.meterdata.records import IntervalRead
+from freehours.observability.exposition import CONTENT_TYPE, render_metrics
+from freehours.observability.logging import bind_fields
 from freehours.runtime import Runtime
 from freehours.settings import Settings
 from freehours.settlement import Answer, Outcome, Settlements
@@ -281,10 +283,15 @@ def create_app(services: Services) -> FastAPI:
         version="1",
         description="Meter data in, free-energy quotas settled exactly once, bills out.",
         lifespan=lifespan,
+        # FastAPI's server span (freehours.api.telemetry), without one more span each for
+        # dependencies, the route and serialization: on the settlement path they cost more
+        # than they tell.
+        telemetry={"operation_spans": False},
     )
     app.add_exception_handler(Problem, problem_handler)
     app.add_exception_handler(StarletteHTTPException, http_exception_handler)
     app.add_exception_handler(RequestValidationError, validation_handler)
+    app.add_middleware(RequestTelemetry)
 
     def require(scope: Scope) -> Callable[..., ApiKey]:
         def check(authorization: Annotated[str | None, Header()] = None) -> ApiKey:
@@ -297,6 +304,7 @@ def create_app(services: Services) -> FastAPI:
                     "unknown or revoked key",
                     headers={"WWW-Authenticate": "Bearer"},
                 )
+            bind_fields(key_id=key.id)
             if not key.allows(scope):
                 raise Problem(403, "forbidden", "Forbidden", f"this key lacks the {scope} scope")
             services.limits.check_client(key.id)
@@ -325,6 +333,7 @@ def create_app(services: Services) -> FastAPI:
     @app.put("/v1/customers/{nmi}", tags=["catalogue"], response_model=CustomerOut)
     def put_customer(nmi: NmiPath, body: CustomerIn, key: ApiKey = admin) -> CustomerOut:
         """Create or update a customer: the plan they are on and their region."""
+        bind_fields(nmi=nmi)
         with services.store.write() as conn:
             if catalog.get_plan(conn, body.plan_id) is None:
                 raise Problem(
@@ -344,6 +353,7 @@ def create_app(services: Services) -> FastAPI:
         idempotency_key: Annotated[str | None, Header()] = None,
     ) -> Response:
         """Ingest interval reads; never stored twice for one Idempotency-Key."""
+        bind_fields(nmi=body.nmi)
         if len(body.reads) > settings.max_batch_reads:
             raise Problem(
                 413,
@@ -434,8 +444,11 @@ def create_app(services: Services) -> FastAPI:
         body: SettlementIn, key: Annotated[ApiKey, Depends(require(Scope.SETTLE))]
     ) -> JSONResponse:
         """Settle one day's quota exactly once; every answer says to stop, or when to retry."""
+        bind_fields(nmi=body.nmi, date=body.date.isoformat())
         services.limits.check_nmi(body.nmi)
-        return settlement_response(services.settlements.settle(body.nmi, body.date))
+        answer = services.settlements.settle(body.nmi, body.date)
+        bind_fields(quota_state=answer.quota.status.value)
+        return settlement_response(answer)
 
     @app.get(
         "/v1/free-energy/settlements/{nmi}/{day}", tags=["settlement"], response_model=QuotaOut
@@ -444,9 +457,11 @@ def create_app(services: Services) -> FastAPI:
         nmi: NmiPath, day: date, key: Annotated[ApiKey, Depends(require(Scope.READ))]
     ) -> JSONResponse:
         """The quota's current state (its newest version)."""
+        bind_fields(nmi=nmi, date=day.isoformat())
         quota = services.settlements.state(nmi, day)
         if quota is None:
             raise Problem(404, "quota-not-found", "No such quota", f"no quota for {nmi} on {day}")
+        bind_fields(quota_state=quota.status.value)
         return JSONResponse(quota_body(quota))
 
     @app.get("/v1/customers/{nmi}/bill", tags=["billing"])
@@ -458,6 +473,7 @@ def create_app(services: Services) -> FastAPI:
     ) -> JSONResponse:
         """The customer's bill for local days ``from`` to ``to``: the same JSON as ``freehours
         bill``, rated from the stored meter data."""
+        bind_fields(nmi=nmi)
         if first > last:
             raise Problem(422, "validation-error", "Empty period", f"from: {first} is after {last}")
         if (last - first).days > 366:
@@ -501,7 +517,7 @@ def create_app(services: Services) -> FastAPI:
         host = request.client.host if request.client else ""
         if host not in ("127.0.0.1", "::1", "localhost", "testclient"):
             require(Scope.READ)(authorization)
-        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+        return Response(render_metrics(), media_type=CONTENT_TYPE)
 
     return app
 

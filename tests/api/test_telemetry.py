@@ -1,0 +1,180 @@
+"""What each request leaves behind: its canonical log line, its server span, and /metrics moving."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+
+import pytest
+from opentelemetry.trace import SpanKind, format_span_id
+from prometheus_client.parser import text_string_to_metric_families
+from structlog.contextvars import merge_contextvars
+from structlog.testing import capture_logs
+
+from freehours.domain.time import NEM_TIME
+from freehours.observability.logging import add_trace_context
+from tests.api.conftest import Api
+from tests.api.test_settlements import NMI, set_up, settle
+from tests.tracing import Spans
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+CLIENT_SPAN = "00f067aa0ba902b7"
+TRACEPARENT = f"00-{TRACE_ID}-{CLIENT_SPAN}-01"
+SETTLEMENTS = "/v1/free-energy/settlements"
+
+
+def scrape(api: Api) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """/metrics as {(sample name, labels): value}."""
+    response = api.client.get("/metrics")
+    assert response.status_code == 200
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+def value(
+    samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
+) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def reads_body(first: datetime, count: int) -> dict[str, object]:
+    reads = [
+        {"start": (first + timedelta(minutes=30 * n)).isoformat(), "kwh": "0.250"}
+        for n in range(count)
+    ]
+    return {"nmi": NMI, "suffix": "E1", "interval_minutes": 30, "reads": reads}
+
+
+def finished(logs: list[dict[str, object]]) -> list[dict[str, object]]:
+    return [line for line in logs if line["event"] == "request_finished"]
+
+
+def test_a_settlement_logs_one_canonical_line_with_its_quota_and_the_clients_trace(
+    api: Api, spans: Spans
+) -> None:
+    set_up(api)
+    with capture_logs(processors=[merge_contextvars, add_trace_context]) as logs:
+        response = api.client.post(
+            SETTLEMENTS,
+            json={"nmi": NMI, "date": "2026-07-01"},
+            headers={**api.auth("settle"), "traceparent": TRACEPARENT},
+        )
+    assert response.status_code == 200
+    server = spans.one(f"POST {SETTLEMENTS}")
+    assert server.kind is SpanKind.SERVER
+    assert server.parent is not None
+    assert format_span_id(server.parent.span_id) == CLIENT_SPAN
+    (line,) = finished(logs)
+    duration = line.pop("duration_ms")
+    assert isinstance(duration, float)
+    assert duration >= 0
+    assert line.pop("key_id")
+    assert line == {
+        "event": "request_finished",
+        "log_level": "info",
+        "method": "POST",
+        "route": SETTLEMENTS,
+        "status": 200,
+        "nmi": NMI,
+        "date": "2026-07-01",
+        "quota_state": "COMPLETED",
+        "trace_id": TRACE_ID,
+        "span_id": format_span_id(server.context.span_id),
+    }
+    # The settlement's own lines are in the request's trace too, and say which quota.
+    (claimed,) = [entry for entry in logs if entry["event"] == "quota_claimed"]
+    assert (claimed["trace_id"], claimed["nmi"], claimed["date"]) == (TRACE_ID, NMI, "2026-07-01")
+
+
+def test_the_settlements_spans_are_inside_the_requests_span(api: Api, spans: Spans) -> None:
+    set_up(api)
+    assert settle(api).status_code == 200
+    settlement = spans.one("settlement.settle")
+    assert spans.ancestors(settlement)[-1] == f"POST {SETTLEMENTS}"
+    assert settlement.attributes is not None
+    assert settlement.attributes["freehours.settlement.outcome"] == "settled"
+    for name in ("settlement.claim", "settlement.complete", "cache.put"):
+        assert spans.one(name).parent == settlement.context, name
+
+
+def test_a_replayed_ingest_is_logged_with_its_idempotency_key_as_a_replay(api: Api) -> None:
+    set_up(api, with_data=False)
+    body = reads_body(datetime(2026, 7, 1, tzinfo=NEM_TIME), 4)
+    headers = {**api.auth("ingest"), "Idempotency-Key": "batch-1"}
+    with capture_logs() as logs:
+        first = api.client.post("/v1/meter-readings", json=body, headers=headers)
+        again = api.client.post("/v1/meter-readings", json=body, headers=headers)
+    assert (first.status_code, again.status_code) == (200, 200)
+    lines = finished(logs)
+    assert [(line["idempotency_key"], line["nmi"]) for line in lines] == [("batch-1", NMI)] * 2
+    assert ["replayed" in line for line in lines] == [False, True]
+    assert lines[1]["replayed"] is True
+
+
+def test_a_refused_request_is_an_information_line_with_its_status(api: Api) -> None:
+    with capture_logs() as logs:
+        response = api.client.get("/v1/customers/4102000001/bill?from=2026-07-01&to=2026-07-01")
+    assert response.status_code == 401
+    (line,) = finished(logs)
+    assert (line["log_level"], line["status"], line["route"]) == (
+        "info",
+        401,
+        "/v1/customers/{nmi}/bill",
+    )
+
+
+def test_a_request_that_breaks_is_an_error_line_with_status_500(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    set_up(api)
+
+    def broken(nmi: str, day: date, *, version: int = 1) -> None:
+        raise RuntimeError("the settlement broke")
+
+    monkeypatch.setattr(api.services.settlements, "settle", broken)
+    with capture_logs() as logs, pytest.raises(RuntimeError, match="the settlement broke"):
+        settle(api)
+    (line,) = finished(logs)
+    assert (line["log_level"], line["status"], line["nmi"]) == ("error", 500, NMI)
+    assert str(line["exc_info"]) == "the settlement broke"
+
+
+def test_probes_and_scrapes_are_logged_at_debug_level(api: Api) -> None:
+    with capture_logs() as logs:
+        assert api.client.get("/healthz").status_code == 200
+    (line,) = finished(logs)
+    assert (line["log_level"], line["route"]) == ("debug", "/healthz")
+
+
+def test_metrics_move_with_ingests_and_settlements_by_route_and_status(api: Api) -> None:
+    set_up(api, with_data=False)
+    before = scrape(api)
+    body = reads_body(datetime(2026, 7, 1, tzinfo=NEM_TIME), 48)
+    ingest = {**api.auth("ingest"), "Idempotency-Key": "day-1"}
+    assert api.client.post("/v1/meter-readings", json=body, headers=ingest).status_code == 200
+    assert settle(api).status_code == 200
+    assert settle(api, day="2026-07-02").status_code == 409  # its window is still open
+    read = api.auth("read")
+    assert api.client.get(f"{SETTLEMENTS}/{NMI}/2026-07-01", headers=read).status_code == 200
+    assert api.client.get("/nowhere").status_code == 404
+    after = scrape(api)
+
+    def moved(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    requests = "freehours_http_requests_total"
+    assert moved(requests, method="POST", route=SETTLEMENTS, status="200") == 1
+    assert moved(requests, method="POST", route=SETTLEMENTS, status="409") == 1
+    assert moved(requests, method="POST", route="/v1/meter-readings", status="200") == 1
+    state_route = "/v1/free-energy/settlements/{nmi}/{day}"
+    assert moved(requests, method="GET", route=state_route, status="200") == 1
+    assert moved(requests, method="GET", route="unmatched", status="404") == 1
+    seconds = "freehours_http_request_seconds_count"
+    assert moved(seconds, method="POST", route=SETTLEMENTS) == 2
+    outcomes = "freehours_settlement_outcomes_total"
+    assert moved(outcomes, status="COMPLETED", replayed="false") == 1
+    assert moved(outcomes, status="PENDING", replayed="false") == 1
+    assert moved("freehours_ingested_values_total", path="reads") == 48
+    assert moved("freehours_settlement_seconds_count") == 1
