@@ -125,7 +125,12 @@ def _server(url: str) -> Iterator[int]:
         "FREEHOURS_RATE_LIMIT_PER_CLIENT": "1000000/minute",
     }
     env.pop("FREEHOURS_REDIS_URL", None)
-    process = subprocess.Popen([sys.executable, "-m", "benchmarks.serve_api", str(port)], env=env)
+    # Its request lines go where a server's go, not to this terminal.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.serve_api", str(port)],
+        env=env,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

@@ -11,11 +11,17 @@ import uvicorn
 from fastapi.responses import JSONResponse
 
 from freehours.api.app import Services, create_app
+from freehours.observability.logging import configure_logging
+from freehours.observability.tracing import configure_tracing
 from freehours.settings import Settings
 
 
 def main(port: int) -> None:
-    services = Services.from_settings(Settings())
+    settings = Settings()
+    # As serve does: a canonical line per request, spans made (and dropped unless exported).
+    configure_logging(settings.log_level)
+    configure_tracing(settings.traces, service="freehours-api")
+    services = Services.from_settings(settings)
     app = create_app(services)
 
     @app.get("/bench/floor", include_in_schema=False)
@@ -24,7 +30,9 @@ def main(port: int) -> None:
             conn.exec_driver_sql("SELECT 1")
         return JSONResponse({"status": "ok"})
 
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    uvicorn.run(
+        app, host="127.0.0.1", port=port, log_level="warning", log_config=None, access_log=False
+    )
 
 
 if __name__ == "__main__":

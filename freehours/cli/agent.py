@@ -1,28 +1,24 @@
 """``freehours agent``: the meter agent, sending NEM12 files and simulated meters' reads to the API.
 
-Logs are JSON lines on stderr; on a terminal a progress line sits under them. The summary goes to
-stdout at exit (``--json``: as one JSON object). Exit status 1 when reads were still spooled at the
-end of a run that should have sent them all (the drain timeout passed), or when the API refused
-the key.
+Logs are JSON lines on stderr (on a terminal, readable lines with a progress line under them);
+traces go where FREEHOURS_TRACES says. The summary goes to stdout at exit (``--json``: as one JSON
+object). Exit status 1 when reads were still spooled at the end of a run that should have sent
+them all (the drain timeout passed), or when the API refused the key.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import signal
-import sys
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Annotated
 
-import structlog
 import typer
-from prometheus_client import start_http_server
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
 from rich.table import Table
@@ -43,13 +39,15 @@ from freehours.cli.nem12 import summary_console
 from freehours.clock import SystemClock
 from freehours.domain.time import NEM_TIME
 from freehours.errors import InputError
+from freehours.observability.exposition import forget_process, serve_metrics
+from freehours.observability.logging import LEVELS, configure_logging
+from freehours.observability.tracing import configure_tracing
 from freehours.settings import get_settings
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _BREAKER = BreakerConfig()
 _TIMEOUTS = Timeouts()
-_LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
 
 
 @app.command("agent")
@@ -132,7 +130,14 @@ def agent(
         typer.Option("--drain-timeout", min=0, help="seconds to empty the spool after the sources"),
     ] = DRAIN_TIMEOUT,
     as_json: Annotated[bool, typer.Option("--json", help="the summary as JSON")] = False,
-    log_level: Annotated[str, typer.Option("--log-level", help="debug, info or warning")] = "info",
+    log_level: Annotated[
+        str | None,
+        typer.Option(
+            "--log-level",
+            help="debug, info, warning or error [default: FREEHOURS_LOG_LEVEL, info]",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """The meter agent: sends reads to the API, spools to disk when it cannot.
 
@@ -142,8 +147,8 @@ def agent(
     """
     if nem12_dir is None and not simulate:
         raise InputError("give --nem12-dir DIR, --simulate N, or both")
-    if log_level not in _LOG_LEVELS:
-        raise InputError(f"--log-level {log_level!r}: one of {', '.join(_LOG_LEVELS)}")
+    if log_level is not None and log_level not in LEVELS:
+        raise InputError(f"--log-level {log_level!r}: one of {', '.join(LEVELS)}")
     settings = get_settings()
     clock = SystemClock()
     simulation = None
@@ -170,12 +175,11 @@ def agent(
         redis_url=settings.redis_url,
         redis_prefix=settings.redis_prefix,
     )
-    metrics_server = None
-    if metrics_port is not None:
-        metrics_server, _ = start_http_server(metrics_port, addr=metrics_host)
+    configure_logging(log_level or settings.log_level)
+    configure_tracing(settings.traces, service="freehours-agent")
+    metrics_server = None if metrics_port is None else serve_metrics(metrics_port, metrics_host)
     try:
         with _Display(err_console, simulation) as display:
-            _configure_logging(_LOG_LEVELS[log_level])
             meter_agent = MeterAgent(config, clock=clock)
             for signum in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(signum, _stopper(meter_agent))
@@ -183,6 +187,7 @@ def agent(
     finally:
         if metrics_server is not None:
             metrics_server.shutdown()
+        forget_process()
     _print_summary(summary, as_json)
     if summary.ending is Ending.DRAIN_TIMEOUT and summary.pending:
         err_console.print(
@@ -226,21 +231,6 @@ def default_spool_path() -> Path:
         return Path.home() / ".local" / "state" / "freehours" / "agent-spool.db"
     except RuntimeError:
         return Path("agent-spool.db")
-
-
-def _configure_logging(level: int) -> None:
-    """JSON lines on stderr (the one in force now: under a progress display, Rich's)."""
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        cache_logger_on_first_use=False,
-    )
 
 
 class _Display:

@@ -9,6 +9,9 @@ import uvicorn
 
 from freehours.api.app import Services, create_app
 from freehours.cli import app
+from freehours.observability.exposition import forget_process
+from freehours.observability.logging import configure_logging
+from freehours.observability.tracing import configure_tracing
 from freehours.settings import get_settings
 
 
@@ -24,8 +27,13 @@ def serve(
 
     Refuses a database whose schema is out of date (run `freehours db upgrade`). On SIGTERM the
     server drains its requests, then the workers finish or release their jobs.
+
+    Logs: one JSON line per request on stderr (FREEHOURS_LOG_LEVEL); traces as FREEHOURS_TRACES
+    says; Prometheus metrics on /metrics (PROMETHEUS_MULTIPROC_DIR for several processes).
     """
     settings = get_settings()
+    configure_logging(settings.log_level)
+    configure_tracing(settings.traces, service="freehours-api")
     services = Services.from_settings(settings)
     worker = services.runtime.worker(workers) if workers else None
     if worker is not None:
@@ -36,6 +44,9 @@ def serve(
             host=host,
             port=port,
             log_level="warning",
+            # uvicorn's own lines go through the root logger, rendered as ours are; the access
+            # log is replaced by the canonical request line.
+            log_config=None,
             access_log=False,
             lifespan="on",
         )
@@ -43,3 +54,4 @@ def serve(
         if worker is not None:
             worker.stop(settings.worker_grace_seconds)
         services.store.close()
+        forget_process()

@@ -10,6 +10,9 @@ from typing import Annotated
 import typer
 
 from freehours.cli import app
+from freehours.observability.exposition import forget_process, serve_metrics
+from freehours.observability.logging import configure_logging
+from freehours.observability.tracing import configure_tracing
 from freehours.runtime import Runtime
 from freehours.settings import get_settings
 
@@ -29,6 +32,12 @@ def worker(
             show_default=False,
         ),
     ] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option("--metrics-port", help="serve Prometheus metrics on this port")
+    ] = None,
+    metrics_host: Annotated[
+        str, typer.Option("--metrics-host", help="address for --metrics-port")
+    ] = "127.0.0.1",
 ) -> None:
     """Run due jobs from the database (FREEHOURS_DATABASE_URL) until SIGTERM or SIGINT.
 
@@ -37,8 +46,14 @@ def worker(
     On SIGTERM or SIGINT: stop claiming, let running jobs finish, release the rest, exit 0.
 
     Running jobs get FREEHOURS_WORKER_GRACE_SECONDS (default 25) to finish.
+
+    Logs: one JSON line per job attempt on stderr (FREEHOURS_LOG_LEVEL); traces as
+    FREEHOURS_TRACES says, each job in the trace of the request that scheduled it.
     """
     settings = get_settings()
+    configure_logging(settings.log_level)
+    configure_tracing(settings.traces, service="freehours-worker")
+    metrics_server = None if metrics_port is None else serve_metrics(metrics_port, metrics_host)
     runtime = Runtime.open(settings)
     try:
         running = runtime.worker(concurrency)
@@ -54,4 +69,7 @@ def worker(
             pass
         running.stop(settings.worker_grace_seconds)
     finally:
+        if metrics_server is not None:
+            metrics_server.shutdown()
         runtime.close()
+        forget_process()

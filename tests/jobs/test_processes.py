@@ -1,5 +1,6 @@
-"""Worker processes against a real PostgreSQL: many at once, one killed mid-settlement, and a
-graceful stop on SIGTERM. Each test runs in a schema of its own (``store_url``)."""
+"""Worker processes against a real PostgreSQL: many at once, one killed mid-settlement, a graceful
+stop on SIGTERM, and the metrics of two ``freehours worker`` processes served as one. Each test
+runs in a schema of its own (``store_url``)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import sqlalchemy as sa
+from prometheus_client.parser import text_string_to_metric_families
 
 from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import SystemClock
@@ -24,11 +28,14 @@ from freehours.ingest import Ingestion
 from freehours.jobs import queue
 from freehours.jobs.job import JobState
 from freehours.jobs.settle import KIND, SettlementJobs
+from freehours.meterdata.records import IntervalDay
+from freehours.observability.exposition import MULTIPROC_DIR
 from freehours.settlement import Settlements
 from freehours.store import catalog, quotas
 from freehours.store.database import Store
 from freehours.store.tables import jobs
 from tests.jobs.support import eventually, postgres_only
+from tests.servers import FREEHOURS, free_port
 from tests.test_settlement import DAY, NMI, PLAN, STAMP, day_row
 
 pytestmark = [pytest.mark.slow, postgres_only]
@@ -45,14 +52,19 @@ class Processes:
         self.url = url
         self.started: list[subprocess.Popen[str]] = []
 
-    def start(self, *options: str, command: list[str] | None = None) -> subprocess.Popen[str]:
+    def start(
+        self, *options: str, command: list[str] | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[str]:
+        """``worker_process`` with ``options``, or ``command`` (``freehours worker``: its log
+        lines, on stderr, are read from stdout too)."""
         argv = command or [sys.executable, "-m", "tests.jobs.worker_process", self.url, *options]
         process = subprocess.Popen(
             argv,
             cwd=ROOT,
             stdout=subprocess.PIPE,
+            stderr=None if command is None else subprocess.STDOUT,
             text=True,
-            env={**os.environ, "FREEHOURS_DATABASE_URL": self.url},
+            env={**os.environ, "FREEHOURS_DATABASE_URL": self.url, **(env or {})},
         )
         self.started.append(process)
         return process
@@ -210,8 +222,74 @@ def test_sigterm_lets_the_running_job_finish_releases_the_rest_and_exits_zero(
 def test_freehours_worker_starts_and_exits_zero_on_sigterm(
     store: Store, processes: Processes
 ) -> None:
-    worker = processes.start(command=[str(Path(sys.executable).parent / "freehours"), "worker"])
-    processes.ready(worker, marker="worker_started")
+    worker = processes.start(command=[FREEHOURS, "worker"])
+    processes.ready(worker, marker='"event": "worker_started"')
     assert processes.terminate(worker) == 0
     assert worker.stdout is not None
     assert "worker_stopped" in worker.stdout.read()
+
+
+def test_two_freehours_workers_each_serve_the_metrics_of_both(
+    store: Store, processes: Processes, tmp_path: Path
+) -> None:
+    clock = SystemClock()
+    with store.write() as conn:
+        catalog.put_plan(conn, "test-nsw", PLAN, updated_at=clock.now())
+        catalog.put_customer(
+            conn, NMI, plan_id="test-nsw", region=Region.NSW, updated_at=clock.now()
+        )
+    settlements = Settlements(store, MemoryQuotaCache(clock), clock)
+    days = [
+        IntervalDay(NMI, "E1", date(2026, 7, d), 30, (Decimal("0.5"),) * 48, "A" * 48, STAMP)
+        for d in range(1, 5)
+    ]
+    Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements)).file(days)
+    with store.write() as conn:  # a job of a kind no worker runs, due an hour ago: stuck
+        queue.enqueue(conn, "orphan", "orphan-1", {}, run_at=clock.now() - timedelta(hours=1))
+    shared = tmp_path / "metrics"
+    shared.mkdir()
+    ports = [free_port(), free_port()]
+    env = {
+        MULTIPROC_DIR: str(shared),
+        "FREEHOURS_JOB_LEASE_SECONDS": "3",
+    }  # stuck measured each 1 s
+    workers = [
+        processes.start(command=[FREEHOURS, "worker", "--metrics-port", str(port)], env=env)
+        for port in ports
+    ]
+    for worker in workers:
+        processes.ready(worker, marker='"event": "worker_started"')
+
+    def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        return {
+            (sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+        }
+
+    def value(
+        samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
+    ) -> float:
+        return samples.get((name, frozenset(labels.items())), 0.0)
+
+    settled = {"kind": KIND, "outcome": "completed"}
+    eventually(
+        lambda: (
+            value(scrape(ports[0]), "freehours_job_attempts_total", **settled) == 4
+            and value(scrape(ports[0]), "freehours_jobs_stuck") == 1
+        ),
+        within=60.0,
+        what="four settlements and one stuck job on the first worker's port",
+    )
+    for port in ports:  # whichever worker ran them, each port serves the work of both
+        samples = scrape(port)
+        assert value(samples, "freehours_job_attempts_total", **settled) == 4
+        assert value(samples, "freehours_job_retries_count", kind=KIND) == 4
+        assert value(samples, "freehours_job_retries_sum", kind=KIND) == 0
+        completed = {"status": "COMPLETED", "replayed": "false"}
+        assert value(samples, "freehours_settlement_outcomes_total", **completed) == 4
+        assert value(samples, "freehours_settlement_seconds_count") == 4
+        assert value(samples, "freehours_quota_cache_requests_total", result="miss") == 4
+        assert value(samples, "freehours_jobs_stuck") == 1
+    assert [processes.terminate(worker) for worker in workers] == [0, 0]
