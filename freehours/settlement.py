@@ -182,10 +182,11 @@ class Settlements:
 
     def reopen(self, conn: sa.Connection, changed: Iterable[DayKey]) -> list[Quota]:
         """After new meter data, in the ingest's transaction: open the next version of every
-        settled quota whose window the changed consumption day rows touch.
+        settled quota whose free energy the changed consumption day rows change.
 
-        ``changed`` names day rows as (NMI, suffix, NEM date). Call ``publish`` with the result
-        after the commit.
+        ``changed`` names day rows as (NMI, suffix, NEM date). A read outside the window, or one
+        that leaves the window's free energy as it was settled, reopens nothing: only a real
+        difference is worth an adjustment. Call ``publish`` with the result after the commit.
         """
         by_nmi: dict[str, set[tuple[str, date]]] = {}
         for nmi, suffix, nem_date in changed:
@@ -198,6 +199,13 @@ class Settlements:
             plan = customer.plan
             nem_dates = {nem_date for suffix, nem_date in rows if plan.is_consumption(suffix)}
             for day in sorted(quota_dates(plan, nem_dates)):
+                settled = quotas.latest(conn, nmi, day, for_update=True)
+                if settled is None or settled.status is not QuotaStatus.COMPLETED:
+                    continue  # not settled yet: it will read the new data when it is
+                days = meter.days_for(conn, nmi, plan.nem_dates(day))
+                now_free = free_energy(plan, customer.profiles, days, day)
+                if now_free == (settled.free_kwh, settled.free_value):
+                    continue
                 successor = quotas.reopen_if_settled(conn, nmi, day)
                 if successor is not None:
                     log.info("quota_reopened", quota_key=successor.key, version=successor.version)

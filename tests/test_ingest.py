@@ -12,6 +12,7 @@ from freehours.clock import ManualClock
 from freehours.domain.settlement import QuotaStatus
 from freehours.domain.time import Region
 from freehours.errors import InputError
+from freehours.meterdata.records import IntervalDay
 from freehours.runtime import Runtime
 from freehours.settings import Settings
 from freehours.settlement import Outcome
@@ -65,3 +66,14 @@ def test_a_batch_that_fails_midway_stores_and_reopens_nothing(runtime: Runtime) 
     state = runtime.settlements.state(NMI, DAY)
     assert state is not None
     assert (state.version, state.status) == (1, QuotaStatus.COMPLETED)
+
+
+def test_a_revision_outside_the_window_reopens_nothing(runtime: Runtime) -> None:
+    runtime.ingestion.file([day_row("0.500", stamp=STAMP)])
+    runtime.settlements.settle(NMI, DAY)
+    values = [Decimal("0.500")] * 48
+    values[40] = Decimal("9.999")  # 20:00-20:30: outside 11:00-14:00
+    evening = IntervalDay(NMI, "E1", DAY, 30, tuple(values), "A" * 48, STAMP + timedelta(days=1))
+    ingested = runtime.ingestion.file([evening])
+    assert ingested.counts.superseded == 1
+    assert ingested.reopened == []
