@@ -1,8 +1,8 @@
 """``spans``: the spans finished during a test, from the real OpenTelemetry SDK.
 
 A process has one tracer provider, set once. The first test that asks for ``spans`` sets an SDK
-provider that keeps every finished span in memory (or, where one was set already, adds the
-memory exporter to it); each test then sees only the spans of its own.
+provider (or, where one was set already, uses it) whose finished spans are kept in memory while
+a test that asked for them runs; each such test sees only the spans of its own.
 """
 
 from __future__ import annotations
@@ -16,6 +16,20 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 _EXPORTER = InMemorySpanExporter()
+
+
+class _WhileCollecting(SimpleSpanProcessor):
+    """Keeps finished spans only while a test that asked for them runs: the others' spans (the
+    provider stays for the rest of the session) would pile up in memory."""
+
+    collecting = False
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.collecting:
+            super().on_end(span)
+
+
+_PROCESSOR = _WhileCollecting(_EXPORTER)
 _installed: list[bool] = []
 
 
@@ -26,7 +40,7 @@ def _install() -> None:
     if not isinstance(provider, TracerProvider):
         provider = TracerProvider()
         trace.set_tracer_provider(provider)
-    provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
+    provider.add_span_processor(_PROCESSOR)
     _installed.append(True)
 
 
@@ -61,5 +75,7 @@ class Spans:
 def spans() -> Iterator[Spans]:
     _install()
     _EXPORTER.clear()
+    _PROCESSOR.collecting = True
     yield Spans()
+    _PROCESSOR.collecting = False
     _EXPORTER.clear()

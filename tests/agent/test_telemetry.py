@@ -114,7 +114,11 @@ def test_the_agents_metrics_move_with_its_sends_and_its_requests_carry_its_spans
     try:
         deadline = time.monotonic() + 60
         samples = scrape(port)
-        while samples.get(("freehours_agent_sent_total", frozenset())) != 2:
+        # Sent at once; the spool's gauge follows on the agent's next look (every 0.2 s).
+        while (
+            samples.get(("freehours_agent_sent_total", frozenset())),
+            samples.get(("freehours_agent_spooled", frozenset())),
+        ) != (2, 0):
             assert time.monotonic() < deadline, f"two files not sent in time: {samples}"
             assert agent.poll() is None, stderr.read_text()
             time.sleep(0.05)
