@@ -271,6 +271,9 @@ def _take(indices: Sequence[int]) -> Take:
     return itemgetter(*indices)  # at least two: a gap needs intervals on both sides
 
 
+_new_tuple = tuple.__new__
+
+
 class DayRating(NamedTuple):
     """One local day of one NMI, rated (kWh throughout). Immutable; a named tuple rather than a
     frozen dataclass because a bill makes one per day per meter and it builds four times faster.
@@ -350,9 +353,12 @@ class MeterRating:
     def __init__(self, nmi: str, profiles: DayProfiles) -> None:
         self.nmi = nmi
         self.profiles = profiles
+        self._profiles = profiles._profiles  # the same module's cache, read directly by ``add``
         self.plan = profiles.plan
         self._bands = len(self.plan.bands)
         self._missing = 2 * self._bands + 1  # the slot of missing intervals in a day's tally
+        window = self.plan.free_window
+        self._cap = None if window is None else window.cap_kwh
         self._empty_tally: Tally = [ZERO] * (2 * self._bands + 1) + [0]
         self._tally: Tally = []  # every local day's tally, one after the other (see ``Tally``)
         self._bases: dict[date, int] = {}  # local date -> where its tally starts in ``_tally``
@@ -389,20 +395,15 @@ class MeterRating:
             channel = self._new_channel(day)
             if channel is None:
                 return
-        if day.nmi != self.nmi:
-            raise ValueError(f"an interval day of NMI {day.nmi} given to the rating of {self.nmi}")
         nem_date = day.day
         values = day.values
         minutes = day.interval_minutes
         read = self._read.get(nem_date, 0)
-        if read & channel.bit or len(values) * minutes != DAY_MINUTES:
-            raise ValueError(
-                f"NMI {self.nmi} {day.suffix} {nem_date}: given twice, or not one day of values "
-                f"({len(values)} of {minutes} minutes): rate each channel's day once, in the "
-                "winning revision"
-            )
+        if read & channel.bit or len(values) * minutes != DAY_MINUTES or day.nmi != self.nmi:
+            raise self._refusal(day, channel)
         self._read[nem_date] = read | channel.bit
-        profile = self.profiles.get(nem_date, minutes)
+        # DayProfiles.get, its dictionary read directly when the profile is made already.
+        profile = self._profiles.get((nem_date, minutes)) or self.profiles.get(nem_date, minutes)
         bases = self._nem_bases.get(nem_date) or self._new_nem_date(profile)
         if channel.consumption:
             picks = profile.consumption
@@ -412,14 +413,25 @@ class MeterRating:
             picks = profile.export
         tally = self._tally
         for local_day, slot, _, _, take in picks:
+            target = bases[local_day] + slot
             taken = take(values)
             try:
-                total = _sum_or_raise(taken, ZERO)
+                # Added onto the tally's slot directly: exact, so the same as adding the sum.
+                tally[target] = _sum_or_raise(taken, tally[target])
             except TypeError:
-                total = self._sum_counting_missing(taken, bases[local_day])
-            tally[bases[local_day] + slot] += total
+                tally[target] += self._sum_counting_missing(taken, bases[local_day])
         if profile.splits:
             self._add_splits(values, profile, bases, consumption=channel.consumption)
+
+    def _refusal(self, day: IntervalDay, channel: _Channel) -> ValueError:
+        """Why ``add`` refuses ``day``."""
+        if day.nmi != self.nmi:
+            return ValueError(f"an interval day of NMI {day.nmi} given to the rating of {self.nmi}")
+        return ValueError(
+            f"NMI {self.nmi} {day.suffix} {day.day}: given twice, or not one day of values "
+            f"({len(day.values)} of {day.interval_minutes} minutes): rate each channel's day "
+            "once, in the winning revision"
+        )
 
     def _new_channel(self, day: IntervalDay) -> _Channel | None:
         """Note a suffix seen for the first time: its channel, or None when it is not rated."""
@@ -506,10 +518,9 @@ class MeterRating:
         free_by_band: list[Decimal] = tally[base + bands : base + 2 * bands]
         free = sum(free_by_band, ZERO)
         over_cap = ZERO
-        window = self.plan.free_window
-        if window is not None and free > window.cap_kwh:
+        if self._cap is not None and free > self._cap:
             free_by_band = [ZERO] * bands
-            room = window.cap_kwh
+            room = self._cap
             for _, _, band, value in sorted(self._window_reads(local_date)):
                 share = min(value, room)
                 room -= share
@@ -517,16 +528,21 @@ class MeterRating:
                 charged[band] += value - share
                 over_cap += value - share
             free = sum(free_by_band, ZERO)
-        return DayRating(
-            local_date,
-            # sum(charged) + free, in one sum: exact, so its value and exponent are the same.
-            sum(charged, free),
-            free,
-            over_cap,
-            tally[base + 2 * bands],
-            tally[base + self._missing] + absent,
-            tuple(charged),
-            tuple(free_by_band),
+        # tuple.__new__ is what DayRating(...) ends in, without the Python-level __new__ of a
+        # named tuple, which doubles the cost of making one (a bill makes one per meter a day).
+        return _new_tuple(
+            DayRating,
+            (
+                local_date,
+                # sum(charged) + free, in one sum: exact, so its value and exponent are the same.
+                sum(charged, free),
+                free,
+                over_cap,
+                tally[base + 2 * bands],
+                tally[base + self._missing] + absent,
+                tuple(charged),
+                tuple(free_by_band),
+            ),
         )
 
     def _window_reads(self, local_date: date) -> Iterator[tuple[int, str, int, Decimal]]:
