@@ -7,9 +7,10 @@ leaves stdout empty: the error goes to stderr and the exit status is 2.
 from __future__ import annotations
 
 import csv
-import json
+import gc
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -81,26 +82,46 @@ def bill(
     if first is not None and last is not None and first > last:
         raise typer.BadParameter(f"--from {first} is after --to {last}")
     loaded = load_plan(plan)
-    days = read_days(nem12)
-    if nmi is not None:
-        days = (day for day in days if day.nmi == nmi)
-    ratings = rate_meters(loaded, days)
-    if not ratings:
-        whose = "" if nmi is None else f" for NMI {nmi}"
-        raise InputError(f"{nem12}: no consumption or export data{whose}")
-    bills = _bills(loaded, ratings, first, last, nem12)
-    chosen = output or (BillFormat.TABLE if sys.stdout.isatty() else BillFormat.JSON)
-    if chosen is BillFormat.JSON:
-        documents = [one.as_json() for one in bills]
-        # Compact: json's C encoder does not indent, and a month of 1,000 meters is megabytes.
-        # The documents are fresh trees of dicts, lists and strings, so the encoder's check
-        # for circular references (a lookup per container) can only cost time.
-        text = json.dumps(documents[0] if len(documents) == 1 else documents, check_circular=False)
-        typer.echo(text)
-    elif chosen is BillFormat.CSV:
-        _write_csv(list(bills))
-    else:
-        _print_tables(list(bills))
+    with _cyclic_gc_paused():
+        days = read_days(nem12)
+        if nmi is not None:
+            days = (day for day in days if day.nmi == nmi)
+        ratings = rate_meters(loaded, days)
+        if not ratings:
+            whose = "" if nmi is None else f" for NMI {nmi}"
+            raise InputError(f"{nem12}: no consumption or export data{whose}")
+        bills = _bills(loaded, ratings, first, last, nem12)
+        chosen = output or (BillFormat.TABLE if sys.stdout.isatty() else BillFormat.JSON)
+        if chosen is BillFormat.JSON:
+            # Compact, as json.dumps writes it (a month of 1,000 meters is megabytes): each bill
+            # is json.dumps(bill.as_json()), made faster; several are a JSON array of them.
+            documents = [one.json_text() for one in bills]
+            typer.echo(documents[0] if len(documents) == 1 else f"[{', '.join(documents)}]")
+        elif chosen is BillFormat.CSV:
+            _write_csv(list(bills))
+        else:
+            _print_tables(list(bills))
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for a bill run, and back on after it.
+
+    A bill run is one batch: what it makes is freed by reference counting as it goes, or lives
+    to its end (every meter's rating until the file has been read, then the bills), and it
+    makes next to no reference cycles (the reader benchmark's whole file leaves the collector
+    a few dozen objects). The collector cannot know that: it walks the young objects every few
+    hundred allocations and, now and then, every object of the process, imports included. On
+    that file its passes took 0.26 s of a 2.9 s run. Memory is unchanged: it only ever frees
+    cycles. Back on afterwards, as the command also runs inside other processes (tests).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _bills(
