@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import date
 from decimal import Decimal
 
@@ -118,3 +119,18 @@ def test_kwh_are_written_exactly_without_trailing_zeros_or_exponents() -> None:
 def test_a_bill_needs_a_day() -> None:
     with pytest.raises(ValueError, match="at least one day"):
         make_bill(plan_for(), NMI, [])
+
+
+def test_json_text_is_json_dumps_of_as_json() -> None:
+    # freehours bill writes json_text(), made faster; the API serves as_json(): one text.
+    plan = plan_for("SA", free_window={"cap_kwh": "2"})
+    values: list[Decimal | None] = [D(index).scaleb(-2) for index in range(48)]
+    values[3] = None
+    days = [
+        nem_day(date(2026, 10, 3), values),
+        nem_day(date(2026, 10, 4), flat("1.250")),
+        nem_day(date(2026, 10, 4), flat("0.100"), suffix="B1"),
+    ]
+    bill = make_bill(plan, NMI, rate(plan, days).values())
+    assert any(day.over_cap_kwh for day in bill.days)
+    assert bill.json_text() == json.dumps(bill.as_json())
