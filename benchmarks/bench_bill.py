@@ -3,8 +3,10 @@
 The file is the reader benchmark's (1,000 NMIs x 31 days x E1+B1 at 30 minutes: 2,976,000
 values), written into ./bench-out/ when missing. The bill is timed through the command itself
 (plan ``sso-nsw``, JSON out, one bill per NMI): reading, rating, billing and writing the JSON.
-Reading alone is the same ``read_days`` loop, only counting the values. Each is run twice and
-its best time kept, in wall-clock and in CPU time (which other work on the machine changes least).
+Reading alone is the same ``read_days`` loop, only counting the values. Each is run twice, in
+turn (read, bill, read, bill) so that a change in the load of a shared machine weighs on both
+alike, and its best time kept, in wall-clock and in CPU time (which other work on the machine
+changes least).
 
 The goals: rating and billing add no more time than reading takes (a bill throughput of at least
 half the reader's), and rate at least 1.2 million values per second on top of reading, the
@@ -38,8 +40,7 @@ def run() -> None:
         nonlocal values
         values = sum(len(day.values) for day in read_days(path))
 
-    read_wall, read_cpu = _best(read)
-    bill_wall, bill_cpu = _best(lambda: _bill(path))
+    (read_wall, read_cpu), (bill_wall, bill_cpu) = _best(read, lambda: _bill(path))
     for clock, read_seconds, bill_seconds in (
         ("wall", read_wall, bill_wall),
         ("cpu", read_cpu, bill_cpu),
@@ -61,12 +62,15 @@ def _bill(path: Path) -> None:
         raise SystemExit(f"bill: freehours bill failed: {result.output}")
 
 
-def _best(work: Callable[[], None]) -> tuple[float, float]:
-    """The best wall-clock and CPU seconds of ``RUNS`` runs of ``work``."""
-    walls, cpus = [], []
+def _best(*works: Callable[[], None]) -> list[tuple[float, float]]:
+    """For each of ``works``, the best wall-clock and CPU seconds of ``RUNS`` runs, the works
+    run in turn."""
+    walls: list[list[float]] = [[] for _ in works]
+    cpus: list[list[float]] = [[] for _ in works]
     for _ in range(RUNS):
-        wall, cpu = time.perf_counter(), time.process_time()
-        work()
-        walls.append(time.perf_counter() - wall)
-        cpus.append(time.process_time() - cpu)
-    return min(walls), min(cpus)
+        for work, work_walls, work_cpus in zip(works, walls, cpus, strict=True):
+            wall, cpu = time.perf_counter(), time.process_time()
+            work()
+            work_walls.append(time.perf_counter() - wall)
+            work_cpus.append(time.process_time() - cpu)
+    return [(min(wall), min(cpu)) for wall, cpu in zip(walls, cpus, strict=True)]
