@@ -76,6 +76,11 @@ class Settings(BaseSettings):
     job_retry_cap_seconds: float = Field(
         default=600.0, gt=0, description="Longest backoff between a job's attempts"
     )
+    job_retention_hours: float = Field(
+        default=168.0,
+        gt=0,
+        description="How long finished jobs are kept (a week: time to look into a discarded one)",
+    )
 
     # --- API ---
     max_batch_reads: int = Field(

@@ -400,6 +400,18 @@ def count_by_state(conn: sa.Connection) -> dict[JobState, int]:
     return counts
 
 
+def prune(conn: sa.Connection, *, finished_before: datetime, limit: int) -> int:
+    """Delete up to ``limit`` jobs finished before ``finished_before``; how many went."""
+    c = jobs.c
+    oldest = (
+        sa.select(c.id)
+        .where(c.state.not_in(UNFINISHED_JOB_STATES), c.finalized_at < finished_before)
+        .limit(limit)
+        .scalar_subquery()
+    )
+    return conn.execute(sa.delete(jobs).where(c.id.in_(oldest))).rowcount
+
+
 def count_stuck(conn: sa.Connection, *, now: datetime, waiting_over: timedelta) -> int:
     """Jobs due for longer than ``waiting_over`` that no worker has started."""
     c = jobs.c

@@ -12,7 +12,7 @@ has started.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import structlog
 
@@ -62,6 +62,23 @@ def rescue(store: Store, retry: RetryPolicy) -> list[Finish]:
         rescued += finishes
         if len(expired) < RESCUE_BATCH:
             return rescued
+
+
+#: Deleted per transaction: keeps each one short however many jobs have aged out.
+PRUNE_BATCH = 1000
+
+
+def prune(store: Store, finished_before: datetime) -> int:
+    """Delete every job finished before ``finished_before``; how many went."""
+    pruned = 0
+    while True:
+        with store.write() as conn:
+            deleted = queue.prune(conn, finished_before=finished_before, limit=PRUNE_BATCH)
+        pruned += deleted
+        if deleted < PRUNE_BATCH:
+            if pruned:
+                log.info("jobs_pruned", count=pruned)
+            return pruned
 
 
 def measure_stuck(store: Store, retry: RetryPolicy) -> int:

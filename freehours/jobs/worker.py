@@ -89,6 +89,11 @@ class WorkerConfig:
     batch: int = 64
     #: LISTEN for enqueues on PostgreSQL.
     listen: bool = True
+    #: Finished jobs older than this are deleted, so the table holds the recent past only.
+    retention: timedelta = timedelta(days=7)
+    #: How often a worker deletes them: the deletion scans the table, and a day's finished jobs
+    #: wait an hour more at no cost.
+    prune_every: timedelta = timedelta(hours=1)
 
     @property
     def capacity(self) -> int:
@@ -112,6 +117,7 @@ class WorkerConfig:
             concurrency=concurrency or settings.worker_concurrency,
             lease=timedelta(seconds=settings.job_lease_seconds),
             poll=timedelta(seconds=settings.job_poll_seconds),
+            retention=timedelta(hours=settings.job_retention_hours),
         )
 
 
@@ -389,7 +395,7 @@ class Worker:
     def _keep(self) -> None:
         heartbeat = self.config.heartbeat.total_seconds()
         rescue_every = self.config.rescue_every.total_seconds()
-        next_rescue = self.clock.monotonic()
+        next_rescue = next_prune = self.clock.monotonic()
         while not self._keeper_stop.wait(heartbeat):
             try:
                 with self.store.write() as conn:
@@ -398,6 +404,9 @@ class Worker:
                     next_rescue = self.clock.monotonic() + rescue_every
                     rescuer.rescue(self.store, self.retry)
                     rescuer.measure_stuck(self.store, self.retry)
+                if self.clock.monotonic() >= next_prune:
+                    next_prune = self.clock.monotonic() + self.config.prune_every.total_seconds()
+                    rescuer.prune(self.store, self.clock.now() - self.config.retention)
             except Exception:
                 log.exception("worker_keeper_failed", worker=self.name)
 

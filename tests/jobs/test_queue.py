@@ -284,3 +284,20 @@ def test_enqueue_refuses_a_job_that_could_never_run(
     arguments: dict[str, object] = {"kind": "settle", "key": "a", "payload": {}, "run_at": NOW}
     with pytest.raises(ValueError, match=message), store.write() as conn:
         queue.enqueue(conn, **{**arguments, **kwargs})  # type: ignore[arg-type]
+
+
+def test_prune_deletes_finished_jobs_older_than_the_cutoff_and_nothing_unfinished(
+    store: Store,
+) -> None:
+    add(store, "old")
+    add(store, "waiting", run_at=NOW + timedelta(days=30))  # unfinished, whatever its age
+    (old,) = claim(store)
+    finish(store, Finish(old, Complete("settled")), at=NOW)
+    add(store, "recent")
+    (recent,) = claim(store, at=NOW + timedelta(days=2))
+    finish(store, Finish(recent, Complete("settled")), at=NOW + timedelta(days=2))
+    pruned = rescuer.prune(store, NOW + timedelta(days=1))
+    assert pruned == 1
+    assert history(store, "old") == []
+    assert [j.key for j in history(store, "waiting")] == ["waiting"]
+    assert [j.key for j in history(store, "recent")] == ["recent"]
