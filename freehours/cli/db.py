@@ -7,8 +7,6 @@ from rich.console import Console
 
 from freehours.cli import app
 from freehours.settings import get_settings
-from freehours.store import schema
-from freehours.store.engine import create_engine
 
 db_app = typer.Typer(
     name="db",
@@ -25,6 +23,9 @@ def upgrade() -> None:
     A new database is migrated by whichever command opens it first; an existing one is upgraded
     only here, so that a release's migrations run when an operator says so.
     """
+    from freehours.store import schema
+    from freehours.store.engine import create_engine
+
     engine = create_engine(get_settings().database_url)
     try:
         revision = schema.upgrade(engine)

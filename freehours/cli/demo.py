@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import TracebackType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -18,8 +18,9 @@ from rich.table import Table
 from freehours.cli import app, err_console
 from freehours.cli.logfile import log_lines_to
 from freehours.settings import get_settings
-from freehours.sim.demo import DemoConfig, DemoResult, run_demo
-from freehours.sim.report import demo_plots, html_report
+
+if TYPE_CHECKING:
+    from freehours.sim.demo import DemoResult
 
 
 @app.command("demo")
@@ -43,6 +44,9 @@ def demo(
     invariant fails (a duplicate credit, an unsettled quota without a reason, bills and
     settlements disagreeing, meter data left behind).
     """
+    from freehours.sim.demo import DemoConfig, run_demo
+    from freehours.sim.report import demo_plots, html_report
+
     config = DemoConfig(out=out, customers=customers, days=days, seed=seed)
     out.mkdir(parents=True, exist_ok=True)
     console = Console()

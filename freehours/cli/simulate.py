@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -15,8 +15,9 @@ from rich.table import Table
 from freehours.cli import app, err_console
 from freehours.cli.logfile import log_lines_to
 from freehours.settings import get_settings
-from freehours.sim.incident import IncidentReplay, replay_incident
-from freehours.sim.report import incident_plot
+
+if TYPE_CHECKING:
+    from freehours.sim.incident import IncidentReplay
 
 simulate_app = typer.Typer(
     help="Simulations that replay what freehours is built to survive.", no_args_is_help=True
@@ -73,6 +74,9 @@ def incident(
     breaks a must-hold: retry_reduction under 0.95, a duplicate credit, a job stuck over 20 s,
     or an unsettled quota.
     """
+    from freehours.sim.incident import replay_incident
+    from freehours.sim.report import incident_plot
+
     with tempfile.TemporaryDirectory(prefix="freehours-incident-") as scratch:
         work_dir = Path(scratch)
         settings = get_settings().model_copy(
