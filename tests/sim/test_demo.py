@@ -44,7 +44,7 @@ def test_a_broken_invariant_is_named_and_the_exit_status_is_1(
         result.failures.append("4100000001:2026-07-01: not settled, and no reason given")
         return result
 
-    monkeypatch.setattr("freehours.cli.demo.run_demo", broken)
+    monkeypatch.setattr("freehours.sim.demo.run_demo", broken)
     result = CliRunner().invoke(app, ["demo", "--out", str(tmp_path)])
     assert result.exit_code == 1
     assert "invariant broken: 4100000001:2026-07-01: not settled" in result.stderr
