@@ -127,11 +127,10 @@ def _cyclic_gc_paused() -> Iterator[None]:
 def _bills(
     plan: Plan, ratings: dict[str, MeterRating], first: date | None, last: date | None, source: Path
 ) -> Iterator[Bill]:
-    """Each meter's bill, in order; each rating is let go once its bill is made, and every bill
-    is made (or the first error raised) before the caller writes anything."""
+    """Each meter's bill, in order, made as the caller asks for it; each meter's rating is let
+    go once its bill is made. (The caller makes every bill before it writes anything.)"""
     spans: dict[tuple[date, date], list[date]] = {}  # one list of dates per distinct span
-    while ratings:
-        meter = next(iter(ratings))
+    for meter in list(ratings):
         rating = ratings.pop(meter)
         span = _span(rating, first, last, source)
         local_dates = spans.get(span)
