@@ -120,7 +120,7 @@ class Bill:
         return {**head, "days": days, **tail}
 
     def json_text(self) -> str:
-        """``json.dumps(self.as_json())``, the same text in a third of the time.
+        """``json.dumps(self.as_json())``: the same text, in three quarters of the time.
 
         The rows of days, most of a bill, are written from a template rather than made into
         dicts for the encoder: each holds a date, numbers as text (digits, a point, a sign) and
