@@ -17,24 +17,12 @@ from freehours.clock import ManualClock
 from freehours.runtime import Runtime
 from freehours.settings import Settings
 from freehours.store.database import Store
+from tests.test_settlement import PLAN
+
+__all__ = ["PLAN", "START", "Api"]  # PLAN: the settlement tests' plan, for the API's tests too
 
 # 2026-07-01 14:15 AEST: the NSW window of 1 July has ended and its grace has passed.
 START = datetime(2026, 7, 1, 4, 15, tzinfo=UTC)
-
-PLAN = {
-    "id": "test-nsw",
-    "region": "NSW",
-    "daily_supply_charge": "1.0000",
-    "free_window": {"start": "11:00", "end": "14:00", "cap_kwh": "24"},
-    "time_of_use": [
-        {
-            "type": "PEAK",
-            "unit_price": "0.3000",
-            "periods": [{"days": ["ALL"], "start": "00:00", "end": "24:00"}],
-        }
-    ],
-    "feed_in": {"unit_price": "0.0500"},
-}
 
 
 @dataclass
