@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Literal, Protocol
 
 import sqlalchemy as sa
@@ -84,6 +85,17 @@ class Ingestion:
             ingested = self.days(conn, days)
         self.committed(ingested)
         return ingested
+
+    def customer_changed(self, conn: sa.Connection, nmi: str) -> None:
+        """After a customer is created or moved to another plan, in that transaction: schedule
+        the settlement of the days whose reads arrived before it, back to the data deadline
+        (older days are past settling by job; their bills still rate them)."""
+        if self.schedule is None:
+            return
+        first = (self.clock.now() - self.settlements.policy.data_deadline).date()
+        changed = frozenset(meter.day_keys_since(conn, nmi, first - timedelta(days=1)))
+        if changed:
+            self.schedule(conn, changed, [])
 
     def committed(self, ingested: Ingested) -> None:
         """After the commit: the cache learns of the reopened quotas; the values are counted."""

@@ -342,6 +342,8 @@ def create_app(services: Services) -> FastAPI:
             catalog.put_customer(
                 conn, nmi, plan_id=body.plan_id, region=body.region, updated_at=services.clock.now()
             )
+            # Reads may have come first (meter data is never dropped): their days settle now.
+            services.runtime.ingestion.customer_changed(conn, nmi)
         return CustomerOut(nmi=nmi, plan_id=body.plan_id, region=body.region)
 
     # --- meter data ---

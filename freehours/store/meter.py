@@ -585,6 +585,16 @@ def days_for(conn: sa.Connection, nmi: str, nem_dates: Iterable[date]) -> list[I
     ]
 
 
+def day_keys_since(conn: sa.Connection, nmi: str, first: date) -> list[DayKey]:
+    """The (NMI, suffix, NEM date) of every day row of ``nmi`` from ``first`` on."""
+    rows = conn.execute(
+        sa.select(meter_days.c.nmi, meter_days.c.suffix, meter_days.c.day).where(
+            meter_days.c.nmi == nmi, meter_days.c.day >= first
+        )
+    )
+    return [(row.nmi, row.suffix, row.day) for row in rows]
+
+
 def nmis_with_data_on(conn: sa.Connection, nem_date: date) -> list[str]:
     """The NMIs with at least one day row (any suffix) on ``nem_date``, sorted."""
     return list(

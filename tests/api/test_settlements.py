@@ -173,3 +173,29 @@ def test_a_bill_for_an_nmi_without_a_customer_is_404(api: Api) -> None:
         headers=api.auth("read"),
     )
     assert response.status_code == 404
+
+
+def test_reads_that_came_before_their_customer_settle_once_the_customer_exists(api: Api) -> None:
+    readings = {
+        "nmi": NMI,
+        "suffix": "E1",
+        "interval_minutes": 30,
+        "reads": [
+            {"start": f"2026-07-01T{h:02d}:{m:02d}:00+10:00", "kwh": "0.400"}
+            for h in range(24)
+            for m in (0, 30)
+        ],
+    }
+    posted = api.client.post(
+        "/v1/meter-readings",
+        json=readings,
+        headers={**api.auth("ingest"), "Idempotency-Key": "early"},
+    )
+    assert posted.status_code == 200
+    worker = api.services.runtime.worker()
+    assert worker.run_due() == 0  # no customer: no quota, no job
+    set_up(api, with_data=False)
+    assert worker.run_due() == 1  # the customer's arrival scheduled the day's settlement
+    state = api.services.settlements.state(NMI, DAY)
+    assert state is not None
+    assert (state.status.value, state.free_kwh) == ("COMPLETED", Decimal("2.400"))
