@@ -251,7 +251,9 @@ class Settlements:
                 return self._terminal(decision.quota, replay=False)
         assert isinstance(decision, Claimed)
         held = decision.quota
-        log.info("quota_claimed", quota_key=held.key, version=held.version, fence=held.fence)
+        # Debug: the request's or job's canonical line and quota_completed tell the story; a
+        # line per claim would double the settlement's log volume for no new fact.
+        log.debug("quota_claimed", quota_key=held.key, version=held.version, fence=held.fence)
         return self._settle_claimed(held, customer, claimed_at=self.clock.monotonic())
 
     # --- B: complete, or C: release ---------------------------------------------------------

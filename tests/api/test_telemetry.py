@@ -84,7 +84,7 @@ def test_a_settlement_logs_one_canonical_line_with_its_quota_and_the_clients_tra
         "span_id": format_span_id(server.context.span_id),
     }
     # The settlement's own lines are in the request's trace too, and say which quota.
-    (claimed,) = [entry for entry in logs if entry["event"] == "quota_claimed"]
+    (claimed,) = [entry for entry in logs if entry["event"] == "quota_completed"]
     assert (claimed["trace_id"], claimed["nmi"], claimed["date"]) == (TRACE_ID, NMI, "2026-07-01")
 
 
