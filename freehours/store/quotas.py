@@ -80,17 +80,23 @@ def save(conn: sa.Connection, quota: Quota) -> None:
     )
 
 
+_BOOK = ledger_entries.insert().values(
+    {c.name: sa.bindparam(c.name, type_=c.type) for c in ledger_entries.columns}
+)
+
+
 def book(conn: sa.Connection, entry: LedgerEntry) -> None:
     """Book a credit. The ledger's key (nmi, date, version) refuses a second one for a version."""
     conn.execute(
-        ledger_entries.insert().values(
-            nmi=entry.nmi,
-            day=entry.date,
-            version=entry.version,
-            kwh=entry.kwh,
-            amount=entry.amount,
-            booked_at=entry.booked_at,
-        )
+        _BOOK,
+        {
+            "nmi": entry.nmi,
+            "day": entry.date,
+            "version": entry.version,
+            "kwh": entry.kwh,
+            "amount": entry.amount,
+            "booked_at": entry.booked_at,
+        },
     )
 
 
