@@ -30,6 +30,7 @@ from freehours.api import idempotency
 from freehours.api.keys import ApiKey, Scope, find_key
 from freehours.api.problems import (
     Problem,
+    data_error_handler,
     http_exception_handler,
     problem_handler,
     validation_handler,
@@ -38,7 +39,7 @@ from freehours.api.ratelimit import RateLimits
 from freehours.api.telemetry import RequestTelemetry
 from freehours.clock import Clock
 from freehours.domain.bill import make_bill
-from freehours.domain.plan import parse_plan
+from freehours.domain.plan import PLAN_ID_MAX_LENGTH, PLAN_ID_PATTERN, PlanId, parse_plan
 from freehours.domain.rating import MeterRating
 from freehours.domain.settlement import Quota
 from freehours.domain.time import Region
@@ -166,7 +167,7 @@ class QuotaOut(BaseModel):
 class CustomerIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    plan_id: str = Field(min_length=1, max_length=100)
+    plan_id: PlanId
     region: Region
 
 
@@ -291,6 +292,7 @@ def create_app(services: Services) -> FastAPI:
     app.add_exception_handler(Problem, problem_handler)
     app.add_exception_handler(StarletteHTTPException, http_exception_handler)
     app.add_exception_handler(RequestValidationError, validation_handler)
+    app.add_exception_handler(sa.exc.DataError, data_error_handler)
     app.add_middleware(RequestTelemetry)
 
     def require(scope: Scope) -> Callable[..., ApiKey]:
@@ -317,7 +319,13 @@ def create_app(services: Services) -> FastAPI:
     # --- plans and customers ---
 
     @app.put("/v1/plans/{plan_id}", tags=["catalogue"])
-    def put_plan(plan_id: str, document: dict[str, Any], key: ApiKey = admin) -> dict[str, Any]:
+    def put_plan(
+        plan_id: Annotated[
+            str, Path(pattern=PLAN_ID_PATTERN, max_length=PLAN_ID_MAX_LENGTH, description="plan id")
+        ],
+        document: dict[str, Any],
+        key: ApiKey = admin,
+    ) -> dict[str, Any]:
         """Create or replace a tariff plan: the plan file's fields as JSON."""
         document = {**document, "id": document.get("id", plan_id)}
         if document["id"] != plan_id:

@@ -72,6 +72,18 @@ async def http_exception_handler(request: Request, exc: Exception) -> JSONRespon
     return Problem(exc.status_code, slug, title, detail, headers=headers).response(request.url.path)
 
 
+async def data_error_handler(request: Request, exc: Exception) -> JSONResponse:
+    """A value the database cannot store (a NUL byte in text, a number out of range) is the
+    request's fault: 422, not a server error. Validation should have caught it first; this is
+    the net under it."""
+    return Problem(
+        422,
+        "validation-error",
+        "A value in the request cannot be stored",
+        type(exc).__name__,
+    ).response(request.url.path)
+
+
 async def validation_handler(request: Request, exc: Exception) -> JSONResponse:
     """422 naming every field that is wrong, as ``errors: [{field, message}]``."""
     assert isinstance(exc, RequestValidationError)

@@ -351,7 +351,9 @@ StartClock = Annotated[str, AfterValidator(_start_clock)]
 EndClock = Annotated[str, AfterValidator(_end_clock), AfterValidator(_end_after_start)]
 BandType = Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]*$", max_length=40)]
 Suffix = Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9]$"), AfterValidator(_not_export)]
-PlanId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=64)]
+PLAN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+PLAN_ID_MAX_LENGTH = 64
+PlanId = Annotated[str, Field(pattern=PLAN_ID_PATTERN, max_length=PLAN_ID_MAX_LENGTH)]
 
 
 class _Document(BaseModel):

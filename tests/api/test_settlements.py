@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
+import sqlalchemy as sa
+from starlette.requests import Request
+
+from freehours.api.problems import data_error_handler
 from freehours.domain.settlement import claim
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.records import IntervalDay
@@ -199,3 +205,19 @@ def test_reads_that_came_before_their_customer_settle_once_the_customer_exists(a
     state = api.services.settlements.state(NMI, DAY)
     assert state is not None
     assert (state.status.value, state.free_kwh) == ("COMPLETED", Decimal("2.400"))
+
+
+def test_a_plan_id_that_is_not_an_identifier_is_422(api: Api) -> None:
+    response = api.client.put(
+        f"/v1/customers/{NMI}", json={"plan_id": "\x00", "region": "NSW"}, headers=api.auth("admin")
+    )
+    assert response.status_code == 422
+    assert [e["field"] for e in response.json()["errors"]] == ["body.plan_id"]
+
+
+def test_a_value_the_database_cannot_store_is_422_not_500() -> None:
+    error = sa.exc.DataError("INSERT ...", {}, ValueError("text fields cannot contain NUL"))
+    request = Request({"type": "http", "method": "PUT", "path": "/v1/plans/x", "headers": []})
+    response = asyncio.run(data_error_handler(request, error))
+    assert response.status_code == 422
+    assert json.loads(bytes(response.body))["title"] == "A value in the request cannot be stored"
