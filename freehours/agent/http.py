@@ -54,6 +54,14 @@ class Answer:
     headers: dict[str, str]
     body: bytes
 
+    @classmethod
+    def of(cls, response: httpx.Response) -> Answer:
+        return cls(
+            response.status_code,
+            {name.lower(): value for name, value in response.headers.items()},
+            response.content,
+        )
+
 
 class IngestApi:
     """The API's ingest routes at ``base_url``, called with ``api_key``.
@@ -113,11 +121,7 @@ class IngestApi:
     async def _post(self, route: str, body: bytes, headers: dict[str, str]) -> Answer:
         async with asyncio.timeout(self._timeouts.total):
             response = await self._client.post(route, content=body, headers=headers)
-        return Answer(
-            response.status_code,
-            {name.lower(): value for name, value in response.headers.items()},
-            response.content,
-        )
+        return Answer.of(response)
 
     def close(self) -> None:
         """Close the connections and the loop."""

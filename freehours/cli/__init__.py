@@ -7,9 +7,11 @@ line), 1 on other failures.
 from __future__ import annotations
 
 import sys
+from typing import Self
 
 import typer
 from rich.console import Console
+from rich.progress import Progress
 
 from freehours.errors import FreehoursError, InputError
 
@@ -21,6 +23,21 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 err_console = Console(stderr=True)
+
+
+class ProgressDisplay:
+    """A command's Rich progress, shown for the span of a ``with`` block (disabled by the
+    subclass's ``Progress`` where the console is not a terminal)."""
+
+    def __init__(self, progress: Progress) -> None:
+        self._progress = progress
+
+    def __enter__(self) -> Self:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._progress.stop()
 
 
 def main() -> None:

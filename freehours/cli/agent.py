@@ -15,7 +15,7 @@ import signal
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -34,7 +34,7 @@ from freehours.agent.meter_agent import (
     Simulation,
     Snapshot,
 )
-from freehours.cli import app, err_console
+from freehours.cli import ProgressDisplay, app, err_console
 from freehours.cli.nem12 import summary_console
 from freehours.clock import SystemClock
 from freehours.domain.time import NEM_TIME
@@ -233,33 +233,23 @@ def default_spool_path() -> Path:
         return Path("agent-spool.db")
 
 
-class _Display:
+class _Display(ProgressDisplay):
     """On a terminal: a progress line (simulated time, counts, breaker state). Elsewhere: none."""
 
     def __init__(self, console: Console, simulation: Simulation | None) -> None:
         self._simulation = simulation
-        self._progress = Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.fields[counts]}"),
-            console=console,
-            disable=not console.is_terminal,
+        super().__init__(
+            Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.fields[counts]}"),
+                console=console,
+                disable=not console.is_terminal,
+            )
         )
         total = None if simulation is None else simulation.duration.total_seconds()
         self._task = self._progress.add_task("starting", total=total, counts="")
-
-    def __enter__(self) -> _Display:
-        self._progress.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._progress.stop()
 
     def show(self, snapshot: Snapshot) -> None:
         counts = snapshot.counts

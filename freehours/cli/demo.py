@@ -7,7 +7,6 @@ writes ``report.html`` (the summary and the plots) to ``--out``.
 from __future__ import annotations
 
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -15,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 
-from freehours.cli import app, err_console
+from freehours.cli import ProgressDisplay, app, err_console
 from freehours.cli.logfile import log_lines_to
 from freehours.settings import get_settings
 
@@ -72,33 +71,23 @@ def demo(
         raise typer.Exit(1)
 
 
-class _Steps:
+class _Steps(ProgressDisplay):
     """The demo's steps, one progress bar each on a terminal; a line each elsewhere."""
 
     def __init__(self, console: Console) -> None:
         self._console = console
-        self._progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[detail]}"),
-            console=console,
-            disable=not console.is_terminal,
+        super().__init__(
+            Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[detail]}"),
+                console=console,
+                disable=not console.is_terminal,
+            )
         )
         self._task: TaskID | None = None
         self._count = 0
-
-    def __enter__(self) -> _Steps:
-        self._progress.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._progress.stop()
 
     def phase(self, title: str, total: float | None = None) -> None:
         self._count += 1

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 
-from freehours.cli import app, err_console
+from freehours.cli import ProgressDisplay, app, err_console
 from freehours.cli.logfile import log_lines_to
 from freehours.settings import get_settings
 
@@ -104,25 +104,20 @@ def incident(
         raise typer.Exit(1)
 
 
-class _Display:
+class _Display(ProgressDisplay):
     """A progress bar per design on a terminal's stderr; nothing elsewhere."""
 
     def __init__(self) -> None:
-        self._progress = Progress(
-            TextColumn("{task.description:>9}"),
-            BarColumn(),
-            TextColumn("{task.percentage:>3.0f}% of the simulated hours"),
-            console=err_console,
-            disable=not err_console.is_terminal,
+        super().__init__(
+            Progress(
+                TextColumn("{task.description:>9}"),
+                BarColumn(),
+                TextColumn("{task.percentage:>3.0f}% of the simulated hours"),
+                console=err_console,
+                disable=not err_console.is_terminal,
+            )
         )
         self._tasks: dict[str, TaskID] = {}
-
-    def __enter__(self) -> _Display:
-        self._progress.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._progress.stop()
 
     def show(self, design: str, share: float) -> None:
         if design not in self._tasks:

@@ -231,11 +231,7 @@ class SettlementApi:
             content=body,
             headers={"Content-Type": "application/json"},
         )
-        return Answer(
-            response.status_code,
-            {name.lower(): value for name, value in response.headers.items()},
-            response.content,
-        )
+        return Answer.of(response)
 
     def close(self) -> None:
         try:
