@@ -6,12 +6,17 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http.server import HTTPServer
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
+
+S = TypeVar("S", bound=HTTPServer)
 
 FREEHOURS = str(Path(sys.executable).with_name("freehours"))
 
@@ -46,6 +51,18 @@ def wait_until_up(url: str, process: subprocess.Popen[bytes], deadline_s: float 
             pass
         time.sleep(0.05)
     raise AssertionError(f"the API at {url} did not come up within {deadline_s} s")
+
+
+@contextmanager
+def serving(server: S) -> Iterator[S]:
+    """A stdlib HTTP server answering on a thread of its own, shut down afterwards."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @contextmanager

@@ -15,6 +15,7 @@ import pytest
 
 from freehours.agent.meter_agent import AgentConfig, Ending, MeterAgent, Simulation
 from freehours.domain.time import NEM_TIME
+from tests.servers import serving
 
 START = datetime(2026, 7, 1, 0, 0, tzinfo=NEM_TIME)
 
@@ -69,12 +70,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def stub() -> Iterator[StubApi]:
-    server = StubApi()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(StubApi()) as server:
+        yield server
 
 
 class NoJitter:

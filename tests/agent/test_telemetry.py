@@ -18,7 +18,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.servers import FREEHOURS, free_port
+from tests.servers import FREEHOURS, free_port, serving
 
 pytestmark = pytest.mark.slow
 
@@ -64,12 +64,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def stub() -> Iterator[StubApi]:
-    server = StubApi()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(StubApi()) as server:
+        yield server
 
 
 def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

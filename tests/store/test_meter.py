@@ -377,25 +377,10 @@ def test_reads_into_a_day_stored_in_another_unit_are_refused(store: Store) -> No
         merge(store, read(at_nem(0), "1"))
 
 
-def test_concurrent_merges_into_one_day_lose_no_interval(store: Store) -> None:
-    merge(store, read(at_nem(0), "0.1"))
-    results: list[IngestCounts] = []
-
-    with store.write() as conn:
-        meter.ingest_reads(conn, [read(at_nem(1), "0.2")], received_at=RECEIVED)
-        worker = threading.Thread(
-            target=lambda: results.append(merge(store, read(at_nem(2), "0.3")))
-        )
-        worker.start()
-        wait_until_blocked(store)
-    worker.join(timeout=30)
-
-    assert results == [IngestCounts(accepted=1)]
-    [day] = stored(store)
-    assert day.values[0:6:2] == (Decimal("0.1"), Decimal("0.2"), Decimal("0.3"))
-
-
-def test_concurrent_merges_creating_one_day_lose_no_interval(store: Store) -> None:
+@pytest.mark.parametrize("day_exists", [True, False], ids=["into-a-stored-day", "creating-it"])
+def test_concurrent_merges_into_one_day_lose_no_interval(store: Store, day_exists: bool) -> None:
+    if day_exists:
+        merge(store, read(at_nem(0), "0.1"))
     results: list[IngestCounts] = []
 
     with store.write() as conn:
@@ -410,6 +395,7 @@ def test_concurrent_merges_creating_one_day_lose_no_interval(store: Store) -> No
     assert results == [IngestCounts(accepted=1)]
     [day] = stored(store)
     assert day.values[2:5:2] == (Decimal("0.2"), Decimal("0.3"))
+    assert day.values[0] == (Decimal("0.1") if day_exists else None)
 
 
 def test_changed_names_exactly_the_day_rows_an_ingest_wrote(store: Store) -> None:
