@@ -19,6 +19,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from freehours.domain.time import Region
 from freehours.errors import InputError
+from freehours.store.prepared import Prepared
 from freehours.store.tables import NMI_LENGTH, PLAN_ID_LENGTH, customers, plans
 
 
@@ -108,7 +109,7 @@ def get_customer(conn: sa.Connection, nmi: str) -> Customer | None:
     return Customer(row.nmi, row.plan_id, Region(row.region), row.updated_at)
 
 
-_PLAN_OF = (
+_PLAN_OF = Prepared(
     sa.select(plans.c.plan_id, plans.c.updated_at)
     .select_from(customers.join(plans, customers.c.plan_id == plans.c.plan_id))
     .where(customers.c.nmi == sa.bindparam("nmi"))
@@ -118,5 +119,5 @@ _PLAN_OF = (
 def plan_version_of(conn: sa.Connection, nmi: str) -> tuple[str, datetime] | None:
     """The id and last update of the plan of ``nmi``'s customer, or None without a customer:
     one round trip, for callers that keep parsed plans by version."""
-    row = conn.execute(_PLAN_OF, {"nmi": nmi}).first()
-    return None if row is None else (row.plan_id, row.updated_at)
+    row = _PLAN_OF.first(conn, {"nmi": nmi})
+    return None if row is None else (row[0], row[1])

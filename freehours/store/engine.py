@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from freehours.errors import ConfigurationError
+from freehours.store.prepared import Prepared
 
 #: How long a SQLite writer waits for another's write lock before giving up, in milliseconds.
 #: Importing the reference NEM12 file (2,976,000 values) holds the lock for about 8 s on these
@@ -52,8 +53,11 @@ def create_engine(url: str) -> sa.Engine:
     )
 
 
+_BEGIN = {mode: Prepared(sa.text(f"BEGIN {mode}")) for mode in ("DEFERRED", "IMMEDIATE")}
+
+
 def _sqlite_engine(url: sa.URL) -> sa.Engine:
-    engine = sa.create_engine(url)
+    engine = sa.create_engine(url, pool_use_lifo=True)
 
     @event.listens_for(engine, "connect")
     def _configure(dbapi_connection: Any, _record: Any) -> None:
@@ -74,7 +78,7 @@ def _sqlite_engine(url: sa.URL) -> sa.Engine:
     @event.listens_for(engine, "begin")
     def _begin(connection: sa.Connection) -> None:
         mode = connection.get_execution_options().get(_SQLITE_BEGIN, "DEFERRED")
-        connection.exec_driver_sql(f"BEGIN {mode}")
+        _BEGIN[mode].rows(connection, {})
 
     return engine
 

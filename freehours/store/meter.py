@@ -40,6 +40,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from freehours.domain.time import NEM_TIME
 from freehours.errors import InputError
 from freehours.meterdata.records import IntervalDay, IntervalRead, Quality
+from freehours.store.prepared import Prepared
 from freehours.store.tables import NMI_LENGTH, UOM_LENGTH, UtcDateTime, meter_days
 
 #: Interval lengths NEM12 allows (IntervalLength), in minutes; a NEM day is 1440 minutes.
@@ -553,12 +554,22 @@ def _merge_into_stored(
 # --- reading -----------------------------------------------------------------------------------
 
 
-# Built once: the settlement reads a customer's days twice per quota.
-_DAYS_FOR = (
-    sa.select(meter_days)
+# On the settlement's hot path (freehours.store.prepared): the dates wanted are one or two
+# consecutive NEM days there, a bill's a run of them, so a range and a filter serve both.
+_DAYS_FOR = Prepared(
+    sa.select(
+        meter_days.c.suffix,
+        meter_days.c.day,
+        meter_days.c.interval_minutes,
+        meter_days.c.interval_values,
+        meter_days.c.qualities,
+        meter_days.c.update_datetime,
+        meter_days.c.uom,
+    )
     .where(
         meter_days.c.nmi == sa.bindparam("nmi"),
-        meter_days.c.day.in_(sa.bindparam("days", expanding=True)),
+        meter_days.c.day >= sa.bindparam("first", type_=meter_days.c.day.type),
+        meter_days.c.day <= sa.bindparam("last", type_=meter_days.c.day.type),
     )
     .order_by(meter_days.c.day, meter_days.c.suffix)
 )
@@ -566,22 +577,23 @@ _DAYS_FOR = (
 
 def days_for(conn: sa.Connection, nmi: str, nem_dates: Iterable[date]) -> list[IntervalDay]:
     """The stored day rows of ``nmi`` (every suffix) on ``nem_dates``, by date, then suffix."""
-    wanted = sorted(set(nem_dates))
+    wanted = set(nem_dates)
     if not wanted:
         return []
-    rows = conn.execute(_DAYS_FOR, {"nmi": nmi, "days": wanted})
+    rows = _DAYS_FOR.rows(conn, {"nmi": nmi, "first": min(wanted), "last": max(wanted)})
     return [
         IntervalDay(
-            nmi=row.nmi,
-            suffix=row.suffix,
-            day=row.day,
-            interval_minutes=row.interval_minutes,
-            values=decode_values(row.interval_values),
-            qualities=row.qualities,
-            update_datetime=row.update_datetime,
-            uom=row.uom,
+            nmi=nmi,
+            suffix=suffix,
+            day=day,
+            interval_minutes=interval_minutes,
+            values=decode_values(interval_values),
+            qualities=qualities,
+            update_datetime=update_datetime,
+            uom=uom,
         )
-        for row in rows
+        for suffix, day, interval_minutes, interval_values, qualities, update_datetime, uom in rows
+        if day in wanted
     ]
 
 

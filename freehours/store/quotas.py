@@ -7,14 +7,16 @@ settlement service decides what to write with the pure transitions of
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import date, datetime
 from decimal import Decimal
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from freehours.domain.settlement import Quota, QuotaStatus, new_quota
+from freehours.store.prepared import Prepared
 from freehours.store.tables import ledger_entries, quotas
 
 
@@ -30,19 +32,19 @@ class LedgerEntry:
     booked_at: datetime
 
 
-# The statements of the settlement's hot path, built once: each execution then skips SQLAlchemy's
-# statement construction and finds its compiled form in the cache.
+# The statements of the settlement's hot path, prepared once (freehours.store.prepared).
 _KEY = (quotas.c.nmi == sa.bindparam("k_nmi"), quotas.c.day == sa.bindparam("k_day"))
-_LATEST = sa.select(quotas).where(*_KEY).order_by(quotas.c.version.desc()).limit(1)
-_LATEST_FOR_UPDATE = _LATEST.with_for_update()
+_SELECT_LATEST = sa.select(quotas).where(*_KEY).order_by(quotas.c.version.desc()).limit(1)
+_LATEST = Prepared(_SELECT_LATEST)
+_LATEST_FOR_UPDATE = Prepared(_SELECT_LATEST.with_for_update())
 _COLUMNS = [column.name for column in quotas.columns]
 _ROW = {name: sa.bindparam(name, type_=quotas.c[name].type) for name in _COLUMNS}
-_INSERT = quotas.insert().values(_ROW)
+_INSERT = Prepared(quotas.insert().values(_ROW))
 _INSERT_IF_ABSENT = {
-    "postgresql": postgresql.insert(quotas).values(_ROW).on_conflict_do_nothing(),
-    "sqlite": sqlite.insert(quotas).values(_ROW).on_conflict_do_nothing(),
+    name: Prepared(insert(quotas).values(_ROW).on_conflict_do_nothing().returning(quotas.c.version))
+    for name, insert in (("postgresql", postgresql.insert), ("sqlite", sqlite.insert))
 }
-_SAVE = (
+_SAVE = Prepared(
     quotas.update()
     .where(*_KEY, quotas.c.version == sa.bindparam("k_version"))
     .values({name: sa.bindparam(name, type_=quotas.c[name].type) for name in _COLUMNS[3:]})
@@ -52,43 +54,51 @@ _SAVE = (
 def latest(conn: sa.Connection, nmi: str, day: date, *, for_update: bool = False) -> Quota | None:
     """The quota's newest version, locked for the transaction when ``for_update``."""
     statement = _LATEST_FOR_UPDATE if for_update else _LATEST
-    row = conn.execute(statement, {"k_nmi": nmi, "k_day": day}).first()
+    row = statement.first(conn, {"k_nmi": nmi, "k_day": day})
     return None if row is None else _quota(row)
 
 
-def latest_or_new(conn: sa.Connection, nmi: str, day: date) -> Quota:
-    """The newest version locked for this transaction, creating version 1 when there is none.
+def insert_if_absent(conn: sa.Connection, quota: Quota) -> bool:
+    """Insert ``quota`` unless its (nmi, date, version) exists; whether it was inserted.
 
-    Version 1 is inserted unless it exists (two transactions creating it at once: the key keeps
-    one), then the newest version is read and locked: two statements whatever there was.
+    Two transactions inserting the same key at once: the key keeps one, the other waits for it
+    and inserts nothing.
     """
-    conn.execute(_INSERT_IF_ABSENT[conn.dialect.name], _values(new_quota(nmi, day)))
+    return bool(_INSERT_IF_ABSENT[conn.dialect.name].rows(conn, _values(quota)))
+
+
+def latest_or_new(conn: sa.Connection, nmi: str, day: date) -> Quota:
+    """The newest version locked for this transaction, creating version 1 when there is none:
+    two statements whatever there was."""
+    insert_if_absent(conn, new_quota(nmi, day))
     quota = latest(conn, nmi, day, for_update=True)
     assert quota is not None, "version 1 was just inserted or already existed"
     return quota
 
 
 def insert(conn: sa.Connection, quota: Quota) -> None:
-    conn.execute(_INSERT, _values(quota))
+    _INSERT.rows(conn, _values(quota))
 
 
 def save(conn: sa.Connection, quota: Quota) -> None:
     """Write a transition of an existing row (same nmi, date and version)."""
-    conn.execute(
-        _SAVE,
+    _SAVE.rows(
+        conn,
         {**_values(quota), "k_nmi": quota.nmi, "k_day": quota.date, "k_version": quota.version},
     )
 
 
-_BOOK = ledger_entries.insert().values(
-    {c.name: sa.bindparam(c.name, type_=c.type) for c in ledger_entries.columns}
+_BOOK = Prepared(
+    ledger_entries.insert().values(
+        {c.name: sa.bindparam(c.name, type_=c.type) for c in ledger_entries.columns}
+    )
 )
 
 
 def book(conn: sa.Connection, entry: LedgerEntry) -> None:
     """Book a credit. The ledger's key (nmi, date, version) refuses a second one for a version."""
-    conn.execute(
-        _BOOK,
+    _BOOK.rows(
+        conn,
         {
             "nmi": entry.nmi,
             "day": entry.date,
@@ -160,19 +170,13 @@ def _values(quota: Quota) -> dict[str, object]:
     }
 
 
-def _quota(row: sa.Row[tuple[object, ...]]) -> Quota:
-    m = row._mapping
-    return Quota(
-        nmi=m["nmi"],
-        date=m["day"],
-        version=m["version"],
-        status=QuotaStatus(m["status"]),
-        fence=m["fence"],
-        attempts=m["attempts"],
-        locked_until=m["locked_until"],
-        free_kwh=m["free_kwh"],
-        free_value=m["free_value"],
-        completed_at=m["completed_at"],
-        reason=m["reason"],
-        revision=m["revision"],
-    )
+# ``_quota`` reads rows positionally: the table's columns are the quota's fields, in order.
+assert [c.name.replace("day", "date") for c in quotas.columns] == [f.name for f in fields(Quota)], (
+    "quotas columns and Quota fields differ"
+)
+
+
+def _quota(row: tuple[Any, ...]) -> Quota:
+    """A quota from a row of ``quotas`` in its column order (that of ``Quota``'s fields)."""
+    nmi, day, version, status, *rest = row
+    return Quota(nmi, day, version, QuotaStatus(status), *rest)

@@ -1,0 +1,92 @@
+"""Prepared statements: the same values, types and errors as ``Connection.execute``, on both
+backends."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta, timezone
+from decimal import Decimal
+
+import pytest
+import sqlalchemy as sa
+
+from freehours.domain.settlement import QuotaStatus, new_quota
+from freehours.store import quotas
+from freehours.store.database import Store
+from freehours.store.prepared import Prepared
+from freehours.store.tables import ledger_entries
+from freehours.store.tables import quotas as quotas_table
+
+DAY = date(2026, 7, 1)
+BOOKED = datetime(2026, 7, 2, 1, 30, tzinfo=timezone(timedelta(hours=10)))
+
+_ENTRY = {
+    "nmi": "NMI0000001",
+    "day": DAY,
+    "version": 1,
+    "kwh": Decimal("1.2340"),
+    "amount": Decimal("0.37"),
+    "booked_at": BOOKED,
+}
+_INSERT = Prepared(
+    ledger_entries.insert().values(
+        {c.name: sa.bindparam(c.name, type_=c.type) for c in ledger_entries.columns}
+    )
+)
+_SELECT = Prepared(
+    sa.select(ledger_entries.c.day, ledger_entries.c.kwh, ledger_entries.c.booked_at)
+    .where(ledger_entries.c.nmi == sa.bindparam("nmi"))
+    .order_by(ledger_entries.c.version)
+    .limit(1)
+)
+
+
+def _book(store: Store) -> None:
+    """The ledger entry, after the quota its key refers to."""
+    with store.write() as conn:
+        quotas.insert_if_absent(conn, new_quota("NMI0000001", DAY))
+        assert _INSERT.rows(conn, _ENTRY) == []
+
+
+def test_values_go_through_the_column_types_both_ways(store: Store) -> None:
+    _book(store)
+    with store.read() as conn:
+        prepared = _SELECT.first(conn, {"nmi": "NMI0000001"})
+        executed = conn.execute(_SELECT.statement, {"nmi": "NMI0000001"}).first()
+    # Exact decimal, date, and the aware time in UTC: what execute gives, a LIMIT bound for us.
+    assert prepared == (DAY, Decimal("1.2340"), BOOKED.astimezone(UTC))
+    assert executed is not None and prepared == tuple(executed)
+
+
+def test_a_missing_row_is_none(store: Store) -> None:
+    with store.read() as conn:
+        assert _SELECT.first(conn, {"nmi": "NOBODY0001"}) is None
+
+
+def test_driver_errors_are_sqlalchemy_errors_and_the_transaction_rolls_back(store: Store) -> None:
+    _book(store)
+    with pytest.raises(sa.exc.IntegrityError), store.write() as conn:
+        quotas.insert(conn, new_quota("NMI0000001", DAY, version=2))
+        _INSERT.rows(conn, {**_ENTRY, "version": 2})
+        _INSERT.rows(conn, _ENTRY)  # the key of the first entry again
+    with store.read() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(ledger_entries)).scalar() == 1
+        assert quotas.latest(conn, "NMI0000001", DAY) == new_quota("NMI0000001", DAY)
+
+
+def test_a_type_rule_refuses_as_it_does_through_execute(store: Store) -> None:
+    naive = {**_ENTRY, "booked_at": datetime(2026, 7, 2, 1, 30)}  # noqa: DTZ001 - the point
+    with pytest.raises(ValueError, match="naive datetime"), store.write() as conn:
+        _INSERT.rows(conn, naive)
+
+
+def test_insert_if_absent_says_whether_it_inserted(store: Store) -> None:
+    first = new_quota("NMI0000001", DAY)
+    with store.write() as conn:
+        assert quotas.insert_if_absent(conn, first)
+        assert not quotas.insert_if_absent(conn, first)
+        stored = quotas.latest(conn, "NMI0000001", DAY, for_update=True)
+    assert stored == first
+    assert stored.status is QuotaStatus.PENDING
+    with store.read() as conn:
+        rows = conn.execute(sa.select(sa.func.count()).select_from(quotas_table)).scalar()
+    assert rows == 1
