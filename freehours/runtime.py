@@ -13,6 +13,7 @@ from datetime import timedelta
 
 from freehours.cache.quota import open_quota_cache
 from freehours.clock import Clock, SystemClock
+from freehours.domain.rating import load_holiday_calendars
 from freehours.ingest import Ingestion
 from freehours.jobs.settle import SettlementJobs, settlement_tasks
 from freehours.jobs.worker import Worker, WorkerConfig, retry_policy
@@ -49,6 +50,7 @@ class Runtime:
         """Open the database (migrating a new one, refusing an out-of-date one) and the cache."""
         clock = clock or SystemClock()
         store = Store.open(settings.database_url)
+        load_holiday_calendars()
         return cls.on(store, settings, clock, faults)
 
     @classmethod

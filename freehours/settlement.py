@@ -6,7 +6,8 @@ the store, in three short transactions at most:
 A. claim: the quota row locked (``FOR UPDATE`` / ``BEGIN IMMEDIATE``); a terminal state is
    replayed, a live lock answered with its seconds left, a day not yet due (window open, or its
    data incomplete before the data deadline) answered with the seconds until it is; otherwise
-   the row becomes LOCKED with the next fence, and that is committed.
+   the row becomes LOCKED with the next fence, and that is committed. A due quota nobody has
+   asked for yet is inserted LOCKED in one statement.
 B. complete: the row locked again, the fence checked, the day's reads re-read under that lock
    and rated, then COMPLETED and its ledger entry written in one transaction. A revision that
    lands meanwhile either is read here or finds the quota COMPLETED and opens the next version.
@@ -43,6 +44,7 @@ from freehours.domain.plan import Plan, parse_plan
 from freehours.domain.rating import DayProfiles, rate
 from freehours.domain.settlement import (
     Busy,
+    ClaimDecision,
     Claimed,
     Quota,
     QuotaStatus,
@@ -231,30 +233,43 @@ class Settlements:
             customer = self.customer_plan(conn, nmi)
             if isinstance(customer, str):
                 return Answer(Outcome.ABORTED, _unsettleable(nmi, day, customer, now))
-            quota = quotas.latest_or_new(conn, nmi, day)
-            self._count_revalidation(cached, quota)
-            if quota.status.is_terminal:
-                return self._terminal(quota, replay=True)
-            if quota.is_locked_at(now):
-                return Answer(Outcome.LOCKED, quota, quota.lock_seconds_left(now))
             # Whether the window has ended is known here; whether its data is complete is
             # checked by the holder, which reads the data anyway (B).
             wait = self._wait(customer.plan, day, now, data_complete=True)
-            if wait is not None:
-                return Answer(Outcome.NOT_DUE, quota, wait)
-            decision = claim(quota, now, policy.lock_timeout, policy.max_attempts)
-            if isinstance(decision, Busy):
-                return Answer(Outcome.LOCKED, decision.quota, decision.retry_after)
-            quotas.save(conn, decision.quota)
-            if isinstance(decision, Settled):
-                log.error("quota_aborted", quota_key=quota.key, reason=decision.quota.reason)
-                return self._terminal(decision.quota, replay=False)
+            new = None if wait is not None else self._claim_new(conn, nmi, day, now)
+            decision: ClaimDecision
+            if new is not None:
+                self._count_revalidation(cached, new.quota)
+                decision = new
+            else:
+                quota = quotas.latest_or_new(conn, nmi, day)
+                self._count_revalidation(cached, quota)
+                if quota.status.is_terminal:
+                    return self._terminal(quota, replay=True)
+                if quota.is_locked_at(now):
+                    return Answer(Outcome.LOCKED, quota, quota.lock_seconds_left(now))
+                if wait is not None:
+                    return Answer(Outcome.NOT_DUE, quota, wait)
+                decision = claim(quota, now, policy.lock_timeout, policy.max_attempts)
+                if isinstance(decision, Busy):
+                    return Answer(Outcome.LOCKED, decision.quota, decision.retry_after)
+                quotas.save(conn, decision.quota)
+                if isinstance(decision, Settled):
+                    log.error("quota_aborted", quota_key=quota.key, reason=decision.quota.reason)
+                    return self._terminal(decision.quota, replay=False)
         assert isinstance(decision, Claimed)
         held = decision.quota
         # Debug: the request's or job's canonical line and quota_completed tell the story; a
         # line per claim would double the settlement's log volume for no new fact.
         log.debug("quota_claimed", quota_key=held.key, version=held.version, fence=held.fence)
         return self._settle_claimed(held, customer, claimed_at=self.clock.monotonic())
+
+    def _claim_new(self, conn: sa.Connection, nmi: str, day: date, now: datetime) -> Claimed | None:
+        """The common case, a due quota nobody has asked for: version 1 inserted already LOCKED,
+        one statement where an existing quota takes three. None when the quota exists."""
+        first = claim(new_quota(nmi, day), now, self.policy.lock_timeout, self.policy.max_attempts)
+        assert isinstance(first, Claimed), "a new quota can always be claimed"
+        return first if quotas.insert_if_absent(conn, first.quota) else None
 
     # --- B: complete, or C: release ---------------------------------------------------------
 

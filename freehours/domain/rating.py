@@ -125,6 +125,12 @@ class DayProfile:
         return 0
 
 
+def load_holiday_calendars() -> None:
+    """Load the public holiday calendars now: the first call imports every country's module
+    (about 0.2 s), which a long-running process should pay at start, not in a request."""
+    holidays.country_holidays("AU")
+
+
 class DayProfiles:
     """The day profiles of one plan, each computed once and shared by every meter rated with it."""
 
