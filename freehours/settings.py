@@ -89,6 +89,15 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(
         default=100 * 1024 * 1024, ge=1, description="Largest NEM12 upload in bytes (413 past it)"
     )
+    settle_threads: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description=(
+            "Settlements one API process runs at once; the others queue on the event loop "
+            "(more threads only contend for the interpreter and the database's locks)"
+        ),
+    )
     rate_limit_per_client: str = Field(
         default="6000/minute", description="Requests one API key may make (limits syntax)"
     )

@@ -1,4 +1,11 @@
-"""Rate limits with the ``limits`` package: in memory, or in Redis shared by every API process."""
+"""Rate limits with the ``limits`` package: in memory, or in Redis shared by every API process.
+
+Checked on the event loop before a request reaches a worker thread (``limits.aio``: Redis through
+``redis.asyncio``), so that a limit costs no thread hop and a request over its limit never takes
+a thread. The strategy is the sliding window counter: two counters per key, however high the
+limit, where a moving window keeps a timestamp per request (a list of up to the limit's size per
+key, rewritten on every hit).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +14,8 @@ import time
 
 import structlog
 from limits import RateLimitItem, parse
-from limits.storage import MemoryStorage, RedisStorage, Storage
-from limits.strategies import MovingWindowRateLimiter
+from limits.aio.storage import MemoryStorage, RedisStorage, Storage
+from limits.aio.strategies import SlidingWindowCounterRateLimiter
 
 from freehours.api.problems import Problem
 from freehours.observability.metrics import RATE_LIMIT_ERRORS
@@ -16,11 +23,33 @@ from freehours.observability.metrics import RATE_LIMIT_ERRORS
 log = structlog.get_logger("freehours.api")
 
 
+class SweptMemoryStorage(MemoryStorage):
+    """``limits``' in-process storage, its sweep of expired counters run at most once a second.
+
+    The library starts a sweep after every hit once the last has finished: a pass over every
+    key (two per NMI seen in the last minutes), on every request. Expiry does not depend on it
+    (a counter past its expiry reads as zero and is dropped when read); the sweep only frees
+    memory, and once a second frees it soon enough.
+    """
+
+    SWEEP_SECONDS = 1.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._swept_at = 0.0
+
+    async def _MemoryStorage__schedule_expiry(self) -> None:  # the library's private hook
+        now = time.monotonic()
+        if now - self._swept_at >= self.SWEEP_SECONDS:
+            self._swept_at = now
+            await super()._MemoryStorage__schedule_expiry()  # type: ignore[misc]
+
+
 class RateLimits:
     """Per-client and per-NMI limits. ``check`` raises a 429 problem with Retry-After."""
 
     def __init__(self, storage: Storage, per_client: str, per_nmi: str) -> None:
-        self._limiter = MovingWindowRateLimiter(storage)
+        self._limiter = SlidingWindowCounterRateLimiter(storage)
         self._per_client: RateLimitItem = parse(per_client)
         self._per_nmi: RateLimitItem = parse(per_nmi)
 
@@ -30,29 +59,31 @@ class RateLimits:
     ) -> RateLimits:
         """In memory, or in Redis (keys under ``prefix``) when a URL is configured."""
         storage: Storage = (
-            MemoryStorage()
+            SweptMemoryStorage()
             if redis_url is None
-            else RedisStorage(redis_url, key_prefix=f"{prefix}limits")
+            else RedisStorage(
+                f"async+{redis_url}", implementation="redispy", key_prefix=f"{prefix}limits"
+            )
         )
         return cls(storage, per_client, per_nmi)
 
-    def check_client(self, client_id: str) -> None:
-        self._check(self._per_client, "client", client_id)
+    async def check_client(self, client_id: str) -> None:
+        await self._check(self._per_client, "client", client_id)
 
-    def check_nmi(self, nmi: str) -> None:
-        self._check(self._per_nmi, "nmi", nmi)
+    async def check_nmi(self, nmi: str) -> None:
+        await self._check(self._per_nmi, "nmi", nmi)
 
-    def _check(self, item: RateLimitItem, scope: str, who: str) -> None:
+    async def _check(self, item: RateLimitItem, scope: str, who: str) -> None:
         try:
-            if self._limiter.hit(item, scope, who):
+            if await self._limiter.hit(item, scope, who):
                 return
+            stats = await self._limiter.get_window_stats(item, scope, who)
         except Exception as exc:  # noqa: BLE001 - whatever the storage raised
             # Limits protect the service; they are not its correctness. With their storage down,
             # requests go on (the quota's state machine still settles each exactly once).
             RATE_LIMIT_ERRORS.inc()
             log.warning("rate_limit_unavailable", scope=scope, error=str(exc))
             return
-        stats = self._limiter.get_window_stats(item, scope, who)
         retry_after = max(1, math.ceil(stats.reset_time - time.time()))
         raise Problem(
             429,

@@ -32,7 +32,6 @@ from functools import partial
 from pathlib import Path
 
 import sqlalchemy as sa
-from limits.storage import MemoryStorage
 
 from freehours.agent.batch import Batch
 from freehours.agent.breaker import Breaker, BreakerConfig
@@ -253,7 +252,7 @@ def replay_freehours(
         _require_empty(store, settings.database_url)
         runtime = Runtime.on(store, settings, clock, seams)
         ingest_key, settle_key = _set_up(runtime, workload, faults)
-        limits = RateLimits(MemoryStorage(), UNLIMITED, UNLIMITED)
+        limits = RateLimits.open(None, UNLIMITED, UNLIMITED)
         network = SimulatedNetwork(create_app(Services(runtime, limits)))
         workers = SettlementWorkers(runtime, timeline, seams, workload, counts.retries)
         rng = random.Random(f"clients:{workload.seed}")
