@@ -54,7 +54,8 @@ def test_values_go_through_the_column_types_both_ways(store: Store) -> None:
         executed = conn.execute(_SELECT.statement, {"nmi": "NMI0000001"}).first()
     # Exact decimal, date, and the aware time in UTC: what execute gives, a LIMIT bound for us.
     assert prepared == (DAY, Decimal("1.2340"), BOOKED.astimezone(UTC))
-    assert executed is not None and prepared == tuple(executed)
+    assert executed is not None
+    assert prepared == tuple(executed)
 
 
 def test_a_missing_row_is_none(store: Store) -> None:
@@ -64,18 +65,23 @@ def test_a_missing_row_is_none(store: Store) -> None:
 
 def test_driver_errors_are_sqlalchemy_errors_and_the_transaction_rolls_back(store: Store) -> None:
     _book(store)
-    with pytest.raises(sa.exc.IntegrityError), store.write() as conn:
-        quotas.insert(conn, new_quota("NMI0000001", DAY, version=2))
-        _INSERT.rows(conn, {**_ENTRY, "version": 2})
-        _INSERT.rows(conn, _ENTRY)  # the key of the first entry again
+
+    def book_version_2_then_version_1_again() -> None:
+        with store.write() as conn:
+            quotas.insert(conn, new_quota("NMI0000001", DAY, version=2))
+            _INSERT.rows(conn, {**_ENTRY, "version": 2})
+            _INSERT.rows(conn, _ENTRY)  # the key of the first entry again
+
+    with pytest.raises(sa.exc.IntegrityError):
+        book_version_2_then_version_1_again()
     with store.read() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(ledger_entries)).scalar() == 1
         assert quotas.latest(conn, "NMI0000001", DAY) == new_quota("NMI0000001", DAY)
 
 
 def test_a_type_rule_refuses_as_it_does_through_execute(store: Store) -> None:
-    naive = {**_ENTRY, "booked_at": datetime(2026, 7, 2, 1, 30)}  # noqa: DTZ001 - the point
-    with pytest.raises(ValueError, match="naive datetime"), store.write() as conn:
+    naive = {**_ENTRY, "booked_at": datetime(2026, 7, 2, 1, 30)}
+    with store.write() as conn, pytest.raises(ValueError, match="naive datetime"):
         _INSERT.rows(conn, naive)
 
 
