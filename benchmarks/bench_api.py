@@ -55,14 +55,18 @@ def _measure(backend: str, url: str) -> None:
     ]
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     with _server(url) as port:
-        floor = load("127.0.0.1", port, _floor_requests(), CONNECTIONS)
+        floor = load("127.0.0.1", port, _floor_requests("/bench/floor"), CONNECTIONS)
+        threads = load(
+            "127.0.0.1", port, _floor_requests("/bench/floor-settle-threads"), CONNECTIONS
+        )
         fresh = load("127.0.0.1", port, _settle_requests(quotas, headers), CONNECTIONS)
         replay = load("127.0.0.1", port, _settle_requests(quotas, headers), CONNECTIONS)
     _check(fresh, replay, len(quotas))
     print(f"api {backend} floor (SELECT 1): {_figures(floor)}")
+    print(f"api {backend} floor on the settlement's threads: {_figures(threads)}")
     print(
         f"api {backend} settlements: {_figures(fresh)}: {fresh.rate / floor.rate:.2f} of the "
-        f"floor (goal >= {GOAL})"
+        f"floor (goal >= {GOAL}); {fresh.rate / threads.rate:.2f} of the floor on its threads"
     )
     print(f"api {backend} replays: {_figures(replay)}: {replay.rate / floor.rate:.2f} of the floor")
 
@@ -79,8 +83,8 @@ def _check(fresh: LoadResult, replay: LoadResult, quotas: int) -> None:
         raise SystemExit(f"unexpected answers: fresh {fresh.statuses}, replay {replay.statuses}")
 
 
-def _floor_requests() -> Iterator[bytes]:
-    raw = request("GET", "/bench/floor", {})
+def _floor_requests(path: str) -> Iterator[bytes]:
+    raw = request("GET", path, {})
     return iter([raw] * FLOOR_REQUESTS)
 
 

@@ -1,5 +1,6 @@
 """The API as ``freehours serve`` runs it, plus the floor: ``GET /bench/floor`` does one
-``SELECT 1`` transaction on the same store and stack.
+``SELECT 1`` transaction on the same store and stack (a plain ``def`` route, on FastAPI's
+threadpool); ``GET /bench/floor-settle-threads`` does it on the settlement route's threads.
 
 Run: ``python -m benchmarks.serve_api PORT``."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+import anyio
 import uvicorn
 from fastapi.responses import JSONResponse
 
@@ -24,10 +26,22 @@ def main(port: int) -> None:
     services = Services.from_settings(settings)
     app = create_app(services)
 
-    @app.get("/bench/floor", include_in_schema=False)
-    def floor() -> JSONResponse:
+    def select_one() -> None:
         with services.store.read() as conn:
             conn.exec_driver_sql("SELECT 1")
+
+    @app.get("/bench/floor", include_in_schema=False)
+    def floor() -> JSONResponse:
+        select_one()
+        return JSONResponse({"status": "ok"})
+
+    # The same, on as many threads as the settlement route has (FREEHOURS_SETTLE_THREADS),
+    # handed over as that route hands over its work: the floor of that arrangement.
+    threads = anyio.CapacityLimiter(settings.settle_threads)
+
+    @app.get("/bench/floor-settle-threads", include_in_schema=False)
+    async def floor_on_settle_threads() -> JSONResponse:
+        await anyio.to_thread.run_sync(select_one, limiter=threads)
         return JSONResponse({"status": "ok"})
 
     uvicorn.run(
