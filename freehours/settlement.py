@@ -242,7 +242,10 @@ class Settlements:
                 self._count_revalidation(cached, new.quota)
                 decision = new
             else:
-                quota = quotas.latest_or_new(conn, nmi, day)
+                # Due: the insert found the quota, read it. Not due: create it PENDING if new,
+                # to answer with.
+                quota = quotas.latest(conn, nmi, day, for_update=True) if wait is None else None
+                quota = quota or quotas.latest_or_new(conn, nmi, day)
                 self._count_revalidation(cached, quota)
                 if quota.status.is_terminal:
                     return self._terminal(quota, replay=True)
