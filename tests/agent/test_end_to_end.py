@@ -13,10 +13,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import sqlalchemy as sa
-from prometheus_client.parser import text_string_to_metric_families
 
 from freehours.agent.meters import SimulatedMeters
 from freehours.domain.time import NEM_TIME
@@ -27,6 +25,7 @@ from freehours.store import meter
 from freehours.store.tables import idempotency_keys
 from tests.agent.conftest import AgentProcess, ApiSite
 from tests.agent.test_meters import reads_of
+from tests.metrics import Samples
 from tests.servers import free_port
 
 pytestmark = pytest.mark.slow
@@ -47,16 +46,6 @@ def poll(condition: Callable[[], bool], deadline_s: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not within {deadline_s} s")
         time.sleep(0.002)
-
-
-def scrape(port: int) -> dict[str, float]:
-    """The agent's own metrics, by sample name (labels dropped: one breaker, one value each)."""
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    return {
-        sample.name: sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
 
 
 def saved_answers(site: ApiSite) -> list[tuple[int, dict[str, Any]]]:
@@ -105,10 +94,10 @@ def test_an_api_down_for_the_first_ten_seconds_gets_every_read_exactly_once(
     poll(logged("agent_started"), 60, "the agent started")
     started = time.monotonic()
     poll(logged("breaker_state_changed", new="open"), OUTAGE_SECONDS, "the breaker opened")
-    metrics = scrape(metrics_port)
-    assert metrics["freehours_circuit_breaker_state"] >= 1  # open, or half-open for a trial
-    assert metrics["freehours_agent_breaker_trips_total"] >= 1
-    assert metrics["freehours_agent_spooled"] > 0
+    metrics = Samples.scrape(metrics_port)
+    assert metrics.only("freehours_circuit_breaker_state") >= 1  # open, or half-open for a trial
+    assert metrics.value("freehours_agent_breaker_trips_total") >= 1
+    assert metrics.value("freehours_agent_spooled") > 0
     time.sleep(max(0.0, started + OUTAGE_SECONDS - time.monotonic()))  # the rest of the outage
     with api_site.serve():
         api_up = time.monotonic()

@@ -14,10 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
+from tests.metrics import Samples
 from tests.servers import FREEHOURS, free_port, serving
 
 pytestmark = pytest.mark.slow
@@ -68,24 +67,6 @@ def stub() -> Iterator[StubApi]:
         yield server
 
 
-def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    try:
-        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    except httpx.TransportError:
-        return {}  # not listening yet
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
-def value(
-    samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
-) -> float:
-    return samples[(name, frozenset(labels.items()))]
-
-
 def test_the_agents_metrics_move_with_its_sends_and_its_requests_carry_its_spans(
     stub: StubApi, tmp_path: Path
 ) -> None:
@@ -109,27 +90,27 @@ def test_the_agents_metrics_move_with_its_sends_and_its_requests_carry_its_spans
         )
     try:
         deadline = time.monotonic() + 60
-        samples = scrape(port)
+        samples = Samples.scrape(port)
         # Sent at once; the spool's gauge follows on the agent's next look (every 0.2 s).
         while (
-            samples.get(("freehours_agent_sent_total", frozenset())),
+            samples.count("freehours_agent_sent_total"),
             samples.get(("freehours_agent_spooled", frozenset())),
         ) != (2, 0):
             assert time.monotonic() < deadline, f"two files not sent in time: {samples}"
             assert agent.poll() is None, stderr.read_text()
             time.sleep(0.05)
-            samples = scrape(port)
+            samples = Samples.scrape(port)
     finally:
         agent.send_signal(signal.SIGTERM)
         agent.wait(timeout=30)
 
-    assert value(samples, "freehours_agent_attempts_total", result="delivered") == 2
-    assert value(samples, "freehours_agent_attempts_total", result="retry") == 1
-    assert value(samples, "freehours_agent_retries_total") == 1
-    assert value(samples, "freehours_agent_retry_budget_exhausted_total") == 0
-    assert value(samples, "freehours_agent_rejected_total") == 0
-    assert value(samples, "freehours_circuit_breaker_state", breaker=BREAKER) == 0
-    assert value(samples, "freehours_agent_spooled") == 0
+    assert samples.value("freehours_agent_attempts_total", result="delivered") == 2
+    assert samples.value("freehours_agent_attempts_total", result="retry") == 1
+    assert samples.value("freehours_agent_retries_total") == 1
+    assert samples.value("freehours_agent_retry_budget_exhausted_total") == 0
+    assert samples.value("freehours_agent_rejected_total") == 0
+    assert samples.value("freehours_circuit_breaker_state", breaker=BREAKER) == 0
+    assert samples.value("freehours_agent_spooled") == 0
 
     lines: list[dict[str, Any]] = [json.loads(line) for line in stderr.read_text().splitlines()]
     spans = [line for line in lines if "context" in line]

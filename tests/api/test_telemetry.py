@@ -6,7 +6,6 @@ from datetime import date, datetime, timedelta
 
 import pytest
 from opentelemetry.trace import SpanKind, format_span_id
-from prometheus_client.parser import text_string_to_metric_families
 from structlog.contextvars import merge_contextvars
 from structlog.testing import capture_logs
 
@@ -14,6 +13,7 @@ from freehours.domain.time import NEM_TIME
 from freehours.observability.logging import add_trace_context
 from tests.api.conftest import Api
 from tests.api.test_settlements import NMI, set_up, settle
+from tests.metrics import Samples
 from tests.tracing import Spans
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -22,21 +22,11 @@ TRACEPARENT = f"00-{TRACE_ID}-{CLIENT_SPAN}-01"
 SETTLEMENTS = "/v1/free-energy/settlements"
 
 
-def scrape(api: Api) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    """/metrics as {(sample name, labels): value}."""
+def scrape(api: Api) -> Samples:
+    """/metrics through the app."""
     response = api.client.get("/metrics")
     assert response.status_code == 200
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(response.text)
-        for sample in family.samples
-    }
-
-
-def value(
-    samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
-) -> float:
-    return samples.get((name, frozenset(labels.items())), 0.0)
+    return Samples.of(response.text)
 
 
 def reads_body(first: datetime, count: int) -> dict[str, object]:
@@ -162,7 +152,7 @@ def test_metrics_move_with_ingests_and_settlements_by_route_and_status(api: Api)
     after = scrape(api)
 
     def moved(name: str, **labels: str) -> float:
-        return value(after, name, **labels) - value(before, name, **labels)
+        return after.count(name, **labels) - before.count(name, **labels)
 
     requests = "freehours_http_requests_total"
     assert moved(requests, method="POST", route=SETTLEMENTS, status="200") == 1

@@ -15,10 +15,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import sqlalchemy as sa
-from prometheus_client.parser import text_string_to_metric_families
 
 from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import SystemClock
@@ -35,6 +33,7 @@ from freehours.store import catalog, quotas
 from freehours.store.database import Store
 from freehours.store.tables import jobs
 from tests.jobs.support import eventually, postgres_only
+from tests.metrics import Samples
 from tests.servers import FREEHOURS, free_port
 from tests.test_settlement import DAY, NMI, PLAN, STAMP, day_row
 
@@ -260,36 +259,23 @@ def test_two_freehours_workers_each_serve_the_metrics_of_both(
     for worker in workers:
         processes.ready(worker, marker='"event": "worker_started"')
 
-    def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-        return {
-            (sample.name, frozenset(sample.labels.items())): sample.value
-            for family in text_string_to_metric_families(text)
-            for sample in family.samples
-        }
-
-    def value(
-        samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
-    ) -> float:
-        return samples.get((name, frozenset(labels.items())), 0.0)
-
     settled = {"kind": KIND, "outcome": "completed"}
     eventually(
         lambda: (
-            value(scrape(ports[0]), "freehours_job_attempts_total", **settled) == 4
-            and value(scrape(ports[0]), "freehours_jobs_stuck") == 1
+            Samples.scrape(ports[0]).count("freehours_job_attempts_total", **settled) == 4
+            and Samples.scrape(ports[0]).count("freehours_jobs_stuck") == 1
         ),
         within=60.0,
         what="four settlements and one stuck job on the first worker's port",
     )
     for port in ports:  # whichever worker ran them, each port serves the work of both
-        samples = scrape(port)
-        assert value(samples, "freehours_job_attempts_total", **settled) == 4
-        assert value(samples, "freehours_job_retries_count", kind=KIND) == 4
-        assert value(samples, "freehours_job_retries_sum", kind=KIND) == 0
+        samples = Samples.scrape(port)
+        assert samples.value("freehours_job_attempts_total", **settled) == 4
+        assert samples.value("freehours_job_retries_count", kind=KIND) == 4
+        assert samples.value("freehours_job_retries_sum", kind=KIND) == 0
         completed = {"status": "COMPLETED", "replayed": "false"}
-        assert value(samples, "freehours_settlement_outcomes_total", **completed) == 4
-        assert value(samples, "freehours_settlement_seconds_count") == 4
-        assert value(samples, "freehours_quota_cache_requests_total", result="miss") == 4
-        assert value(samples, "freehours_jobs_stuck") == 1
+        assert samples.value("freehours_settlement_outcomes_total", **completed) == 4
+        assert samples.value("freehours_settlement_seconds_count") == 4
+        assert samples.value("freehours_quota_cache_requests_total", result="miss") == 4
+        assert samples.value("freehours_jobs_stuck") == 1
     assert [processes.terminate(worker) for worker in workers] == [0, 0]

@@ -11,24 +11,17 @@ from pathlib import Path
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from freehours.errors import ConfigurationError
 from freehours.observability.exposition import MULTIPROC_DIR, render_metrics, serve_metrics
 from freehours.observability.metrics import JOB_ATTEMPTS
-
-
-def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
+from tests.metrics import Samples
 
 
 def completed(text: str) -> float:
-    labels = frozenset({("kind", "metrics-test"), ("outcome", "completed")})
-    return samples(text).get(("freehours_job_attempts_total", labels), 0.0)
+    return Samples.of(text).count(
+        "freehours_job_attempts_total", kind="metrics-test", outcome="completed"
+    )
 
 
 def in_a_process(directory: Path, code: str) -> None:
@@ -56,7 +49,7 @@ def test_several_processes_are_served_as_one(
     monkeypatch.setenv(MULTIPROC_DIR, str(tmp_path))
     text = render_metrics().decode()
     assert completed(text) == 5
-    assert samples(text)[("freehours_jobs_stuck", frozenset())] == 1
+    assert Samples.of(text).value("freehours_jobs_stuck") == 1
 
 
 def test_a_metrics_port_serves_this_processs_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
