@@ -10,25 +10,19 @@ import pytest
 
 from freehours.clock import ManualClock
 from freehours.domain.settlement import QuotaStatus
-from freehours.domain.time import Region
 from freehours.errors import InputError
 from freehours.meterdata.records import IntervalDay
 from freehours.runtime import Runtime
 from freehours.settings import Settings
 from freehours.settlement import Outcome
-from freehours.store import catalog
 from freehours.store.database import Store
-from tests.test_settlement import DAY, DUE, NMI, PLAN, STAMP, day_row
+from tests.test_settlement import DAY, DUE, NMI, STAMP, add_customer, day_row
 
 
 @pytest.fixture
 def runtime(store: Store) -> Runtime:
     clock = ManualClock(DUE)
-    with store.write() as conn:
-        catalog.put_plan(conn, "test-nsw", PLAN, updated_at=clock.now())
-        catalog.put_customer(
-            conn, NMI, plan_id="test-nsw", region=Region.NSW, updated_at=clock.now()
-        )
+    add_customer(store, clock.now())
     return Runtime.on(store, Settings(database_url="sqlite://"), clock)
 
 

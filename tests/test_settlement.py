@@ -78,13 +78,16 @@ def faults() -> Faults:
     return Faults()
 
 
+def add_customer(store: Store, now: datetime) -> None:
+    """The test plan, and customer ``NMI`` on it."""
+    with store.write() as conn:
+        catalog.put_plan(conn, "test-nsw", PLAN, updated_at=now)
+        catalog.put_customer(conn, NMI, plan_id="test-nsw", region=Region.NSW, updated_at=now)
+
+
 @pytest.fixture
 def service(store: Store, clock: ManualClock, faults: Faults) -> Settlements:
-    with store.write() as conn:
-        catalog.put_plan(conn, "test-nsw", PLAN, updated_at=clock.now())
-        catalog.put_customer(
-            conn, NMI, plan_id="test-nsw", region=Region.NSW, updated_at=clock.now()
-        )
+    add_customer(store, clock.now())
     return Settlements(store, MemoryQuotaCache(clock), clock, POLICY, faults)
 
 

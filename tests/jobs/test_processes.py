@@ -21,7 +21,6 @@ import sqlalchemy as sa
 from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import SystemClock
 from freehours.domain.settlement import QuotaStatus
-from freehours.domain.time import Region
 from freehours.ingest import Ingestion
 from freehours.jobs import queue
 from freehours.jobs.job import JobState
@@ -29,13 +28,13 @@ from freehours.jobs.settle import KIND, SettlementJobs
 from freehours.meterdata.records import IntervalDay
 from freehours.observability.exposition import MULTIPROC_DIR
 from freehours.settlement import Settlements
-from freehours.store import catalog, quotas
+from freehours.store import quotas
 from freehours.store.database import Store
 from freehours.store.tables import jobs
 from tests.jobs.support import eventually, postgres_only
 from tests.metrics import Samples
 from tests.servers import FREEHOURS, free_port
-from tests.test_settlement import DAY, NMI, PLAN, STAMP, day_row
+from tests.test_settlement import DAY, NMI, STAMP, add_customer, day_row
 
 pytestmark = [pytest.mark.slow, postgres_only]
 
@@ -158,11 +157,7 @@ def test_a_worker_killed_mid_settlement_is_rescued_and_the_quota_booked_once(
     store: Store, processes: Processes
 ) -> None:
     clock = SystemClock()
-    with store.write() as conn:
-        catalog.put_plan(conn, "test-nsw", PLAN, updated_at=clock.now())
-        catalog.put_customer(
-            conn, NMI, plan_id="test-nsw", region=Region.NSW, updated_at=clock.now()
-        )
+    add_customer(store, clock.now())
     settlements = Settlements(store, MemoryQuotaCache(clock), clock)
     Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements)).file(
         [day_row("0.500", stamp=STAMP)]  # 1 July 2026: long past, due at once
@@ -232,11 +227,7 @@ def test_two_freehours_workers_each_serve_the_metrics_of_both(
     store: Store, processes: Processes, tmp_path: Path
 ) -> None:
     clock = SystemClock()
-    with store.write() as conn:
-        catalog.put_plan(conn, "test-nsw", PLAN, updated_at=clock.now())
-        catalog.put_customer(
-            conn, NMI, plan_id="test-nsw", region=Region.NSW, updated_at=clock.now()
-        )
+    add_customer(store, clock.now())
     settlements = Settlements(store, MemoryQuotaCache(clock), clock)
     days = [
         IntervalDay(NMI, "E1", date(2026, 7, d), 30, (Decimal("0.5"),) * 48, "A" * 48, STAMP)

@@ -18,7 +18,6 @@ from structlog.testing import capture_logs
 from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import ManualClock
 from freehours.domain.settlement import Claimed, Quota, QuotaStatus, claim
-from freehours.domain.time import Region
 from freehours.ingest import Ingestion
 from freehours.jobs import queue
 from freehours.jobs.job import Job, JobState
@@ -28,9 +27,9 @@ from freehours.jobs.worker import Worker
 from freehours.meterdata.records import IntervalDay
 from freehours.observability.logging import add_trace_context
 from freehours.settlement import FaultPoint, SettlementPolicy, Settlements
-from freehours.store import catalog, quotas
+from freehours.store import quotas
 from freehours.store.database import Store
-from tests.test_settlement import DAY, NMI, PLAN, STAMP, WINDOW_END, day_row
+from tests.test_settlement import DAY, NMI, STAMP, WINDOW_END, add_customer, day_row
 from tests.tracing import Spans
 
 #: A data deadline of an hour (not three days) keeps the snoozes of a day waiting for its data few.
@@ -93,11 +92,7 @@ class System:
 
 def system(store: Store, start: datetime, faults: AlwaysFailing | None = None) -> System:
     clock = ManualClock(start)
-    with store.write() as conn:
-        catalog.put_plan(conn, "test-nsw", PLAN, updated_at=clock.now())
-        catalog.put_customer(
-            conn, NMI, plan_id="test-nsw", region=Region.NSW, updated_at=clock.now()
-        )
+    add_customer(store, clock.now())
     settlements = Settlements(store, MemoryQuotaCache(clock), clock, POLICY, faults)
     ingestion = Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements))
     worker = Worker(
