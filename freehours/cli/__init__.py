@@ -7,7 +7,7 @@ line), 1 on other failures.
 from __future__ import annotations
 
 import sys
-from typing import Self
+from typing import Annotated, Self
 
 import typer
 from rich.console import Console
@@ -23,6 +23,12 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 err_console = Console(stderr=True)
+
+#: The long-running commands' ``--metrics-port`` and ``--metrics-host``.
+MetricsPort = Annotated[
+    int | None, typer.Option("--metrics-port", help="serve Prometheus metrics on this port")
+]
+MetricsHost = Annotated[str, typer.Option("--metrics-host", help="address for --metrics-port")]
 
 
 class ProgressDisplay:

@@ -34,7 +34,7 @@ from freehours.agent.meter_agent import (
     Simulation,
     Snapshot,
 )
-from freehours.cli import ProgressDisplay, app, err_console
+from freehours.cli import MetricsHost, MetricsPort, ProgressDisplay, app, err_console
 from freehours.cli.nem12 import summary_console
 from freehours.clock import SystemClock
 from freehours.domain.time import NEM_TIME
@@ -101,12 +101,8 @@ def agent(
             show_default=False,
         ),
     ] = None,
-    metrics_port: Annotated[
-        int | None, typer.Option("--metrics-port", help="serve Prometheus metrics on this port")
-    ] = None,
-    metrics_host: Annotated[
-        str, typer.Option("--metrics-host", help="address for --metrics-port")
-    ] = "127.0.0.1",
+    metrics_port: MetricsPort = None,
+    metrics_host: MetricsHost = "127.0.0.1",
     breaker_failures: Annotated[
         int, typer.Option("--breaker-failures", min=1, help="failures in a row that open it")
     ] = _BREAKER.fail_max,

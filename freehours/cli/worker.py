@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from freehours.cli import app
+from freehours.cli import MetricsHost, MetricsPort, app
 from freehours.observability.exposition import forget_process, serve_metrics
 from freehours.observability.logging import configure_logging
 from freehours.observability.tracing import configure_tracing
@@ -32,12 +32,8 @@ def worker(
             show_default=False,
         ),
     ] = None,
-    metrics_port: Annotated[
-        int | None, typer.Option("--metrics-port", help="serve Prometheus metrics on this port")
-    ] = None,
-    metrics_host: Annotated[
-        str, typer.Option("--metrics-host", help="address for --metrics-port")
-    ] = "127.0.0.1",
+    metrics_port: MetricsPort = None,
+    metrics_host: MetricsHost = "127.0.0.1",
 ) -> None:
     """Run due jobs from the database (FREEHOURS_DATABASE_URL) until SIGTERM or SIGINT.
 
