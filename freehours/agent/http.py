@@ -63,7 +63,34 @@ class Answer:
         )
 
 
-class IngestApi:
+class BlockingClient:
+    """An ``httpx.AsyncClient`` called from synchronous code, on an event loop of its own (the
+    agent's sender and the simulation's clients are threads, not coroutines)."""
+
+    def __init__(self, client: httpx.AsyncClient, deadline: float | None = None) -> None:
+        self._runner = asyncio.Runner()
+        self._client = client
+        self._deadline = deadline
+
+    def _post(self, route: str, body: bytes | str, headers: dict[str, str]) -> Answer:
+        """POST and read the answer; raises ``httpx.TransportError`` when none came, and
+        ``TimeoutError`` when none came within the deadline."""
+        return self._runner.run(self._posting(route, body, headers))
+
+    async def _posting(self, route: str, body: bytes | str, headers: dict[str, str]) -> Answer:
+        async with asyncio.timeout(self._deadline):
+            response = await self._client.post(route, content=body, headers=headers)
+        return Answer.of(response)
+
+    def close(self) -> None:
+        """Close the connections and the loop."""
+        try:
+            self._runner.run(self._client.aclose())
+        finally:
+            self._runner.close()
+
+
+class IngestApi(BlockingClient):
     """The API's ingest routes at ``base_url``, called with ``api_key``.
 
     Not thread-safe: one thread posts (the sender), and it is also the one that closes.
@@ -77,9 +104,7 @@ class IngestApi:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._timeouts = timeouts
-        self._runner = asyncio.Runner()
-        self._client = httpx.AsyncClient(
+        client = httpx.AsyncClient(
             base_url=base_url,
             headers={
                 "Authorization": f"Bearer {api_key}",
@@ -94,6 +119,7 @@ class IngestApi:
             follow_redirects=False,
             transport=transport,
         )
+        super().__init__(client, deadline=timeouts.total)
 
     def post(self, batch: Batch) -> Answer:
         """Post ``batch`` in a client span; raises ``Unreachable`` when no answer came within the
@@ -109,7 +135,7 @@ class IngestApi:
         ) as span:
             TraceContextTextMapPropagator().inject(headers)
             try:
-                answer = self._runner.run(self._post(route, batch.body, headers))
+                answer = self._post(route, batch.body, headers)
             except (httpx.TransportError, TimeoutError) as exc:
                 what = type(exc).__name__ if isinstance(exc, httpx.TransportError) else "deadline"
                 raise Unreachable(f"POST {route}: {what} ({exc})") from exc
@@ -117,15 +143,3 @@ class IngestApi:
             if answer.status >= 500:
                 span.set_status(Status(StatusCode.ERROR))
             return answer
-
-    async def _post(self, route: str, body: bytes, headers: dict[str, str]) -> Answer:
-        async with asyncio.timeout(self._timeouts.total):
-            response = await self._client.post(route, content=body, headers=headers)
-        return Answer.of(response)
-
-    def close(self) -> None:
-        """Close the connections and the loop."""
-        try:
-            self._runner.run(self._client.aclose())
-        finally:
-            self._runner.close()

@@ -19,7 +19,6 @@ batch or the same ask is a retry.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from starlette.types import ASGIApp
 
 from freehours.agent.batch import Batch
 from freehours.agent.breaker import Breaker, CircuitOpen
-from freehours.agent.http import Answer
+from freehours.agent.http import Answer, BlockingClient
 from freehours.agent.policy import (
     Backoff,
     RetryBudget,
@@ -208,36 +207,22 @@ class _NotFinal(Exception):
         self.retry_after = retry_after
 
 
-class SettlementApi:
-    """``POST /v1/free-energy/settlements`` over ``transport``, called synchronously (on a private
-    event loop, as the agent's ``IngestApi`` does)."""
+class SettlementApi(BlockingClient):
+    """``POST /v1/free-energy/settlements`` over ``transport``, called synchronously."""
 
     def __init__(self, transport: httpx.AsyncBaseTransport, api_key: str) -> None:
-        self._runner = asyncio.Runner()
-        self._client = httpx.AsyncClient(
-            base_url=API_URL,
-            transport=transport,
-            headers={"Authorization": f"Bearer {api_key}"},
+        super().__init__(
+            httpx.AsyncClient(
+                base_url=API_URL,
+                transport=transport,
+                headers={"Authorization": f"Bearer {api_key}"},
+            )
         )
 
     def settle(self, nmi: str, day: date) -> Answer:
         """Ask for the quota; raises ``httpx.TransportError`` when no answer came."""
         body = json.dumps({"nmi": nmi, "date": day.isoformat()})
-        return self._runner.run(self._post(body))
-
-    async def _post(self, body: str) -> Answer:
-        response = await self._client.post(
-            "/v1/free-energy/settlements",
-            content=body,
-            headers={"Content-Type": "application/json"},
-        )
-        return Answer.of(response)
-
-    def close(self) -> None:
-        try:
-            self._runner.run(self._client.aclose())
-        finally:
-            self._runner.close()
+        return self._post("/v1/free-energy/settlements", body, {"Content-Type": "application/json"})
 
 
 class QuotaAsker:
