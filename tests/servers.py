@@ -1,7 +1,9 @@
-"""Real API server processes for end-to-end tests: started, awaited, and stopped."""
+"""Real API server processes for end-to-end tests: started, awaited, and stopped; and stub APIs
+(stdlib HTTP servers on a thread) for clients tested against scripted answers."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -10,7 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import HTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
 from pathlib import Path
 from typing import TypeVar
 
@@ -51,6 +53,36 @@ def wait_until_up(url: str, process: subprocess.Popen[bytes], deadline_s: float 
             pass
         time.sleep(0.05)
     raise AssertionError(f"the API at {url} did not come up within {deadline_s} s")
+
+
+class StubServer(ThreadingHTTPServer):
+    """A stub API on 127.0.0.1 (a free port), answering with ``handler``; its handlers share
+    ``lock`` for what they record."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(("127.0.0.1", 0), handler)
+        self.lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """Answers in JSON, and logs nothing (the tests look at what the server recorded)."""
+
+    def answer(self, status: int, body: object, headers: dict[str, str] | None = None) -> None:
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return None
 
 
 @contextmanager

@@ -4,38 +4,31 @@ the agent waits at least as long as it is told, on the real clock, and never res
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from freehours.agent.meter_agent import AgentConfig, Ending, MeterAgent, Simulation
 from freehours.domain.time import NEM_TIME
-from tests.servers import serving
+from tests.servers import JsonHandler, StubServer, serving
 
 START = datetime(2026, 7, 1, 0, 0, tzinfo=NEM_TIME)
 
 
-class StubApi(ThreadingHTTPServer):
+class StubApi(StubServer):
     """Answers ``POST /v1/meter-readings`` from a script keyed by the read's suffix: E1 batches
     get 409 (Retry-After 1), then 429 (Retry-After 2), then 200; B1 batches get 422."""
 
     def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(_Handler)
         self.arrivals: list[tuple[float, str, str]] = []  # (monotonic, suffix, idempotency key)
-        self.lock = threading.Lock()
         self.e1_script = [(409, "1"), (429, "2")]
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
 
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     server: StubApi
 
     def do_POST(self) -> None:
@@ -47,25 +40,12 @@ class _Handler(BaseHTTPRequestHandler):
             e1_script = self.server.e1_script if body["suffix"] == "E1" else []
             scripted = e1_script.pop(0) if e1_script else None
         if body["suffix"] == "B1":
-            self._answer(422, {"type": "invalid-input", "detail": "reads: refused"}, {})
+            self.answer(422, {"type": "invalid-input", "detail": "reads: refused"})
         elif scripted is not None:
             status, retry_after = scripted
-            self._answer(status, {"type": "busy"}, {"Retry-After": retry_after})
+            self.answer(status, {"type": "busy"}, {"Retry-After": retry_after})
         else:
-            self._answer(200, {"accepted": 1, "superseded": 0, "unchanged": 0}, {})
-
-    def _answer(self, status: int, body: dict[str, object], headers: dict[str, str]) -> None:
-        payload = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, format: str, *args: object) -> None:
-        """Quiet: the test looks at ``arrivals``."""
+            self.answer(200, {"accepted": 1, "superseded": 0, "unchanged": 0})
 
 
 @pytest.fixture

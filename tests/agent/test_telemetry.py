@@ -7,38 +7,31 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.metrics import Samples
-from tests.servers import FREEHOURS, free_port, serving
+from tests.servers import FREEHOURS, JsonHandler, StubServer, free_port, serving
 
 pytestmark = pytest.mark.slow
 
 BREAKER = "agent-telemetry-test"
 
 
-class StubApi(ThreadingHTTPServer):
+class StubApi(StubServer):
     """Takes NEM12 files: the first request is told 409 (Retry-After 1), every other one 200.
     Remembers each request's traceparent and Idempotency-Key."""
 
     def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(_Handler)
         self.requests: list[tuple[str, str]] = []
-        self.lock = threading.Lock()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     server: StubApi
 
     def do_POST(self) -> None:
@@ -48,17 +41,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.requests.append(
                 (self.headers["traceparent"], self.headers["Idempotency-Key"])
             )
-        status, body = (409, b'{"status": "LOCKED"}') if first else (200, b'{"accepted": 48}')
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
         if first:
-            self.send_header("Retry-After", "1")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        """Quiet: the test looks at ``requests``."""
+            self.answer(409, {"status": "LOCKED"}, {"Retry-After": "1"})
+        else:
+            self.answer(200, {"accepted": 48})
 
 
 @pytest.fixture
