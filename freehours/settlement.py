@@ -229,37 +229,43 @@ class Settlements:
     def _claim(self, nmi: str, day: date, cached: Quota | None) -> Answer:
         now = self.clock.now()
         policy = self.policy
-        with tracer.start_as_current_span("settlement.claim"), self.store.write() as conn:
-            customer = self.customer_plan(conn, nmi)
-            if isinstance(customer, str):
-                return Answer(Outcome.ABORTED, _unsettleable(nmi, day, customer, now))
-            # Whether the window has ended is known here; whether its data is complete is
-            # checked by the holder, which reads the data anyway (B).
-            wait = self._wait(customer.plan, day, now, data_complete=True)
-            new = None if wait is not None else self._claim_new(conn, nmi, day, now)
-            decision: ClaimDecision
-            if new is not None:
-                self._count_revalidation(cached, new.quota)
-                decision = new
+        with tracer.start_as_current_span("settlement.claim"):
+            # The common case, a due quota nobody has asked for, is one statement of its own:
+            # version 1 inserted already LOCKED.
+            with self.store.autocommit() as conn:
+                customer = self.customer_plan(conn, nmi)
+                if isinstance(customer, str):
+                    return Answer(Outcome.ABORTED, _unsettleable(nmi, day, customer, now))
+                # Whether the window has ended is known here; whether its data is complete is
+                # checked by the holder, which reads the data anyway (B).
+                wait = self._wait(customer.plan, day, now, data_complete=True)
+                decision: ClaimDecision | None = (
+                    None if wait is not None else self._claim_new(conn, nmi, day, now)
+                )
+            if decision is not None:
+                self._count_revalidation(cached, decision.quota)
             else:
-                # Due: the insert found the quota, read it. Not due: create it PENDING if new,
-                # to answer with.
-                quota = quotas.latest(conn, nmi, day, for_update=True) if wait is None else None
-                quota = quota or quotas.latest_or_new(conn, nmi, day)
-                self._count_revalidation(cached, quota)
-                if quota.status.is_terminal:
-                    return self._terminal(quota, replay=True)
-                if quota.is_locked_at(now):
-                    return Answer(Outcome.LOCKED, quota, quota.lock_seconds_left(now))
-                if wait is not None:
-                    return Answer(Outcome.NOT_DUE, quota, wait)
-                decision = claim(quota, now, policy.lock_timeout, policy.max_attempts)
-                if isinstance(decision, Busy):
-                    return Answer(Outcome.LOCKED, decision.quota, decision.retry_after)
-                quotas.save(conn, decision.quota)
-                if isinstance(decision, Settled):
-                    log.error("quota_aborted", quota_key=quota.key, reason=decision.quota.reason)
-                    return self._terminal(decision.quota, replay=False)
+                with self.store.write() as conn:
+                    # Due: the quota exists, lock it. Not due: create it PENDING if new, to
+                    # answer with.
+                    quota = quotas.latest(conn, nmi, day, for_update=True) if wait is None else None
+                    quota = quota or quotas.latest_or_new(conn, nmi, day)
+                    self._count_revalidation(cached, quota)
+                    if quota.status.is_terminal:
+                        return self._terminal(quota, replay=True)
+                    if quota.is_locked_at(now):
+                        return Answer(Outcome.LOCKED, quota, quota.lock_seconds_left(now))
+                    if wait is not None:
+                        return Answer(Outcome.NOT_DUE, quota, wait)
+                    decision = claim(quota, now, policy.lock_timeout, policy.max_attempts)
+                    if isinstance(decision, Busy):
+                        return Answer(Outcome.LOCKED, decision.quota, decision.retry_after)
+                    quotas.save(conn, decision.quota)
+                    if isinstance(decision, Settled):
+                        log.error(
+                            "quota_aborted", quota_key=quota.key, reason=decision.quota.reason
+                        )
+                        return self._terminal(decision.quota, replay=False)
         assert isinstance(decision, Claimed)
         held = decision.quota
         # Debug: the request's or job's canonical line and quota_completed tell the story; a

@@ -18,7 +18,12 @@ from contextlib import AbstractContextManager
 import sqlalchemy as sa
 
 from freehours.store import schema
-from freehours.store.engine import create_engine, read_transaction, write_transaction
+from freehours.store.engine import (
+    autocommit_connection,
+    create_engine,
+    read_transaction,
+    write_transaction,
+)
 
 
 class Store:
@@ -53,6 +58,11 @@ class Store:
         Committed when the block ends, rolled back when it raises.
         """
         return write_transaction(self.engine)
+
+    def autocommit(self) -> AbstractContextManager[sa.Connection]:
+        """A connection whose statements each commit on their own: for a one-statement write
+        (and the reads before it) without a transaction's ``BEGIN`` and ``COMMIT``."""
+        return autocommit_connection(self.engine)
 
     def read(self) -> AbstractContextManager[sa.Connection]:
         """A transaction that only reads; on SQLite it never waits for a writer (WAL)."""

@@ -32,8 +32,10 @@ from freehours.store.prepared import Prepared
 #: better told the database is busy.
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
-#: The execution option that makes the next ``BEGIN`` on a SQLite connection ``BEGIN IMMEDIATE``.
+#: The execution option that makes the next ``BEGIN`` on a SQLite connection ``BEGIN IMMEDIATE``
+#: (or, ``_AUTOCOMMIT``, no ``BEGIN`` at all).
 _SQLITE_BEGIN = "freehours_sqlite_begin"
+_AUTOCOMMIT = "AUTOCOMMIT"
 
 
 def create_engine(url: str) -> sa.Engine:
@@ -78,7 +80,8 @@ def _sqlite_engine(url: sa.URL) -> sa.Engine:
     @event.listens_for(engine, "begin")
     def _begin(connection: sa.Connection) -> None:
         mode = connection.get_execution_options().get(_SQLITE_BEGIN, "DEFERRED")
-        _BEGIN[mode].rows(connection, {})
+        if mode != _AUTOCOMMIT:
+            _BEGIN[mode].rows(connection, {})
 
     return engine
 
@@ -115,6 +118,27 @@ def _writer_lock(engine: sa.Engine) -> threading.Lock:
         if lock is None:
             lock = _WRITER_LOCKS[engine] = threading.Lock()
         return lock
+
+
+@contextmanager
+def autocommit_connection(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A connection with no transaction: each statement commits on its own.
+
+    For a write that is one statement, and the reads it depends on: it saves the ``BEGIN`` and
+    ``COMMIT`` a transaction costs (on PostgreSQL a round trip each). Nothing is rolled back on an
+    exception, so two writes that must stand or fall together belong in ``write_transaction``.
+    On SQLite it holds this process's writer lock, as ``write_transaction`` does.
+    """
+    if engine.dialect.name != "sqlite":
+        with engine.connect() as connection:
+            connection.execution_options(isolation_level=_AUTOCOMMIT)
+            yield connection
+        return
+    # pysqlite runs with its own transaction handling off (``_configure``): with no BEGIN, each
+    # statement is its own transaction.
+    with _writer_lock(engine), engine.connect() as connection:
+        connection.execution_options(**{_SQLITE_BEGIN: _AUTOCOMMIT})
+        yield connection
 
 
 @contextmanager

@@ -96,3 +96,39 @@ def test_insert_if_absent_says_whether_it_inserted(store: Store) -> None:
     with store.read() as conn:
         rows = conn.execute(sa.select(sa.func.count()).select_from(quotas_table)).scalar()
     assert rows == 1
+
+
+def test_autocommit_commits_each_statement_on_its_own(store: Store) -> None:
+    """What the claim relies on: a one-statement write stands once it has run, with no
+    ``COMMIT`` (and stays when a later statement fails: nothing is rolled back)."""
+
+    def insert_then_insert_again() -> None:
+        with store.autocommit() as conn:
+            assert quotas.insert_if_absent(conn, new_quota("NMI0000001", DAY))
+            with store.read() as other:  # another connection sees it before the block ends
+                assert quotas.latest(other, "NMI0000001", DAY) == new_quota("NMI0000001", DAY)
+            quotas.insert(conn, new_quota("NMI0000001", DAY))  # its key again
+
+    with pytest.raises(sa.exc.IntegrityError):
+        insert_then_insert_again()
+    with store.read() as conn:
+        assert quotas.latest(conn, "NMI0000001", DAY) == new_quota("NMI0000001", DAY)
+
+
+def test_a_connection_back_from_autocommit_is_transactional_again(store: Store) -> None:
+    with store.autocommit() as conn:
+        quotas.insert_if_absent(conn, new_quota("NMI0000001", DAY))
+    # The pool hands the same connection out again (one is enough): a write transaction on it
+    # still rolls back as a whole.
+
+    def version_2_booked_twice() -> None:
+        with store.write() as conn:
+            quotas.insert(conn, new_quota("NMI0000001", DAY, version=2))
+            _INSERT.rows(conn, {**_ENTRY, "version": 2})
+            _INSERT.rows(conn, {**_ENTRY, "version": 2})
+
+    with pytest.raises(sa.exc.IntegrityError):
+        version_2_booked_twice()
+    with store.read() as conn:
+        assert quotas.latest(conn, "NMI0000001", DAY) == new_quota("NMI0000001", DAY)
+        assert conn.execute(sa.select(sa.func.count()).select_from(ledger_entries)).scalar() == 0
