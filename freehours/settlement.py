@@ -333,12 +333,12 @@ class Settlements:
             self.faults.check(FaultPoint.BEFORE_COMPLETE, quota)
             now = self.clock.now()
             done = complete(quota, held.fence, free_kwh, free_value, now)
-            quotas.save(conn, done)
             booked_kwh, booked_amount = quotas.booked_before(
                 conn, held.nmi, held.date, done.version
             )
-            quotas.book(
+            quotas.save_and_book(
                 conn,
+                done,
                 LedgerEntry(
                     nmi=done.nmi,
                     date=done.date,

@@ -44,10 +44,36 @@ _INSERT_IF_ABSENT = {
     name: Prepared(insert(quotas).values(_ROW).on_conflict_do_nothing().returning(quotas.c.version))
     for name, insert in (("postgresql", postgresql.insert), ("sqlite", sqlite.insert))
 }
-_SAVE = Prepared(
+_SAVE_WHERE = (*_KEY, quotas.c.version == sa.bindparam("k_version"))
+_SAVE_VALUES = {name: sa.bindparam(name, type_=quotas.c[name].type) for name in _COLUMNS[3:]}
+_SAVE = Prepared(quotas.update().where(*_SAVE_WHERE).values(_SAVE_VALUES))
+_BOOK = Prepared(
+    ledger_entries.insert().values(
+        {c.name: sa.bindparam(c.name, type_=c.type) for c in ledger_entries.columns}
+    )
+)
+# PostgreSQL: a transition and its ledger entry in one statement, the entry's key taken from the
+# row the update wrote (no row, no entry).
+_SAVED = (
     quotas.update()
-    .where(*_KEY, quotas.c.version == sa.bindparam("k_version"))
-    .values({name: sa.bindparam(name, type_=quotas.c[name].type) for name in _COLUMNS[3:]})
+    .where(*_SAVE_WHERE)
+    .values(_SAVE_VALUES)
+    .returning(quotas.c.nmi, quotas.c.day, quotas.c.version)
+    .cte("saved")
+)
+_ENTRY_VALUES = ("kwh", "amount", "booked_at")
+_SAVE_AND_BOOK = Prepared(
+    ledger_entries.insert()
+    .from_select(
+        ["nmi", "day", "version", *_ENTRY_VALUES],
+        sa.select(
+            _SAVED.c.nmi,
+            _SAVED.c.day,
+            _SAVED.c.version,
+            *(sa.bindparam(name, type_=ledger_entries.c[name].type) for name in _ENTRY_VALUES),
+        ),
+    )
+    .returning(ledger_entries.c.version)
 )
 
 
@@ -82,17 +108,20 @@ def insert(conn: sa.Connection, quota: Quota) -> None:
 
 def save(conn: sa.Connection, quota: Quota) -> None:
     """Write a transition of an existing row (same nmi, date and version)."""
-    _SAVE.rows(
-        conn,
-        {**_values(quota), "k_nmi": quota.nmi, "k_day": quota.date, "k_version": quota.version},
-    )
+    _SAVE.rows(conn, _save_params(quota))
 
 
-_BOOK = Prepared(
-    ledger_entries.insert().values(
-        {c.name: sa.bindparam(c.name, type_=c.type) for c in ledger_entries.columns}
-    )
-)
+def save_and_book(conn: sa.Connection, quota: Quota, entry: LedgerEntry) -> None:
+    """Write a transition of an existing row and book its ledger entry (of the same nmi, date
+    and version): one statement on PostgreSQL, two on SQLite (whose ``WITH`` takes no update)."""
+    assert (entry.nmi, entry.date, entry.version) == (quota.nmi, quota.date, quota.version)
+    if conn.dialect.name != "postgresql":
+        save(conn, quota)
+        book(conn, entry)
+        return
+    values = {"kwh": entry.kwh, "amount": entry.amount, "booked_at": entry.booked_at}
+    booked = _SAVE_AND_BOOK.rows(conn, {**_save_params(quota), **values})
+    assert booked, f"quota {quota.key} version {quota.version} is not there to save"
 
 
 def book(conn: sa.Connection, entry: LedgerEntry) -> None:
@@ -151,6 +180,10 @@ def reopen_if_settled(conn: sa.Connection, nmi: str, day: date) -> Quota | None:
     successor = new_quota(nmi, day, version=quota.version + 1)
     insert(conn, successor)
     return successor
+
+
+def _save_params(quota: Quota) -> dict[str, object]:
+    return {**_values(quota), "k_nmi": quota.nmi, "k_day": quota.date, "k_version": quota.version}
 
 
 def _values(quota: Quota) -> dict[str, object]:

@@ -3,6 +3,7 @@ backends."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
 
@@ -132,3 +133,23 @@ def test_a_connection_back_from_autocommit_is_transactional_again(store: Store) 
     with store.read() as conn:
         assert quotas.latest(conn, "NMI0000001", DAY) == new_quota("NMI0000001", DAY)
         assert conn.execute(sa.select(sa.func.count()).select_from(ledger_entries)).scalar() == 0
+
+
+def test_save_and_book_writes_the_transition_and_its_entry_together(store: Store) -> None:
+    """One statement on PostgreSQL, two on SQLite: the same rows either way."""
+    with store.write() as conn:
+        quotas.insert(conn, new_quota("NMI0000001", DAY))
+    done = replace(
+        new_quota("NMI0000001", DAY),
+        status=QuotaStatus.COMPLETED,
+        free_kwh=Decimal("1.2340"),
+        free_value=Decimal("0.37"),
+        completed_at=BOOKED,
+        revision=2,
+    )
+    entry = quotas.LedgerEntry("NMI0000001", DAY, 1, Decimal("1.2340"), Decimal("0.37"), BOOKED)
+    with store.write() as conn:
+        quotas.save_and_book(conn, done, entry)
+    with store.read() as conn:
+        assert quotas.latest(conn, "NMI0000001", DAY) == done
+        assert quotas.ledger(conn, "NMI0000001") == [entry]
