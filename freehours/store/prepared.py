@@ -6,8 +6,9 @@ pysqlite) building an execution context, a result object and its rows; the drive
 5 (pysqlite) to 75 (psycopg). A settlement runs about eight statements, so on the hot path that
 layer was most of the request. A ``Prepared`` statement is the same Core construct, compiled once
 per dialect with the bind and result processors of its columns' types (the table's
-``TypeDecorator`` rules apply as they do through ``execute``), and run on the DBAPI cursor:
-rows come back as tuples in the statement's column order.
+``TypeDecorator`` rules apply as they do through ``execute``), and run on a DBAPI cursor kept
+for the purpose on each database connection: rows come back as tuples in the statement's column
+order.
 
 What ``execute`` does besides is kept: driver errors are raised as SQLAlchemy's ``DBAPIError``
 classes (so ``IntegrityError`` and ``DataError`` mean what they mean everywhere else), and a
@@ -40,6 +41,21 @@ class _Compiled:
     has_results: bool
 
 
+_CURSOR = "freehours_prepared_cursor"
+
+
+def _cursor(conn: sa.Connection) -> Any:
+    """The DBAPI cursor the connection's prepared statements share: made once per database
+    connection (kept in its ``info``, which SQLAlchemy clears when it replaces the connection)
+    rather than once per statement. A connection serves one thread at a time, and every
+    statement here fetches all its rows before the next runs."""
+    pooled = conn.connection
+    cursor = pooled.info.get(_CURSOR)
+    if cursor is None:
+        cursor = pooled.info[_CURSOR] = pooled.dbapi_connection.cursor()  # type: ignore[union-attr]
+    return cursor
+
+
 class Prepared:
     """One Core statement, run on the DBAPI cursor of a connection's current transaction."""
 
@@ -58,14 +74,12 @@ class Prepared:
         bound: Sequence[Any] | Mapping[str, Any] = (
             values if compiled.positional is None else [values[n] for n in compiled.positional]
         )
-        cursor = conn.connection.cursor()
+        cursor = _cursor(conn)
         try:
             cursor.execute(compiled.sql, bound)
             raw = cursor.fetchall() if compiled.has_results else []
         except conn.dialect.loaded_dbapi.Error as exc:
             self._raise(conn, compiled.sql, bound, exc, cursor)
-        finally:
-            cursor.close()
         results = compiled.results
         if not any(results):
             return [tuple(row) for row in raw]
