@@ -47,6 +47,11 @@ def create_engine(url: str) -> sa.Engine:
     if parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg"):
         return sa.create_engine(parsed.set(drivername="postgresql+psycopg"))
     if parsed.drivername in ("sqlite", "sqlite+pysqlite"):
+        if parsed.database in (None, "", ":memory:"):
+            raise ConfigurationError(
+                f"database URL {url!r}: an in-memory SQLite database lives and dies with one "
+                "connection; freehours needs a file, sqlite:///PATH"
+            )
         return _sqlite_engine(parsed)
     raise ConfigurationError(
         f"database URL {parsed.render_as_string()!r}: freehours runs on sqlite:/// or "

@@ -24,7 +24,9 @@ def test_postgresql_urls_use_psycopg_3(url: str) -> None:
     assert engine.dialect.driver == "psycopg"
 
 
-@pytest.mark.parametrize("url", ["mysql://u@db/freehours", "not a url"])
+@pytest.mark.parametrize(
+    "url", ["mysql://u@db/freehours", "not a url", "sqlite://", "sqlite:///:memory:"]
+)
 def test_a_url_freehours_cannot_use_is_a_configuration_error(url: str) -> None:
     with pytest.raises(ConfigurationError, match="database URL"):
         create_engine(url)
