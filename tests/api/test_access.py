@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from fastapi.testclient import TestClient
 
 from freehours.api.keys import list_keys, revoke_key
 from tests.api.conftest import Api
@@ -65,6 +66,15 @@ def test_health_and_readiness_are_open(api: Api) -> None:
 
 def test_metrics_are_open_on_loopback(api: Api) -> None:
     response = api.client.get("/metrics")
+    assert response.status_code == 200
+    assert "freehours_quota_cache_requests_total" in response.text
+
+
+def test_metrics_from_elsewhere_need_a_read_key(api: Api) -> None:
+    with TestClient(api.client.app, client=("10.1.2.3", 50000)) as remote:
+        assert remote.get("/metrics").status_code == 401
+        assert remote.get("/metrics", headers=api.auth("settle")).status_code == 403
+        response = remote.get("/metrics", headers=api.auth("read"))
     assert response.status_code == 200
     assert "freehours_quota_cache_requests_total" in response.text
 
