@@ -65,6 +65,7 @@ from freehours.observability.metrics import (
     SETTLEMENT_OUTCOMES,
     SETTLEMENT_SECONDS,
 )
+from freehours.observability.tracing import child_span
 from freehours.store import catalog, meter, quotas
 from freehours.store.database import Store
 from freehours.store.meter import DayKey
@@ -166,7 +167,6 @@ class Settlements:
         self._plans: dict[tuple[str, datetime], CustomerPlan] = {}
         self._plans_lock = threading.Lock()
 
-    @tracer.start_as_current_span("settlement.settle")
     def settle(self, nmi: str, day: date, *, version: int = 1) -> Answer:
         """Settle the quota of ``nmi`` on local date ``day``, or say why not and when to retry.
 
@@ -174,13 +174,14 @@ class Settlements:
         quota passes its version): a cached state of an older version is not trusted, so a lost
         cache write can never hide a new version from the job that must settle it.
         """
-        key = f"{nmi}:{day.isoformat()}"
-        trace.get_current_span().set_attribute("freehours.quota.key", key)
-        cached = self._cached(key)
-        if cached is not None and cached.status.is_terminal and cached.version >= version:
-            QUOTA_CACHE_REQUESTS.labels("hit").inc()
-            return self._answered(self._terminal(cached, replay=True), cached=cached)
-        return self._answered(self._claim(nmi, day, cached), cached=cached)
+        with child_span(tracer, "settlement.settle"):
+            key = f"{nmi}:{day.isoformat()}"
+            trace.get_current_span().set_attribute("freehours.quota.key", key)
+            cached = self._cached(key)
+            if cached is not None and cached.status.is_terminal and cached.version >= version:
+                QUOTA_CACHE_REQUESTS.labels("hit").inc()
+                return self._answered(self._terminal(cached, replay=True), cached=cached)
+            return self._answered(self._claim(nmi, day, cached), cached=cached)
 
     def reopen(self, conn: sa.Connection, changed: Iterable[DayKey]) -> list[Quota]:
         """After new meter data, in the ingest's transaction: open the next version of every
@@ -229,7 +230,7 @@ class Settlements:
     def _claim(self, nmi: str, day: date, cached: Quota | None) -> Answer:
         now = self.clock.now()
         policy = self.policy
-        with tracer.start_as_current_span("settlement.claim"):
+        with child_span(tracer, "settlement.claim"):
             # The common case, a due quota nobody has asked for, is one statement of its own:
             # version 1 inserted already LOCKED.
             with self.store.autocommit() as conn:
@@ -311,12 +312,11 @@ class Settlements:
         )
         return Answer(Outcome.SETTLED, done)
 
-    @tracer.start_as_current_span("settlement.complete")
     def _complete(self, held: Quota, customer: CustomerPlan) -> Quota | Answer:
         """COMPLETED with its ledger entry; or, when the window's data is still incomplete before
         the data deadline, postponed (an Answer to come back later)."""
         plan = customer.plan
-        with self.store.write() as conn:
+        with child_span(tracer, "settlement.complete"), self.store.write() as conn:
             quota = quotas.latest(conn, held.nmi, held.date, for_update=True)
             if quota is None or quota.version != held.version:
                 raise StaleFence(quota or held, held.fence)
@@ -441,14 +441,14 @@ class Settlements:
         fresh = (cached.version, cached.revision) == (current.version, current.revision)
         QUOTA_CACHE_REQUESTS.labels("revalidated" if fresh else "stale").inc()
 
-    @tracer.start_as_current_span("cache.put")
     def _cache_put(self, quota: Quota) -> None:
         ttl = (
             self.policy.terminal_cache_ttl if quota.status.is_terminal else self.policy.lock_timeout
         )
         try:
-            self.faults.check(FaultPoint.CACHE_WRITE, quota)
-            self.cache.put(quota, ttl.total_seconds())
+            with child_span(tracer, "cache.put"):
+                self.faults.check(FaultPoint.CACHE_WRITE, quota)
+                self.cache.put(quota, ttl.total_seconds())
         except Exception as exc:  # noqa: BLE001 - a cache write is never fatal (DESIGN.md 2)
             QUOTA_CACHE_WRITE_FAILURES.inc()
             log.warning("quota_cache_write_failed", quota_key=quota.key, error=str(exc))

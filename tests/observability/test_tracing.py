@@ -9,12 +9,13 @@ import sys
 import types
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import format_span_id, format_trace_id
 
 from freehours.errors import ConfigurationError
-from freehours.observability.tracing import OTLP_MODULES, tracer_provider
+from freehours.observability.tracing import OTLP_MODULES, child_span, tracer_provider
 
 
 def test_off_records_nothing_but_still_gives_ids_for_log_lines_and_traceparents() -> None:
@@ -29,6 +30,27 @@ def test_off_records_nothing_but_still_gives_ids_for_log_lines_and_traceparents(
     assert span.get_span_context().is_valid
     assert not span.get_span_context().trace_flags.sampled
     assert inner.get_span_context().trace_id == span.get_span_context().trace_id
+
+
+@pytest.mark.parametrize("exporter", ["off", "console"])
+def test_a_child_span_is_made_only_where_it_can_be_recorded(exporter: str) -> None:
+    out = io.StringIO()
+    provider = tracer_provider(exporter, "freehours-test", out=out)
+    tracer = provider.get_tracer("tests")
+    with child_span(tracer, "root") as root:  # no current span: a root, as the sampler says
+        assert isinstance(root, trace.Span)
+        with child_span(tracer, "child") as child:
+            current = trace.get_current_span()
+    if exporter == "off":
+        # Under a live span that is not recorded, no child: the work runs in the parent's span.
+        assert child is None
+        assert current is root
+        assert out.getvalue() == ""
+    else:
+        assert isinstance(child, trace.Span)
+        assert current is child
+        names = [json.loads(line)["name"] for line in out.getvalue().splitlines()]
+        assert names == ["child", "root"]
 
 
 def test_console_writes_one_json_line_per_span_with_its_service() -> None:
