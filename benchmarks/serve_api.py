@@ -37,7 +37,7 @@ def main(port: int) -> None:
 
     # The same, on as many threads as the settlement route has (FREEHOURS_SETTLE_THREADS),
     # handed over as that route hands over its work: the floor of that arrangement.
-    threads = anyio.CapacityLimiter(settings.settle_threads)
+    threads = anyio.CapacityLimiter(services.settle_threads)
 
     @app.get("/bench/floor-settle-threads", include_in_schema=False)
     async def floor_on_settle_threads() -> JSONResponse:

@@ -89,13 +89,14 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(
         default=100 * 1024 * 1024, ge=1, description="Largest NEM12 upload in bytes (413 past it)"
     )
-    settle_threads: int = Field(
-        default=4,
+    settle_threads: int | None = Field(
+        default=None,
         ge=1,
         le=64,
         description=(
             "Settlements one API process runs at once; the others queue on the event loop "
-            "(more threads only contend for the interpreter and the database's locks)"
+            "(more threads only contend for the interpreter and the database's locks). "
+            "Default: 4 on PostgreSQL, 2 on SQLite (one writer at a time)"
         ),
     )
     rate_limit_per_client: str = Field(

@@ -102,6 +102,16 @@ class Services:
     def settlements(self) -> Settlements:
         return self.runtime.settlements
 
+    @property
+    def settle_threads(self) -> int:
+        """How many settlements this process runs at once: ``FREEHOURS_SETTLE_THREADS``, else
+        what measured best (``make bench``): 4 on PostgreSQL, whose round trips leave the
+        interpreter to another thread; 2 on SQLite, whose writers take turns anyway."""
+        configured = self.settings.settle_threads
+        if configured is not None:
+            return configured
+        return 2 if self.store.dialect == "sqlite" else 4
+
 
 # --- request bodies ----------------------------------------------------------------------------
 
@@ -282,7 +292,7 @@ def create_app(services: Services) -> FastAPI:
     # the database busy, and more than a few only take turns at the interpreter lock, which
     # costs every request more CPU (measured on PostgreSQL: 32 at once cost 1.6x the CPU per
     # settlement of 4).
-    settling = anyio.CapacityLimiter(settings.settle_threads)
+    settling = anyio.CapacityLimiter(services.settle_threads)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

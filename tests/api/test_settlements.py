@@ -10,11 +10,15 @@ from decimal import Decimal
 import sqlalchemy as sa
 from starlette.requests import Request
 
+from freehours.api.app import Services
 from freehours.api.problems import data_error_handler
 from freehours.domain.settlement import claim
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.records import IntervalDay
+from freehours.runtime import Runtime
+from freehours.settings import Settings
 from freehours.store import meter, quotas
+from freehours.store.database import Store
 from tests.api.conftest import PLAN, Api
 
 NMI = "4102000001"
@@ -221,3 +225,14 @@ def test_a_value_the_database_cannot_store_is_422_not_500() -> None:
     response = asyncio.run(data_error_handler(request, error))
     assert response.status_code == 422
     assert json.loads(bytes(response.body))["title"] == "A value in the request cannot be stored"
+
+
+def test_settlements_run_on_the_threads_configured_or_those_measured_best(
+    api: Api, store: Store
+) -> None:
+    assert api.services.settle_threads == (2 if store.dialect == "sqlite" else 4)
+    configured = Services(
+        Runtime.on(store, Settings(database_url="sqlite://", settle_threads=3), api.clock),
+        api.services.limits,
+    )
+    assert configured.settle_threads == 3
