@@ -7,10 +7,12 @@ A. claim: the quota row locked (``FOR UPDATE`` / ``BEGIN IMMEDIATE``); a termina
    replayed, a live lock answered with its seconds left, a day not yet due (window open, or its
    data incomplete before the data deadline) answered with the seconds until it is; otherwise
    the row becomes LOCKED with the next fence, and that is committed. A due quota nobody has
-   asked for yet is inserted LOCKED in one statement.
-B. complete: the row locked again, the fence checked, the day's reads re-read under that lock
-   and rated, then COMPLETED and its ledger entry written in one transaction. A revision that
-   lands meanwhile either is read here or finds the quota COMPLETED and opens the next version.
+   asked for yet is inserted LOCKED in one statement of its own (no transaction around it).
+B. complete: the quota day's lock taken (``day_lock``, shared by any ingest of the day's meter
+   data until it commits; ``freehours.store.locks``), the row locked again, the fence checked,
+   the day's reads re-read and rated, then COMPLETED and its ledger entry written in one
+   transaction. A revision that lands meanwhile either is read here or finds the quota
+   COMPLETED and opens the next version, even one whose ingest began before the quota existed.
 C. on a failure between A and B's commit: release (attempts + 1, ABORTED at the maximum).
    A holder that dies without releasing leaves a lock that expires; the next claim takes over
    and counts that attempt.
@@ -21,7 +23,7 @@ Only terminal states are answered from the cache alone.
 
 Each call is a span, ``settlement.settle``, with A, B and each cache write as spans inside it
 (``settlement.claim``, ``settlement.complete``, ``cache.put``): in the API's request trace, or
-in the trace of the job that settles.
+in the trace of the job that settles. Where that trace is not recorded, they are not made.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ from freehours.observability.metrics import (
     SETTLEMENT_SECONDS,
 )
 from freehours.observability.tracing import child_span
-from freehours.store import catalog, meter, quotas
+from freehours.store import catalog, locks, meter, quotas
 from freehours.store.database import Store
 from freehours.store.meter import DayKey
 from freehours.store.quotas import LedgerEntry
@@ -201,7 +203,11 @@ class Settlements:
                 continue  # no customer, no quotas
             plan = customer.plan
             nem_dates = {nem_date for suffix, nem_date in rows if plan.is_consumption(suffix)}
-            for day in sorted(quota_dates(plan, nem_dates)):
+            local_dates = sorted(quota_dates(plan, nem_dates))
+            # Until this commits, a settlement of these days waits before it reads them (and if
+            # one is reading them, this waits for it to finish): see freehours.store.locks.
+            locks.hold_shared(conn, [day_lock(nmi, day) for day in local_dates])
+            for day in local_dates:
                 settled = quotas.latest(conn, nmi, day, for_update=True)
                 if settled is None or settled.status is not QuotaStatus.COMPLETED:
                     continue  # not settled yet: it will read the new data when it is
@@ -316,7 +322,8 @@ class Settlements:
         """COMPLETED with its ledger entry; or, when the window's data is still incomplete before
         the data deadline, postponed (an Answer to come back later)."""
         plan = customer.plan
-        with child_span(tracer, "settlement.complete"), self.store.write() as conn:
+        lock = day_lock(held.nmi, held.date)
+        with child_span(tracer, "settlement.complete"), self.store.write(lock) as conn:
             quota = quotas.latest(conn, held.nmi, held.date, for_update=True)
             if quota is None or quota.version != held.version:
                 raise StaleFence(quota or held, held.fence)
@@ -509,6 +516,11 @@ def quota_dates(plan: Plan, nem_dates: Iterable[date]) -> set[date]:
             if first <= nem_date <= last:
                 found.add(local_date)
     return found
+
+
+def day_lock(nmi: str, day: date) -> str:
+    """The lock a quota day's completion holds, and an ingest of its meter data shares."""
+    return f"quota-day:{nmi}:{day.isoformat()}"
 
 
 def _unsettleable(nmi: str, day: date, reason: str, now: datetime) -> Quota:

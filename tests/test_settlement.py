@@ -3,6 +3,7 @@ state machine, including the failure paths, settles a quota exactly once."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -12,7 +13,7 @@ from prometheus_client import REGISTRY
 
 from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import ManualClock
-from freehours.domain.settlement import QuotaStatus, StaleFence, claim, complete
+from freehours.domain.settlement import Quota, QuotaStatus, StaleFence, claim, complete
 from freehours.domain.time import NEM_TIME, Region
 from freehours.meterdata.records import IntervalDay
 from freehours.settlement import FaultPoint, Outcome, SettlementPolicy, Settlements
@@ -308,3 +309,41 @@ def test_an_export_revision_does_not_reopen_a_settled_quota(
     service.settle(NMI, DAY)
     with store.write() as conn:
         assert service.reopen(conn, [(NMI, "B1", DAY)]) == []
+
+
+def test_a_revision_racing_the_first_settlement_is_settled_by_one_or_reopens_it(
+    service: Settlements, store: Store, clock: ManualClock
+) -> None:
+    """A revision stored while the day's first settlement runs, in a transaction that commits
+    after it: the settlement reads it, or its ingest reopens the quota. Never a COMPLETED
+    quota that misses it with no next version (on PostgreSQL the ingest and the settlement run
+    at once; on SQLite one waits for the other)."""
+    ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
+    revised = threading.Event()
+    settled = threading.Event()
+    reopened: list[Quota] = []
+
+    def revise() -> None:
+        with store.write() as conn:
+            meter.ingest_days(
+                conn, [day_row("0.600", stamp=STAMP + timedelta(days=1))], received_at=DUE
+            )
+            reopened.extend(service.reopen(conn, [(NMI, "E1", DAY)]))
+            revised.set()
+            settled.wait(timeout=0.5)  # the settlement runs (or waits for this) meanwhile
+
+    ingesting = threading.Thread(target=revise)
+    ingesting.start()
+    assert revised.wait(timeout=10)
+    first = service.settle(NMI, DAY)
+    settled.set()
+    ingesting.join()
+    service.publish(reopened)
+    if first.quota.free_kwh == Decimal("3.600"):
+        assert reopened == []  # it read the revision
+    else:
+        assert first.quota.free_kwh == Decimal("3.000")
+        assert [(q.version, q.status) for q in reopened] == [(2, QuotaStatus.PENDING)]
+        assert service.settle(NMI, DAY).quota.free_kwh == Decimal("3.600")
+    with store.read() as conn:
+        assert sum(entry.kwh for entry in quotas.ledger(conn, NMI)) == Decimal("3.600")

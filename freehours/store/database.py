@@ -52,12 +52,13 @@ class Store:
         """``"sqlite"`` or ``"postgresql"``."""
         return self.engine.dialect.name
 
-    def write(self) -> AbstractContextManager[sa.Connection]:
-        """A write transaction: ``BEGIN IMMEDIATE`` on SQLite, READ COMMITTED on PostgreSQL.
+    def write(self, lock: str | None = None) -> AbstractContextManager[sa.Connection]:
+        """A write transaction: ``BEGIN IMMEDIATE`` on SQLite, READ COMMITTED on PostgreSQL,
+        holding the named ``lock`` (``freehours.store.locks``) exclusively from its start.
 
         Committed when the block ends, rolled back when it raises.
         """
-        return write_transaction(self.engine)
+        return write_transaction(self.engine, lock)
 
     def autocommit(self) -> AbstractContextManager[sa.Connection]:
         """A connection whose statements each commit on their own: for a one-statement write

@@ -24,7 +24,8 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from freehours.errors import ConfigurationError
-from freehours.store.prepared import Prepared
+from freehours.store import locks
+from freehours.store.prepared import Prepared, run_script
 
 #: How long a SQLite writer waits for another's write lock before giving up, in milliseconds.
 #: Importing the reference NEM12 file (2,976,000 values) holds the lock for about 8 s on these
@@ -92,16 +93,22 @@ def _sqlite_engine(url: sa.URL) -> sa.Engine:
 
 
 @contextmanager
-def write_transaction(engine: sa.Engine) -> Iterator[sa.Connection]:
+def write_transaction(engine: sa.Engine, lock: str | None = None) -> Iterator[sa.Connection]:
     """A transaction that will write: committed on exit, rolled back on an exception.
 
     On SQLite it begins with ``BEGIN IMMEDIATE``, so it holds the database's write lock from its
     first statement (waiting up to the busy timeout for it). On PostgreSQL it is an ordinary
-    READ COMMITTED transaction: lock rows with ``SELECT ... FOR UPDATE``.
+    READ COMMITTED transaction: lock rows with ``SELECT ... FOR UPDATE``; ``lock`` names a lock
+    (``freehours.store.locks``) held exclusively from its ``BEGIN`` (SQLite's write lock already
+    excludes every other writer).
     """
     if engine.dialect.name != "sqlite":
-        with engine.begin() as connection:
-            yield connection
+        if lock is None:
+            with engine.begin() as connection:
+                yield connection
+            return
+        with engine.connect() as connection:
+            yield from _locked_transaction(connection, lock)
         return
     # SQLite has one writer at a time. Threads of this process queue for it on a lock, in
     # order; left to SQLite's busy handler they would poll with sleeps of up to 100 ms each,
@@ -111,6 +118,25 @@ def write_transaction(engine: sa.Engine) -> Iterator[sa.Connection]:
         connection.execution_options(**{_SQLITE_BEGIN: "IMMEDIATE"})
         with connection.begin():
             yield connection
+
+
+def _locked_transaction(connection: sa.Connection, lock: str) -> Iterator[sa.Connection]:
+    """PostgreSQL: a transaction freehours begins and ends itself, so that its ``BEGIN`` and the
+    lock go in one round trip (psycopg would send its own ``BEGIN`` alone)."""
+    connection.execution_options(isolation_level=_AUTOCOMMIT)
+    run_script(connection, locks.begin_exclusive(lock))
+    try:
+        yield connection
+        run_script(connection, "COMMIT")
+    except BaseException:
+        if not connection.invalidated:
+            run_script(connection, "ROLLBACK")
+        raise
+    finally:
+        # A statement through ``execute`` began SQLAlchemy's own (empty) transaction: with the
+        # database's over, ending it sends nothing.
+        if connection.in_transaction() and not connection.invalidated:
+            connection.rollback()
 
 
 _WRITER_LOCKS: weakref.WeakKeyDictionary[sa.Engine, threading.Lock] = weakref.WeakKeyDictionary()

@@ -56,6 +56,16 @@ def _cursor(conn: sa.Connection) -> Any:
     return cursor
 
 
+def run_script(conn: sa.Connection, sql: str) -> None:
+    """Run ``sql``, statements without parameters (several, ``;``-separated, in one round trip
+    on PostgreSQL), on the connection's prepared-statement cursor."""
+    cursor = _cursor(conn)
+    try:
+        cursor.execute(sql)
+    except conn.dialect.loaded_dbapi.Error as exc:
+        Prepared._raise(conn, sql, (), exc, cursor)
+
+
 class Prepared:
     """One Core statement, run on the DBAPI cursor of a connection's current transaction."""
 

@@ -1,0 +1,74 @@
+"""Named locks: a write transaction holding one excludes a transaction sharing it, on PostgreSQL
+(SQLite's write lock already excludes every other writer); either way the transaction commits or
+rolls back as a whole."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import date
+
+import pytest
+import sqlalchemy as sa
+
+from freehours.domain.settlement import new_quota
+from freehours.store import locks, quotas
+from freehours.store.database import Store
+
+DAY = date(2026, 7, 1)
+
+
+def test_keys_are_stable_64_bit_hashes() -> None:
+    assert locks.key("quota-day:4102000001:2026-07-01") == locks.key(
+        "quota-day:4102000001:2026-07-01"
+    )
+    assert locks.key("a") != locks.key("b")
+    assert all(-(2**63) <= locks.key(name) < 2**63 for name in ("a", "b", "quota-day:x"))
+
+
+def test_a_locked_write_commits_or_rolls_back_as_a_whole(store: Store) -> None:
+    with store.write(lock="day") as conn:
+        quotas.insert(conn, new_quota("NMI0000001", DAY))
+
+    def version_2_twice(lock: str | None) -> None:
+        with store.write(lock) as conn:
+            quotas.insert(conn, new_quota("NMI0000001", DAY, version=2))
+            quotas.insert(conn, new_quota("NMI0000001", DAY, version=2))
+
+    with pytest.raises(sa.exc.IntegrityError):
+        version_2_twice("day")
+    # The connection went back to the pool transactional: a plain write still rolls back whole.
+    with pytest.raises(sa.exc.IntegrityError):
+        version_2_twice(None)
+    with store.read() as conn:
+        assert quotas.latest(conn, "NMI0000001", DAY) == new_quota("NMI0000001", DAY)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+def test_sharing_a_name_waits_for_the_transaction_that_holds_it(store: Store) -> None:
+    holding = threading.Event()
+    release = threading.Event()
+    released_at: list[float] = []
+    shared_at: list[float] = []
+
+    def hold() -> None:
+        with store.write(lock="quota-day:x"):
+            holding.set()
+            release.wait(timeout=5)
+        released_at.append(time.monotonic())
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert holding.wait(timeout=5)
+    threading.Timer(0.3, release.set).start()
+    with store.write() as conn:
+        locks.hold_shared(conn, ["quota-day:y", "quota-day:x"])
+        shared_at.append(time.monotonic())
+        locks.hold_shared(conn, ["quota-day:x"])  # shared twice is still shared
+    holder.join()
+    assert shared_at[0] >= released_at[0] - 0.05
+    # Shared holders do not wait for each other.
+    with store.write() as first, store.write() as second:
+        locks.hold_shared(first, ["quota-day:x"])
+        locks.hold_shared(second, ["quota-day:x"])
