@@ -62,7 +62,6 @@ from freehours.store.database import Store
 log = structlog.get_logger("freehours.api")
 
 NMI_PATTERN = r"^[A-Z0-9]{10}$"
-_Body = TypeVar("_Body", bound=BaseModel)
 NmiPath = Annotated[str, Path(pattern=NMI_PATTERN, description="the 10-character NMI")]
 SUFFIX_PATTERN = r"^[A-Z][A-Z0-9]$"
 
@@ -587,6 +586,9 @@ def _operation(body: type[BaseModel], headers: list[str]) -> dict[str, Any]:
             "content": {"application/json": {"schema": body.model_json_schema()}},
         },
     }
+
+
+_Body = TypeVar("_Body", bound=BaseModel)
 
 
 def _parse_body(model: type[_Body], raw: bytes) -> _Body:
