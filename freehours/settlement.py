@@ -473,13 +473,16 @@ def window_complete(
     for day in days:
         if not day.is_energy or not plan.is_consumption(day.suffix):
             continue
+        # The intervals overlapping [window_start, window_end), by index: interval i covers
+        # [start + i * step, start + (i + 1) * step) of the NEM day (fixed length, no DST).
         step = timedelta(minutes=day.interval_minutes)
-        for start, value in zip(day.interval_starts(), day.values, strict=True):
-            if start + step <= window_start or start >= window_end:
-                continue
-            if value is None:
-                return False
-            covered = True
+        first = max(0, (window_start - day.start) // step)
+        last = min(len(day.values), -((day.start - window_end) // step))
+        if first >= last:
+            continue
+        if any(value is None for value in day.values[first:last]):
+            return False
+        covered = True
     return covered
 
 

@@ -9,14 +9,23 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
 from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import ManualClock
+from freehours.domain.plan import parse_plan
 from freehours.domain.settlement import Quota, QuotaStatus, StaleFence, claim, complete
 from freehours.domain.time import NEM_TIME, Region
 from freehours.meterdata.records import IntervalDay
-from freehours.settlement import FaultPoint, Outcome, SettlementPolicy, Settlements
+from freehours.settlement import (
+    FaultPoint,
+    Outcome,
+    SettlementPolicy,
+    Settlements,
+    window_complete,
+)
 from freehours.store import catalog, meter, quotas
 from freehours.store.database import Store
 
@@ -347,3 +356,29 @@ def test_a_revision_racing_the_first_settlement_is_settled_by_one_or_reopens_it(
         assert service.settle(NMI, DAY).quota.free_kwh == Decimal("3.600")
     with store.read() as conn:
         assert sum(entry.kwh for entry in quotas.ledger(conn, NMI)) == Decimal("3.600")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    minutes=st.sampled_from([5, 15, 30]),
+    start=st.integers(-120, 24 * 60 + 120),
+    length=st.integers(0, 6 * 60),
+    missing=st.sets(st.integers(0, 287), max_size=4),
+)
+def test_window_complete_is_every_overlapping_interval_having_a_value(
+    minutes: int, start: int, length: int, missing: set[int]
+) -> None:
+    count = 24 * 60 // minutes
+    values = tuple(None if i in missing else Decimal(1) for i in range(count))
+    day = IntervalDay(NMI, "E1", DAY, minutes, values, "A" * count, STAMP)
+    window_start = day.start + timedelta(minutes=start)
+    window_end = window_start + timedelta(minutes=length)
+    step = timedelta(minutes=minutes)
+    overlapping = [
+        value
+        for first, value in zip(day.interval_starts(), values, strict=True)
+        if first + step > window_start and first < window_end
+    ]
+    expected = bool(overlapping) and None not in overlapping
+    plan = parse_plan(PLAN, source="the test plan")
+    assert window_complete(plan, [day], window_start, window_end) == expected
