@@ -102,41 +102,61 @@ def write_transaction(engine: sa.Engine, lock: str | None = None) -> Iterator[sa
     (``freehours.store.locks``) held exclusively from its ``BEGIN`` (SQLite's write lock already
     excludes every other writer).
     """
-    if engine.dialect.name != "sqlite":
-        if lock is None:
-            with engine.begin() as connection:
-                yield connection
-            return
-        with engine.connect() as connection:
-            yield from _locked_transaction(connection, lock)
-        return
-    # SQLite has one writer at a time. Threads of this process queue for it on a lock, in
-    # order; left to SQLite's busy handler they would poll with sleeps of up to 100 ms each,
-    # which under load costs more than the writes. Other processes still wait in the busy
-    # handler, up to the busy timeout.
-    with _writer_lock(engine), engine.connect() as connection:
-        connection.execution_options(**{_SQLITE_BEGIN: "IMMEDIATE"})
-        with connection.begin():
+    if engine.dialect.name == "sqlite":
+        with _sqlite_writer(engine, "IMMEDIATE") as connection, connection.begin():
             yield connection
+        return
+    if lock is None:
+        with engine.begin() as connection:
+            yield connection
+        return
+    # freehours begins and ends this one itself, so that its BEGIN and the lock take one round
+    # trip (psycopg would send its own BEGIN alone). A statement through ``execute`` may begin
+    # SQLAlchemy's own (empty) transaction: ending it when the connection closes sends nothing.
+    with autocommit_connection(engine) as connection:
+        run_script(connection, locks.begin_exclusive(lock))
+        try:
+            yield connection
+            run_script(connection, "COMMIT")
+        except BaseException:
+            if not connection.invalidated:
+                run_script(connection, "ROLLBACK")
+            raise
 
 
-def _locked_transaction(connection: sa.Connection, lock: str) -> Iterator[sa.Connection]:
-    """PostgreSQL: a transaction freehours begins and ends itself, so that its ``BEGIN`` and the
-    lock go in one round trip (psycopg would send its own ``BEGIN`` alone)."""
-    connection.execution_options(isolation_level=_AUTOCOMMIT)
-    run_script(connection, locks.begin_exclusive(lock))
-    try:
+@contextmanager
+def autocommit_connection(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A connection with no transaction: each statement commits on its own.
+
+    For a write that is one statement, and the reads it depends on: it saves the ``BEGIN`` and
+    ``COMMIT`` a transaction costs (on PostgreSQL a round trip each). Nothing is rolled back on an
+    exception, so two writes that must stand or fall together belong in ``write_transaction``.
+    On SQLite it holds this process's writer lock, as ``write_transaction`` does.
+    """
+    if engine.dialect.name == "sqlite":
+        # pysqlite runs with its own transaction handling off (``_configure``): with no BEGIN,
+        # each statement is its own transaction.
+        with _sqlite_writer(engine, _AUTOCOMMIT) as connection:
+            yield connection
+        return
+    with engine.connect() as connection:
+        connection.execution_options(isolation_level=_AUTOCOMMIT)
         yield connection
-        run_script(connection, "COMMIT")
-    except BaseException:
-        if not connection.invalidated:
-            run_script(connection, "ROLLBACK")
-        raise
-    finally:
-        # A statement through ``execute`` began SQLAlchemy's own (empty) transaction: with the
-        # database's over, ending it sends nothing.
-        if connection.in_transaction() and not connection.invalidated:
-            connection.rollback()
+
+
+@contextmanager
+def _sqlite_writer(engine: sa.Engine, begin: str) -> Iterator[sa.Connection]:
+    """A SQLite connection that will write, holding this process's writer lock, its next
+    ``BEGIN`` made ``BEGIN {begin}`` (or none, ``_AUTOCOMMIT``).
+
+    SQLite has one writer at a time. Threads of this process queue for it on a lock, in order;
+    left to SQLite's busy handler they would poll with sleeps of up to 100 ms each, which under
+    load costs more than the writes. Other processes still wait in the busy handler, up to the
+    busy timeout.
+    """
+    with _writer_lock(engine), engine.connect() as connection:
+        connection.execution_options(**{_SQLITE_BEGIN: begin})
+        yield connection
 
 
 _WRITER_LOCKS: weakref.WeakKeyDictionary[sa.Engine, threading.Lock] = weakref.WeakKeyDictionary()
@@ -149,27 +169,6 @@ def _writer_lock(engine: sa.Engine) -> threading.Lock:
         if lock is None:
             lock = _WRITER_LOCKS[engine] = threading.Lock()
         return lock
-
-
-@contextmanager
-def autocommit_connection(engine: sa.Engine) -> Iterator[sa.Connection]:
-    """A connection with no transaction: each statement commits on its own.
-
-    For a write that is one statement, and the reads it depends on: it saves the ``BEGIN`` and
-    ``COMMIT`` a transaction costs (on PostgreSQL a round trip each). Nothing is rolled back on an
-    exception, so two writes that must stand or fall together belong in ``write_transaction``.
-    On SQLite it holds this process's writer lock, as ``write_transaction`` does.
-    """
-    if engine.dialect.name != "sqlite":
-        with engine.connect() as connection:
-            connection.execution_options(isolation_level=_AUTOCOMMIT)
-            yield connection
-        return
-    # pysqlite runs with its own transaction handling off (``_configure``): with no BEGIN, each
-    # statement is its own transaction.
-    with _writer_lock(engine), engine.connect() as connection:
-        connection.execution_options(**{_SQLITE_BEGIN: _AUTOCOMMIT})
-        yield connection
 
 
 @contextmanager
