@@ -111,9 +111,12 @@ class Settings(BaseSettings):
         description="How long a looked-up API key is remembered (revocation delay)",
     )
     idempotency_in_flight_seconds: float = Field(
-        default=60.0,
+        default=30.0,
         gt=0,
-        description="After this long an unfinished Idempotency-Key is taken over",
+        description=(
+            "Lease of an in-flight Idempotency-Key: renewed every third of it while its request "
+            "runs, taken over this long after the last renewal (its request died)"
+        ),
     )
     idempotency_retention_hours: float = Field(
         default=24.0, ge=24, description="How long Idempotency-Keys are kept (at least 24 hours)"

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Annotated, Any, Literal, TypeVar
@@ -72,6 +72,8 @@ class Services:
 
     runtime: Runtime
     limits: RateLimits
+    #: Idempotency-Keys whose requests this process is running, their leases renewed.
+    in_flight: idempotency.InFlight = field(default_factory=idempotency.InFlight)
 
     @classmethod
     def from_settings(cls, settings: Settings, clock: Clock | None = None) -> "Services":
@@ -295,13 +297,18 @@ def create_app(services: Services) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        purger = asyncio.create_task(_purge_idempotency_keys(services))
+        loops = [
+            asyncio.create_task(_purge_idempotency_keys(services)),
+            asyncio.create_task(_renew_idempotency_keys(services)),
+        ]
         try:
             yield
         finally:
-            purger.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await purger
+            for loop in loops:
+                loop.cancel()
+            for loop in loops:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await loop
 
     app = FastAPI(
         title="freehours",
@@ -651,7 +658,10 @@ def _idempotent(
             headers={"Idempotent-Replayed": "true"},
         )
     try:
-        with services.store.write() as conn:
+        with (
+            services.in_flight.hold(key.id, idempotency_key),
+            services.store.write() as conn,
+        ):
             status, payload_out, ingested = work(conn)
             answer = idempotency.json_response(status, payload_out)
             idempotency.finish(
@@ -681,6 +691,26 @@ def _idempotent(
         raise
     services.runtime.ingestion.committed(ingested)
     return Response(answer.body, status, media_type=answer.media_type)
+
+
+async def _renew_idempotency_keys(services: Services) -> None:
+    """Every third of the in-flight lease, renew the leases of the Idempotency-Keys whose
+    requests this process is running: a key stays held however long its request runs."""
+    period = services.settings.idempotency_in_flight_seconds / 3
+    while True:
+        await asyncio.sleep(period)
+        held = services.in_flight.held()
+        if not held:
+            continue
+
+        def renew(held: list[tuple[str, str]] = held) -> int:
+            with services.store.write() as conn:
+                return idempotency.renew(conn, held, now=services.clock.now())
+
+        try:
+            await run_in_threadpool(renew)
+        except Exception as exc:  # noqa: BLE001 - the next period tries again, within the lease
+            log.warning("idempotency_lease_renewal_failed", keys=len(held), error=str(exc))
 
 
 async def _purge_idempotency_keys(services: Services) -> None:
