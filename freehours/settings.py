@@ -110,6 +110,18 @@ class Settings(BaseSettings):
         ge=0,
         description="How long a looked-up API key is remembered (revocation delay)",
     )
+    api_key_cache_size: int = Field(
+        default=10_000,
+        ge=1,
+        description="Most API keys (known or unknown) one process remembers; least recent go first",
+    )
+    rate_limit_unknown_keys: str = Field(
+        default="30/minute",
+        description=(
+            "Unknown or revoked keys one client address may send (limits syntax); past it, 429 "
+            "before a lookup"
+        ),
+    )
     idempotency_in_flight_seconds: float = Field(
         default=30.0,
         gt=0,

@@ -14,6 +14,7 @@ and the settlement route hands its settlement to a few threads of its own
 import asyncio
 import contextlib
 import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -84,6 +85,7 @@ class Services:
             settings.rate_limit_per_client,
             settings.rate_limit_per_nmi,
             settings.redis_prefix,
+            settings.rate_limit_unknown_keys,
         )
         return cls(runtime, limits)
 
@@ -232,29 +234,43 @@ def settlement_response(answer: Answer) -> JSONResponse:
 
 class KeyCache:
     """Keys looked up by their secret's hash, remembered for ``ttl`` so that a request does not
-    pay a database round trip for its key; a revocation takes effect within ``ttl``."""
+    pay a database round trip for its key; a revocation takes effect within ``ttl``. At most
+    ``size`` secrets are remembered, the least recently used forgotten first: a flood of unknown
+    secrets pushes out only its own entries, never a working key used since."""
 
-    def __init__(self, store: Store, clock: Clock, ttl: float) -> None:
+    def __init__(self, store: Store, clock: Clock, ttl: float, size: int = 10_000) -> None:
         self._store = store
         self._clock = clock
         self._ttl = ttl
-        self._known: dict[str, tuple[float, ApiKey | None]] = {}
+        self._size = size
+        self._known: OrderedDict[str, tuple[float, ApiKey | None]] = OrderedDict()
         self._lock = threading.Lock()
 
-    async def find(self, secret: str) -> ApiKey | None:
-        """The key of ``secret``, or None: from memory while fresh, else from the database (in a
-        worker thread, the event loop never waiting on the database)."""
+    def cached(self, secret: str) -> ApiKey | Literal[False] | None:
+        """The key of ``secret`` while it is fresh in memory (None: known to be unknown), else
+        False (it takes a lookup)."""
         now = self._clock.monotonic()
         with self._lock:
             hit = self._known.get(secret)
-        if hit is not None and hit[0] > now:
+            if hit is None or hit[0] <= now:
+                return False
+            self._known.move_to_end(secret)
             return hit[1]
+
+    async def load(self, secret: str) -> ApiKey | None:
+        """The key of ``secret`` from the database (in a worker thread: the event loop never
+        waits on the database), remembered."""
+        now = self._clock.monotonic()
         key = await run_in_threadpool(self._load, secret)
         with self._lock:
-            if len(self._known) > 10_000:  # unknown secrets must not grow it without bound
-                self._known.clear()
             self._known[secret] = (now + self._ttl, key)
+            self._known.move_to_end(secret)
+            while len(self._known) > self._size:
+                self._known.popitem(last=False)
         return key
+
+    def __len__(self) -> int:
+        return len(self._known)
 
     def _load(self, secret: str) -> ApiKey | None:
         with self._store.read() as conn:
@@ -288,7 +304,12 @@ def _bearer(authorization: str | None) -> str:
 def create_app(services: Services) -> FastAPI:
     """The API over ``services``."""
     settings = services.settings
-    keys = KeyCache(services.store, services.clock, ttl=settings.api_key_cache_seconds)
+    keys = KeyCache(
+        services.store,
+        services.clock,
+        ttl=settings.api_key_cache_seconds,
+        size=settings.api_key_cache_size,
+    )
     # Settlements are short bursts of Python between database round trips: a few threads keep
     # the database busy, and more than a few only take turns at the interpreter lock, which
     # costs every request more CPU (measured on PostgreSQL: 32 at once cost 1.6x the CPU per
@@ -326,12 +347,20 @@ def create_app(services: Services) -> FastAPI:
     app.add_exception_handler(sa.exc.DataError, data_error_handler)
     app.add_middleware(RequestTelemetry)
 
-    async def authorize(authorization: str | None, scope: Scope) -> ApiKey:
-        """The key of an ``Authorization: Bearer`` header, if it may use ``scope`` and is
-        within its limit; else a 401, 403 or 429 problem. On the event loop: a known key and
-        its limit cost no thread hop (routes that touch the database run in a thread after)."""
-        key = await keys.find(_bearer(authorization))
+    async def authorize(request: Request, scope: Scope) -> ApiKey:
+        """The key of the request's ``Authorization: Bearer`` header, if it may use ``scope``
+        and is within its limit; else a 401, 403 or 429 problem. On the event loop: a known key
+        and its limit cost no thread hop (routes that touch the database run in a thread after).
+        A client that keeps sending unknown keys is refused (429) before its next unknown key
+        costs a database lookup."""
+        secret = _bearer(request.headers.get("authorization"))
+        key = keys.cached(secret)
+        address = request.client.host if request.client else ""
+        if key is False:
+            await services.limits.check_unknown_keys(address)
+            key = await keys.load(secret)
         if key is None:
+            await services.limits.count_unknown_key(address)
             raise Problem(
                 401,
                 "unauthorized",
@@ -346,10 +375,13 @@ def create_app(services: Services) -> FastAPI:
         return key
 
     def require(scope: Scope) -> Callable[..., Awaitable[ApiKey]]:
-        """``authorize`` as a route dependency."""
+        """``authorize`` as a route dependency (its ``Authorization`` header described in the
+        OpenAPI document)."""
 
-        async def check(authorization: Annotated[str | None, Header()] = None) -> ApiKey:
-            return await authorize(authorization, scope)
+        async def check(
+            request: Request, authorization: Annotated[str | None, Header()] = None
+        ) -> ApiKey:
+            return await authorize(request, scope)
 
         return check
 
@@ -498,7 +530,7 @@ def create_app(services: Services) -> FastAPI:
         # The hot path reads its header and body itself: FastAPI's dependency solving cost this
         # route more CPU than everything else it does on the event loop (measured). The
         # answers, and the OpenAPI description, are those of a declared header and body.
-        await authorize(request.headers.get("authorization"), Scope.SETTLE)
+        await authorize(request, Scope.SETTLE)
         body = _parse_body(SettlementIn, await request.body())
         bind_fields(nmi=body.nmi, date=body.date.isoformat())
         await services.limits.check_nmi(body.nmi)
@@ -574,7 +606,7 @@ def create_app(services: Services) -> FastAPI:
         """Prometheus metrics: open on loopback, elsewhere a ``read`` key."""
         host = request.client.host if request.client else ""
         if host not in ("127.0.0.1", "::1", "localhost", "testclient"):
-            await authorize(authorization, Scope.READ)
+            await authorize(request, Scope.READ)
         return Response(await run_in_threadpool(render_metrics), media_type=CONTENT_TYPE)
 
     return app

@@ -48,14 +48,22 @@ class SweptMemoryStorage(MemoryStorage):
 class RateLimits:
     """Per-client and per-NMI limits. ``check`` raises a 429 problem with Retry-After."""
 
-    def __init__(self, storage: Storage, per_client: str, per_nmi: str) -> None:
+    def __init__(
+        self, storage: Storage, per_client: str, per_nmi: str, unknown_keys: str = "30/minute"
+    ) -> None:
         self._limiter = SlidingWindowCounterRateLimiter(storage)
         self._per_client: RateLimitItem = parse(per_client)
         self._per_nmi: RateLimitItem = parse(per_nmi)
+        self._unknown_keys: RateLimitItem = parse(unknown_keys)
 
     @classmethod
     def open(
-        cls, redis_url: str | None, per_client: str, per_nmi: str, prefix: str = "freehours:"
+        cls,
+        redis_url: str | None,
+        per_client: str,
+        per_nmi: str,
+        prefix: str = "freehours:",
+        unknown_keys: str = "30/minute",
     ) -> RateLimits:
         """In memory, or in Redis (keys under ``prefix``) when a URL is configured."""
         storage: Storage = (
@@ -65,7 +73,7 @@ class RateLimits:
                 f"async+{redis_url}", implementation="redispy", key_prefix=f"{prefix}limits"
             )
         )
-        return cls(storage, per_client, per_nmi)
+        return cls(storage, per_client, per_nmi, unknown_keys)
 
     async def check_client(self, client_id: str) -> None:
         await self._check(self._per_client, "client", client_id)
@@ -73,9 +81,21 @@ class RateLimits:
     async def check_nmi(self, nmi: str) -> None:
         await self._check(self._per_nmi, "nmi", nmi)
 
-    async def _check(self, item: RateLimitItem, scope: str, who: str) -> None:
+    async def check_unknown_keys(self, address: str) -> None:
+        """429 for a client address that sent too many unknown keys lately (not counted here:
+        only an unknown key counts, ``count_unknown_key``)."""
+        await self._check(self._unknown_keys, "address", address, count=False)
+
+    async def count_unknown_key(self, address: str) -> None:
+        """Count an unknown key against its client address."""
+        await self._check(self._unknown_keys, "address", address, refuse=False)
+
+    async def _check(
+        self, item: RateLimitItem, scope: str, who: str, *, count: bool = True, refuse: bool = True
+    ) -> None:
         try:
-            if await self._limiter.hit(item, scope, who):
+            allowed = await (self._limiter.hit if count else self._limiter.test)(item, scope, who)
+            if allowed or not refuse:
                 return
             stats = await self._limiter.get_window_stats(item, scope, who)
         except Exception as exc:  # noqa: BLE001 - whatever the storage raised
