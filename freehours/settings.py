@@ -122,6 +122,18 @@ class Settings(BaseSettings):
             "before a lookup"
         ),
     )
+    header_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="How long a request's line and headers may take to arrive (then it is closed)",
+    )
+    forwarded_allow_ips: str | None = Field(
+        default=None,
+        description=(
+            "Proxies whose X-Forwarded-For/-Proto are believed (comma-separated addresses or "
+            "networks, or *); unset: none, the peer's address is the client's"
+        ),
+    )
     idempotency_in_flight_seconds: float = Field(
         default=30.0,
         gt=0,

@@ -32,6 +32,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from freehours.api import idempotency
+from freehours.api.docs import mount_docs
 from freehours.api.keys import ApiKey, Scope, find_key
 from freehours.api.problems import (
     Problem,
@@ -340,7 +341,11 @@ def create_app(services: Services) -> FastAPI:
         # dependencies, the route and serialization: on the settlement path they cost more
         # than they tell.
         telemetry={"operation_spans": False},
+        # Documentation pages with no third party's scripts (freehours.api.docs).
+        docs_url=None,
+        redoc_url=None,
     )
+    mount_docs(app, "freehours")
     app.add_exception_handler(Problem, problem_handler)
     app.add_exception_handler(StarletteHTTPException, http_exception_handler)
     app.add_exception_handler(RequestValidationError, validation_handler)

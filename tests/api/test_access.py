@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 from fastapi.testclient import TestClient
@@ -129,3 +130,21 @@ def test_the_key_cache_forgets_the_least_recently_used_never_all(api: Api) -> No
     assert cache.cached("fh_unknown0") is False  # the oldest went first
     assert cache.cached("fh_unknown5") is None  # remembered as unknown
     assert cache.cached(api.keys["read"]) is False  # pushed out only after three newer ones
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_the_documentation_pages_load_nothing_from_another_origin(api: Api, page: str) -> None:
+    response = api.client.get(page)
+    assert response.status_code == 200
+    policy = response.headers["content-security-policy"]
+    assert "script-src 'self' 'unsafe-inline'" in policy
+    assert "http" not in policy  # no other origin named
+    html = response.text
+    assets = re.findall(r"""(?:src|href)=["']([^"']+)["']""", html)
+    assert assets  # the page does load its viewer
+    assert "openapi.json" in html
+    for asset in assets:
+        assert asset.startswith("/docs/static/"), asset
+        assert api.client.get(asset).status_code == 200, asset
+    assert "googleapis" not in html
+    assert "cdn." not in html
