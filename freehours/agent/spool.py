@@ -240,6 +240,12 @@ class Spool:
     def close(self) -> None:
         self._conn.close()
 
+    def __enter__(self) -> Spool:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
     @contextmanager
     def _transaction(self) -> Iterator[None]:
         """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` when the block raises."""
