@@ -199,6 +199,8 @@ def agent(
     )
     configure_logging(log_level or settings.log_level)
     configure_tracing(settings.traces, service="freehours-agent")
+    if spool is None:
+        _mention_shared_spool(config.spool_path.with_name("agent-spool.db"))
     metrics_server = None if metrics_port is None else serve_metrics(metrics_port, metrics_host)
     try:
         with _Display(err_console, simulation) as display:
@@ -263,6 +265,23 @@ def default_spool_path(api: str, nem12_dir: Path | None) -> Path:
         return Path.home() / ".local" / "state" / "freehours" / name
     except RuntimeError:
         return Path(name)
+
+
+def _mention_shared_spool(path: Path) -> None:
+    """Say so when the spool that earlier agents shared by default is there: what waits in it
+    is not sent by this agent, whose default spool is its API's own."""
+    if path.exists():
+        import structlog
+
+        structlog.get_logger("freehours.agent").warning(
+            "shared_spool_found",
+            spool=str(path),
+            note=(
+                "the default spool of older agents, shared by all of this user's agents; this"
+                " agent uses one of its own. To send what waits in it, run the agent for that"
+                " API with --spool pointing at it (it refuses to start for another API)"
+            ),
+        )
 
 
 class _Display(ProgressDisplay):
