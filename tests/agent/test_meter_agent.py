@@ -233,3 +233,26 @@ def test_an_agent_for_another_api_does_not_start_on_a_spool_and_says_why(tmp_pat
     assert other.requests == []
     with Spool.open(tmp_path / "spool.db") as spool:
         assert spool.pending() == 16
+
+
+def test_with_once_a_file_still_being_written_is_left_for_the_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    (inbox / "finished.csv").write_bytes(b"100,NEM12,finished")
+    os.utime(inbox / "finished.csv", (1e9, 1e9))
+    (inbox / "growing.csv").write_bytes(b"100,NEM12,half")  # written just now
+    monkeypatch.setattr("freehours.agent.meter_agent.ONCE_SETTLE_WAIT", 0.0)  # do not wait
+    api = Recorder(up)
+    with structlog.testing.capture_logs() as logs:
+        summary = run(
+            config(tmp_path, simulation=None, nem12_dir=inbox, once=True, settle_seconds=60.0),
+            api,
+        )
+    assert summary.ending is Ending.FINISHED
+    assert [r.headers["X-Filename"] for r in api.requests] == ["finished.csv"]
+    assert (inbox / "growing.csv").read_bytes() == b"100,NEM12,half"
+    assert not (inbox / "rejected").exists()
+    (line,) = [line for line in logs if line["event"] == "files_still_being_written"]
+    assert line["files"] == ["growing.csv"]
