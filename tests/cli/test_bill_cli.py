@@ -315,6 +315,28 @@ def test_from_after_to_is_bad_usage(
     assert "--from 2026-07-16 is after --to 2026-07-15" in err
 
 
+@pytest.mark.parametrize(
+    ("option", "first", "last"),
+    [("--from", "0001-01-01", "0001-01-02"), ("--to", "2099-12-31", "9999-12-31")],
+)
+def test_a_date_out_of_range_is_bad_usage_naming_the_option(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    plan_file: Path,
+    two_meters: Path,
+    option: str,
+    first: str,
+    last: str,
+) -> None:
+    code, out, err = run(
+        monkeypatch, capsys, "bill", "--plan", str(plan_file), "--nem12", str(two_meters),
+        "--from", first, "--to", last,
+    )  # fmt: skip
+    assert (code, out) == (2, "")
+    assert f"{option}: " in err
+    assert "is outside 2000-01-01 to 2099-12-31" in err
+
+
 def test_a_day_after_the_data_is_nothing_to_bill(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
