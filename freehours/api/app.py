@@ -50,7 +50,7 @@ from freehours.api.problems import (
 from freehours.api.ratelimit import RateLimits
 from freehours.api.telemetry import RequestTelemetry
 from freehours.clock import Clock
-from freehours.domain import reads
+from freehours.domain import reads as rules
 from freehours.domain.bill import make_bill
 from freehours.domain.plan import PLAN_ID_MAX_LENGTH, PLAN_ID_PATTERN, PlanId, parse_plan
 from freehours.domain.rating import MeterRating
@@ -137,7 +137,10 @@ class ReadIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     start: AwareDatetime
-    kwh: Decimal | None = Field(description="kWh as a decimal string; null when missing")
+    kwh: Decimal | None = Field(
+        description="kWh as a decimal string of ASCII digits (below 1000000, at most 6 decimal"
+        " places; docs/security.md); null when missing"
+    )
     quality: Literal["A", "E", "S", "F", "N"] = "A"
 
     @field_validator("kwh", mode="before")
@@ -147,16 +150,16 @@ class ReadIn(BaseModel):
         if value is None:
             return None
         if isinstance(value, str):
-            return reads.kwh_of(value)
+            return rules.kwh_of(value)
         if isinstance(value, int) and not isinstance(value, bool):
-            return reads.check_kwh(Decimal(value))
+            return rules.check_kwh(Decimal(value))
         _no_float(value)
         raise ValueError('kwh is a decimal string such as "0.412", or null')
 
     @field_validator("start")
     @classmethod
     def _start_in_range(cls, value: datetime) -> datetime:
-        return reads.check_moment(value)
+        return rules.check_moment(value)
 
 
 class MeterReadingsIn(BaseModel):
@@ -180,7 +183,7 @@ class SettlementIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     nmi: str = Field(pattern=NMI_PATTERN)
-    date: Annotated[date, AfterValidator(reads.check_date)]
+    date: Annotated[date, AfterValidator(rules.check_date)]
 
 
 class QuotaOut(BaseModel):
@@ -550,8 +553,8 @@ def create_app(services: Services) -> FastAPI:
         bind_fields(nmi=nmi)
         for field, bound in (("from", first), ("to", last)):
             try:
-                reads.check_date(bound, field)
-            except reads.RangeError as exc:
+                rules.check_date(bound, field)
+            except rules.RangeError as exc:
                 raise _range_problem(f"query.{field}", exc) from None
         if first > last:
             raise Problem(422, "validation-error", "Empty period", f"from: {first} is after {last}")
@@ -621,7 +624,7 @@ def _nem_today(services: Services) -> date:
     return services.clock.now().astimezone(NEM_TIME).date()
 
 
-def _range_problem(field: str, exc: reads.RangeError) -> Problem:
+def _range_problem(field: str, exc: rules.RangeError) -> Problem:
     """A 422 naming ``field`` as the validation answer does (``errors: [{field, message}]``)."""
     return Problem(
         422,
@@ -635,8 +638,8 @@ def _range_problem(field: str, exc: reads.RangeError) -> Problem:
 def _check_read_date(day: date, today: date, field: str) -> None:
     """A 422 naming ``body.{field}`` when no meter can have read ``day`` yet (or before 2000)."""
     try:
-        reads.check_read_date(day, today, field)
-    except reads.RangeError as exc:
+        rules.check_read_date(day, today, field)
+    except rules.RangeError as exc:
         raise _range_problem(f"body.{field}", exc) from None
 
 
