@@ -39,6 +39,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from freehours.domain.reads import (
     INTERVAL_MINUTES,
+    LATEST_DATE,
     RangeError,
     check_date,
     check_kwh,
@@ -617,11 +618,13 @@ def days_for(conn: sa.Connection, nmi: str, nem_dates: Iterable[date]) -> list[I
     ]
 
 
-def day_keys_since(conn: sa.Connection, nmi: str, first: date) -> list[DayKey]:
-    """The (NMI, suffix, NEM date) of every day row of ``nmi`` from ``first`` on."""
+def day_keys_since(
+    conn: sa.Connection, nmi: str, first: date, last: date = LATEST_DATE
+) -> list[DayKey]:
+    """The (NMI, suffix, NEM date) of every day row of ``nmi`` from ``first`` to ``last``."""
     rows = conn.execute(
         sa.select(meter_days.c.nmi, meter_days.c.suffix, meter_days.c.day).where(
-            meter_days.c.nmi == nmi, meter_days.c.day >= first
+            meter_days.c.nmi == nmi, meter_days.c.day >= first, meter_days.c.day <= last
         )
     )
     return [(row.nmi, row.suffix, row.day) for row in rows]

@@ -265,3 +265,25 @@ def test_a_stored_plan_that_no_longer_parses_aborts_with_a_fixed_reason(api: Api
     assert response.json()["status"] == "ABORTED"
     assert response.json()["reason"] == PLAN_NOT_VALID
     assert rows(api, quotas) == 0
+
+
+def test_a_far_day_stored_before_the_ranges_does_not_break_its_customer(api: Api) -> None:
+    """A row dated 9999-12-31, stored before the reader refused it (written straight into the
+    table here): creating the customer of its NMI answers, and so do its bills."""
+    with api.services.store.write() as conn:
+        conn.execute(
+            meter_days.insert().values(
+                nmi=NMI,
+                suffix="E1",
+                day=date(9999, 12, 31),
+                interval_minutes=30,
+                uom="KWH",
+                interval_values=",".join(["0.5"] * 48),
+                qualities="A" * 48,
+                update_datetime=None,
+                received_at=api.clock.now(),
+            )
+        )
+    assert put_plan(api, PLAN).status_code == 200
+    assert put_customer(api).status_code == 200
+    assert bill(api).status_code == 200
