@@ -17,7 +17,9 @@ from typing import Literal, Protocol
 import sqlalchemy as sa
 
 from freehours.clock import Clock
+from freehours.domain.reads import latest_read_date
 from freehours.domain.settlement import Quota
+from freehours.domain.time import NEM_TIME
 from freehours.meterdata.records import IntervalDay, IntervalRead
 from freehours.observability.metrics import INGESTED_VALUES
 from freehours.settlement import Settlements
@@ -92,8 +94,12 @@ class Ingestion:
         (older days are past settling by job; their bills still rate them)."""
         if self.schedule is None:
             return
-        first = (self.clock.now() - self.settlements.policy.data_deadline).date()
-        changed = frozenset(meter.day_keys_since(conn, nmi, first - timedelta(days=1)))
+        now = self.clock.now()
+        first = (now - self.settlements.policy.data_deadline).date()
+        # Up to the last day a read may have: a row dated later, stored before the reader refused
+        # such dates (9999-12-31, say), is no day to settle, and would overflow the date arithmetic.
+        last = latest_read_date(now.astimezone(NEM_TIME).date())
+        changed = frozenset(meter.day_keys_since(conn, nmi, first - timedelta(days=1), last))
         if changed:
             self.schedule(conn, changed, [])
 

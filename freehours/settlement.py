@@ -60,6 +60,7 @@ from freehours.domain.settlement import (
     seconds_until_settleable,
 )
 from freehours.domain.time import NEM_TIME
+from freehours.errors import PlanError
 from freehours.meterdata.records import IntervalDay
 from freehours.observability.metrics import (
     QUOTA_CACHE_REQUESTS,
@@ -88,6 +89,15 @@ class Outcome(StrEnum):
     NOT_DUE = "not_due"  # window open or data incomplete: 409 PENDING, Retry-After
     RETRY = "retry"  # this attempt failed and was released: 409 PENDING, Retry-After
     ABORTED = "aborted"  # can never be settled: 422 ABORTED, do not retry
+
+
+#: The public ``reason`` of a quota whose settlement attempt failed: fixed, because a reason is
+#: shown to every client that asks, and an exception's text can carry SQL, values and internals.
+#: The exception itself is logged (``quota_attempt_failed``, with its traceback).
+ATTEMPT_FAILED = "the settlement attempt failed (the server logged why)"
+#: The reason of a quota whose customer's stored plan no longer parses (stored before a rule
+#: that refuses it): PUT the plan again.
+PLAN_NOT_VALID = "the customer's stored plan is not valid: store the plan again"
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,8 +368,8 @@ class Settlements:
         return done
 
     def _release(self, held: Quota, failure: Exception) -> Answer:
-        reason = f"{type(failure).__name__}: {failure}"
-        log.warning("quota_attempt_failed", quota_key=held.key, fence=held.fence, error=reason)
+        reason = ATTEMPT_FAILED
+        log.warning("quota_attempt_failed", quota_key=held.key, fence=held.fence, exc_info=failure)
         now = self.clock.now()
         with self.store.write() as conn:
             quota = quotas.latest(conn, held.nmi, held.date, for_update=True)
@@ -423,7 +433,11 @@ class Settlements:
         if known is None:
             stored = catalog.get_plan(conn, version[0])
             assert stored is not None, "a customer's plan is kept by its foreign key"
-            plan = parse_plan(stored.document, source=f"plan {stored.plan_id}")
+            try:
+                plan = parse_plan(stored.document, source=f"plan {stored.plan_id}")
+            except PlanError as exc:
+                log.warning("stored_plan_not_valid", plan_id=stored.plan_id, error=str(exc))
+                return PLAN_NOT_VALID
             known = CustomerPlan(plan, DayProfiles(plan))
             with self._plans_lock:
                 self._plans[version] = known

@@ -22,6 +22,7 @@ from freehours.domain.settlement import Quota, QuotaStatus, StaleFence, claim, c
 from freehours.domain.time import NEM_TIME, Region
 from freehours.meterdata.records import IntervalDay
 from freehours.settlement import (
+    ATTEMPT_FAILED,
     FaultPoint,
     Outcome,
     SettlementPolicy,
@@ -179,6 +180,7 @@ def test_a_failure_after_the_lock_releases_and_counts_one_attempt(
     failed = service.settle(NMI, DAY)
     assert failed.outcome is Outcome.RETRY
     assert (failed.quota.status, failed.quota.attempts) == (QuotaStatus.PENDING, 1)
+    assert failed.quota.reason == ATTEMPT_FAILED  # the exception's text is logged, not shown
     assert failed.retry_after == 1
     assert ledger(store) == []
     done = service.settle(NMI, DAY)
@@ -228,12 +230,15 @@ def test_repeated_failures_end_in_aborted_and_stay_there(
 ) -> None:
     ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
     for _ in range(POLICY.max_attempts):
-        faults.add(FaultPoint.BEFORE_COMPLETE, RuntimeError("boom"))
+        faults.add(FaultPoint.BEFORE_COMPLETE, RuntimeError("boom: SELECT secret FROM t"))
     outcomes = [service.settle(NMI, DAY).outcome for _ in range(POLICY.max_attempts + 2)]
     assert outcomes == [Outcome.RETRY] * (POLICY.max_attempts - 1) + [Outcome.ABORTED] * 3
     state = service.state(NMI, DAY)
     assert state is not None
     assert (state.status, state.attempts) == (QuotaStatus.ABORTED, POLICY.max_attempts)
+    assert state.reason == f"gave up after {POLICY.max_attempts} attempts: {ATTEMPT_FAILED}"
+    assert "boom" not in state.reason
+    assert "RuntimeError" not in state.reason
     assert ledger(store) == []
 
 

@@ -28,7 +28,15 @@ from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from freehours.api import idempotency
@@ -44,11 +52,13 @@ from freehours.api.problems import (
 from freehours.api.ratelimit import RateLimits
 from freehours.api.telemetry import RequestTelemetry
 from freehours.clock import Clock
+from freehours.domain import reads as rules
 from freehours.domain.bill import make_bill
 from freehours.domain.plan import PLAN_ID_MAX_LENGTH, PLAN_ID_PATTERN, PlanId, parse_plan
 from freehours.domain.rating import MeterRating
+from freehours.domain.reads import NMI_PATTERN, SUFFIX_PATTERN
 from freehours.domain.settlement import Quota
-from freehours.domain.time import Region
+from freehours.domain.time import NEM_TIME, Region
 from freehours.errors import InputError
 from freehours.ingest import Ingested
 from freehours.meterdata.nem12 import read_days
@@ -63,9 +73,7 @@ from freehours.store.database import Store
 
 log = structlog.get_logger("freehours.api")
 
-NMI_PATTERN = r"^[A-Z0-9]{10}$"
 NmiPath = Annotated[str, Path(pattern=NMI_PATTERN, description="the 10-character NMI")]
-SUFFIX_PATTERN = r"^[A-Z][A-Z0-9]$"
 
 
 @dataclass
@@ -128,22 +136,35 @@ def _no_float(value: object) -> object:
 
 
 class ReadIn(BaseModel):
-    """One interval read: its start (with offset), its energy in kWh, its NEM12 quality."""
+    """One interval read: its start (with offset), its energy in kWh, its NEM12 quality. Each
+    inside the ranges of ``freehours.domain.reads``; the route checks the date against today."""
 
     model_config = ConfigDict(extra="forbid")
 
     start: AwareDatetime
-    kwh: Decimal | None = Field(description="kWh as a decimal string; null when missing")
+    kwh: Decimal | None = Field(
+        description="kWh as a decimal string of ASCII digits (below 1000000, at most 6 decimal"
+        " places; docs/security.md); null when missing"
+    )
     quality: Literal["A", "E", "S", "F", "N"] = "A"
 
-    _kwh_not_float = field_validator("kwh", mode="before")(_no_float)
-
-    @field_validator("kwh")
+    @field_validator("kwh", mode="before")
     @classmethod
-    def _kwh_finite_not_negative(cls, value: Decimal | None) -> Decimal | None:
-        if value is not None and (not value.is_finite() or value < 0):
-            raise ValueError("kwh must be a finite, non-negative decimal")
-        return value
+    def _kwh_in_range(cls, value: object) -> object:
+        # Before pydantic's own parsing, which also takes exponents, NaN and non-ASCII digits.
+        if value is None:
+            return None
+        if isinstance(value, str):
+            return rules.kwh_of(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return rules.check_kwh(Decimal(value))
+        _no_float(value)
+        raise ValueError('kwh is a decimal string such as "0.412", or null')
+
+    @field_validator("start")
+    @classmethod
+    def _start_in_range(cls, value: datetime) -> datetime:
+        return rules.check_moment(value)
 
 
 class MeterReadingsIn(BaseModel):
@@ -167,7 +188,7 @@ class SettlementIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     nmi: str = Field(pattern=NMI_PATTERN)
-    date: date
+    date: Annotated[date, AfterValidator(rules.check_date)]
 
 
 class QuotaOut(BaseModel):
@@ -447,6 +468,9 @@ def create_app(services: Services) -> FastAPI:
                 "Too many reads",
                 f"reads: {len(body.reads)} reads, at most {settings.max_batch_reads} per batch",
             )
+        today = _nem_today(services)
+        for number, read in enumerate(body.reads):
+            _check_read_date(read.start.astimezone(NEM_TIME).date(), today, f"reads.{number}.start")
         step = timedelta(minutes=body.interval_minutes)
         reads = [
             IntervalRead(body.nmi, body.suffix, r.start, r.start + step, r.kwh, r.quality)
@@ -499,7 +523,8 @@ def create_app(services: Services) -> FastAPI:
         name = request.headers.get("x-filename", "upload.csv")
 
         def work(conn: sa.Connection) -> tuple[int, dict[str, Any], Ingested]:
-            ingested = services.runtime.ingestion.days(conn, read_days(body, name=name))
+            days = read_days(body, name=name, today=_nem_today(services))
+            ingested = services.runtime.ingestion.days(conn, days)
             counts = ingested.counts
             return (
                 200,
@@ -538,6 +563,7 @@ def create_app(services: Services) -> FastAPI:
         await authorize(request, Scope.SETTLE)
         body = _parse_body(SettlementIn, await request.body())
         bind_fields(nmi=body.nmi, date=body.date.isoformat())
+        _check_read_date(body.date, _nem_today(services), "date")
         await services.limits.check_nmi(body.nmi)
         answer = await anyio.to_thread.run_sync(
             services.settlements.settle, body.nmi, body.date, limiter=settling
@@ -569,6 +595,11 @@ def create_app(services: Services) -> FastAPI:
         """The customer's bill for local days ``from`` to ``to``: the same JSON as ``freehours
         bill``, rated from the stored meter data."""
         bind_fields(nmi=nmi)
+        for field, bound in (("from", first), ("to", last)):
+            try:
+                rules.check_date(bound, field)
+            except rules.RangeError as exc:
+                raise _range_problem(f"query.{field}", exc) from None
         if first > last:
             raise Problem(422, "validation-error", "Empty period", f"from: {first} is after {last}")
         if (last - first).days > 366:
@@ -630,6 +661,30 @@ def _operation(body: type[BaseModel], headers: list[str]) -> dict[str, Any]:
             "content": {"application/json": {"schema": body.model_json_schema()}},
         },
     }
+
+
+def _nem_today(services: Services) -> date:
+    """Today's NEM date on the services' clock: what reads and settlements are dated against."""
+    return services.clock.now().astimezone(NEM_TIME).date()
+
+
+def _range_problem(field: str, exc: rules.RangeError) -> Problem:
+    """A 422 naming ``field`` as the validation answer does (``errors: [{field, message}]``)."""
+    return Problem(
+        422,
+        "validation-error",
+        "Request is not valid",
+        f"{field}: {exc.reason}",
+        errors=[{"field": field, "message": exc.reason}],
+    )
+
+
+def _check_read_date(day: date, today: date, field: str) -> None:
+    """A 422 naming ``body.{field}`` when no meter can have read ``day`` yet (or before 2000)."""
+    try:
+        rules.check_read_date(day, today, field)
+    except rules.RangeError as exc:
+        raise _range_problem(f"body.{field}", exc) from None
 
 
 _Body = TypeVar("_Body", bound=BaseModel)

@@ -24,6 +24,7 @@ from freehours.cli import app
 from freehours.domain.bill import Bill, decimal_text, kwh_text, make_bill
 from freehours.domain.plan import Plan
 from freehours.domain.rating import MeterRating, rate_meters
+from freehours.domain.reads import RangeError, check_date
 from freehours.errors import InputError
 from freehours.meterdata.nem12 import read_days
 from freehours.plans import load_plan
@@ -79,6 +80,12 @@ def bill(
     the rest at its time-of-use band, supply, feed-in and GST."""
     first = None if start is None else start.date()
     last = None if end is None else end.date()
+    for option, bound in (("--from", first), ("--to", last)):
+        if bound is not None:
+            try:
+                check_date(bound, option)
+            except RangeError as exc:
+                raise typer.BadParameter(str(exc)) from None
     if first is not None and last is not None and first > last:
         raise typer.BadParameter(f"--from {first} is after --to {last}")
     loaded = load_plan(plan)

@@ -44,6 +44,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from freehours.domain import reads
 from freehours.domain.time import NEM_TIME, REGION_ZONES, Region
 from freehours.errors import PlanError
 
@@ -280,6 +281,22 @@ def _not_negative(value: Decimal) -> Decimal:
     return value
 
 
+def _price_in_range(value: Decimal) -> Decimal:
+    """A price inside ``freehours.domain.reads``' bounds, so that no amount of a bill overflows
+    or is rounded before the cent (a price of 1e999999 would fail every settlement)."""
+    try:
+        return reads.check_price(value)
+    except reads.RangeError as exc:
+        raise ValueError(exc.reason) from None
+
+
+def _kwh_in_range(value: Decimal) -> Decimal:
+    try:
+        return reads.check_kwh(value)
+    except reads.RangeError as exc:
+        raise ValueError(exc.reason) from None
+
+
 def _positive(value: Decimal) -> Decimal:
     if value <= 0:
         raise ValueError(f"{value} is not positive")
@@ -298,9 +315,14 @@ ExactDecimal = Annotated[
     PlainSerializer(str, return_type=str),
     WithJsonSchema(_DECIMAL_SCHEMA),
 ]
-Price = Annotated[ExactDecimal, AfterValidator(_not_negative)]
-Rate = Annotated[ExactDecimal, AfterValidator(_not_negative), AfterValidator(_below_one)]
-PositiveKwh = Annotated[ExactDecimal, AfterValidator(_positive)]
+Price = Annotated[ExactDecimal, AfterValidator(_not_negative), AfterValidator(_price_in_range)]
+Rate = Annotated[
+    ExactDecimal,
+    AfterValidator(_not_negative),
+    AfterValidator(_below_one),
+    AfterValidator(_price_in_range),  # for its decimal places
+]
+PositiveKwh = Annotated[ExactDecimal, AfterValidator(_positive), AfterValidator(_kwh_in_range)]
 
 
 def clock_minutes(text: str) -> int:
@@ -350,7 +372,7 @@ def _not_export(suffix: str) -> str:
 StartClock = Annotated[str, AfterValidator(_start_clock)]
 EndClock = Annotated[str, AfterValidator(_end_clock), AfterValidator(_end_after_start)]
 BandType = Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]*$", max_length=40)]
-Suffix = Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9]$"), AfterValidator(_not_export)]
+Suffix = Annotated[str, Field(pattern=reads.SUFFIX_PATTERN), AfterValidator(_not_export)]
 PLAN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 PLAN_ID_MAX_LENGTH = 64
 PlanId = Annotated[str, Field(pattern=PLAN_ID_PATTERN, max_length=PLAN_ID_MAX_LENGTH)]

@@ -37,6 +37,8 @@ from functools import partial
 from pathlib import Path
 from typing import IO, BinaryIO, TextIO, cast
 
+from freehours.domain import reads
+from freehours.domain.reads import RangeError
 from freehours.domain.time import NEM_TIME
 from freehours.errors import NEM12Error
 from freehours.meterdata.records import IntervalDay
@@ -44,7 +46,7 @@ from freehours.meterdata.records import IntervalDay
 Source = Path | str | bytes
 
 #: Interval lengths NEM12 allows, in minutes.
-INTERVAL_LENGTHS = (5, 15, 30)
+INTERVAL_LENGTHS = reads.INTERVAL_MINUTES
 
 #: Units of energy, lower-cased, and the power of ten that turns each into kWh.
 ENERGY_UNITS = {"wh": -3, "kwh": 0, "mwh": 3}
@@ -60,13 +62,12 @@ _CACHE_LIMIT = 100_000
 _RECORD_INDICATORS = frozenset({"100", "200", "250", "300", "400", "500", "550", "900"})
 #: How a line that starts a record begins: its indicator and a comma, or 900 alone.
 _RECORD_STARTS = frozenset({f"{indicator}," for indicator in _RECORD_INDICATORS} | {"900"})
-_QUALITY_FLAGS = "AEFNSV"
 #: QualityMethod -> quality flag: the flag alone, or the flag and a two-digit method (not for V,
 #: which only says "see the 400 records").
-_QUALITY_METHODS: dict[str, str] = {flag: flag for flag in _QUALITY_FLAGS} | {
-    f"{flag}{method:02d}": flag for flag in "AEFNS" for method in range(100)
+_QUALITY_METHODS: dict[str, str] = {flag: flag for flag in reads.QUALITY_FLAGS + "V"} | {
+    f"{flag}{method:02d}": flag for flag in reads.QUALITY_FLAGS for method in range(100)
 }
-_VALUE = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
+_VALUE = reads.DECIMAL_TEXT
 _NAME = re.compile(r"[A-Za-z0-9]+")
 _STARTS_LIKE_VALUE = re.compile(r"[0-9.]*(?:,|$)")
 _HAS_QUALITY_FIELD = re.compile(r",[A-Za-z]")
@@ -184,11 +185,13 @@ class _Waiting:
 
 
 class _BadValue(Exception):
-    """A value text that is not a non-negative decimal (reported with its field by the caller)."""
+    """A value text that is not a kWh value as ``freehours.domain.reads`` defines it (reported
+    with its field by the caller)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, message: str) -> None:
         super().__init__(text)
         self.text = text
+        self.message = message
 
 
 class _Values(dict[str, Decimal | None]):
@@ -206,14 +209,21 @@ class _Values(dict[str, Decimal | None]):
 
     def __missing__(self, text: str) -> Decimal:
         if _VALUE.fullmatch(text) is None:
-            raise _BadValue(text)
+            raise _BadValue(
+                text, f"interval value {text[:40]!r} is not a non-negative decimal number"
+            )
         value = Decimal(text)
         if self.scale:
             # scaleb moves the exponent only: exact. MWh gets a positive exponent (1.5E+3), which
-            # quantize writes out as 1500 so that values print plainly.
+            # quantize writes out as 1500 so that values print plainly (after the range check:
+            # quantize cannot write out a huge value).
             value = value.scaleb(self.scale)
-            if value.as_tuple().exponent > 0:  # type: ignore[operator]
-                value = value.quantize(_ONE)
+        try:
+            reads.check_kwh(value)  # once per distinct text: the cache keeps this off the hot path
+        except RangeError as exc:
+            raise _BadValue(text, f"interval value {text[:40]!r}: {exc.reason}") from None
+        if value.as_tuple().exponent > 0:  # type: ignore[operator]
+            value = value.quantize(_ONE)
         if len(self) > _CACHE_LIMIT:
             self.clear()
             self[""] = None
@@ -221,25 +231,31 @@ class _Values(dict[str, Decimal | None]):
         return value
 
 
-def read_days(source: Source, *, name: str | None = None) -> Iterator[IntervalDay]:
+def read_days(
+    source: Source, *, name: str | None = None, today: date | None = None
+) -> Iterator[IntervalDay]:
     """The winning revision of every (NMI, suffix, NEM date) in ``source``, in file order.
 
     ``source`` is a path, or a whole file's content as bytes; CSV, zip (every file in it) or
     gzip, told apart by their first bytes. ``name`` names the source in errors (default: the path,
-    or "upload" for bytes). Raises ``NEM12Error`` naming the file, line and field of the first
-    problem found.
+    or "upload" for bytes). ``today`` (NEM time; default: the system clock's) bounds the
+    IntervalDates (``freehours.domain.reads.check_read_date``). Raises ``NEM12Error`` naming the
+    file, line and field of the first problem found.
     """
-    return NEM12Reader(source, name=name).days()
+    return NEM12Reader(source, name=name, today=today).days()
 
 
 class NEM12Reader:
     """A NEM12 source read as ``IntervalDay`` records, with what it holds in ``stats``."""
 
-    def __init__(self, source: Source, *, name: str | None = None) -> None:
+    def __init__(
+        self, source: Source, *, name: str | None = None, today: date | None = None
+    ) -> None:
         self._source = source
         if name is None:
             name = "upload" if isinstance(source, bytes) else str(source)
         self.name = name
+        self.today = today
         self.stats = ReadStats(name)
 
     def days(self) -> Iterator[IntervalDay]:
@@ -250,7 +266,8 @@ class NEM12Reader:
         """
         stats = self.stats = ReadStats(self.name)
         losers = self._superseded()
-        scanner = _Scanner(stats, losers)
+        today = self.today or datetime.now(NEM_TIME).date()
+        scanner = _Scanner(stats, losers, today)
         for label, text in self._texts():
             stats.members.append(label)
             yield from scanner.days(label, text)
@@ -469,9 +486,10 @@ _FIELDS_400 = ("RecordIndicator", "StartInterval", "EndInterval", "QualityMethod
 class _Scanner:
     """The second pass: every record checked in order, every value parsed, winners yielded."""
 
-    def __init__(self, stats: ReadStats, losers: set[int]) -> None:
+    def __init__(self, stats: ReadStats, losers: set[int], today: date) -> None:
         self.stats = stats
         self.losers = losers
+        self.today = today
         self.seq = 0  # 300 records seen in the source so far
         self.source = ""
         self.dates: dict[str, date] = {}
@@ -546,7 +564,7 @@ class _Scanner:
                     values = tuple(map(value_of, texts))
                 except _BadValue as bad:
                     raise self.error(
-                        f"interval value {bad.text!r} is not a non-negative decimal number",
+                        bad.message,
                         line,
                         f"IntervalValue{texts.index(bad.text) + 1}",
                     ) from None
@@ -693,14 +711,12 @@ class _Scanner:
             )
         if size > 10 and any(fields[10:]):
             raise self.error("a field after NextScheduledReadDate", line, f"field {size}")
-        nmi = fields[1]
-        if len(nmi) > 10 or not _NAME.fullmatch(nmi):
-            raise self.error(f"NMI {nmi[:20]!r} is not up to 10 letters and digits", line, "NMI")
-        suffix = fields[4]
-        if len(suffix) != 2 or not _NAME.fullmatch(suffix):
-            raise self.error(
-                f"NMISuffix {suffix[:20]!r} is not two letters or digits", line, "NMISuffix"
-            )
+        nmi, suffix = fields[1], fields[4]
+        try:
+            reads.check_nmi(nmi, "NMI")
+            reads.check_suffix(suffix, "NMISuffix")
+        except RangeError as exc:
+            raise self.error(exc.reason, line, exc.field) from None
         unit = fields[7]
         if not _NAME.fullmatch(unit):
             raise self.error(f"UOM {unit[:20]!r} is not a unit of measure", line, "UOM")
@@ -714,7 +730,7 @@ class _Scanner:
                 "IntervalLength",
             )
         if size > 9 and fields[9]:
-            self.date(fields[9], line, "NextScheduledReadDate")
+            self.any_date(fields[9], line, "NextScheduledReadDate")
         uom = "KWH" if scale is not None else unit.upper()
         return _Channel(nmi, suffix, uom, scale=scale, minutes=minutes, line=line)
 
@@ -875,11 +891,25 @@ class _Scanner:
             waiting.line,
         )
 
-    def date(self, text: str, line: int, field: str) -> date:
-        """A date written yyyymmdd."""
+    def any_date(self, text: str, line: int, field: str) -> date:
+        """A date written yyyymmdd, inside ``freehours.domain.reads``' range."""
         day = _date(text)
         if day is None:
             raise self.error(f"{field} {text[:20]!r} is not a date (yyyymmdd)", line, field)
+        try:
+            return reads.check_date(day, field)
+        except RangeError as exc:
+            raise self.error(exc.reason, line, field) from None
+
+    def date(self, text: str, line: int, field: str) -> date:
+        """An IntervalDate written yyyymmdd: a day a meter can have read by ``today``."""
+        day = _date(text)
+        if day is None:
+            raise self.error(f"{field} {text[:20]!r} is not a date (yyyymmdd)", line, field)
+        try:
+            reads.check_read_date(day, self.today, field)
+        except RangeError as exc:
+            raise self.error(exc.reason, line, field) from None
         if len(self.dates) > _CACHE_LIMIT:
             self.dates.clear()
         self.dates[text] = day
@@ -892,6 +922,10 @@ class _Scanner:
             raise self.error(
                 f"{field} {text[:20]!r} is not a date and time (yyyymmddhhmmss)", line, field
             )
+        try:
+            reads.check_moment(moment, field)
+        except RangeError as exc:
+            raise self.error(exc.reason, line, field) from None
         if len(self.stamps) > _CACHE_LIMIT:
             self.stamps.clear()
             self.stamps[""] = None

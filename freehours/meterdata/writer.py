@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from freehours.clock import SystemClock
+from freehours.domain import reads
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.records import IntervalDay
 
@@ -114,9 +115,10 @@ def _check(day: IntervalDay) -> None:
         )
     if not set(day.qualities) <= QUALITY_METHODS.keys():
         raise ValueError(f"{day.key}: qualities {day.qualities!r} are not all A, E, F, N or S")
-    for text in (day.nmi, day.suffix, day.uom):
-        if not text.isascii() or not text.isalnum():
-            raise ValueError(f"{day.key}: {text!r} is not letters and digits")
+    reads.check_nmi(day.nmi, "nmi")
+    reads.check_suffix(day.suffix, "suffix")
+    if not day.uom.isascii() or not day.uom.isalnum():
+        raise ValueError(f"{day.key}: {day.uom!r} is not letters and digits")
 
 
 def _value(value: Decimal | None, quality: str) -> str:
@@ -127,4 +129,4 @@ def _value(value: Decimal | None, quality: str) -> str:
         raise ValueError(f"an interval of quality N has no value, not {value}")
     if not value.is_finite() or value.is_signed():
         raise ValueError(f"interval value {value} is not a non-negative number")
-    return format(value, "f")
+    return format(reads.check_kwh(value, "interval value"), "f")

@@ -17,10 +17,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from freehours.domain import reads
 from freehours.domain.time import Region
 from freehours.errors import InputError
 from freehours.store.prepared import Prepared
-from freehours.store.tables import NMI_LENGTH, PLAN_ID_LENGTH, customers, plans
+from freehours.store.tables import PLAN_ID_LENGTH, customers, plans
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +91,10 @@ def put_customer(
     conn: sa.Connection, nmi: str, *, plan_id: str, region: Region, updated_at: datetime
 ) -> Customer:
     """Create or update the customer of ``nmi``; ``InputError`` when the plan is not stored."""
-    if not 0 < len(nmi) <= NMI_LENGTH:
-        raise InputError(f"NMI {nmi!r} is not 1 to {NMI_LENGTH} characters")
+    try:
+        reads.check_nmi(nmi)
+    except reads.RangeError as exc:
+        raise InputError(str(exc)) from None
     # Checked first, not left to the foreign key: on PostgreSQL a violated constraint would
     # abort the caller's whole transaction. Plans are never deleted, so the check holds.
     if conn.scalar(sa.select(sa.exists().where(plans.c.plan_id == plan_id))) is not True:

@@ -37,14 +37,23 @@ import psycopg
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from freehours.domain.reads import (
+    INTERVAL_MINUTES,
+    LATEST_DATE,
+    RangeError,
+    check_date,
+    check_kwh,
+    check_moment,
+    check_nmi,
+    check_suffix,
+)
 from freehours.domain.time import NEM_TIME
 from freehours.errors import InputError
 from freehours.meterdata.records import IntervalDay, IntervalRead, Quality
 from freehours.store.prepared import Prepared
-from freehours.store.tables import NMI_LENGTH, UOM_LENGTH, UtcDateTime, meter_days
+from freehours.store.tables import UOM_LENGTH, UtcDateTime, meter_days
 
-#: Interval lengths NEM12 allows (IntervalLength), in minutes; a NEM day is 1440 minutes.
-INTERVAL_MINUTES = (5, 15, 30)
+#: A NEM day is 1440 minutes (interval lengths: freehours.domain.reads.INTERVAL_MINUTES).
 _DAY_MINUTES = 1440
 
 #: Rows sent to a SQLite staging table per executemany: bounds memory, not the transaction.
@@ -176,14 +185,22 @@ def _check_day(day: IntervalDay) -> None:
     stamp = day.update_datetime
     if stamp is not None and stamp.utcoffset() is None:
         raise InputError(f"{what}: UpdateDateTime {stamp.isoformat()} has no UTC offset")
+    try:
+        check_date(day.day)
+        if stamp is not None:
+            check_moment(stamp, "UpdateDateTime")
+    except RangeError as exc:
+        raise InputError(f"{what}: {exc}") from None
     _check_channel(day.nmi, day.suffix, what)
 
 
 def _check_channel(nmi: str, suffix: str, what: str) -> None:
-    if not 0 < len(nmi) <= NMI_LENGTH:
-        raise InputError(f"{what}: NMI {nmi!r} is not 1 to {NMI_LENGTH} characters")
-    if len(suffix) != 2:
-        raise InputError(f"{what}: suffix {suffix!r} is not 2 characters")
+    """The last guard before a row is stored: only what the API can address again."""
+    try:
+        check_nmi(nmi)
+        check_suffix(suffix)
+    except RangeError as exc:
+        raise InputError(f"{what}: {exc}") from None
 
 
 def _copy_to_staging(
@@ -413,8 +430,12 @@ def _reads_by_day(reads: Iterable[IntervalRead]) -> dict[DayKey, _DayReads]:
         if read.quality not in _QUALITIES:
             raise InputError(f"{what}: quality {read.quality!r} is not one of A, E, S, F, N")
         kwh = None if read.quality == Quality.NULL else read.kwh
-        if kwh is not None and (not kwh.is_finite() or kwh < 0):
-            raise InputError(f"{what}: kWh {kwh} is not a finite, non-negative number")
+        try:
+            check_moment(read.start, "start")
+            if kwh is not None:
+                check_kwh(kwh)
+        except RangeError as exc:
+            raise InputError(f"{what}: {exc}") from None
         key = (read.nmi, read.suffix, start.date())
         day_reads = by_day.setdefault(key, _DayReads(minutes, {}))
         if day_reads.interval_minutes != minutes:
@@ -597,11 +618,13 @@ def days_for(conn: sa.Connection, nmi: str, nem_dates: Iterable[date]) -> list[I
     ]
 
 
-def day_keys_since(conn: sa.Connection, nmi: str, first: date) -> list[DayKey]:
-    """The (NMI, suffix, NEM date) of every day row of ``nmi`` from ``first`` on."""
+def day_keys_since(
+    conn: sa.Connection, nmi: str, first: date, last: date = LATEST_DATE
+) -> list[DayKey]:
+    """The (NMI, suffix, NEM date) of every day row of ``nmi`` from ``first`` to ``last``."""
     rows = conn.execute(
         sa.select(meter_days.c.nmi, meter_days.c.suffix, meter_days.c.day).where(
-            meter_days.c.nmi == nmi, meter_days.c.day >= first
+            meter_days.c.nmi == nmi, meter_days.c.day >= first, meter_days.c.day <= last
         )
     )
     return [(row.nmi, row.suffix, row.day) for row in rows]

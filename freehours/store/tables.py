@@ -21,6 +21,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
+from freehours.domain import reads
+
 #: Constraint and index names, fixed so that migrations can name what they alter or drop.
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -60,7 +62,7 @@ class UtcDateTime(sa.TypeDecorator[datetime]):
 
 
 #: A NMI is 10 characters (AEMO's NMI procedure); the checksum digit is not part of it.
-NMI_LENGTH = 10
+NMI_LENGTH = reads.NMI_LENGTH
 #: Plan ids are chosen by people (``sso-nsw``, ``acme-solar-2026-v3``): room to be descriptive.
 PLAN_ID_LENGTH = 100
 #: NEM12 UOM: the longest the NEM12 specification lists is KVARH.

@@ -74,17 +74,17 @@ def plan_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def two_meters(tmp_path: Path) -> Path:
-    # NMI A: E1 1.000 kWh every interval on 15 and 16 Jul 2026, B1 one interval of 2.500 on
-    # 15 Jul. NMI B: E1 2.000 every interval on 15 Jul.
+    # NMI NMIA000001: E1 1.000 kWh every interval on 15 and 16 Jul 2026, B1 one interval of 2.500 on
+    # 15 Jul. NMI NMIB000002: E1 2.000 every interval on 15 Jul.
     export = [D(0)] * 48
     export[10] = D("2.500")
     path = tmp_path / "meters.csv"
     write_nem12(
         [
-            nem_day(date(2026, 7, 15), flat("1.000"), nmi="A"),
-            nem_day(date(2026, 7, 16), flat("1.000"), nmi="A"),
-            nem_day(date(2026, 7, 15), export, nmi="A", suffix="B1"),
-            nem_day(date(2026, 7, 15), flat("2.000"), nmi="B"),
+            nem_day(date(2026, 7, 15), flat("1.000"), nmi="NMIA000001"),
+            nem_day(date(2026, 7, 16), flat("1.000"), nmi="NMIA000001"),
+            nem_day(date(2026, 7, 15), export, nmi="NMIA000001", suffix="B1"),
+            nem_day(date(2026, 7, 15), flat("2.000"), nmi="NMIB000002"),
         ],
         path,
     )
@@ -99,11 +99,15 @@ def test_bill_writes_the_contract_json_for_one_nmi(
 ) -> None:
     code, out, err = run(
         monkeypatch, capsys, "bill", "--plan", str(plan_file), "--nem12", str(two_meters),
-        "--nmi", "A", "--format", "json",
+        "--nmi", "NMIA000001", "--format", "json",
     )  # fmt: skip
     assert (code, err) == (0, "")
     bill = json.loads(out)
-    assert (bill["nmi"], bill["plan"], bill["time_zone"]) == ("A", "test", "Australia/Sydney")
+    assert (bill["nmi"], bill["plan"], bill["time_zone"]) == (
+        "NMIA000001",
+        "test",
+        "Australia/Sydney",
+    )
     assert (bill["from"], bill["to"]) == ("2026-07-15", "2026-07-16")
     # Each day: 6 free (11:00-14:00), PEAK 12, OFF_PEAK 30. 16 Jul has no B1 row: 48 missing.
     assert [(d["date"], d["free_kwh"], d["missing_intervals"]) for d in bill["days"]] == [
@@ -133,7 +137,7 @@ def test_several_nmis_without_nmi_give_an_array_in_file_order(
     )
     assert code == 0
     bills = json.loads(out)
-    assert [bill["nmi"] for bill in bills] == ["A", "B"]
+    assert [bill["nmi"] for bill in bills] == ["NMIA000001", "NMIB000002"]
     assert bills[1]["totals"]["consumption_kwh"] == "96"
 
 
@@ -145,7 +149,7 @@ def test_from_and_to_choose_the_local_days(
 ) -> None:
     code, out, _ = run(
         monkeypatch, capsys, "bill", "--plan", str(plan_file), "--nem12", str(two_meters),
-        "--nmi", "B", "--from", "2026-07-15", "--to", "2026-07-17",
+        "--nmi", "NMIB000002", "--from", "2026-07-15", "--to", "2026-07-17",
     )  # fmt: skip
     assert code == 0
     bill = json.loads(out)
@@ -169,9 +173,9 @@ def test_only_the_winning_revision_is_billed(
     path = tmp_path / "revisions.csv"
     write_nem12(
         [
-            with_stamp(nem_day(day, flat("9.000"), nmi="A"), stamp(16)),
-            with_stamp(nem_day(day, flat("1.000"), nmi="A"), stamp(17)),
-            with_stamp(nem_day(day, flat("7.000"), nmi="A"), stamp(15)),
+            with_stamp(nem_day(day, flat("9.000"), nmi="NMIA000001"), stamp(16)),
+            with_stamp(nem_day(day, flat("1.000"), nmi="NMIA000001"), stamp(17)),
+            with_stamp(nem_day(day, flat("7.000"), nmi="NMIA000001"), stamp(15)),
         ],
         path,
     )
@@ -222,17 +226,17 @@ def test_csv_lists_the_lines_then_the_totals(
 ) -> None:
     code, out, _ = run(
         monkeypatch, capsys, "bill", "--plan", str(plan_file), "--nem12", str(two_meters),
-        "--nmi", "A", "--format", "csv",
+        "--nmi", "NMIA000001", "--format", "csv",
     )  # fmt: skip
     assert code == 0
     rows = out.splitlines()
     assert rows[0] == "nmi,from,to,code,description,quantity,unit,unit_price,amount"
-    assert rows[1] == "A,2026-07-15,2026-07-16,PEAK,Peak energy,24,kWh,0.50,12.00"
+    assert rows[1] == "NMIA000001,2026-07-15,2026-07-16,PEAK,Peak energy,24,kWh,0.50,12.00"
     assert rows[-4:] == [
-        "A,2026-07-15,2026-07-16,SUBTOTAL,,,,,25.87",
-        "A,2026-07-15,2026-07-16,GST,,,,,2.59",
-        "A,2026-07-15,2026-07-16,TOTAL,,,,,28.46",
-        "A,2026-07-15,2026-07-16,FREE_ENERGY_VALUE,,,,,2.40",
+        "NMIA000001,2026-07-15,2026-07-16,SUBTOTAL,,,,,25.87",
+        "NMIA000001,2026-07-15,2026-07-16,GST,,,,,2.59",
+        "NMIA000001,2026-07-15,2026-07-16,TOTAL,,,,,28.46",
+        "NMIA000001,2026-07-15,2026-07-16,FREE_ENERGY_VALUE,,,,,2.40",
     ]
 
 
@@ -247,8 +251,8 @@ def test_the_table_shows_each_nmi_and_its_total(
         "--format", "table",
     )  # fmt: skip
     assert code == 0
-    assert "NMI A, plan test: 2026-07-15 to 2026-07-16 (Australia/Sydney)" in out
-    assert "NMI B, plan test" in out
+    assert "NMI NMIA000001, plan test: 2026-07-15 to 2026-07-16 (Australia/Sydney)" in out
+    assert "NMI NMIB000002, plan test" in out
     assert "28.46" in out
 
 
@@ -291,10 +295,10 @@ def test_an_nmi_not_in_the_file_exits_2(
 ) -> None:
     code, out, err = run(
         monkeypatch, capsys, "bill", "--plan", str(plan_file), "--nem12", str(two_meters),
-        "--nmi", "Z",
+        "--nmi", "NMIZ000026",
     )  # fmt: skip
     assert (code, out) == (2, "")
-    assert "no consumption or export data for NMI Z" in err
+    assert "no consumption or export data for NMI NMIZ000026" in err
 
 
 def test_from_after_to_is_bad_usage(
@@ -311,6 +315,28 @@ def test_from_after_to_is_bad_usage(
     assert "--from 2026-07-16 is after --to 2026-07-15" in err
 
 
+@pytest.mark.parametrize(
+    ("option", "first", "last"),
+    [("--from", "0001-01-01", "0001-01-02"), ("--to", "2099-12-31", "9999-12-31")],
+)
+def test_a_date_out_of_range_is_bad_usage_naming_the_option(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    plan_file: Path,
+    two_meters: Path,
+    option: str,
+    first: str,
+    last: str,
+) -> None:
+    code, out, err = run(
+        monkeypatch, capsys, "bill", "--plan", str(plan_file), "--nem12", str(two_meters),
+        "--from", first, "--to", last,
+    )  # fmt: skip
+    assert (code, out) == (2, "")
+    assert f"{option}: " in err
+    assert "is outside 2000-01-01 to 2099-12-31" in err
+
+
 def test_a_day_after_the_data_is_nothing_to_bill(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -320,7 +346,7 @@ def test_a_day_after_the_data_is_nothing_to_bill(
     later = (date(2026, 7, 16) + timedelta(days=10)).isoformat()
     code, out, err = run(
         monkeypatch, capsys, "bill", "--plan", str(plan_file), "--nem12", str(two_meters),
-        "--nmi", "A", "--from", later,
+        "--nmi", "NMIA000001", "--from", later,
     )  # fmt: skip
     assert (code, out) == (2, "")
     assert "nothing to bill from 2026-07-26 to 2026-07-16" in err

@@ -38,7 +38,7 @@ CASES = [
     ("300 before 200", nem12(day()), 2, "RecordIndicator", "before any 200 record"),
     ("short 200", nem12("200,NMI0000001,E1,1,E1"), 2, "MDMDataStreamIdentifier", "5 fields"),
     ("nmi", nem12(channel(nmi="NMI-01"), day()), 2, "NMI", "'NMI-01'"),
-    ("long nmi", nem12(channel(nmi="NMI00000001"), day()), 2, "NMI", "up to 10"),
+    ("long nmi", nem12(channel(nmi="NMI00000001"), day()), 2, "NMI", "not an NMI: 10 upper"),
     ("suffix", nem12(channel(suffix="E"), day()), 2, "NMISuffix", "'E'"),
     ("unit", nem12(channel(uom=""), day()), 2, "UOM", "''"),
     ("interval length", nem12(channel(minutes=10)), 2, "IntervalLength", "'10' is not 5, 15 or 30"),

@@ -14,24 +14,14 @@ from freehours.meterdata.nem12 import NEM12Reader, read_days
 
 NEM13 = "NEM13 accumulation data cannot be rated for a free window"
 
-# file -> (line, field, words of the reason)
+# file -> (line, field, words of the reason). The four files with mismatched interval lengths
+# name the NMI 123, which is refused first (freehours.domain.reads); test_nem12_errors covers the
+# mismatches themselves.
 INVALID: dict[str, tuple[int | None, str | None, str]] = {
-    "Example_NEM12_15min_200_30min_300.csv": (
-        3,
-        "IntervalValue49",
-        "48 interval values; IntervalLength 15 (the 200 record on line 2) needs 96",
-    ),
-    "Example_NEM12_15min_200_30min_400.csv": (5, "EndInterval", "1-48 of the day's 96"),
-    "Example_NEM12_30min_200_15min_300.csv": (
-        3,
-        "QualityMethod",
-        "96 interval values; IntervalLength 30 (the 200 record on line 2) needs 48",
-    ),
-    "Example_NEM12_30min_200_15min_400.csv": (
-        3,
-        "QualityMethod",
-        "96 interval values; IntervalLength 30 (the 200 record on line 2) needs 48",
-    ),
+    "Example_NEM12_15min_200_30min_300.csv": (2, "NMI", "'123' is not an NMI"),
+    "Example_NEM12_15min_200_30min_400.csv": (2, "NMI", "'123' is not an NMI"),
+    "Example_NEM12_30min_200_15min_300.csv": (2, "NMI", "'123' is not an NMI"),
+    "Example_NEM12_30min_200_15min_400.csv": (2, "NMI", "'123' is not an NMI"),
     "Example_NEM12_empty.csv": (2, None, "no interval data"),
     "Example_NEM12_incomplete_interval.csv": (3, "IntervalValue1", "0 interval values"),
     "Example_NEM12_missing_header.csv": (2, "RecordIndicator", "no 100 header"),
@@ -44,12 +34,13 @@ INVALID: dict[str, tuple[int | None, str | None, str]] = {
 # file -> (days, interval qualities), or (line, field, words of the reason) where refused
 UNZIPPED: dict[str, tuple[int, dict[str, int]] | tuple[int, str, str]] = {
     "Example_NEM12_actual_interval.csv": (2, {"A": 96}),
-    # Its V1 channel has no unit and 10-minute intervals: NEM12 allows neither.
-    "Example_NEM12_different_interval_length.csv": (6, "UOM", "UOM '' is not a unit of measure"),
+    # Its NMI C123 is not 10 characters (and its V1 channel has no unit and 10-minute intervals).
+    "Example_NEM12_different_interval_length.csv": (2, "NMI", "'C123' is not an NMI"),
     "Example_NEM12_month_solar.csv": (62, {"A": 17856}),
     "Example_NEM12_multiple_meters.csv": (12, {"A": 1152}),
     "Example_NEM12_multiple_quality.csv": (1, {"A": 4, "F": 20, "S": 24}),
-    "Example_NEM12_no_scheduled_read.csv": (1, {"A": 96}),
+    # NMI111 is not an NMI (10 characters): the API could never address its data.
+    "Example_NEM12_no_scheduled_read.csv": (2, "NMI", "'NMI111' is not an NMI"),
     "Example_NEM12_partialchannel.csv": (32, {"A": 9216}),
     "Example_NEM12_substituted_interval.csv": (2, {"F": 96}),
     "Example_NEM12_upper_case_units.csv": (2, {"A": 96}),

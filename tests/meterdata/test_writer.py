@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from freehours.domain.reads import KWH_PLACES, MAX_KWH
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.nem12 import NEM12Reader, read_days
 from freehours.meterdata.records import IntervalDay
@@ -103,7 +104,9 @@ def test_writing_to_a_path(tmp_path: Path) -> None:
         (interval_day(values=(Decimal(-1),) * 48), "not a non-negative number"),
         (interval_day(values=(Decimal("NaN"),) * 48), "not a non-negative number"),
         (interval_day(stamp=datetime(2026, 7, 2)), "timezone-aware"),
-        (interval_day(nmi="NMI,1"), "not letters and digits"),
+        (interval_day(nmi="NMI,1"), "is not an NMI"),
+        (interval_day(suffix="e1"), "is not a channel suffix"),
+        (interval_day(values=(Decimal("1E+6"),) * 48), "not below 1000000"),
     ],
 )
 def test_a_day_the_format_cannot_carry_is_refused(day: IntervalDay, words: str) -> None:
@@ -115,10 +118,12 @@ def test_a_day_the_format_cannot_carry_is_refused(day: IntervalDay, words: str) 
 # between their stamps, are common.
 _values = st.one_of(
     st.none(),
-    st.builds(
-        lambda digits, places: Decimal(digits).scaleb(-places),
-        st.integers(0, 10**12),
-        st.integers(0, 6),
+    # Every value the rules allow: below MAX_KWH, up to KWH_PLACES decimal places.
+    st.integers(0, KWH_PLACES).flatmap(
+        lambda places: st.builds(
+            lambda digits: Decimal(digits).scaleb(-places),
+            st.integers(0, int(MAX_KWH.scaleb(places)) - 1),
+        )
     ),
 )
 _stamps = st.one_of(

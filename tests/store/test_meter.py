@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
@@ -348,7 +349,19 @@ def test_an_older_nem12_revision_after_reads_is_stale(store: Store) -> None:
         (read(at_nem(11, 10), "1"), r"read 1: start .* not on the NEM day's 30-minute grid"),
         (read(at_nem(11), "1", minutes=20), "read 1: an interval of 0:20:00 is not 5, 15 or 30"),
         (read(at_nem(11), "1", "V"), "read 1: quality 'V'"),
-        (read(at_nem(11), "-1"), "read 1: kWh -1 is not a finite, non-negative number"),
+        (read(at_nem(11), "-1"), "read 1: kwh: -1 is negative"),
+        (read(at_nem(11), "1e999999"), "read 1: kwh: .* is not below 1000000"),
+        (read(at_nem(11), "1e-999999"), "read 1: kwh: .* more than 6 decimal places"),
+        (read(at_nem(11), "NaN"), "read 1: kwh: NaN is not a finite kWh value"),
+        (
+            replace(read(at_nem(11), "1"), nmi="nlower0001"),
+            "read 1: nmi: 'nlower0001' is not an NMI",
+        ),
+        (replace(read(at_nem(11), "1"), suffix="e1"), "read 1: suffix: 'e1' is not a channel"),
+        (
+            read(datetime(1, 1, 1, tzinfo=NEM_TIME), "1"),
+            "read 1: start: 0001-01-01T00:00:00[+]10:00 is outside 2000-01-01 to 2099-12-31",
+        ),
         (read(at_nem(11), "1", minutes=15), "read 1: 15-minute interval on a day that has 30"),
         (read(datetime(2026, 7, 1, 11), "1"), "read 1: start and end need a UTC offset"),
     ],
@@ -358,6 +371,28 @@ def test_a_read_that_cannot_be_stored_is_refused_and_nothing_is_stored(
 ) -> None:
     with pytest.raises(InputError, match=message):
         merge(store, read(at_nem(10), "1"), bad)
+
+    assert stored(store) == []
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (make_day(day=date(9999, 12, 31)), "date: 9999-12-31 is outside 2000-01-01 to 2099-12-31"),
+        (make_day(day=date(1999, 12, 31)), "date: 1999-12-31 is outside"),
+        (make_day(nmi="ABC"), "nmi: 'ABC' is not an NMI"),
+        (make_day(suffix="1E"), "suffix: '1E' is not a channel suffix"),
+        (
+            make_day(stamp=datetime(9999, 12, 31, 23, 59, tzinfo=NEM_TIME)),
+            "UpdateDateTime: 9999-12-31T23:59:00[+]10:00 is outside",
+        ),
+    ],
+)
+def test_a_day_outside_the_ranges_is_refused_and_nothing_is_stored(
+    store: Store, bad: IntervalDay, message: str
+) -> None:
+    with pytest.raises(InputError, match=message):
+        ingest(store, make_day(), bad)
 
     assert stored(store) == []
 
