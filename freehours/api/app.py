@@ -595,11 +595,11 @@ def create_app(services: Services) -> FastAPI:
         """The customer's bill for local days ``from`` to ``to``: the same JSON as ``freehours
         bill``, rated from the stored meter data."""
         bind_fields(nmi=nmi)
-        for field, bound in (("from", first), ("to", last)):
+        for name, bound in (("from", first), ("to", last)):
             try:
-                rules.check_date(bound, field)
+                rules.check_date(bound, name)
             except rules.RangeError as exc:
-                raise _range_problem(f"query.{field}", exc) from None
+                raise _range_problem(f"query.{name}", exc) from None
         if first > last:
             raise Problem(422, "validation-error", "Empty period", f"from: {first} is after {last}")
         if (last - first).days > 366:
