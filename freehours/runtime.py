@@ -63,7 +63,9 @@ class Runtime:
     ) -> Runtime:
         """The parts over an open store."""
         breaker = RedisBreaker(
-            retry_seconds=settings.redis_retry_seconds, slow_seconds=settings.redis_slow_seconds
+            retry_seconds=settings.redis_retry_seconds,
+            slow_seconds=settings.redis_slow_seconds,
+            budget_seconds=settings.redis_budget_seconds,
         )
         cache = open_quota_cache(
             settings.redis_url,

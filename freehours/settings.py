@@ -35,6 +35,11 @@ class Settings(BaseSettings):
         gt=0,
         description="A Redis call slower than this counts as a failure (Redis is then bypassed)",
     )
+    redis_budget_seconds: float = Field(
+        default=0.1,
+        gt=0,
+        description="Most Redis time one API request spends; past it, the request does without",
+    )
     redis_retry_seconds: float = Field(
         default=5.0,
         gt=0,
@@ -46,11 +51,12 @@ class Settings(BaseSettings):
         description="PostgreSQL: longest wait for a new connection (libpq's connect_timeout)",
     )
     database_statement_timeout_seconds: float = Field(
-        default=30.0,
+        default=15.0,
         gt=0,
         description=(
-            "PostgreSQL: longest statement (statement_timeout on the server); the client gives "
-            "up on an answer one second later (a black-holed server never cancels)"
+            "PostgreSQL: longest statement (statement_timeout on the server; bulk ingest is "
+            "exempt); the client gives up on an answer one second later (a black-holed server "
+            "never cancels)"
         ),
     )
     database_pool_timeout_seconds: float = Field(

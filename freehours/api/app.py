@@ -44,6 +44,7 @@ from freehours.api.problems import (
 )
 from freehours.api.ratelimit import RateLimits
 from freehours.api.telemetry import RequestTelemetry
+from freehours.cache.breaker import start_request
 from freehours.clock import Clock
 from freehours.domain.bill import make_bill
 from freehours.domain.plan import PLAN_ID_MAX_LENGTH, PLAN_ID_PATTERN, PlanId, parse_plan
@@ -331,6 +332,7 @@ def create_app(services: Services) -> FastAPI:
         """The key of an ``Authorization: Bearer`` header, if it may use ``scope`` and is
         within its limit; else a 401, 403 or 429 problem. On the event loop: a known key and
         its limit cost no thread hop (routes that touch the database run in a thread after)."""
+        start_request()  # the request's Redis budget (freehours.cache.breaker)
         key = await keys.find(_bearer(authorization))
         if key is None:
             raise Problem(

@@ -101,7 +101,9 @@ class RateLimits:
         try:
             answered = await self._limiter.storage.check()
         except Exception as exc:  # noqa: BLE001 - any failure means unavailable
-            breaker.failed("readiness", f"{type(exc).__name__}: {exc}")
+            breaker.failed(
+                "readiness", f"{type(exc).__name__}: {exc}", time.perf_counter() - started
+            )
             return "unavailable"
         if not answered:
             breaker.failed("readiness", "no answer to PING")
@@ -129,7 +131,7 @@ class RateLimits:
             # requests go on (the quota's state machine still settles each exactly once).
             RATE_LIMIT_ERRORS.inc()
             if breaker is not None:
-                breaker.failed(_USE, f"{type(exc).__name__}: {exc}")
+                breaker.failed(_USE, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
             else:
                 log.warning("rate_limit_unavailable", scope=scope, error=str(exc))
             return

@@ -9,12 +9,19 @@ for ``FREEHOURS_REDIS_RETRY_SECONDS`` nothing asks Redis (the rate limits are co
 process, the cache is skipped). Then one call tries again; if it answers in time, Redis is used
 again. One breaker per process for every use of one Redis: that Redis is down is one fact, learnt
 once.
+
+Calls just under the slow limit would still add up over a request's few calls (two rate limits,
+a cache read and write), and the calls in flight when Redis turns slow all pay before the breaker
+opens: so an API request also has a budget of Redis time (``FREEHOURS_REDIS_BUDGET_SECONDS``,
+``start_request``); once it is spent, the rest of that request does without Redis. A request
+waits on Redis at most its budget and one timeout.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from contextvars import ContextVar
 from typing import Any
 
 import redis
@@ -27,12 +34,25 @@ from freehours.observability.metrics import REDIS_BYPASSED, REDIS_UNAVAILABLE
 log = structlog.get_logger("freehours.redis")
 
 
+#: The Redis time spent by the current request (a one-item list, shared with the threads the
+#: request hands work to: they run in a copy of its context); None outside a request.
+_SPENT: ContextVar[list[float] | None] = ContextVar("freehours_redis_spent", default=None)
+
+
+def start_request() -> None:
+    """Give the current request (its task and the threads it hands work to) a fresh budget."""
+    _SPENT.set([0.0])
+
+
 class RedisBreaker:
     """Whether Redis is worth asking now. Thread-safe; cheap while closed (no lock taken)."""
 
-    def __init__(self, *, retry_seconds: float, slow_seconds: float) -> None:
+    def __init__(
+        self, *, retry_seconds: float, slow_seconds: float, budget_seconds: float = 0.1
+    ) -> None:
         self.retry_seconds = retry_seconds
         self.slow_seconds = slow_seconds
+        self.budget_seconds = budget_seconds
         self._lock = threading.Lock()
         self._open_until = 0.0  # 0: closed, Redis is asked
         self._probing = False
@@ -45,7 +65,12 @@ class RedisBreaker:
         """True when a call for ``use`` may go to Redis now; else it is counted as bypassed.
 
         While open, nothing is asked until the retry time has passed; then one call (the probe)
-        is let through, and the others still bypass Redis until it has answered."""
+        is let through, and the others still bypass Redis until it has answered. A request
+        whose Redis budget is spent does without it, whatever the breaker says."""
+        spent = _SPENT.get()
+        if spent is not None and spent[0] >= self.budget_seconds:
+            REDIS_BYPASSED.labels(use).inc()
+            return False
         if self._open_until == 0.0:
             return True
         with self._lock:
@@ -59,8 +84,9 @@ class RedisBreaker:
 
     def answered(self, use: str, seconds: float) -> None:
         """A call answered after ``seconds``: too slow opens the breaker, in time closes it."""
+        _spend(seconds)
         if seconds > self.slow_seconds:
-            self.failed(use, f"answered in {seconds * 1000:.0f} ms")
+            self._open(use, f"answered in {seconds * 1000:.0f} ms")
             return
         if self._open_until == 0.0:
             return
@@ -71,8 +97,13 @@ class RedisBreaker:
         if was_open:
             log.info("redis_available", use=use)
 
-    def failed(self, use: str, error: str) -> None:
-        """A call failed (or was too slow): Redis is left alone for ``retry_seconds``."""
+    def failed(self, use: str, error: str, seconds: float = 0.0) -> None:
+        """A call failed after ``seconds`` (or was too slow): Redis is left alone for
+        ``retry_seconds``."""
+        _spend(seconds)
+        self._open(use, error)
+
+    def _open(self, use: str, error: str) -> None:
         with self._lock:
             was_closed = self._open_until == 0.0
             self._open_until = time.monotonic() + self.retry_seconds
@@ -82,6 +113,12 @@ class RedisBreaker:
             log.warning(
                 "redis_unavailable", use=use, error=error, bypassed_seconds=self.retry_seconds
             )
+
+
+def _spend(seconds: float) -> None:
+    spent = _SPENT.get()
+    if spent is not None:
+        spent[0] += seconds
 
 
 def _client_options(timeout: float) -> dict[str, Any]:

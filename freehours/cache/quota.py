@@ -153,7 +153,7 @@ class RedisQuotaCache:
             raw = self._client.hget(self._prefix + key, "q")
         except redis.RedisError as exc:
             if breaker is not None:
-                breaker.failed(_USE, str(exc))
+                breaker.failed(_USE, str(exc), time.perf_counter() - started)
             raise CacheUnavailable(f"quota cache get {key}: {exc}") from exc
         if breaker is not None:
             breaker.answered(_USE, time.perf_counter() - started)
@@ -176,7 +176,7 @@ class RedisQuotaCache:
             )
         except redis.RedisError as exc:
             if breaker is not None:
-                breaker.failed(_USE, str(exc))
+                breaker.failed(_USE, str(exc), time.perf_counter() - started)
             raise CacheUnavailable(f"quota cache put {quota.key}: {exc}") from exc
         if breaker is not None:
             breaker.answered(_USE, time.perf_counter() - started)

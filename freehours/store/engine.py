@@ -57,7 +57,8 @@ class Timeouts:
     connect: int = 5
     #: One statement, on the server (``statement_timeout``); the client waits one second more
     #: for any answer, so that a server which cannot cancel (black-holed) is given up on too.
-    statement: float = 30.0
+    #: Bulk ingest lifts both for its own statements (``without_statement_timeout``).
+    statement: float = 15.0
     #: A free connection from the pool.
     pool: float = 5.0
     #: Unacknowledged data or keepalives on a connection (``tcp_user_timeout``).
@@ -189,6 +190,27 @@ def _sqlite_engine(url: sa.URL) -> sa.Engine:
             _BEGIN[mode].rows(connection, {})
 
     return engine
+
+
+@contextmanager
+def without_statement_timeout(conn: sa.Connection) -> Iterator[None]:
+    """Lift the statement timeout, and the client's wait for an answer, for the rest of the
+    transaction on ``conn`` (PostgreSQL; a no-op on SQLite).
+
+    For bulk statements whose time grows with their input, bounded by the input's own limits
+    instead: an ingest's ``COPY`` lasts as long as its file takes to parse and its upsert as
+    long as its rows take to write. A dead peer is still noticed by the TCP timeouts."""
+    if conn.dialect.name != "postgresql":
+        yield
+        return
+    run_script(conn, "SET LOCAL statement_timeout = 0")
+    driver = conn.connection.driver_connection
+    saved = getattr(driver, "answer_timeout", None)
+    driver.answer_timeout = None  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        driver.answer_timeout = saved  # type: ignore[union-attr]
 
 
 @contextmanager

@@ -37,6 +37,8 @@ SERVER_TIMEOUTS = {
     "FREEHOURS_DATABASE_STATEMENT_TIMEOUT_SECONDS": "2",
     "FREEHOURS_DATABASE_POOL_TIMEOUT_SECONDS": "2",
     "FREEHOURS_REDIS_RETRY_SECONDS": "1",
+    # The key stays known while the database is away (a replay is then answered from the cache).
+    "FREEHOURS_API_KEY_CACHE_SECONDS": "600",
 }
 
 
