@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -11,7 +12,7 @@ from decimal import Decimal
 import pytest
 import redis
 
-from freehours.cache.breaker import RedisBreaker, sync_client
+from freehours.cache.breaker import RedisBreaker, start_request, sync_client
 from freehours.cache.quota import (
     CacheUnavailable,
     MemoryQuotaCache,
@@ -177,3 +178,22 @@ def test_a_redis_slower_than_its_limit_opens_the_breaker(redis_url: str) -> None
     _, locked, _ = _states()
     assert cache.get(locked.key) is None  # answered, but too late to be worth it
     assert breaker.is_open
+
+
+def test_a_request_past_its_redis_budget_does_without_redis(redis_url: str) -> None:
+    breaker = RedisBreaker(retry_seconds=3600, slow_seconds=1, budget_seconds=0.05)
+    prefix = f"test:{uuid.uuid4().hex}:"
+    client = sync_client(redis_url, 0.5)
+    cache = RedisQuotaCache(client, prefix=prefix, breaker=breaker)
+    _, locked, _ = _states()
+
+    def one_request() -> list[bool]:
+        start_request()
+        breaker.answered("test", 0.03)  # two calls just under the slow limit...
+        breaker.answered("test", 0.03)
+        return [cache.put(locked, 30)]  # ...spend the budget: this one is not made
+
+    assert contextvars.copy_context().run(one_request) == [False]
+    assert not breaker.is_open  # Redis is fine: the next request uses it
+    assert contextvars.copy_context().run(lambda: (start_request(), cache.put(locked, 30))[1])
+    client.delete(prefix + locked.key)
