@@ -9,9 +9,9 @@ from __future__ import annotations
 import sys
 
 import anyio
-import uvicorn
 from fastapi.responses import JSONResponse
 
+from freehours.api import server
 from freehours.api.app import Services, create_app
 from freehours.observability.logging import configure_logging
 from freehours.observability.tracing import configure_tracing
@@ -44,9 +44,7 @@ def main(port: int) -> None:
         await anyio.to_thread.run_sync(select_one, limiter=threads)
         return JSONResponse({"status": "ok"})
 
-    uvicorn.run(
-        app, host="127.0.0.1", port=port, log_level="warning", log_config=None, access_log=False
-    )
+    server.run(app, services.settings, host="127.0.0.1", port=port)
 
 
 if __name__ == "__main__":

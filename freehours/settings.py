@@ -155,10 +155,37 @@ class Settings(BaseSettings):
         ge=0,
         description="How long a looked-up API key is remembered (revocation delay)",
     )
-    idempotency_in_flight_seconds: float = Field(
-        default=60.0,
+    api_key_cache_size: int = Field(
+        default=10_000,
+        ge=1,
+        description="Most API keys (known or unknown) one process remembers; least recent go first",
+    )
+    rate_limit_unknown_keys: str = Field(
+        default="30/minute",
+        description=(
+            "Unknown or revoked keys one client address may send (limits syntax); past it, 429 "
+            "before a lookup"
+        ),
+    )
+    header_seconds: float = Field(
+        default=10.0,
         gt=0,
-        description="After this long an unfinished Idempotency-Key is taken over",
+        description="How long a request's line and headers may take to arrive (then it is closed)",
+    )
+    forwarded_allow_ips: str | None = Field(
+        default=None,
+        description=(
+            "Proxies whose X-Forwarded-For/-Proto are believed (comma-separated addresses or "
+            "networks, or *); unset: none, the peer's address is the client's"
+        ),
+    )
+    idempotency_in_flight_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description=(
+            "Lease of an in-flight Idempotency-Key: renewed every third of it while its request "
+            "runs, taken over this long after the last renewal (its request died)"
+        ),
     )
     idempotency_retention_hours: float = Field(
         default=24.0, ge=24, description="How long Idempotency-Keys are kept (at least 24 hours)"

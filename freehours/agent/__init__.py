@@ -19,5 +19,7 @@ Errors (all under ``freehours.errors.FreehoursError``)::
     FreehoursError
     +-- ConfigurationError
     |   +-- KeyRefused         the API answered 401 or 403: the run stops, the spool intact
+    |   +-- SpoolOwned         the spool belongs to another API: the agent does not start
     +-- Unreachable            no answer within the deadline (retried, never raised to callers)
+    +-- Unsendable             no valid request can be made of a batch (it is set aside)
 """

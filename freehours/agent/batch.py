@@ -12,14 +12,21 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from freehours.meterdata.records import IntervalRead
 
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+
+#: The longest file name the agent sends in ``X-Filename``: under the 255 of a file system's name,
+#: and short enough for any server's header limit (the API bounds the header too).
+MAX_UPLOAD_NAME = 200
+#: Characters sent as they are in ``X-Filename``: printable ASCII but ``%`` (the escape itself).
+_PLAIN = frozenset(string.ascii_letters + string.digits + string.punctuation + " ") - {"%"}
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -95,6 +102,44 @@ def nem12_batch(path: Path, content: bytes) -> Batch:
         reads=0,
         trace_id=new_trace_id(),
     )
+
+
+def upload_name(source: str) -> str:
+    """The name of the file at ``source`` as it can travel in an HTTP header: printable ASCII.
+
+    Every other character (non-ASCII, a newline or other control character, ``%``, and spaces at
+    either end, which a header loses) is percent-encoded as UTF-8, so the name stays readable and
+    can be decoded; a name longer than ``MAX_UPLOAD_NAME`` keeps its start and its end (the
+    extension) with ``...`` between. The file itself keeps its name on disk.
+    """
+    name = PurePath(source).name
+    parts = [char if char in _PLAIN else _escaped(char) for char in name]
+    for index in (0, -1):
+        if parts and parts[index] == " ":
+            parts[index] = "%20"
+    if sum(map(len, parts)) <= MAX_UPLOAD_NAME:
+        return "".join(parts)
+    head: list[str] = []
+    tail: list[str] = []
+    budget = MAX_UPLOAD_NAME - 3
+    # The end gets a third (an extension, a date), the start the rest; whole escapes only.
+    for part in reversed(parts):
+        if sum(map(len, tail)) + len(part) > budget // 3:
+            break
+        tail.insert(0, part)
+    for part in parts:
+        if sum(map(len, head)) + len(part) > budget - sum(map(len, tail)):
+            break
+        head.append(part)
+    return "".join(head) + "..." + "".join(tail)
+
+
+def _escaped(char: str) -> str:
+    try:  # a byte of a name that is not UTF-8 comes from the file system as a lone surrogate
+        raw = char.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = char.encode("utf-8", "backslashreplace")
+    return "".join(f"%{byte:02X}" for byte in raw)
 
 
 def new_trace_id() -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from pathlib import PurePath
 
 import httpx
 from opentelemetry import trace
@@ -23,7 +22,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from freehours import __version__
-from freehours.agent.batch import Batch, Route
+from freehours.agent.batch import Batch, Route, upload_name
 from freehours.errors import FreehoursError
 
 tracer = trace.get_tracer("freehours.agent")
@@ -32,6 +31,11 @@ tracer = trace.get_tracer("freehours.agent")
 class Unreachable(FreehoursError):
     """No answer from the API: the connection failed, a timeout or the deadline passed, or the
     exchange broke off."""
+
+
+class Unsendable(FreehoursError):
+    """The batch cannot be made into a valid HTTP request (a header that cannot be encoded):
+    the agent's own problem with this batch, not the API failing; resending cannot help."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +79,15 @@ class BlockingClient:
     def _post(self, route: str, body: bytes | str, headers: dict[str, str]) -> Answer:
         """POST and read the answer; raises ``httpx.TransportError`` when none came, and
         ``TimeoutError`` when none came within the deadline."""
-        return self._runner.run(self._posting(route, body, headers))
+        return self._send(self._client.build_request("POST", route, content=body, headers=headers))
 
-    async def _posting(self, route: str, body: bytes | str, headers: dict[str, str]) -> Answer:
+    def _send(self, request: httpx.Request) -> Answer:
+        """Send a built request and read the answer (as ``_post``)."""
+        return self._runner.run(self._sending(request))
+
+    async def _sending(self, request: httpx.Request) -> Answer:
         async with asyncio.timeout(self._deadline):
-            response = await self._client.post(route, content=body, headers=headers)
+            response = await self._client.send(request)
         return Answer.of(response)
 
     def close(self) -> None:
@@ -121,21 +129,29 @@ class IngestApi(BlockingClient):
         )
         super().__init__(client, deadline=timeouts.total)
 
+    def check(self, batch: Batch) -> None:
+        """Raise ``Unsendable`` when ``batch`` cannot be made into a request (before any attempt,
+        so that it is never counted as the API failing)."""
+        self._request(batch, {})
+
     def post(self, batch: Batch) -> Answer:
         """Post ``batch`` in a client span; raises ``Unreachable`` when no answer came within the
-        deadline."""
-        headers = {"Content-Type": batch.content_type, "Idempotency-Key": batch.idempotency_key}
-        if batch.route is Route.NEM12:
-            headers["X-Filename"] = PurePath(batch.source).name
+        deadline, ``Unsendable`` when the request could not be made."""
         route = batch.route.value
         with tracer.start_as_current_span(
             f"POST {route}",
             kind=SpanKind.CLIENT,
             attributes={"http.request.method": "POST", "url.path": route},
         ) as span:
-            TraceContextTextMapPropagator().inject(headers)
+            trace_headers: dict[str, str] = {}
+            TraceContextTextMapPropagator().inject(trace_headers)
+            request = self._request(batch, trace_headers)
             try:
-                answer = self._post(route, batch.body, headers)
+                answer = self._send(request)
+            except httpx.LocalProtocolError as exc:
+                # h11 refused to write the request (a header it will not put on the wire): the
+                # request is at fault, not the connection or the API.
+                raise Unsendable(f"POST {route}: {exc}") from exc
             except (httpx.TransportError, TimeoutError) as exc:
                 what = type(exc).__name__ if isinstance(exc, httpx.TransportError) else "deadline"
                 raise Unreachable(f"POST {route}: {what} ({exc})") from exc
@@ -143,3 +159,18 @@ class IngestApi(BlockingClient):
             if answer.status >= 500:
                 span.set_status(Status(StatusCode.ERROR))
             return answer
+
+    def _request(self, batch: Batch, extra: dict[str, str]) -> httpx.Request:
+        headers = {"Content-Type": batch.content_type, "Idempotency-Key": batch.idempotency_key}
+        if batch.route is Route.NEM12:
+            headers["X-Filename"] = upload_name(batch.source)
+        headers |= extra
+        for name, value in headers.items():
+            if not value.isascii() or not value.isprintable():
+                raise Unsendable(f"header {name} {value!r}: not printable ASCII")
+        try:
+            return self._client.build_request(
+                "POST", batch.route.value, content=batch.body, headers=headers
+            )
+        except (ValueError, httpx.HTTPError) as exc:  # UnicodeEncodeError is a ValueError
+            raise Unsendable(f"POST {batch.route.value}: {exc}") from exc

@@ -9,7 +9,8 @@ Two threads share the spool file, each with its own connection:
   refusal) or leaves it first in line (deferred: it waits out the breaker or a backoff).
 
 The run ends when the sources are finished (the simulation's duration has passed; with ``once``
-the directory has been read) and the spool is empty, or ``drain_timeout`` seconds after the
+the directory has been read, waiting up to ``ONCE_SETTLE_WAIT`` for files still being written)
+and the spool is empty, or ``drain_timeout`` seconds after the
 sources finished, or on ``stop()``. A NEM12 directory without ``once`` is watched until stopped.
 Whatever is still spooled then is sent by the next run.
 """
@@ -31,15 +32,22 @@ import structlog
 from freehours.agent.batch import Batch
 from freehours.agent.breaker import Breaker, BreakerConfig
 from freehours.agent.http import IngestApi, Timeouts
-from freehours.agent.inbox import SETTLE_SECONDS, Inbox, file_done, file_rejected
+from freehours.agent.inbox import (
+    MAX_FILE_BYTES,
+    SETTLE_SECONDS,
+    Inbox,
+    file_done,
+    file_rejected,
+)
 from freehours.agent.meters import AcceleratedClock, SimulatedMeters
 from freehours.agent.policy import Backoff, RandomSource, RetryBudget, pause_after_deferral
 from freehours.agent.sender import BREAKER_EXCLUDES, Delivery, Outcome, Sender, Stopped
-from freehours.agent.spool import Spool, SpooledBatch
+from freehours.agent.spool import Spool, SpooledBatch, api_identity
 from freehours.agent.tally import Counts, Tally
 from freehours.clock import Clock, SystemClock
 from freehours.errors import ConfigurationError, FreehoursError
 from freehours.observability.metrics import (
+    AGENT_FILES_REJECTED,
     AGENT_READS_SENT,
     AGENT_REJECTED,
     AGENT_SENT,
@@ -58,6 +66,9 @@ STOP_GRACE_SECONDS = 5.0
 #: After the sources finish, the agent keeps trying to empty the spool for five minutes: long
 #: enough to ride out an API restart, short enough that a cron job does not pile up behind it.
 DRAIN_TIMEOUT = 300.0
+#: With ``once``, files still being written are waited for this long; past it they are left in
+#: the directory for the next run (a file written to for ever must not keep a cron job alive).
+ONCE_SETTLE_WAIT = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +95,8 @@ class AgentConfig:
     timeouts: Timeouts = field(default_factory=Timeouts)
     breaker: BreakerConfig = field(default_factory=BreakerConfig)
     drain_timeout: float = DRAIN_TIMEOUT
+    settle_seconds: float = SETTLE_SECONDS
+    max_file_bytes: int = MAX_FILE_BYTES
     redis_url: str | None = None
     redis_prefix: str = "freehours:"
 
@@ -154,17 +167,60 @@ class MeterAgent:
             on_trip=lambda: self.tally.add(breaker_trips=1),
         )
         self._spool = Spool.open(config.spool_path)
+        try:
+            self._claim_spool()
+        except BaseException:
+            self._spool.close()
+            raise
         self._inbox = (
             None
             if config.nem12_dir is None
             else Inbox(
                 config.nem12_dir,
                 self._clock,
-                settle_seconds=0.0 if config.once else SETTLE_SECONDS,
+                settle_seconds=config.settle_seconds,
+                max_bytes=config.max_file_bytes,
             )
         )
         self._inbox_read = False  # with ``once``: the directory has been read
+        self._once_deadline: float | None = None  # with ``once``: until then, wait for files
         self._simulated: tuple[SimulatedMeters, AcceleratedClock] | None = None
+
+    def _claim_spool(self) -> None:
+        """The spool is this API's, or the agent does not start (``SpoolOwned``)."""
+        config = self.config
+        inbox = "" if config.nem12_dir is None else str(config.nem12_dir.resolve())
+        had_owner = self._spool.owner() is not None
+        try:
+            self._spool.claim(config.spool_path, config.api_url, inbox, self._clock.now())
+        except ConfigurationError as exc:
+            self._spool_refused(exc)
+            raise
+        pending = self._spool.pending()
+        if not had_owner and pending:
+            # Made by an agent from before spools had owners: its batches are taken to be this
+            # API's. Said, so that a wrong guess can be seen.
+            log.warning(
+                "spool_claimed",
+                spool=str(config.spool_path),
+                api=api_identity(config.api_url),
+                pending=pending,
+            )
+
+    def _spool_refused(self, exc: ConfigurationError) -> None:
+        """Say what the spool holds and for whom: a log line as well as the error."""
+        config = self.config
+        owner = self._spool.owner()
+        log.error(
+            "spool_belongs_to_another_api",
+            spool=str(config.spool_path),
+            spool_api=None if owner is None else owner.api_url,
+            spool_inbox=None if owner is None else owner.inbox,
+            pending=self._spool.pending(),
+            set_aside=len(self._spool.rejected()),
+            api=api_identity(config.api_url),
+            error=str(exc),
+        )
 
     def stop(self) -> None:
         """End the run soon (safe from a signal handler)."""
@@ -224,9 +280,8 @@ class MeterAgent:
         while True:
             now = self._clock.monotonic()
             if self._inbox is not None and now >= next_scan and not self._inbox_read:
-                self._accept(self._inbox.arrivals())
+                self._scan(self._inbox, now)
                 next_scan = now + SCAN_SECONDS
-                self._inbox_read = self.config.once
             if self._simulated is not None and not self._simulated[0].finished:
                 meters, clock = self._simulated
                 self._accept(meters.due(clock.now()))
@@ -243,6 +298,26 @@ class MeterAgent:
                 if now >= drain_deadline:
                     return Ending.DRAIN_TIMEOUT
             self._stopping.wait(self._until_next_tick())
+
+    def _scan(self, inbox: Inbox, now: float) -> None:
+        """Take what has arrived; with ``once``, decide whether the directory has been read."""
+        self._accept(inbox.arrivals())
+        if inbox.rejected:
+            self.tally.add(files_rejected=inbox.rejected)
+        if not self.config.once:
+            return
+        if self._once_deadline is None:
+            self._once_deadline = now + ONCE_SETTLE_WAIT
+        if not inbox.unsettled:
+            self._inbox_read = True
+        elif now >= self._once_deadline:
+            log.warning(
+                "files_still_being_written",
+                files=[path.name for path in inbox.unsettled],
+                waited=ONCE_SETTLE_WAIT,
+                note="left in the directory for the next run",
+            )
+            self._inbox_read = True
 
     def _accept(self, batches: list[Batch]) -> None:
         if not batches:
@@ -346,7 +421,13 @@ class MeterAgent:
             spool.close()
 
     def _settle(self, spool: Spool, head: SpooledBatch, delivery: Delivery) -> None:
-        """Act on a delivery: the file moved and the batch deleted, or set aside."""
+        """Act on a delivery: the file moved and the batch deleted, or set aside.
+
+        A batch that can never be delivered (refused for good, or no request could be made of
+        it) leaves the queue, so the batches behind it go out: a file's goes to ``rejected/``
+        with the reason (the spool's copy is dropped once the file is there), a JSON batch, or
+        a file's whose file is gone, stays in the spool set aside, for a person to look at.
+        """
         batch = head.batch
         if delivery.outcome is Outcome.DELIVERED:
             if batch.source:
@@ -356,22 +437,40 @@ class MeterAgent:
             AGENT_READS_SENT.inc(batch.reads)
             self.tally.add(sent=1, reads_sent=batch.reads, files_done=int(bool(batch.source)))
             log.debug("batch_sent", seq=head.seq, idempotency_key=batch.idempotency_key)
-        elif delivery.outcome is Outcome.REJECTED and delivery.answer is not None:
+        elif delivery.outcome is Outcome.REJECTED:
             answer = delivery.answer
-            if batch.source:
-                file_rejected(batch.source, answer.body)
-                spool.delete(head.seq)
+            status = None if answer is None else answer.status
+            if answer is not None:
+                problem = answer.body.decode("utf-8", "replace")
+                reason = f"refused by the API at {api_identity(self.config.api_url)}: HTTP {status}"
+                kind = "refused"
             else:
-                spool.set_aside(head.seq, answer.status, answer.body.decode("utf-8", "replace"))
+                problem = reason = f"could not be sent: {delivery.unsendable}"
+                kind = "unsendable"
+            moved = None
+            if batch.source:
+                moved = file_rejected(
+                    batch.source,
+                    f"{reason}\n{problem}" if answer is not None else reason,
+                    self._clock.now(),
+                    None if answer is None else answer.body,
+                )
+            if moved is not None:
+                spool.delete(head.seq)
+                AGENT_FILES_REJECTED.labels(kind).inc()
+                self.tally.add(files_rejected=1)
+            else:
+                spool.set_aside(head.seq, status, problem)
             AGENT_REJECTED.inc()
             self.tally.add(rejected=1)
             log.error(
                 "batch_rejected",
                 seq=head.seq,
-                status=answer.status,
+                status=status,
                 idempotency_key=batch.idempotency_key,
                 source=batch.source or None,
-                problem=answer.body.decode("utf-8", "replace")[:500],
+                problem=problem[:500],
+                kept_in="rejected/" if moved is not None else "spool",
             )
 
     def _interruptible_sleep(self, seconds: float) -> None:

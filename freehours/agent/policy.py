@@ -46,7 +46,7 @@ class Verdict(StrEnum):
     """What an answer means for the batch that got it."""
 
     DELIVERED = "delivered"  # 200: the API has the batch; it leaves the spool
-    RETRY = "retry"  # 409, 429, 5xx: the API cannot take it now; try again, keep it spooled
+    RETRY = "retry"  # 408, 409, 429, 5xx: the API cannot take it now; try again, keep it spooled
     REJECTED = "rejected"  # any other 4xx: the API refuses this batch for good; set it aside
     KEY_REFUSED = "key_refused"  # 401, 403: the agent's key is wrong; stop, the batch is fine
 
@@ -57,7 +57,8 @@ def verdict(status: int) -> Verdict:
         return Verdict.DELIVERED
     if status in (401, 403):
         return Verdict.KEY_REFUSED
-    if status in (409, 429) or status >= 500:
+    # 408: the server (or a proxy) gave up waiting for the request; the batch itself is fine.
+    if status in (408, 409, 429) or status >= 500:
         return Verdict.RETRY
     # Other 2xx and 3xx are not answers this API gives to an ingest: something between the agent
     # and the API is wrong, and resending the same batch will not fix it.

@@ -7,11 +7,13 @@ waiting): ``stop`` after ``max_attempts`` or as soon as the retry budget refuses
 ``sleep`` injected, so tests measure the waits on a manual clock and the agent can interrupt them.
 
     answer 200                  -> DELIVERED
-    no answer, 409, 429, 5xx    -> retried; after the last attempt, or when the budget or the
-                                   breaker says no: DEFERRED (the batch stays spooled)
+    no answer, 408, 409, 429,   -> retried; after the last attempt, or when the budget or the
+    5xx                            breaker says no: DEFERRED (the batch stays spooled)
     401, 403                    -> ``KeyRefused``: the agent's key is wrong, and every batch
                                    would be refused the same; the agent stops, the spool intact
     any other 4xx               -> REJECTED, never retried
+    no request could be made    -> REJECTED with the reason (``Unsendable``), never attempted:
+                                   the API is not at fault, so the breaker does not count it
 
 Every send is a span, ``agent.send_batch``, with each attempt's HTTP request a client span inside
 it. It is in the batch's own trace: the trace id the batch got when it was spooled (kept with it),
@@ -33,7 +35,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from freehours.agent.batch import Batch
 from freehours.agent.breaker import Breaker, CircuitOpen
-from freehours.agent.http import Answer, IngestApi, Unreachable
+from freehours.agent.http import Answer, IngestApi, Unreachable, Unsendable
 from freehours.agent.policy import Backoff, RetryBudget, Verdict, retry_after_seconds, verdict
 from freehours.agent.tally import Tally
 from freehours.clock import Clock
@@ -90,13 +92,15 @@ class Delivery:
     """The outcome of ``send`` and what goes with it.
 
     ``answer`` is the API's last answer (None when there was none); ``retry_after`` the seconds
-    its last answer said to wait; ``breaker_open``: deferred because the circuit is open.
+    its last answer said to wait; ``breaker_open``: deferred because the circuit is open;
+    ``unsendable``: why a batch REJECTED without an answer could not be sent.
     """
 
     outcome: Outcome
     answer: Answer | None = None
     retry_after: float | None = None
     breaker_open: bool = False
+    unsendable: str | None = None
 
 
 class _BudgetStop(tenacity.stop.stop_base):
@@ -169,6 +173,10 @@ class Sender:
     ) -> Delivery:
         attempt = 0
         self._last_retry_after = None
+        try:
+            self._api.check(batch)
+        except Unsendable as exc:
+            return _unsendable(batch, exc)
 
         def guarded() -> Answer:
             nonlocal attempt
@@ -198,6 +206,8 @@ class Sender:
             return Delivery(Outcome.DEFERRED)
         except CircuitOpen:
             return Delivery(Outcome.DEFERRED, retry_after=self._last_retry_after, breaker_open=True)
+        except Unsendable as exc:
+            return _unsendable(batch, exc)
         return Delivery(Outcome.DELIVERED, answer)
 
     def _exchange(
@@ -246,8 +256,15 @@ class Sender:
         log.warning("retry_budget_exhausted", balance=round(self._budget.balance, 2))
 
 
-#: What the breaker does not count as the API failing: a refusal is the API answering.
-BREAKER_EXCLUDES: tuple[type[BaseException], ...] = (_AnsweredRefusal,)
+def _unsendable(batch: Batch, exc: Unsendable) -> Delivery:
+    AGENT_ATTEMPTS.labels("unsendable").inc()
+    log.error("batch_unsendable", idempotency_key=batch.idempotency_key, error=str(exc))
+    return Delivery(Outcome.REJECTED, unsendable=str(exc))
+
+
+#: What the breaker does not count as the API failing: a refusal is the API answering, and a
+#: request h11 would not write never reached it.
+BREAKER_EXCLUDES: tuple[type[BaseException], ...] = (_AnsweredRefusal, Unsendable)
 
 
 def batch_trace(batch: Batch) -> otel_context.Context:

@@ -6,6 +6,10 @@ agent crash loses nothing; it is deleted only after the API answered 200, or set
 ``rejected`` (with the API's problem details) after a refusal that resending cannot change.
 Batches go out in the order they came in: FIFO by ``seq``, which SQLite never reuses.
 
+A spool belongs to one API: the first agent to open it records its API's base URL (and its
+inbox, for people to read). An agent for another API refuses to start on it (``SpoolOwned``),
+naming the spool's API and what waits in it, rather than send that API's batches to its own.
+
 Each thread opens its own ``Spool`` on the same file (WAL lets one write while another reads).
 The connection that accepts batches syncs every commit (``synchronous=FULL``), so an accepted
 read survives even a power cut; the sender's connection does not need to (a lost delete or
@@ -47,7 +51,15 @@ CREATE TABLE IF NOT EXISTS batches (
     UNIQUE (idempotency_key, source)
 );
 CREATE INDEX IF NOT EXISTS batches_by_state ON batches (state, seq);
+CREATE TABLE IF NOT EXISTS owner (           -- the API this spool's batches are for
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    api_url TEXT NOT NULL,
+    inbox TEXT NOT NULL,                     -- the --nem12-dir it was made with; '' for none
+    claimed_at TEXT NOT NULL
+);
 """
+_OWNER = "SELECT api_url, inbox, claimed_at FROM owner"
+_CLAIM = "INSERT INTO owner (one, api_url, inbox, claimed_at) VALUES (1, ?, ?, ?)"
 _ADD = """
 INSERT INTO batches (route, idempotency_key, body, content_type, source, reads, trace_id,
                      spooled_at)
@@ -88,13 +100,32 @@ class SpooledBatch:
 
 @dataclass(frozen=True, slots=True)
 class RejectedBatch:
-    """A batch set aside: the API refused it with ``status_code`` and ``problem``."""
+    """A batch set aside: the API refused it with ``status_code`` and ``problem``, or (status
+    None) no request could be made of it, ``problem`` saying why."""
 
     seq: int
     idempotency_key: str
     source: str
-    status_code: int
+    status_code: int | None
     problem: str
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """The API a spool is for, and the inbox of the agent that first opened it."""
+
+    api_url: str
+    inbox: str
+    claimed_at: str
+
+
+class SpoolOwned(ConfigurationError):
+    """The spool holds (or may hold) another API's batches."""
+
+
+def api_identity(url: str) -> str:
+    """The API base URL as a spool records it: ``http://host:8000/`` is ``http://host:8000``."""
+    return url.strip().rstrip("/")
 
 
 class Spool:
@@ -120,6 +151,34 @@ class Spool:
         except (OSError, sqlite3.Error) as exc:
             raise ConfigurationError(f"spool {path}: cannot be opened ({exc})") from exc
         return cls(conn)
+
+    def owner(self) -> Owner | None:
+        """The API this spool belongs to; None for a new spool (or one an older agent made)."""
+        row = self._conn.execute(_OWNER).fetchone()
+        return None if row is None else Owner(*row)
+
+    def claim(self, path: Path, api_url: str, inbox: str, now: datetime) -> Owner:
+        """Make this spool ``api_url``'s if it is nobody's; return its owner.
+
+        Raises ``SpoolOwned`` when it belongs to another API, saying which and what waits in it.
+        """
+        with self._transaction():
+            owner = self.owner()
+            if owner is None:
+                owner = Owner(api_identity(api_url), inbox, now.isoformat())
+                self._conn.execute(_CLAIM, (owner.api_url, owner.inbox, owner.claimed_at))
+                return owner
+        if owner.api_url == api_identity(api_url):
+            return owner
+        pending, rejected = self.pending(), len(self.rejected())
+        raise SpoolOwned(
+            f"spool {path} belongs to the API at {owner.api_url}"
+            f" (inbox {owner.inbox or 'none'}, since {owner.claimed_at}):"
+            f" {pending} batches wait in it to be sent there, {rejected} are set aside;"
+            f" this agent is for {api_identity(api_url)}, and will not send them there nor start"
+            " on it: give it a spool of its own (--spool), or leave --spool out for the default"
+            " per API"
+        )
 
     def add(self, batches: Iterable[Batch], now: datetime) -> int:
         """Accept ``batches`` in one transaction, in order; return how many were new (a batch
@@ -163,8 +222,10 @@ class Spool:
             self._conn.execute(_DELIVERED_READS, (seq,))
             self._conn.execute(_DELIVERED_FILE, (seq,))
 
-    def set_aside(self, seq: int, status_code: int, problem: str) -> None:
-        """The API refused batch ``seq`` for good: keep it, with the answer, but never resend."""
+    def set_aside(self, seq: int, status_code: int | None, problem: str) -> None:
+        """Batch ``seq`` can never be delivered (the API refused it for good, with
+        ``status_code``; or, None, no request could be made of it): keep it, with the answer or
+        the reason, out of the queue, but never resend it."""
         self._conn.execute(_SET_ASIDE, (status_code, problem, seq))
 
     def pending(self) -> int:
@@ -178,6 +239,12 @@ class Spool:
 
     def close(self) -> None:
         self._conn.close()
+
+    def __enter__(self) -> Spool:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:

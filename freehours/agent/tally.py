@@ -18,10 +18,11 @@ class Counts:
     sent: int = 0  # batches the API answered 200 to
     reads_sent: int = 0  # interval reads in those batches (JSON batches; files count as 0)
     files_done: int = 0  # NEM12 files moved to done/
+    files_rejected: int = 0  # NEM12 files moved to rejected/ (by the agent, or after a refusal)
     attempts: int = 0  # HTTP attempts, first ones included
     failed_attempts: int = 0  # attempts without a 200 or a final refusal
     retried: int = 0  # attempts after a batch's first
-    rejected: int = 0  # batches refused for good and set aside
+    rejected: int = 0  # batches refused for good (or unsendable) and set aside
     breaker_trips: int = 0  # times the circuit breaker opened
     budget_exhausted: int = 0  # retries the retry budget refused
 

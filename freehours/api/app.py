@@ -14,8 +14,9 @@ and the settlement route hands its settlement to a few threads of its own
 import asyncio
 import contextlib
 import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Annotated, Any, Literal, TypeVar
@@ -31,6 +32,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from freehours.api import idempotency
+from freehours.api.docs import mount_docs
 from freehours.api.keys import ApiKey, Scope, find_key
 from freehours.api.problems import (
     UNAVAILABLE_RETRY_AFTER_SECONDS,
@@ -76,6 +78,8 @@ class Services:
 
     runtime: Runtime
     limits: RateLimits
+    #: Idempotency-Keys whose requests this process is running, their leases renewed.
+    in_flight: idempotency.InFlight = field(default_factory=idempotency.InFlight)
 
     @classmethod
     def from_settings(cls, settings: Settings, clock: Clock | None = None) -> "Services":
@@ -86,6 +90,7 @@ class Services:
             settings.rate_limit_per_client,
             settings.rate_limit_per_nmi,
             settings.redis_prefix,
+            settings.rate_limit_unknown_keys,
             timeout=settings.redis_timeout_seconds,
             breaker=runtime.redis_breaker,
         )
@@ -236,29 +241,43 @@ def settlement_response(answer: Answer) -> JSONResponse:
 
 class KeyCache:
     """Keys looked up by their secret's hash, remembered for ``ttl`` so that a request does not
-    pay a database round trip for its key; a revocation takes effect within ``ttl``."""
+    pay a database round trip for its key; a revocation takes effect within ``ttl``. At most
+    ``size`` secrets are remembered, the least recently used forgotten first: a flood of unknown
+    secrets pushes out only its own entries, never a working key used since."""
 
-    def __init__(self, store: Store, clock: Clock, ttl: float) -> None:
+    def __init__(self, store: Store, clock: Clock, ttl: float, size: int = 10_000) -> None:
         self._store = store
         self._clock = clock
         self._ttl = ttl
-        self._known: dict[str, tuple[float, ApiKey | None]] = {}
+        self._size = size
+        self._known: OrderedDict[str, tuple[float, ApiKey | None]] = OrderedDict()
         self._lock = threading.Lock()
 
-    async def find(self, secret: str) -> ApiKey | None:
-        """The key of ``secret``, or None: from memory while fresh, else from the database (in a
-        worker thread, the event loop never waiting on the database)."""
+    def cached(self, secret: str) -> ApiKey | Literal[False] | None:
+        """The key of ``secret`` while it is fresh in memory (None: known to be unknown), else
+        False (it takes a lookup)."""
         now = self._clock.monotonic()
         with self._lock:
             hit = self._known.get(secret)
-        if hit is not None and hit[0] > now:
+            if hit is None or hit[0] <= now:
+                return False
+            self._known.move_to_end(secret)
             return hit[1]
+
+    async def load(self, secret: str) -> ApiKey | None:
+        """The key of ``secret`` from the database (in a worker thread: the event loop never
+        waits on the database), remembered."""
+        now = self._clock.monotonic()
         key = await run_in_threadpool(self._load, secret)
         with self._lock:
-            if len(self._known) > 10_000:  # unknown secrets must not grow it without bound
-                self._known.clear()
             self._known[secret] = (now + self._ttl, key)
+            self._known.move_to_end(secret)
+            while len(self._known) > self._size:
+                self._known.popitem(last=False)
         return key
+
+    def __len__(self) -> int:
+        return len(self._known)
 
     def _load(self, secret: str) -> ApiKey | None:
         with self._store.read() as conn:
@@ -292,7 +311,12 @@ def _bearer(authorization: str | None) -> str:
 def create_app(services: Services) -> FastAPI:
     """The API over ``services``."""
     settings = services.settings
-    keys = KeyCache(services.store, services.clock, ttl=settings.api_key_cache_seconds)
+    keys = KeyCache(
+        services.store,
+        services.clock,
+        ttl=settings.api_key_cache_seconds,
+        size=settings.api_key_cache_size,
+    )
     # Settlements are short bursts of Python between database round trips: a few threads keep
     # the database busy, and more than a few only take turns at the interpreter lock, which
     # costs every request more CPU (measured on PostgreSQL: 32 at once cost 1.6x the CPU per
@@ -301,13 +325,18 @@ def create_app(services: Services) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        purger = asyncio.create_task(_purge_idempotency_keys(services))
+        loops = [
+            asyncio.create_task(_purge_idempotency_keys(services)),
+            asyncio.create_task(_renew_idempotency_keys(services)),
+        ]
         try:
             yield
         finally:
-            purger.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await purger
+            for loop in loops:
+                loop.cancel()
+            for loop in loops:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await loop
 
     app = FastAPI(
         title="freehours",
@@ -318,7 +347,11 @@ def create_app(services: Services) -> FastAPI:
         # dependencies, the route and serialization: on the settlement path they cost more
         # than they tell.
         telemetry={"operation_spans": False},
+        # Documentation pages with no third party's scripts (freehours.api.docs).
+        docs_url=None,
+        redoc_url=None,
     )
+    mount_docs(app, "freehours")
     app.add_exception_handler(Problem, problem_handler)
     app.add_exception_handler(StarletteHTTPException, http_exception_handler)
     app.add_exception_handler(RequestValidationError, validation_handler)
@@ -328,13 +361,21 @@ def create_app(services: Services) -> FastAPI:
     app.add_exception_handler(Exception, internal_error_handler)
     app.add_middleware(RequestTelemetry)
 
-    async def authorize(authorization: str | None, scope: Scope) -> ApiKey:
-        """The key of an ``Authorization: Bearer`` header, if it may use ``scope`` and is
-        within its limit; else a 401, 403 or 429 problem. On the event loop: a known key and
-        its limit cost no thread hop (routes that touch the database run in a thread after)."""
+    async def authorize(request: Request, scope: Scope) -> ApiKey:
+        """The key of the request's ``Authorization: Bearer`` header, if it may use ``scope``
+        and is within its limit; else a 401, 403 or 429 problem. On the event loop: a known key
+        and its limit cost no thread hop (routes that touch the database run in a thread after).
+        A client that keeps sending unknown keys is refused (429) before its next unknown key
+        costs a database lookup."""
         start_request()  # the request's Redis budget (freehours.cache.breaker)
-        key = await keys.find(_bearer(authorization))
+        secret = _bearer(request.headers.get("authorization"))
+        key = keys.cached(secret)
+        address = request.client.host if request.client else ""
+        if key is False:
+            await services.limits.check_unknown_keys(address)
+            key = await keys.load(secret)
         if key is None:
+            await services.limits.count_unknown_key(address)
             raise Problem(
                 401,
                 "unauthorized",
@@ -349,10 +390,13 @@ def create_app(services: Services) -> FastAPI:
         return key
 
     def require(scope: Scope) -> Callable[..., Awaitable[ApiKey]]:
-        """``authorize`` as a route dependency."""
+        """``authorize`` as a route dependency (its ``Authorization`` header described in the
+        OpenAPI document)."""
 
-        async def check(authorization: Annotated[str | None, Header()] = None) -> ApiKey:
-            return await authorize(authorization, scope)
+        async def check(
+            request: Request, authorization: Annotated[str | None, Header()] = None
+        ) -> ApiKey:
+            return await authorize(request, scope)
 
         return check
 
@@ -501,7 +545,7 @@ def create_app(services: Services) -> FastAPI:
         # The hot path reads its header and body itself: FastAPI's dependency solving cost this
         # route more CPU than everything else it does on the event loop (measured). The
         # answers, and the OpenAPI description, are those of a declared header and body.
-        await authorize(request.headers.get("authorization"), Scope.SETTLE)
+        await authorize(request, Scope.SETTLE)
         body = _parse_body(SettlementIn, await request.body())
         bind_fields(nmi=body.nmi, date=body.date.isoformat())
         await services.limits.check_nmi(body.nmi)
@@ -587,7 +631,7 @@ def create_app(services: Services) -> FastAPI:
         """Prometheus metrics: open on loopback, elsewhere a ``read`` key."""
         host = request.client.host if request.client else ""
         if host not in ("127.0.0.1", "::1", "localhost", "testclient"):
-            await authorize(authorization, Scope.READ)
+            await authorize(request, Scope.READ)
         return Response(await run_in_threadpool(render_metrics), media_type=CONTENT_TYPE)
 
     return app
@@ -671,7 +715,10 @@ def _idempotent(
             headers={"Idempotent-Replayed": "true"},
         )
     try:
-        with services.store.write() as conn:
+        with (
+            services.in_flight.hold(key.id, idempotency_key),
+            services.store.write() as conn,
+        ):
             status, payload_out, ingested = work(conn)
             answer = idempotency.json_response(status, payload_out)
             idempotency.finish(
@@ -728,6 +775,26 @@ async def _check_ready(limiter: anyio.CapacityLimiter, check: Callable[[], None]
         )
         return "unavailable"
     return "ok"
+
+
+async def _renew_idempotency_keys(services: Services) -> None:
+    """Every third of the in-flight lease, renew the leases of the Idempotency-Keys whose
+    requests this process is running: a key stays held however long its request runs."""
+    period = services.settings.idempotency_in_flight_seconds / 3
+    while True:
+        await asyncio.sleep(period)
+        held = services.in_flight.held()
+        if not held:
+            continue
+
+        def renew(held: list[tuple[str, str]] = held) -> int:
+            with services.store.write() as conn:
+                return idempotency.renew(conn, held, now=services.clock.now())
+
+        try:
+            await run_in_threadpool(renew)
+        except Exception as exc:  # noqa: BLE001 - the next period tries again, within the lease
+            log.warning("idempotency_lease_renewal_failed", keys=len(held), error=str(exc))
 
 
 async def _purge_idempotency_keys(services: Services) -> None:

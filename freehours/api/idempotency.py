@@ -3,17 +3,25 @@
 Atomic phases with a recovery point (after brandur's rocket-rides-atomic):
 
 1. ``begin`` in its own short transaction records the key as in flight, or finds it: the same
-   payload already answered -> replay; a different payload -> 422; still in flight -> 409; in
-   flight for longer than ``in_flight_timeout`` (its request died) -> taken over.
-2. The caller does the work and calls ``finish`` in the same transaction as the work, so the
+   payload already answered -> replay; a different payload -> 422; still in flight -> 409 with
+   the seconds until its lease runs out; its lease run out (its request died) -> taken over.
+2. While the work runs, its process renews the key's lease (``InFlight``, ``renew``: every third
+   of ``in_flight_timeout``), so a key stays held however long its request takes; only a
+   request that died stops renewing, and its key is taken over one lease after its last renewal.
+3. The caller does the work and calls ``finish`` in the same transaction as the work, so the
    stored answer exists exactly when the work does.
-3. On an unexpected failure the caller calls ``forget``, so the client's retry runs afresh.
+4. On an unexpected failure the caller calls ``forget``, so the client's retry runs afresh.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -67,18 +75,60 @@ def begin(
         )
     if row.status_code is not None:
         return SavedResponse(row.status_code, row.response_body, row.media_type)
-    if row.locked_at > now - in_flight_timeout:
+    lease_left = (row.locked_at + in_flight_timeout - now).total_seconds()
+    if lease_left > 0:
+        # The true wait: the request finishes within it, or (having died) stops renewing its
+        # lease, and the key is taken over when it runs out.
         raise Problem(
             409,
             "idempotency-key-in-flight",
             "A request with this Idempotency-Key is still being processed",
             f"key {key!r} is in flight; retry once it has finished",
-            headers={"Retry-After": "1"},
+            headers={"Retry-After": str(max(1, math.ceil(lease_left)))},
         )
     conn.execute(
         sa.update(t).where(t.c.principal == principal, t.c.key == key).values(locked_at=now)
     )
     return None
+
+
+def renew(conn: sa.Connection, held: list[tuple[str, str]], *, now: datetime) -> int:
+    """Renew the leases of ``held`` (principal, key) pairs still in flight; returns how many."""
+    if not held:
+        return 0
+    t = idempotency_keys
+    return conn.execute(
+        sa.update(t)
+        .where(sa.tuple_(t.c.principal, t.c.key).in_(held), t.c.status_code.is_(None))
+        .values(locked_at=now)
+    ).rowcount
+
+
+class InFlight:
+    """The Idempotency-Keys whose requests run in this process, for one loop to renew together
+    (``renew``): one statement a period, however many requests run."""
+
+    def __init__(self) -> None:
+        self._held: Counter[tuple[str, str]] = Counter()
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def hold(self, principal: str, key: str) -> Iterator[None]:
+        """Keep the key's lease renewed while the block runs."""
+        pair = (principal, key)
+        with self._lock:
+            self._held[pair] += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held[pair] -= 1
+                if self._held[pair] <= 0:
+                    del self._held[pair]
+
+    def held(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return list(self._held)
 
 
 def finish(

@@ -58,11 +58,13 @@ class RateLimits:
         storage: Storage,
         per_client: str,
         per_nmi: str,
+        unknown_keys: str = "30/minute",
         breaker: RedisBreaker | None = None,
     ) -> None:
         self._limiter = SlidingWindowCounterRateLimiter(storage)
         self._per_client: RateLimitItem = parse(per_client)
         self._per_nmi: RateLimitItem = parse(per_nmi)
+        self._unknown_keys: RateLimitItem = parse(unknown_keys)
         self._breaker = breaker
         self._fallback = SlidingWindowCounterRateLimiter(SweptMemoryStorage())
 
@@ -73,6 +75,7 @@ class RateLimits:
         per_client: str,
         per_nmi: str,
         prefix: str = "freehours:",
+        unknown_keys: str = "30/minute",
         *,
         timeout: float = 0.1,
         breaker: RedisBreaker | None = None,
@@ -80,14 +83,14 @@ class RateLimits:
         """In memory, or in Redis (keys under ``prefix``) when a URL is configured, every call
         answered or failed within ``timeout``, and bypassed while ``breaker`` is open."""
         if redis_url is None:
-            return cls(SweptMemoryStorage(), per_client, per_nmi)
+            return cls(SweptMemoryStorage(), per_client, per_nmi, unknown_keys)
         storage = RedisStorage(
             f"async+{redis_url}",
             implementation="redispy",
             key_prefix=f"{prefix}limits",
             **async_options(timeout),
         )
-        return cls(storage, per_client, per_nmi, breaker)
+        return cls(storage, per_client, per_nmi, unknown_keys, breaker)
 
     async def ping(self) -> str:
         """``"ok"`` when the limits' Redis answers in time, ``"unavailable"`` when it does not or
@@ -117,15 +120,28 @@ class RateLimits:
     async def check_nmi(self, nmi: str) -> None:
         await self._check(self._per_nmi, "nmi", nmi)
 
-    async def _check(self, item: RateLimitItem, scope: str, who: str) -> None:
+    async def check_unknown_keys(self, address: str) -> None:
+        """429 for a client address that sent too many unknown keys lately (not counted here:
+        only an unknown key counts, ``count_unknown_key``)."""
+        await self._check(self._unknown_keys, "address", address, count=False)
+
+    async def count_unknown_key(self, address: str) -> None:
+        """Count an unknown key against its client address."""
+        await self._check(self._unknown_keys, "address", address, refuse=False)
+
+    async def _check(
+        self, item: RateLimitItem, scope: str, who: str, *, count: bool = True, refuse: bool = True
+    ) -> None:
         breaker = self._breaker
         limiter = self._limiter
         if breaker is not None and not breaker.allow(_USE):
             limiter = self._fallback
         started = time.perf_counter()
         try:
-            allowed = await limiter.hit(item, scope, who)
-            stats = None if allowed else await limiter.get_window_stats(item, scope, who)
+            allowed = await (limiter.hit if count else limiter.test)(item, scope, who)
+            stats = (
+                None if allowed or not refuse else await limiter.get_window_stats(item, scope, who)
+            )
         except Exception as exc:  # noqa: BLE001 - whatever the storage raised
             # Limits protect the service; they are not its correctness. With their storage down,
             # requests go on (the quota's state machine still settles each exactly once).

@@ -8,6 +8,7 @@ them all (the drain timeout passed), or when the API refused the key.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -25,6 +26,7 @@ from rich.table import Table
 
 from freehours.agent.breaker import BreakerConfig
 from freehours.agent.http import Timeouts
+from freehours.agent.inbox import MAX_FILE_BYTES, SETTLE_SECONDS
 from freehours.agent.meter_agent import (
     DRAIN_TIMEOUT,
     AgentConfig,
@@ -48,6 +50,8 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _BREAKER = BreakerConfig()
 _TIMEOUTS = Timeouts()
+#: A file is read into memory and spooled as one SQLite BLOB, whose limit is a billion bytes.
+_MAX_FILE_BYTES_CEILING = 512 * 1024 * 1024
 
 
 @app.command("agent")
@@ -97,7 +101,10 @@ def agent(
         typer.Option(
             "--spool",
             dir_okay=False,
-            help="the spool file [default: $XDG_STATE_HOME/freehours/agent-spool.db]",
+            help=(
+                "the spool file; it belongs to one API [default: one per API and inbox,"
+                " $XDG_STATE_HOME/freehours/agent-spool-HASH.db]"
+            ),
             show_default=False,
         ),
     ] = None,
@@ -125,6 +132,23 @@ def agent(
         float,
         typer.Option("--drain-timeout", min=0, help="seconds to empty the spool after the sources"),
     ] = DRAIN_TIMEOUT,
+    max_file_bytes: Annotated[
+        int,
+        typer.Option(
+            "--max-file-bytes",
+            min=1,
+            max=_MAX_FILE_BYTES_CEILING,
+            help="larger NEM12 files go to rejected/ unread (keep it <= the API's limit)",
+        ),
+    ] = MAX_FILE_BYTES,
+    settle_seconds: Annotated[
+        float,
+        typer.Option(
+            "--settle-seconds",
+            min=0,
+            help="a file modified more recently than this is still being written: left for later",
+        ),
+    ] = SETTLE_SECONDS,
     as_json: Annotated[bool, typer.Option("--json", help="the summary as JSON")] = False,
     log_level: Annotated[
         str | None,
@@ -159,7 +183,7 @@ def agent(
     config = AgentConfig(
         api_url=api,
         api_key=api_key,
-        spool_path=spool or default_spool_path(),
+        spool_path=spool or default_spool_path(api, nem12_dir),
         nem12_dir=nem12_dir,
         once=once,
         simulation=simulation,
@@ -168,11 +192,15 @@ def agent(
             fail_max=breaker_failures, reset_timeout=breaker_reset, name=breaker_name
         ),
         drain_timeout=drain_timeout,
+        settle_seconds=settle_seconds,
+        max_file_bytes=max_file_bytes,
         redis_url=settings.redis_url,
         redis_prefix=settings.redis_prefix,
     )
     configure_logging(log_level or settings.log_level)
     configure_tracing(settings.traces, service="freehours-agent")
+    if spool is None:
+        _mention_shared_spool(config.spool_path.with_name("agent-spool.db"))
     metrics_server = None if metrics_port is None else serve_metrics(metrics_port, metrics_host)
     try:
         with _Display(err_console, simulation) as display:
@@ -217,16 +245,43 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=sum(float(number) * _UNITS[unit] for number, unit in parts))
 
 
-def default_spool_path() -> Path:
-    """``$XDG_STATE_HOME/freehours/agent-spool.db`` (``~/.local/state`` when unset), or
-    ``./agent-spool.db`` without a home directory."""
+def default_spool_path(api: str, nem12_dir: Path | None) -> Path:
+    """``$XDG_STATE_HOME/freehours/agent-spool-HASH.db`` (``~/.local/state`` when unset), or
+    ``./agent-spool-HASH.db`` without a home directory.
+
+    HASH is made of the API's base URL and the inbox, so that agents of one user for different
+    APIs (or different inboxes) each have a spool of their own, and the same agent started again
+    finds its own.
+    """
+    from freehours.agent.spool import api_identity
+
+    inbox = "" if nem12_dir is None else str(nem12_dir.resolve())
+    digest = hashlib.sha256(f"{api_identity(api)}\n{inbox}".encode()).hexdigest()[:16]
+    name = f"agent-spool-{digest}.db"
     state = os.environ.get("XDG_STATE_HOME")
     if state:
-        return Path(state) / "freehours" / "agent-spool.db"
+        return Path(state) / "freehours" / name
     try:
-        return Path.home() / ".local" / "state" / "freehours" / "agent-spool.db"
+        return Path.home() / ".local" / "state" / "freehours" / name
     except RuntimeError:
-        return Path("agent-spool.db")
+        return Path(name)
+
+
+def _mention_shared_spool(path: Path) -> None:
+    """Say so when the spool that earlier agents shared by default is there: what waits in it
+    is not sent by this agent, whose default spool is its API's own."""
+    if path.exists():
+        import structlog
+
+        structlog.get_logger("freehours.agent").warning(
+            "shared_spool_found",
+            spool=str(path),
+            note=(
+                "the default spool of older agents, shared by all of this user's agents; this"
+                " agent uses one of its own. To send what waits in it, run the agent for that"
+                " API with --spool pointing at it (it refuses to start for another API)"
+            ),
+        )
 
 
 class _Display(ProgressDisplay):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-import uvicorn
 
+from freehours.api import server
 from freehours.api.app import Services, create_app
 from freehours.cli import app
 from freehours.observability.exposition import forget_process
@@ -39,17 +39,7 @@ def serve(
     if worker is not None:
         worker.start()
     try:
-        uvicorn.run(
-            create_app(services),
-            host=host,
-            port=port,
-            log_level="warning",
-            # uvicorn's own lines go through the root logger, rendered as ours are; the access
-            # log is replaced by the canonical request line.
-            log_config=None,
-            access_log=False,
-            lifespan="on",
-        )
+        server.run(create_app(services), settings, host=host, port=port)
     finally:
         if worker is not None:
             worker.stop(settings.worker_grace_seconds)

@@ -126,8 +126,8 @@ AGENT_READS_SENT = Counter(
 )
 AGENT_ATTEMPTS = Counter(
     "freehours_agent_attempts_total",
-    "HTTP attempts by result: delivered, retry (409, 429, 5xx), rejected (other 4xx), "
-    "unreachable (no answer within the deadline).",
+    "HTTP attempts by result: delivered, retry (408, 409, 429, 5xx), rejected (other 4xx), "
+    "unreachable (no answer within the deadline), unsendable (no valid request could be made).",
     ["result"],
 )
 AGENT_RETRIES = Counter(
@@ -140,5 +140,12 @@ AGENT_RETRY_BUDGET_EXHAUSTED = Counter(
 )
 AGENT_REJECTED = Counter(
     "freehours_agent_rejected_total",
-    "Batches the API refused for good (a 4xx other than 409 and 429), set aside.",
+    "Batches set aside, never resent: the API refused them for good (a 4xx other than 408, 409 "
+    "and 429), or no valid request could be made of them.",
+)
+AGENT_FILES_REJECTED = Counter(
+    "freehours_agent_files_rejected_total",
+    "NEM12 files moved to rejected/ by reason: unreadable, too_large (never read), refused (by "
+    "the API), unsendable (no valid request could be made).",
+    ["reason"],
 )

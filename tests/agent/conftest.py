@@ -11,7 +11,7 @@ import json
 import os
 import sqlite3
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,8 +56,17 @@ def api_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 @pytest.fixture
 def api_site(api_template: tuple[Path, str], tmp_path: Path) -> ApiSite:
+    return _site(api_template, tmp_path / "api.db")
+
+
+@pytest.fixture
+def other_api_site(api_template: tuple[Path, str], tmp_path: Path) -> ApiSite:
+    """A second API, with a database (and port) of its own."""
+    return _site(api_template, tmp_path / "other-api.db")
+
+
+def _site(api_template: tuple[Path, str], copy: Path) -> ApiSite:
     template, key = api_template
-    copy = tmp_path / "api.db"
     with sqlite3.connect(template) as source, sqlite3.connect(copy) as target:
         source.backup(target)
     database_url = f"sqlite:///{copy}"
@@ -104,13 +113,19 @@ def start_agent(tmp_path: Path) -> Iterator[Any]:
     """Start ``freehours agent`` with the given options; every one started is gone afterwards."""
     started: list[AgentProcess] = []
 
-    def start(site: ApiSite, *options: str) -> AgentProcess:
+    def start(
+        site: ApiSite,
+        *options: str,
+        prefix: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> AgentProcess:
+        """``prefix``: a command the agent runs under; ``env``: added to its environment."""
         number = len(started)
         stdout, stderr = tmp_path / f"agent{number}.out", tmp_path / f"agent{number}.err"
         with stdout.open("wb") as out, stderr.open("wb") as err:
             process = subprocess.Popen(
-                [FREEHOURS, "agent", "--api", site.url, "--json", *options],
-                env=_clean_env() | {"FREEHOURS_API_KEY": site.key},
+                [*prefix, FREEHOURS, "agent", "--api", site.url, "--json", *options],
+                env=_clean_env() | {"FREEHOURS_API_KEY": site.key} | dict(env or {}),
                 stdout=out,
                 stderr=err,
             )

@@ -6,8 +6,11 @@ import json
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from urllib.parse import unquote
 
-from freehours.agent.batch import Route, nem12_batch, readings_batch
+import pytest
+
+from freehours.agent.batch import MAX_UPLOAD_NAME, Route, nem12_batch, readings_batch, upload_name
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.records import IntervalRead
 
@@ -67,3 +70,32 @@ def test_a_nem12_files_key_comes_from_its_bytes(tmp_path: Path) -> None:
 
 def test_keys_fit_the_apis_limit() -> None:
     assert len(readings_batch("4100000001", "E1", 30, reads("1")).idempotency_key) <= 255
+
+
+@pytest.mark.parametrize(
+    ("name", "sent"),
+    [
+        ("delivery-20260701.csv", "delivery-20260701.csv"),
+        ("Meter data (July).csv", "Meter data (July).csv"),
+        ("Zählerdaten.csv", "Z%C3%A4hlerdaten.csv"),
+        ("two\nlines.csv", "two%0Alines.csv"),
+        ("tab\tand\rreturn.csv", "tab%09and%0Dreturn.csv"),
+        ("100%.csv", "100%25.csv"),
+        (" padded .csv ", "%20padded .csv%20"),
+        ("bad\udcff.csv", "bad%FF.csv"),  # a byte that is not UTF-8, as os.fsdecode gives it
+    ],
+)
+def test_a_file_name_travels_as_printable_ascii(name: str, sent: str) -> None:
+    assert upload_name(f"/inbox/{name}") == sent
+    assert unquote(sent, errors="surrogateescape") == name
+
+
+def test_a_long_name_keeps_its_start_and_its_end() -> None:
+    name = "ä" * 300 + "-20260701.csv"
+    sent = upload_name(f"/inbox/{name}")
+    assert len(sent) <= MAX_UPLOAD_NAME
+    assert sent.isascii()
+    assert sent.isprintable()
+    assert sent.startswith("%C3%A4%C3%A4")
+    assert sent.endswith("%C3%A4-20260701.csv")
+    assert "..." in sent

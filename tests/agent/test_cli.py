@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -76,7 +77,24 @@ def test_the_spool_lives_in_the_users_state_directory(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
-    assert default_spool_path() == tmp_path / "freehours" / "agent-spool.db"
+    path = default_spool_path("http://a:8000", None)
+    assert path.parent == tmp_path / "freehours"
+    assert re.fullmatch(r"agent-spool-[0-9a-f]{16}\.db", path.name)
     monkeypatch.delenv("XDG_STATE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert default_spool_path() == tmp_path / ".local" / "state" / "freehours" / "agent-spool.db"
+    assert default_spool_path("http://a:8000", None) == (
+        tmp_path / ".local" / "state" / "freehours" / path.name
+    )
+
+
+def test_each_api_and_inbox_has_a_default_spool_of_its_own(tmp_path: Path) -> None:
+    inbox = tmp_path / "inbox"
+    spools = {
+        default_spool_path("http://a:8000", None),
+        default_spool_path("http://b:8000", None),
+        default_spool_path("http://a:8000", inbox),
+        default_spool_path("http://a:8000", tmp_path / "other"),
+    }
+    assert len(spools) == 4
+    # The same agent started again finds its own; a trailing slash is the same API.
+    assert default_spool_path("http://a:8000/", inbox) == default_spool_path("http://a:8000", inbox)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import structlog
 
 from freehours.agent.inbox import Inbox, file_done, file_rejected
 from freehours.clock import ManualClock
@@ -75,9 +76,76 @@ def test_a_second_file_of_the_same_name_does_not_overwrite_the_first(tmp_path: P
 def test_a_refused_file_moves_to_rejected_with_its_problem(tmp_path: Path) -> None:
     path = write(tmp_path / "a.csv", b"x", age=10)
     problem = b'{"type": "invalid-input", "detail": "a.csv:3: bad value"}'
-    assert file_rejected(str(path), problem) == tmp_path / "rejected" / "a.csv"
+    moved = file_rejected(str(path), "refused: HTTP 422", NOW, problem)
+    assert moved == tmp_path / "rejected" / "a.csv"
     saved = json.loads((tmp_path / "rejected" / "a.csv.problem.json").read_text())
     assert saved["detail"] == "a.csv:3: bad value"
+    reason = (tmp_path / "rejected" / "a.csv.reason.txt").read_text()
+    assert reason == f"'a.csv' was rejected at {NOW.isoformat()}\nrefused: HTTP 422\n"
+
+
+def test_a_file_over_the_limit_is_rejected_unread(tmp_path: Path) -> None:
+    big = tmp_path / "big.csv"
+    big.touch()
+    os.truncate(big, 2 * 1024**3)  # 2 GiB, sparse: no disk, and it would not fit in memory
+    os.utime(big, (NOW.timestamp() - 10, NOW.timestamp() - 10))
+    write(tmp_path / "small.csv", b"100,NEM12", age=5)
+    inbox = Inbox(tmp_path, ManualClock(NOW), max_bytes=1024)
+    with structlog.testing.capture_logs() as logs:
+        (batch,) = inbox.arrivals()
+    assert batch.body == b"100,NEM12"
+    assert inbox.rejected == 1
+    assert not big.exists()
+    assert (tmp_path / "rejected" / "big.csv").stat().st_size == 2 * 1024**3
+    reason = (tmp_path / "rejected" / "big.csv.reason.txt").read_text()
+    assert "too large: 2147483648 bytes, over the agent's limit of 1024 bytes" in reason
+    assert [line["event"] for line in logs] == ["file_rejected", "file_moved"]
+
+
+def test_an_unreadable_file_is_rejected_and_the_others_taken(tmp_path: Path) -> None:
+    locked = write(tmp_path / "a-locked.csv", b"100,NEM12,locked", age=20)
+    write(tmp_path / "b-fine.csv", b"100,NEM12,fine", age=10)
+    clock = ManualClock(NOW)
+    inbox = Inbox(tmp_path, clock)
+
+    # The file is swapped for a FIFO between the scan and the read: opening it must neither
+    # block nor be taken for a file (a FIFO is what fails to be read here even as root).
+    def swap(path: Path, mark: tuple[int, int]) -> bytes | int | None:
+        if path == locked:
+            path.unlink()
+            os.mkfifo(path)
+        return Inbox._read(inbox, path, mark)
+
+    inbox._read = swap  # type: ignore[method-assign]
+    (batch,) = inbox.arrivals()
+    assert batch.body == b"100,NEM12,fine"
+    assert inbox.rejected == 1
+    reason = (tmp_path / "rejected" / "a-locked.csv.reason.txt").read_text()
+    assert "unreadable:" in reason
+    assert "is no longer a regular file" in reason
+
+
+def test_a_file_still_being_written_is_left_for_the_next_scan(tmp_path: Path) -> None:
+    path = write(tmp_path / "growing.csv", b"100,NEM12,", age=0.5)
+    clock = ManualClock(NOW)
+    inbox = Inbox(tmp_path, clock, settle_seconds=2.0)
+    assert inbox.arrivals() == []
+    assert inbox.unsettled == [path]
+    assert inbox.rejected == 0
+    assert path.exists()
+    clock.advance(2.0)
+    (batch,) = inbox.arrivals()
+    assert batch.body == b"100,NEM12,"
+    assert inbox.unsettled == []
+
+
+def test_a_name_that_cannot_travel_in_a_header_is_sent_encoded(tmp_path: Path) -> None:
+    write(tmp_path / "Zählerdaten\n2026.csv", b"100,NEM12", age=10)
+    with structlog.testing.capture_logs() as logs:
+        (batch,) = Inbox(tmp_path, ManualClock(NOW)).arrivals()
+    assert batch.source == str(tmp_path / "Zählerdaten\n2026.csv")
+    (line,) = [line for line in logs if line["event"] == "file_name_encoded"]
+    assert line["sent_as"] == "Z%C3%A4hlerdaten%0A2026.csv"
 
 
 def test_the_inbox_must_be_a_directory(tmp_path: Path) -> None:

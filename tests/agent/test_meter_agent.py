@@ -4,6 +4,7 @@ outage, sent in order afterwards, refusals set aside, files moved."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -18,7 +19,7 @@ import structlog
 from freehours.agent.breaker import BreakerConfig
 from freehours.agent.meter_agent import AgentConfig, Ending, MeterAgent, RunSummary, Simulation
 from freehours.agent.sender import KeyRefused
-from freehours.agent.spool import Spool
+from freehours.agent.spool import Spool, SpoolOwned
 from freehours.domain.time import NEM_TIME
 from freehours.errors import ConfigurationError
 
@@ -170,3 +171,88 @@ def test_an_agent_needs_a_source(tmp_path: Path) -> None:
 def test_the_spool_may_not_sit_in_the_nem12_directory(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="not in --nem12-dir"):
         MeterAgent(config(tmp_path, simulation=None, nem12_dir=tmp_path))
+
+
+def test_a_poison_batch_is_set_aside_and_the_batches_behind_it_are_sent(tmp_path: Path) -> None:
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    spool_path = tmp_path / "spool.db"
+    for number, name in enumerate(["poison.csv", "gone.csv", "good-1.csv", "good-2.csv"]):
+        (inbox / name).write_bytes(f"100,NEM12,{name}".encode())
+        os.utime(inbox / name, (1e9 + number, 1e9 + number))  # long finished, in this order
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        name = request.headers["X-Filename"]
+        if name == "gone.csv":
+            (inbox / name).unlink()  # a person took it away meanwhile: its batch is kept
+        if name in ("poison.csv", "gone.csv"):
+            return httpx.Response(413, json={"type": "too-large", "detail": "over the limit"})
+        return httpx.Response(200, json={"accepted": 1})
+
+    api = Recorder(answer)
+    summary = run(config(tmp_path, simulation=None, nem12_dir=inbox, once=True), api)
+    assert summary.ending is Ending.FINISHED
+    assert [r.headers["X-Filename"] for r in api.requests] == [
+        "poison.csv",
+        "gone.csv",
+        "good-1.csv",
+        "good-2.csv",
+    ]
+    assert (summary.counts.rejected, summary.counts.files_done) == (2, 2)
+    assert summary.counts.breaker_trips == 0
+    assert sorted(p.name for p in (inbox / "rejected").iterdir()) == [
+        "poison.csv",
+        "poison.csv.problem.json",
+        "poison.csv.reason.txt",
+    ]
+    # The file whose own copy is gone is kept in the spool, set aside, never sent again.
+    with Spool.open(spool_path) as spool:
+        assert spool.pending() == 0
+        (kept,) = spool.rejected()
+    assert (Path(kept.source).name, kept.status_code) == ("gone.csv", 413)
+    assert json.loads(kept.problem)["detail"] == "over the limit"
+
+
+def test_an_agent_for_another_api_does_not_start_on_a_spool_and_says_why(tmp_path: Path) -> None:
+    first = run(config(tmp_path), Recorder(down))
+    assert first.pending == 16
+    other = Recorder(up)
+    with structlog.testing.capture_logs() as logs, pytest.raises(SpoolOwned) as refused:
+        MeterAgent(
+            config(tmp_path, api_url="http://other.test"),
+            transport=httpx.MockTransport(other.handle),
+        )
+    assert "belongs to the API at http://api.test" in str(refused.value)
+    assert "16 batches wait in it" in str(refused.value)
+    (line,) = [line for line in logs if line["event"] == "spool_belongs_to_another_api"]
+    assert (line["spool_api"], line["pending"], line["api"]) == (
+        "http://api.test",
+        16,
+        "http://other.test",
+    )
+    assert other.requests == []
+    with Spool.open(tmp_path / "spool.db") as spool:
+        assert spool.pending() == 16
+
+
+def test_with_once_a_file_still_being_written_is_left_for_the_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    (inbox / "finished.csv").write_bytes(b"100,NEM12,finished")
+    os.utime(inbox / "finished.csv", (1e9, 1e9))
+    (inbox / "growing.csv").write_bytes(b"100,NEM12,half")  # written just now
+    monkeypatch.setattr("freehours.agent.meter_agent.ONCE_SETTLE_WAIT", 0.0)  # do not wait
+    api = Recorder(up)
+    with structlog.testing.capture_logs() as logs:
+        summary = run(
+            config(tmp_path, simulation=None, nem12_dir=inbox, once=True, settle_seconds=60.0),
+            api,
+        )
+    assert summary.ending is Ending.FINISHED
+    assert [r.headers["X-Filename"] for r in api.requests] == ["finished.csv"]
+    assert (inbox / "growing.csv").read_bytes() == b"100,NEM12,half"
+    assert not (inbox / "rejected").exists()
+    (line,) = [line for line in logs if line["event"] == "files_still_being_written"]
+    assert line["files"] == ["growing.csv"]

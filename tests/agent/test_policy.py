@@ -38,6 +38,7 @@ class Lowest:
     ("status", "expected"),
     [
         (200, Verdict.DELIVERED),
+        (408, Verdict.RETRY),
         (409, Verdict.RETRY),
         (429, Verdict.RETRY),
         (500, Verdict.RETRY),

@@ -7,7 +7,7 @@ import asyncio
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -230,6 +230,30 @@ def test_other_4xx_are_rejected_without_a_retry(status: int) -> None:
     h = harness([(status, {})])
     assert h.send(batch()).outcome is Outcome.REJECTED
     assert len(h.api.requests) == 1
+
+
+def test_a_408_is_retried_like_a_503() -> None:
+    h = harness([(408, {}), (200, {})])
+    assert h.send(batch()).outcome is Outcome.DELIVERED
+    assert len(h.api.requests) == 2
+
+
+def test_a_batch_no_request_can_be_made_of_is_rejected_unsent_and_the_breaker_untouched() -> None:
+    h = harness([(200, {})], fail_max=1)
+    good = batch()
+    broken = replace(good, content_type="text/csv\r\nX-Injected: 1", idempotency_key="k\u00e9")
+    before = metric("freehours_agent_attempts_total", result="unsendable")
+    for _ in range(3):
+        delivery = h.send(broken)
+        assert delivery.outcome is Outcome.REJECTED
+        assert delivery.answer is None
+        assert delivery.unsendable is not None
+        assert "not printable ASCII" in delivery.unsendable
+    assert h.api.requests == []
+    assert h.breaker.state == "closed"
+    assert h.tally.counts().attempts == 0
+    assert metric("freehours_agent_attempts_total", result="unsendable") == before + 3
+    assert h.send(good).outcome is Outcome.DELIVERED
 
 
 @pytest.mark.parametrize("status", [401, 403])

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from freehours.agent.batch import Batch, nem12_batch, readings_batch
-from freehours.agent.spool import Spool
+from freehours.agent.spool import Spool, SpoolOwned
 from freehours.domain.time import NEM_TIME
 from freehours.errors import ConfigurationError
 from freehours.meterdata.records import IntervalRead
@@ -116,3 +116,27 @@ def test_a_spool_that_cannot_be_opened_names_the_file(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("not a directory")
     with pytest.raises(ConfigurationError, match=r"spool .*file/spool\.db"):
         Spool.open(tmp_path / "file" / "spool.db")
+
+
+def test_a_spool_belongs_to_the_first_api_that_opens_it(tmp_path: Path) -> None:
+    path = tmp_path / "spool.db"
+    spool = Spool.open(path)
+    assert spool.owner() is None
+    owner = spool.claim(path, "http://a:8000/", "/srv/a", NOW)
+    assert (owner.api_url, owner.inbox) == ("http://a:8000", "/srv/a")
+    spool.add([batch("0.1"), batch("0.2")], NOW)
+    head = spool.head()
+    assert head is not None
+    spool.set_aside(head.seq, None, "could not be sent: header ...")
+    spool.close()
+
+    again = Spool.open(path)
+    assert again.claim(path, "http://a:8000", "/srv/elsewhere", NOW) == owner
+    with pytest.raises(SpoolOwned) as refused:
+        again.claim(path, "http://b:9000", "/srv/b", NOW)
+    message = str(refused.value)
+    assert f"spool {path} belongs to the API at http://a:8000 (inbox /srv/a," in message
+    assert "1 batches wait in it to be sent there, 1 are set aside" in message
+    assert "this agent is for http://b:9000" in message
+    assert again.owner() == owner
+    assert again.pending() == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -18,7 +19,12 @@ from freehours.settings import Settings
 from freehours.store.database import Store
 from tests.test_settlement import PLAN
 
-__all__ = ["PLAN", "START", "Api"]  # PLAN: the settlement tests' plan, for the API's tests too
+__all__ = [
+    "PLAN",
+    "START",
+    "Api",
+    "serving",
+]  # PLAN: the settlement tests' plan, for the API's tests too
 
 # 2026-07-01 14:15 AEST: the NSW window of 1 July has ended and its grace has passed.
 START = datetime(2026, 7, 1, 4, 15, tzinfo=UTC)
@@ -42,6 +48,13 @@ def settings() -> Settings:
 
 @pytest.fixture
 def api(store: Store, settings: Settings) -> Iterator[Api]:
+    with serving(store, settings) as api:
+        yield api
+
+
+@contextmanager
+def serving(store: Store, settings: Settings) -> Iterator[Api]:
+    """The API over ``store`` with ``settings``, its lifespan running, and a key of each scope."""
     clock = ManualClock(START)
     limits = RateLimits.open(None, "1000/minute", "20/minute")
     services = Services(Runtime.on(store, settings, clock), limits)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
+
 import pytest
 from fastapi.testclient import TestClient
 
+from freehours.api import app as app_module
+from freehours.api.app import KeyCache
 from freehours.api.keys import list_keys, revoke_key
 from tests.api.conftest import Api
 
@@ -82,3 +87,64 @@ def test_metrics_from_elsewhere_need_a_read_key(api: Api) -> None:
 def test_openapi_is_served(api: Api) -> None:
     paths = api.client.get("/openapi.json").json()["paths"]
     assert {"/v1/meter-readings", "/v1/free-energy/settlements"} <= set(paths)
+
+
+def test_a_client_sending_unknown_keys_is_refused_before_each_costs_a_lookup(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lookups: list[str] = []
+    real_find_key = app_module.find_key
+
+    def counting_find_key(conn, secret):  # type: ignore[no-untyped-def]
+        lookups.append(secret)
+        return real_find_key(conn, secret)
+
+    monkeypatch.setattr(app_module, "find_key", counting_find_key)
+    path = "/v1/free-energy/settlements/4102000001/2026-07-01"
+    assert api.client.get(path, headers=api.auth("read")).status_code == 404  # a working key
+    limit = 30  # the fixture's RateLimits: 30 unknown keys a minute per address
+    for n in range(limit):
+        response = api.client.get(path, headers={"Authorization": f"Bearer fh_guess{n}"})
+        assert response.status_code == 401
+    refused = api.client.get(path, headers={"Authorization": "Bearer fh_guess-next"})
+    assert refused.status_code == 429
+    assert int(refused.headers["Retry-After"]) >= 1
+    assert len(lookups) == 1 + limit  # the refused guess cost no database lookup
+    # The working key, remembered, still works from that address; another address is not
+    # held to this one's failures.
+    assert api.client.get(path, headers=api.auth("read")).status_code == 404
+    with TestClient(api.client.app, client=("10.1.2.3", 50000)) as other:
+        assert other.get(path, headers={"Authorization": "Bearer fh_x"}).status_code == 401
+
+
+def test_the_key_cache_forgets_the_least_recently_used_never_all(api: Api) -> None:
+    cache = KeyCache(api.services.store, api.clock, ttl=60, size=3)
+    working = asyncio.run(cache.load(api.keys["read"]))
+    assert working is not None
+    for n in range(2):
+        assert asyncio.run(cache.load(f"fh_unknown{n}")) is None
+    assert cache.cached(api.keys["read"]) == working  # used: now the most recent
+    for n in range(2, 6):  # a flood of unknown secrets
+        asyncio.run(cache.load(f"fh_unknown{n}"))
+    assert len(cache) == 3
+    assert cache.cached("fh_unknown0") is False  # the oldest went first
+    assert cache.cached("fh_unknown5") is None  # remembered as unknown
+    assert cache.cached(api.keys["read"]) is False  # pushed out only after three newer ones
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_the_documentation_pages_load_nothing_from_another_origin(api: Api, page: str) -> None:
+    response = api.client.get(page)
+    assert response.status_code == 200
+    policy = response.headers["content-security-policy"]
+    assert "script-src 'self' 'unsafe-inline'" in policy
+    assert "http" not in policy  # no other origin named
+    html = response.text
+    assets = re.findall(r"""(?:src|href)=["']([^"']+)["']""", html)
+    assert assets  # the page does load its viewer
+    assert "openapi.json" in html
+    for asset in assets:
+        assert asset.startswith("/docs/static/"), asset
+        assert api.client.get(asset).status_code == 200, asset
+    assert "googleapis" not in html
+    assert "cdn." not in html

@@ -8,6 +8,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+import sqlalchemy as sa
 
 from freehours.api import idempotency
 from freehours.api.app import MeterReadingsIn
@@ -15,8 +16,12 @@ from freehours.api.keys import find_key
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.records import IntervalDay
 from freehours.meterdata.writer import write_nem12
+from freehours.settings import Settings
 from freehours.store import meter
-from tests.api.conftest import Api
+from freehours.store.database import Store
+from freehours.store.tables import idempotency_keys
+from tests.api.conftest import Api, serving
+from tests.jobs.support import eventually, postgres_only
 
 NMI = "4102000001"
 
@@ -110,12 +115,19 @@ def test_same_key_while_the_first_is_in_flight_is_409(api: Api) -> None:
             key="k1",
             request_hash=idempotency.fingerprint("POST", "/v1/meter-readings", payload),
             now=api.clock.now(),
-            in_flight_timeout=timedelta(seconds=60),
+            in_flight_timeout=timedelta(seconds=30),
         )
     response = post(api, body)
     assert response.status_code == 409
     assert response.json()["type"] == "/problems/idempotency-key-in-flight"
-    api.clock.advance(61)  # the first request died: its key is taken over
+    assert api.services.settings.idempotency_in_flight_seconds == 30
+    assert response.headers["Retry-After"] == "30"  # the lease's whole length is left
+    api.clock.advance(15.5)
+    # The true wait: the key is free once the lease of the (dead) first request runs out.
+    assert post(api, body).headers["Retry-After"] == "15"
+    api.clock.advance(14)
+    assert post(api, body).headers["Retry-After"] == "1"
+    api.clock.advance(1)  # the first request died: its key is taken over
     assert post(api, body).status_code == 200
 
 
@@ -217,3 +229,57 @@ def test_concurrent_repeats_of_one_key_ingest_once(api: Api) -> None:
     assert answers.count(200) >= 1
     (day,) = stored(api)
     assert day.values[22:24] == (Decimal("0.412"), Decimal("0.300"))
+
+
+@postgres_only
+def test_a_key_stays_held_while_its_request_runs_however_long(
+    store: Store, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request that runs for many leases keeps its key: a repeat is a 409 saying how long
+    to wait, never a second run; once the first finishes, the repeat replays its answer.
+    (PostgreSQL: on SQLite the work's write transaction holds the only writer's place, so
+    neither a renewal nor a takeover can happen until it ends.)"""
+    lease = 0.6
+    short = settings.model_copy(update={"idempotency_in_flight_seconds": lease})
+    with serving(store, short) as api:
+        ingestion = api.services.runtime.ingestion
+        entered, release = threading.Event(), threading.Event()
+        real_reads = ingestion.reads
+        runs: list[int] = []
+
+        def slow_reads(conn, reads):  # type: ignore[no-untyped-def]
+            runs.append(len(reads))
+            entered.set()
+            assert release.wait(30)
+            return real_reads(conn, reads)
+
+        monkeypatch.setattr(ingestion, "reads", slow_reads)
+        body = batch("0.412")
+        first: list[int] = []
+        sender = threading.Thread(target=lambda: first.append(post(api, body).status_code))
+        sender.start()
+        try:
+            assert entered.wait(10)
+            began = api.clock.now()
+            api.clock.advance(10 * lease)  # ten leases later by the clock: only renewal holds it
+
+            def renewed() -> bool:
+                with api.services.store.read() as conn:
+                    (locked_at,) = conn.execute(
+                        sa.select(idempotency_keys.c.locked_at).where(
+                            idempotency_keys.c.key == "k1"
+                        )
+                    ).one()
+                return bool(locked_at > began)
+
+            eventually(renewed, within=10, what="the lease's renewal")
+            repeat = post(api, body)
+            assert repeat.status_code == 409
+            assert repeat.headers["Retry-After"] == "1"  # what is left of a 0.6 s lease, rounded up
+        finally:
+            release.set()
+            sender.join(30)
+        assert first == [200]
+        replay = post(api, body)
+        assert (replay.status_code, replay.headers["Idempotent-Replayed"]) == (200, "true")
+        assert runs == [1]

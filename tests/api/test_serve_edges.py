@@ -1,0 +1,103 @@
+"""``freehours serve`` at its edges, as a real process: a deadline for each request's headers
+(slow clients cannot hold connections open), and proxy headers believed only when configured."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from tests.servers import api_server, freehours
+
+pytestmark = pytest.mark.slow
+
+HANG = 10.0  # seconds after which a socket that is still open counts as held open for ever
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> dict[str, str]:
+    env = {"FREEHOURS_DATABASE_URL": f"sqlite:///{tmp_path / 'serve.db'}"}
+    freehours("db", "upgrade", env=env)
+    return env
+
+
+@pytest.fixture
+def server(database: dict[str, str]) -> Iterator[str]:
+    with api_server({**database, "FREEHOURS_HEADER_SECONDS": "0.5"}) as url:
+        yield url
+
+
+def connect(url: str) -> socket.socket:
+    parts = urlsplit(url)
+    sock = socket.create_connection((parts.hostname, parts.port), timeout=HANG)
+    sock.settimeout(HANG)
+    return sock
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    """Whether the server closes the connection (rather than answering or holding it)."""
+    try:
+        return sock.recv(65536) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_a_connection_that_sends_nothing_is_closed(server: str) -> None:
+    with connect(server) as sock:
+        assert closed_by_server(sock)
+
+
+def test_headers_sent_too_slowly_are_cut_off(server: str) -> None:
+    with connect(server) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: freehours\r\nX-Slow: ")
+        assert closed_by_server(sock)
+    assert httpx.get(f"{server}/healthz", timeout=HANG).status_code == 200  # others served
+
+
+def test_the_deadline_applies_to_each_request_of_a_kept_alive_connection(server: str) -> None:
+    with connect(server) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: freehours\r\n\r\n")
+        first = b""
+        while not first.endswith(b'{"status":"ok"}'):
+            first += sock.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200")
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: freeh")  # the second stalls
+        assert closed_by_server(sock)
+
+
+def unknown_key_answers(url: str, forwarded: list[str], guess: str = "fh_guess") -> list[int]:
+    """The answers to a new unknown key from each ``forwarded`` address in turn."""
+    path = "/v1/free-energy/settlements/4102000001/2026-07-01"
+    with httpx.Client(base_url=url, timeout=HANG) as client:
+        return [
+            client.get(
+                path, headers={"Authorization": f"Bearer {guess}{n}", "X-Forwarded-For": address}
+            ).status_code
+            for n, address in enumerate(forwarded)
+        ]
+
+
+def test_forwarded_addresses_are_not_believed_by_default(database: dict[str, str]) -> None:
+    env = {**database, "FREEHOURS_RATE_LIMIT_UNKNOWN_KEYS": "2/minute"}
+    with api_server(env) as url:
+        # Each guess claims another address; all count against the real peer's.
+        assert unknown_key_answers(url, ["10.0.0.1", "10.0.0.2", "10.0.0.3"]) == [401, 401, 429]
+
+
+def test_forwarded_addresses_are_believed_from_a_configured_proxy(
+    database: dict[str, str],
+) -> None:
+    env = {
+        **database,
+        "FREEHOURS_RATE_LIMIT_UNKNOWN_KEYS": "2/minute",
+        "FREEHOURS_FORWARDED_ALLOW_IPS": "127.0.0.1",
+    }
+    with api_server(env) as url:
+        assert unknown_key_answers(url, ["10.0.0.1", "10.0.0.2", "10.0.0.3"]) == [401] * 3
+        assert unknown_key_answers(url, ["10.0.0.4"] * 3, guess="fh_other") == [401, 401, 429]
