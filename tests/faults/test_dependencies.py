@@ -71,6 +71,10 @@ def test_settlements_and_reads_go_on_without_redis_and_redis_is_not_asked_each_t
         assert tried <= 12, deployment.redis.counts
         assert metric(api, "freehours_redis_unavailable_total") >= 1
         assert metric(api, "freehours_redis_bypassed_total") >= REQUESTS
+        # Ready (the service runs on without Redis), and it says Redis is not answering.
+        ready = api.get("/readyz")
+        assert ready.status_code == 200
+        assert ready.json() == {"status": "degraded", "database": "ok", "redis": "unavailable"}
 
         # Redis back: after the retry time, one request tries it, and it is used again.
         deployment.redis.set_mode("pass")
