@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from freehours.cache.breaker import RedisBreaker
 from freehours.cache.quota import open_quota_cache
 from freehours.clock import Clock, SystemClock
 from freehours.domain.rating import load_holiday_calendars
@@ -20,6 +21,7 @@ from freehours.jobs.worker import Worker, WorkerConfig, retry_policy
 from freehours.settings import Settings
 from freehours.settlement import Faults, SettlementPolicy, Settlements
 from freehours.store.database import Store
+from freehours.store.engine import Timeouts
 
 
 def settlement_policy(settings: Settings) -> SettlementPolicy:
@@ -42,6 +44,8 @@ class Runtime:
     clock: Clock
     settlements: Settlements
     ingestion: Ingestion
+    #: Whether Redis is worth asking, shared by the quota cache and the API's rate limits.
+    redis_breaker: RedisBreaker | None = None
 
     @classmethod
     def open(
@@ -49,7 +53,7 @@ class Runtime:
     ) -> Runtime:
         """Open the database (migrating a new one, refusing an out-of-date one) and the cache."""
         clock = clock or SystemClock()
-        store = Store.open(settings.database_url)
+        store = Store.open(settings.database_url, Timeouts.from_settings(settings))
         load_holiday_calendars()
         return cls.on(store, settings, clock, faults)
 
@@ -58,10 +62,21 @@ class Runtime:
         cls, store: Store, settings: Settings, clock: Clock, faults: Faults | None = None
     ) -> Runtime:
         """The parts over an open store."""
-        cache = open_quota_cache(settings.redis_url, clock, settings.redis_prefix)
+        breaker = RedisBreaker(
+            retry_seconds=settings.redis_retry_seconds,
+            slow_seconds=settings.redis_slow_seconds,
+            budget_seconds=settings.redis_budget_seconds,
+        )
+        cache = open_quota_cache(
+            settings.redis_url,
+            clock,
+            settings.redis_prefix,
+            timeout=settings.redis_timeout_seconds,
+            breaker=breaker,
+        )
         settlements = Settlements(store, cache, clock, settlement_policy(settings), faults)
         ingestion = Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements))
-        return cls(settings, store, clock, settlements, ingestion)
+        return cls(settings, store, clock, settlements, ingestion, breaker)
 
     def worker(self, concurrency: int | None = None) -> Worker:
         """A settlement job worker over this runtime, as configured; ``start()`` it."""

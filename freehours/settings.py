@@ -25,6 +25,51 @@ class Settings(BaseSettings):
     redis_prefix: str = Field(
         default="freehours:", description="Prefix of every Redis key, so deployments can share one"
     )
+    redis_timeout_seconds: float = Field(
+        default=0.1,
+        gt=0,
+        description="Connect and socket timeout of every Redis call (one try, no retries)",
+    )
+    redis_slow_seconds: float = Field(
+        default=0.05,
+        gt=0,
+        description="A Redis call slower than this counts as a failure (Redis is then bypassed)",
+    )
+    redis_budget_seconds: float = Field(
+        default=0.1,
+        gt=0,
+        description="Most Redis time one API request spends; past it, the request does without",
+    )
+    redis_retry_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="After Redis failed, how long it is bypassed before one call tries it again",
+    )
+    database_connect_timeout_seconds: int = Field(
+        default=5,
+        ge=2,
+        description="PostgreSQL: longest wait for a new connection (libpq's connect_timeout)",
+    )
+    database_statement_timeout_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        description=(
+            "PostgreSQL: longest statement (statement_timeout on the server; bulk ingest is "
+            "exempt); the client gives up on an answer one second later (a black-holed server "
+            "never cancels)"
+        ),
+    )
+    database_pool_timeout_seconds: float = Field(
+        default=5.0, gt=0, description="Longest wait for a free pooled connection"
+    )
+    database_tcp_timeout_seconds: int = Field(
+        default=15,
+        ge=1,
+        description=(
+            "PostgreSQL: a connection whose sent data or keepalives go unacknowledged this long "
+            "is dropped (tcp_user_timeout; keepalives after a third of it)"
+        ),
+    )
 
     # --- observability ---
     log_level: Literal["debug", "info", "warning", "error"] = Field(

@@ -28,6 +28,7 @@ import redis
 import structlog
 
 from freehours.agent.policy import seconds_until_half_open
+from freehours.cache.breaker import sync_client
 from freehours.observability.metrics import AGENT_BREAKER_TRIPS, CIRCUIT_BREAKER_STATE
 
 log = structlog.get_logger("freehours.agent")
@@ -95,11 +96,9 @@ class Breaker:
             pybreaker.STATE_CLOSED
         )
         if redis_url is not None:
-            client = redis.Redis.from_url(
-                redis_url,
-                socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
-                socket_timeout=REDIS_TIMEOUT_SECONDS,
-            )
+            # One try per call (redis-py retries three times by default): a hung Redis costs a
+            # state read one timeout, not four.
+            client = sync_client(redis_url, REDIS_TIMEOUT_SECONDS)
             try:
                 storage = pybreaker.CircuitRedisStorage(
                     pybreaker.STATE_CLOSED, client, namespace=f"{redis_prefix}breaker:{config.name}"

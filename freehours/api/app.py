@@ -43,14 +43,18 @@ from freehours.api import idempotency
 from freehours.api.docs import mount_docs
 from freehours.api.keys import ApiKey, Scope, find_key
 from freehours.api.problems import (
+    UNAVAILABLE_RETRY_AFTER_SECONDS,
     Problem,
     data_error_handler,
+    database_unavailable_handler,
     http_exception_handler,
+    internal_error_handler,
     problem_handler,
     validation_handler,
 )
 from freehours.api.ratelimit import RateLimits
 from freehours.api.telemetry import RequestTelemetry
+from freehours.cache.breaker import start_request
 from freehours.clock import Clock
 from freehours.domain import reads as rules
 from freehours.domain.bill import make_bill
@@ -95,6 +99,8 @@ class Services:
             settings.rate_limit_per_nmi,
             settings.redis_prefix,
             settings.rate_limit_unknown_keys,
+            timeout=settings.redis_timeout_seconds,
+            breaker=runtime.redis_breaker,
         )
         return cls(runtime, limits)
 
@@ -371,6 +377,9 @@ def create_app(services: Services) -> FastAPI:
     app.add_exception_handler(StarletteHTTPException, http_exception_handler)
     app.add_exception_handler(RequestValidationError, validation_handler)
     app.add_exception_handler(sa.exc.DataError, data_error_handler)
+    for unavailable in (sa.exc.OperationalError, sa.exc.TimeoutError, sa.exc.DisconnectionError):
+        app.add_exception_handler(unavailable, database_unavailable_handler)
+    app.add_exception_handler(Exception, internal_error_handler)
     app.add_middleware(RequestTelemetry)
 
     async def authorize(request: Request, scope: Scope) -> ApiKey:
@@ -379,6 +388,7 @@ def create_app(services: Services) -> FastAPI:
         and its limit cost no thread hop (routes that touch the database run in a thread after).
         A client that keeps sending unknown keys is refused (429) before its next unknown key
         costs a database lookup."""
+        start_request()  # the request's Redis budget (freehours.cache.breaker)
         secret = _bearer(request.headers.get("authorization"))
         key = keys.cached(secret)
         address = request.client.host if request.client else ""
@@ -625,15 +635,25 @@ def create_app(services: Services) -> FastAPI:
         """Liveness: the process answers."""
         return {"status": "ok"}
 
+    readiness = anyio.CapacityLimiter(2)
+
     @app.get("/readyz", tags=["operations"])
-    def readyz() -> JSONResponse:
-        """Readiness: the database answers."""
-        try:
-            with services.store.read() as conn:
-                conn.exec_driver_sql("SELECT 1")
-        except Exception as exc:  # noqa: BLE001 - any failure to answer means not ready
-            return JSONResponse({"status": "unavailable", "database": str(exc)[:200]}, 503)
-        return JSONResponse({"status": "ok"})
+    async def readyz() -> JSONResponse:
+        """Readiness: the database answers (else 503), and whether Redis does. Within
+        ``READY_TIMEOUT_SECONDS`` whatever the database does; the answer names what failed in
+        fixed words, never the driver's text (which goes to the log)."""
+        database = await _check_ready(readiness, lambda: _select_one(services.store))
+        body: dict[str, str] = {"database": database}
+        status = "ok" if database == "ok" else "unavailable"
+        if services.settings.redis_url is not None:
+            # Redis is optional (the service runs on without it): reported, never a 503.
+            body["redis"] = await services.limits.ping()
+            if status == "ok" and body["redis"] != "ok":
+                status = "degraded"
+        headers = {} if database == "ok" else {"Retry-After": str(UNAVAILABLE_RETRY_AFTER_SECONDS)}
+        return JSONResponse(
+            {"status": status, **body}, 200 if database == "ok" else 503, headers=headers
+        )
 
     @app.get("/metrics", tags=["operations"], response_class=PlainTextResponse)
     async def metrics(
@@ -783,6 +803,33 @@ def _idempotent(
         raise
     services.runtime.ingestion.committed(ingested)
     return Response(answer.body, status, media_type=answer.media_type)
+
+
+#: Longest /readyz waits for the database before it says it is unavailable.
+READY_TIMEOUT_SECONDS = 2.0
+
+
+def _select_one(store: Store) -> None:
+    with store.read() as conn:
+        conn.exec_driver_sql("SELECT 1")
+
+
+async def _check_ready(limiter: anyio.CapacityLimiter, check: Callable[[], None]) -> str:
+    """``"ok"``, or a fixed word for why not. The check runs on threads of its own (a black-holed
+    database holds one until the database timeouts end it), and is waited for at most
+    ``READY_TIMEOUT_SECONDS``."""
+    try:
+        with anyio.fail_after(READY_TIMEOUT_SECONDS):
+            await anyio.to_thread.run_sync(check, limiter=limiter, abandon_on_cancel=True)
+    except TimeoutError:
+        log.warning("readiness_timeout", dependency="database")
+        return "not answering"
+    except Exception as exc:  # noqa: BLE001 - any failure to answer means not ready
+        log.warning(
+            "readiness_failed", dependency="database", error=f"{type(exc).__name__}: {exc}"[:500]
+        )
+        return "unavailable"
+    return "ok"
 
 
 async def _renew_idempotency_keys(services: Services) -> None:

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import structlog
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from freehours.observability.metrics import DATABASE_UNAVAILABLE
+
+log = structlog.get_logger("freehours.api")
 
 PROBLEM_JSON = "application/problem+json"
 
@@ -82,6 +87,39 @@ async def data_error_handler(request: Request, exc: Exception) -> JSONResponse:
         "A value in the request cannot be stored",
         type(exc).__name__,
     ).response(request.url.path)
+
+
+#: How long a client is asked to wait before trying again while the database is unavailable.
+UNAVAILABLE_RETRY_AFTER_SECONDS = 5
+
+
+def database_unavailable() -> Problem:
+    """503: the database refused, did not answer in time, or no connection was free. The
+    driver's text (hosts, SQL) stays in the server's log, never in the answer."""
+    return Problem(
+        503,
+        "database-unavailable",
+        "Service unavailable",
+        "the database is not answering; try again later",
+        headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER_SECONDS)},
+    )
+
+
+async def database_unavailable_handler(request: Request, exc: Exception) -> JSONResponse:
+    """SQLAlchemy's OperationalError (connection refused or lost, a statement cancelled by its
+    timeout), the pool's TimeoutError (no free connection in time) and DisconnectionError: the
+    request is not at fault and may succeed later, so 503 with Retry-After, never a 500."""
+    DATABASE_UNAVAILABLE.inc()
+    log.warning(
+        "database_unavailable", path=request.url.path, error=f"{type(exc).__name__}: {exc}"[:500]
+    )
+    return database_unavailable().response(request.url.path)
+
+
+async def internal_error_handler(request: Request, exc: Exception) -> JSONResponse:
+    """Anything else unexpected: a 500 problem, its cause in the log only (not plain text)."""
+    log.error("unhandled_error", path=request.url.path, error=f"{type(exc).__name__}: {exc}"[:500])
+    return Problem(500, "internal-error", "Internal server error").response(request.url.path)
 
 
 async def validation_handler(request: Request, exc: Exception) -> JSONResponse:

@@ -18,6 +18,7 @@ from limits.aio.storage import MemoryStorage, RedisStorage, Storage
 from limits.aio.strategies import SlidingWindowCounterRateLimiter
 
 from freehours.api.problems import Problem
+from freehours.cache.breaker import RedisBreaker, async_options
 from freehours.observability.metrics import RATE_LIMIT_ERRORS
 
 log = structlog.get_logger("freehours.api")
@@ -46,15 +47,26 @@ class SweptMemoryStorage(MemoryStorage):
 
 
 class RateLimits:
-    """Per-client and per-NMI limits. ``check`` raises a 429 problem with Retry-After."""
+    """Per-client and per-NMI limits. ``check`` raises a 429 problem with Retry-After.
+
+    With a ``breaker`` (limits kept in Redis), a Redis that fails or is slow is left alone for a
+    while and the limits are counted in this process meanwhile (each process then allows the
+    limit on its own): a limit protects the service, it is not its correctness."""
 
     def __init__(
-        self, storage: Storage, per_client: str, per_nmi: str, unknown_keys: str = "30/minute"
+        self,
+        storage: Storage,
+        per_client: str,
+        per_nmi: str,
+        unknown_keys: str = "30/minute",
+        breaker: RedisBreaker | None = None,
     ) -> None:
         self._limiter = SlidingWindowCounterRateLimiter(storage)
         self._per_client: RateLimitItem = parse(per_client)
         self._per_nmi: RateLimitItem = parse(per_nmi)
         self._unknown_keys: RateLimitItem = parse(unknown_keys)
+        self._breaker = breaker
+        self._fallback = SlidingWindowCounterRateLimiter(SweptMemoryStorage())
 
     @classmethod
     def open(
@@ -64,16 +76,43 @@ class RateLimits:
         per_nmi: str,
         prefix: str = "freehours:",
         unknown_keys: str = "30/minute",
+        *,
+        timeout: float = 0.1,
+        breaker: RedisBreaker | None = None,
     ) -> RateLimits:
-        """In memory, or in Redis (keys under ``prefix``) when a URL is configured."""
-        storage: Storage = (
-            SweptMemoryStorage()
-            if redis_url is None
-            else RedisStorage(
-                f"async+{redis_url}", implementation="redispy", key_prefix=f"{prefix}limits"
-            )
+        """In memory, or in Redis (keys under ``prefix``) when a URL is configured, every call
+        answered or failed within ``timeout``, and bypassed while ``breaker`` is open."""
+        if redis_url is None:
+            return cls(SweptMemoryStorage(), per_client, per_nmi, unknown_keys)
+        storage = RedisStorage(
+            f"async+{redis_url}",
+            implementation="redispy",
+            key_prefix=f"{prefix}limits",
+            **async_options(timeout),
         )
-        return cls(storage, per_client, per_nmi, unknown_keys)
+        return cls(storage, per_client, per_nmi, unknown_keys, breaker)
+
+    async def ping(self) -> str:
+        """``"ok"`` when the limits' Redis answers in time, ``"unavailable"`` when it does not or
+        is being bypassed (in fixed words: /readyz says this, never the client's error)."""
+        breaker = self._breaker
+        if breaker is None:
+            return "ok"
+        if not breaker.allow("readiness"):
+            return "unavailable"
+        started = time.perf_counter()
+        try:
+            answered = await self._limiter.storage.check()
+        except Exception as exc:  # noqa: BLE001 - any failure means unavailable
+            breaker.failed(
+                "readiness", f"{type(exc).__name__}: {exc}", time.perf_counter() - started
+            )
+            return "unavailable"
+        if not answered:
+            breaker.failed("readiness", "no answer to PING")
+            return "unavailable"
+        breaker.answered("readiness", time.perf_counter() - started)
+        return "ok" if not breaker.is_open else "unavailable"
 
     async def check_client(self, client_id: str) -> None:
         await self._check(self._per_client, "client", client_id)
@@ -93,16 +132,28 @@ class RateLimits:
     async def _check(
         self, item: RateLimitItem, scope: str, who: str, *, count: bool = True, refuse: bool = True
     ) -> None:
+        breaker = self._breaker
+        limiter = self._limiter
+        if breaker is not None and not breaker.allow(_USE):
+            limiter = self._fallback
+        started = time.perf_counter()
         try:
-            allowed = await (self._limiter.hit if count else self._limiter.test)(item, scope, who)
-            if allowed or not refuse:
-                return
-            stats = await self._limiter.get_window_stats(item, scope, who)
+            allowed = await (limiter.hit if count else limiter.test)(item, scope, who)
+            stats = (
+                None if allowed or not refuse else await limiter.get_window_stats(item, scope, who)
+            )
         except Exception as exc:  # noqa: BLE001 - whatever the storage raised
             # Limits protect the service; they are not its correctness. With their storage down,
             # requests go on (the quota's state machine still settles each exactly once).
             RATE_LIMIT_ERRORS.inc()
-            log.warning("rate_limit_unavailable", scope=scope, error=str(exc))
+            if breaker is not None:
+                breaker.failed(_USE, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
+            else:
+                log.warning("rate_limit_unavailable", scope=scope, error=str(exc))
+            return
+        if breaker is not None and limiter is self._limiter:
+            breaker.answered(_USE, time.perf_counter() - started)
+        if stats is None:
             return
         retry_after = max(1, math.ceil(stats.reset_time - time.time()))
         raise Problem(
@@ -112,3 +163,6 @@ class RateLimits:
             f"{scope} {who} is over its limit of {item}",
             headers={"Retry-After": str(retry_after)},
         )
+
+
+_USE = "rate_limit"

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Protocol
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
+from freehours.cache.breaker import RedisBreaker, sync_client
 from freehours.clock import Clock, SystemClock
 from freehours.domain.settlement import Quota, QuotaStatus
 from freehours.errors import FreehoursError
@@ -128,21 +128,42 @@ return 1
 
 
 class RedisQuotaCache:
-    """The shared cache: one Redis hash per quota key, written by a Lua compare-and-set."""
+    """The shared cache: one Redis hash per quota key, written by a Lua compare-and-set.
 
-    def __init__(self, client: redis.Redis, prefix: str = "freehours:quota:") -> None:
+    Asked only while ``breaker`` lets it (``freehours.cache.breaker``): while Redis is bypassed,
+    a get finds nothing and a put stores nothing, and the database answers."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        prefix: str = "freehours:quota:",
+        breaker: RedisBreaker | None = None,
+    ) -> None:
         self._client = client
         self._prefix = prefix
         self._put = client.register_script(_PUT_SCRIPT)
+        self._breaker = breaker
 
     def get(self, key: str) -> Quota | None:
+        breaker = self._breaker
+        if breaker is not None and not breaker.allow(_USE):
+            return None
+        started = time.perf_counter()
         try:
             raw = self._client.hget(self._prefix + key, "q")
         except redis.RedisError as exc:
+            if breaker is not None:
+                breaker.failed(_USE, str(exc), time.perf_counter() - started)
             raise CacheUnavailable(f"quota cache get {key}: {exc}") from exc
+        if breaker is not None:
+            breaker.answered(_USE, time.perf_counter() - started)
         return None if raw is None else decode(raw)
 
     def put(self, quota: Quota, ttl_seconds: float) -> bool:
+        breaker = self._breaker
+        if breaker is not None and not breaker.allow(_USE):
+            return False
+        started = time.perf_counter()
         try:
             stored = self._put(
                 keys=[self._prefix + quota.key],
@@ -154,25 +175,30 @@ class RedisQuotaCache:
                 ],
             )
         except redis.RedisError as exc:
+            if breaker is not None:
+                breaker.failed(_USE, str(exc), time.perf_counter() - started)
             raise CacheUnavailable(f"quota cache put {quota.key}: {exc}") from exc
+        if breaker is not None:
+            breaker.answered(_USE, time.perf_counter() - started)
         return bool(stored)
 
 
+_USE = "quota_cache"
+
+
 def open_quota_cache(
-    redis_url: str | None, clock: Clock | None = None, prefix: str = "freehours:"
+    redis_url: str | None,
+    clock: Clock | None = None,
+    prefix: str = "freehours:",
+    *,
+    timeout: float = 0.1,
+    breaker: RedisBreaker | None = None,
 ) -> QuotaCache:
-    """Redis when a URL is configured, otherwise the in-process cache."""
+    """Redis when a URL is configured, otherwise the in-process cache.
+
+    The cache only saves a database round trip: a Redis that does not answer within ``timeout``
+    (one try, no retries) counts as unavailable and the database answers; ``breaker`` (shared
+    with the rate limits) then keeps the cache from asking it again for a while."""
     if redis_url is None:
         return MemoryQuotaCache(clock)
-    # The cache only saves a database round trip: waiting on it longer than half a second would
-    # cost more than it saves, so a slow Redis counts as unavailable and the database answers.
-    # No client-side retries either (redis-py retries three times by default): one try, then the
-    # database.
-    return RedisQuotaCache(fail_fast_redis(redis_url), prefix=f"{prefix}quota:")
-
-
-def fail_fast_redis(url: str) -> redis.Redis:
-    """A Redis client that answers or fails within half a second, without retrying."""
-    return redis.Redis.from_url(
-        url, socket_timeout=0.5, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0)
-    )
+    return RedisQuotaCache(sync_client(redis_url, timeout), f"{prefix}quota:", breaker)

@@ -23,10 +23,15 @@ def upgrade() -> None:
     A new database is migrated by whichever command opens it first; an existing one is upgraded
     only here, so that a release's migrations run when an operator says so.
     """
-    from freehours.store import schema
-    from freehours.store.engine import create_engine
+    from dataclasses import replace
 
-    engine = create_engine(get_settings().database_url)
+    from freehours.store import schema
+    from freehours.store.engine import Timeouts, create_engine
+
+    settings = get_settings()
+    # A migration may rewrite a large table: no statement timeout of the API's size here.
+    timeouts = replace(Timeouts.from_settings(settings), statement=24 * 3600.0)
+    engine = create_engine(settings.database_url, timeouts)
     try:
         revision = schema.upgrade(engine)
     finally:

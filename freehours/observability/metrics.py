@@ -53,6 +53,22 @@ RATE_LIMIT_ERRORS = Counter(
     "freehours_rate_limit_errors_total",
     "Rate-limit checks that could not reach their storage and let the request through.",
 )
+REDIS_UNAVAILABLE = Counter(
+    "freehours_redis_unavailable_total",
+    "Times Redis failed or answered too slowly, by use (rate_limit, quota_cache); it is then "
+    "bypassed for FREEHOURS_REDIS_RETRY_SECONDS.",
+    ["use"],
+)
+REDIS_BYPASSED = Counter(
+    "freehours_redis_bypassed_total",
+    "Redis calls not made because Redis recently failed, by use (rate limits counted in the "
+    "process instead, quota cache skipped).",
+    ["use"],
+)
+DATABASE_UNAVAILABLE = Counter(
+    "freehours_database_unavailable_total",
+    "Requests answered 503 because the database did not answer in time (or refused).",
+)
 JOB_ATTEMPTS = Counter(
     "freehours_job_attempts_total",
     "Job attempts by kind and outcome: completed, snoozed (not yet; no attempt counted), "

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 from freehours.store import schema
 from freehours.store.engine import (
+    Timeouts,
     autocommit_connection,
     create_engine,
     read_transaction,
@@ -33,13 +34,14 @@ class Store:
         self.engine = engine
 
     @classmethod
-    def open(cls, url: str) -> Store:
+    def open(cls, url: str, timeouts: Timeouts | None = None) -> Store:
         """Connect to ``url``; migrate the database if it is new, else require it current.
+        ``timeouts``: how long to wait on PostgreSQL (default: the settings' defaults).
 
         Raises ``ConfigurationError`` for a URL freehours cannot use, or a database whose schema
         is behind (run ``freehours db upgrade``) or ahead of this freehours.
         """
-        engine = create_engine(url)
+        engine = create_engine(url, timeouts)
         try:
             schema.prepare(engine)
         except BaseException:

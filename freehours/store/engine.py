@@ -14,11 +14,13 @@ on SQLite, where the whole database is locked already), ingestion, migrations.
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -26,6 +28,9 @@ from sqlalchemy import event
 from freehours.errors import ConfigurationError
 from freehours.store import locks
 from freehours.store.prepared import Prepared, run_script
+
+if TYPE_CHECKING:
+    from freehours.settings import Settings
 
 #: How long a SQLite writer waits for another's write lock before giving up, in milliseconds.
 #: Importing the reference NEM12 file (2,976,000 values) holds the lock for about 8 s on these
@@ -39,14 +44,109 @@ _SQLITE_BEGIN = "freehours_sqlite_begin"
 _AUTOCOMMIT = "AUTOCOMMIT"
 
 
-def create_engine(url: str) -> sa.Engine:
-    """An engine for ``url``: ``sqlite:///PATH`` or ``postgresql[+psycopg]://...``."""
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """How long freehours waits on the database before it says it is unavailable (503).
+
+    A database that is down answers at once (connection refused); one that is black-holed (a
+    dead host, a partition, a hung proxy) answers never, and without these limits every request
+    that touches it would wait for ever, each holding a thread and a pooled connection. The
+    defaults are those of the ``FREEHOURS_DATABASE_*_SECONDS`` settings."""
+
+    #: A new connection (libpq ``connect_timeout``, whole seconds, at least 2).
+    connect: int = 5
+    #: One statement, on the server (``statement_timeout``); the client waits one second more
+    #: for any answer, so that a server which cannot cancel (black-holed) is given up on too.
+    #: Bulk ingest lifts both for its own statements (``without_statement_timeout``).
+    statement: float = 15.0
+    #: A free connection from the pool.
+    pool: float = 5.0
+    #: Unacknowledged data or keepalives on a connection (``tcp_user_timeout``).
+    tcp: int = 15
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Timeouts:
+        return cls(
+            connect=settings.database_connect_timeout_seconds,
+            statement=settings.database_statement_timeout_seconds,
+            pool=settings.database_pool_timeout_seconds,
+            tcp=settings.database_tcp_timeout_seconds,
+        )
+
+    @property
+    def answer(self) -> float:
+        """How long the client waits for any answer to a statement."""
+        return self.statement + 1.0
+
+
+@functools.cache
+def _answering_connection() -> type[Any]:
+    """A psycopg connection class that waits for an answer at most ``answer_timeout`` seconds
+    (defined on first use: SQLite deployments never import psycopg).
+
+    libpq has no read timeout: a server that stops answering (black-holed behind a proxy that
+    still acknowledges, or past what keepalives notice) holds the calling thread for ever. Past
+    the deadline the connection is closed (its state is unknown), so SQLAlchemy invalidates it
+    rather than pooling it, and the caller gets an OperationalError."""
+    import psycopg  # noqa: PLC0415 - SQLite deployments never import it
+
+    class AnsweringConnection(psycopg.Connection[Any]):
+        answer_timeout: float | None = None
+
+        def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
+            deadline = timeout if timeout is not None else self.answer_timeout
+            try:
+                return super().wait(gen, interval, deadline)
+            except psycopg.errors._WaitTimeout as exc:  # psycopg's own deadline
+                self.pgconn.finish()
+                raise psycopg.OperationalError(
+                    f"the database did not answer within {deadline} s"
+                ) from exc
+
+    return AnsweringConnection
+
+
+def _postgresql_engine(url: sa.URL, timeouts: Timeouts) -> sa.Engine:
+    # The URL may carry libpq ``options`` of its own (a search_path): the timeout is added.
+    options = url.query.get("options", "")
+    if isinstance(options, tuple):
+        options = " ".join(options)
+    statement_ms = max(1, int(timeouts.statement * 1000))
+    keepalive_idle = max(1, timeouts.tcp // 3)
+    engine = sa.create_engine(
+        url,
+        pool_timeout=timeouts.pool,
+        connect_args={
+            "connect_timeout": timeouts.connect,
+            "options": f"{options} -c statement_timeout={statement_ms}".strip(),
+            "keepalives": 1,
+            "keepalives_idle": keepalive_idle,
+            "keepalives_interval": keepalive_idle,
+            "keepalives_count": 3,
+            "tcp_user_timeout": timeouts.tcp * 1000,
+        },
+    )
+
+    @event.listens_for(engine, "do_connect")
+    def _connect(_dialect: Any, _record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
+        connection = _answering_connection().connect(*cargs, **cparams)
+        connection.answer_timeout = timeouts.answer
+        return connection
+
+    return engine
+
+
+def create_engine(url: str, timeouts: Timeouts | None = None) -> sa.Engine:
+    """An engine for ``url``: ``sqlite:///PATH`` or ``postgresql[+psycopg]://...``; on
+    PostgreSQL with ``timeouts`` (default: the settings' defaults)."""
     try:
         parsed = sa.make_url(url)
     except sa.exc.ArgumentError as exc:
         raise ConfigurationError(f"database URL {url!r} cannot be parsed: {exc}") from exc
     if parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg"):
-        return sa.create_engine(parsed.set(drivername="postgresql+psycopg"))
+        return _postgresql_engine(
+            parsed.set(drivername="postgresql+psycopg"), timeouts or Timeouts()
+        )
     if parsed.drivername in ("sqlite", "sqlite+pysqlite"):
         if parsed.database in (None, "", ":memory:"):
             raise ConfigurationError(
@@ -90,6 +190,27 @@ def _sqlite_engine(url: sa.URL) -> sa.Engine:
             _BEGIN[mode].rows(connection, {})
 
     return engine
+
+
+@contextmanager
+def without_statement_timeout(conn: sa.Connection) -> Iterator[None]:
+    """Lift the statement timeout, and the client's wait for an answer, for the rest of the
+    transaction on ``conn`` (PostgreSQL; a no-op on SQLite).
+
+    For bulk statements whose time grows with their input, bounded by the input's own limits
+    instead: an ingest's ``COPY`` lasts as long as its file takes to parse and its upsert as
+    long as its rows take to write. A dead peer is still noticed by the TCP timeouts."""
+    if conn.dialect.name != "postgresql":
+        yield
+        return
+    run_script(conn, "SET LOCAL statement_timeout = 0")
+    driver = conn.connection.driver_connection
+    saved = getattr(driver, "answer_timeout", None)
+    driver.answer_timeout = None  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        driver.answer_timeout = saved  # type: ignore[union-attr]
 
 
 @contextmanager

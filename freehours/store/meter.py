@@ -50,6 +50,7 @@ from freehours.domain.reads import (
 from freehours.domain.time import NEM_TIME
 from freehours.errors import InputError
 from freehours.meterdata.records import IntervalDay, IntervalRead, Quality
+from freehours.store.engine import without_statement_timeout
 from freehours.store.prepared import Prepared
 from freehours.store.tables import UOM_LENGTH, UtcDateTime, meter_days
 
@@ -142,13 +143,14 @@ def ingest_days(
         raise ValueError("received_at must be an aware datetime")
     # Created and dropped in the caller's transaction: if anything here raises, the caller's
     # rollback takes the staging table away with the rest.
-    _staging.create(conn)
-    if conn.dialect.name == "postgresql":
-        staged = _copy_to_staging(conn, days, received_at)
-    else:
-        staged = _insert_into_staging(conn, days, received_at)
-    counts = _upsert_from_staging(conn, staged) if staged else IngestCounts()
-    _staging.drop(conn)
+    with without_statement_timeout(conn):
+        _staging.create(conn)
+        if conn.dialect.name == "postgresql":
+            staged = _copy_to_staging(conn, days, received_at)
+        else:
+            staged = _insert_into_staging(conn, days, received_at)
+        counts = _upsert_from_staging(conn, staged) if staged else IngestCounts()
+        _staging.drop(conn)
     return counts
 
 

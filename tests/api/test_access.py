@@ -66,7 +66,7 @@ def test_a_revoked_key_is_refused_once_the_key_cache_forgets_it(api: Api) -> Non
 
 def test_health_and_readiness_are_open(api: Api) -> None:
     assert api.client.get("/healthz").json() == {"status": "ok"}
-    assert api.client.get("/readyz").json() == {"status": "ok"}
+    assert api.client.get("/readyz").json() == {"status": "ok", "database": "ok"}
 
 
 def test_metrics_are_open_on_loopback(api: Api) -> None:

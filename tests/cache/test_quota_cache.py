@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -11,6 +12,7 @@ from decimal import Decimal
 import pytest
 import redis
 
+from freehours.cache.breaker import RedisBreaker, start_request, sync_client
 from freehours.cache.quota import (
     CacheUnavailable,
     MemoryQuotaCache,
@@ -18,7 +20,6 @@ from freehours.cache.quota import (
     RedisQuotaCache,
     decode,
     encode,
-    fail_fast_redis,
 )
 from freehours.clock import ManualClock
 from freehours.domain.settlement import Claimed, QuotaStatus, claim, complete, new_quota
@@ -116,9 +117,83 @@ def test_redis_entries_carry_their_time_to_live(redis_url: str) -> None:
 
 
 def test_unreachable_redis_raises_cache_unavailable() -> None:
-    cache = RedisQuotaCache(fail_fast_redis("redis://127.0.0.1:1/0"))
+    cache = RedisQuotaCache(sync_client("redis://127.0.0.1:1/0", 0.1))
     _, locked, _ = _states()
     with pytest.raises(CacheUnavailable):
         cache.get(locked.key)
     with pytest.raises(CacheUnavailable):
         cache.put(locked, 30)
+
+
+class CountingRedis:
+    """A client that counts the calls that reach it and fails each one, as a dead Redis does."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def register_script(self, script: str) -> object:
+        def run(**_: object) -> object:
+            self.calls += 1
+            raise redis.ConnectionError("refused")
+
+        return run
+
+    def hget(self, *_: object) -> object:
+        self.calls += 1
+        raise redis.ConnectionError("refused")
+
+
+def test_a_failed_redis_is_bypassed_until_its_retry_time() -> None:
+    client = CountingRedis()
+    breaker = RedisBreaker(retry_seconds=3600, slow_seconds=1)
+    cache = RedisQuotaCache(client, breaker=breaker)  # type: ignore[arg-type]
+    _, locked, _ = _states()
+    with pytest.raises(CacheUnavailable):
+        cache.get(locked.key)
+    # Open: nothing more reaches Redis; a get finds nothing, a put stores nothing.
+    assert [cache.get(locked.key) for _ in range(100)] == [None] * 100
+    assert cache.put(locked, 30) is False
+    assert client.calls == 1
+    assert breaker.is_open
+
+
+def test_a_bypassed_redis_is_tried_by_one_call_and_used_again_once_it_answers(
+    redis_url: str,
+) -> None:
+    breaker = RedisBreaker(retry_seconds=0.000001, slow_seconds=1)
+    breaker.failed("test", "as if it had failed")
+    prefix = f"test:{uuid.uuid4().hex}:"
+    client = sync_client(redis_url, 0.5)
+    cache = RedisQuotaCache(client, prefix=prefix, breaker=breaker)
+    _, locked, _ = _states()
+    assert cache.put(locked, 30) is True  # the probe, past the retry time: answered
+    assert not breaker.is_open
+    assert cache.get(locked.key) == locked
+    client.delete(prefix + locked.key)
+
+
+def test_a_redis_slower_than_its_limit_opens_the_breaker(redis_url: str) -> None:
+    breaker = RedisBreaker(retry_seconds=3600, slow_seconds=0.000001)  # every call is too slow
+    cache = RedisQuotaCache(sync_client(redis_url, 0.5), prefix="test:slow:", breaker=breaker)
+    _, locked, _ = _states()
+    assert cache.get(locked.key) is None  # answered, but too late to be worth it
+    assert breaker.is_open
+
+
+def test_a_request_past_its_redis_budget_does_without_redis(redis_url: str) -> None:
+    breaker = RedisBreaker(retry_seconds=3600, slow_seconds=1, budget_seconds=0.05)
+    prefix = f"test:{uuid.uuid4().hex}:"
+    client = sync_client(redis_url, 0.5)
+    cache = RedisQuotaCache(client, prefix=prefix, breaker=breaker)
+    _, locked, _ = _states()
+
+    def one_request() -> list[bool]:
+        start_request()
+        breaker.answered("test", 0.03)  # two calls just under the slow limit...
+        breaker.answered("test", 0.03)
+        return [cache.put(locked, 30)]  # ...spend the budget: this one is not made
+
+    assert contextvars.copy_context().run(one_request) == [False]
+    assert not breaker.is_open  # Redis is fine: the next request uses it
+    assert contextvars.copy_context().run(lambda: (start_request(), cache.put(locked, 30))[1])
+    client.delete(prefix + locked.key)

@@ -10,7 +10,12 @@ import sqlalchemy as sa
 
 from freehours.errors import ConfigurationError
 from freehours.store.database import Store
-from freehours.store.engine import SQLITE_BUSY_TIMEOUT_MS, create_engine
+from freehours.store.engine import (
+    SQLITE_BUSY_TIMEOUT_MS,
+    Timeouts,
+    create_engine,
+    without_statement_timeout,
+)
 
 
 @pytest.mark.parametrize(
@@ -64,3 +69,28 @@ def test_a_sqlite_read_transaction_takes_no_write_lock(tmp_path: Path) -> None:
         assert other.in_transaction
         other.execute("ROLLBACK")
         other.close()
+
+
+@pytest.mark.postgres
+def test_postgresql_statements_have_a_timeout_that_bulk_ingest_lifts_for_its_transaction(
+    postgres_url: str,
+) -> None:
+    url = sa.make_url(postgres_url).update_query_dict({"options": "-csearch_path=public"})
+    engine = create_engine(url.render_as_string(hide_password=False), Timeouts(statement=0.2))
+    try:
+        with engine.connect() as conn:
+            # The URL's own libpq options are kept beside the timeout.
+            assert conn.exec_driver_sql("SHOW search_path").scalar() == "public"
+            assert conn.exec_driver_sql("SHOW statement_timeout").scalar() == "200ms"
+        with (
+            pytest.raises(sa.exc.OperationalError, match="statement timeout"),
+            engine.begin() as conn,
+        ):
+            conn.exec_driver_sql("SELECT pg_sleep(0.5)")
+        with engine.begin() as conn, without_statement_timeout(conn):
+            conn.exec_driver_sql("SELECT pg_sleep(0.5)")  # not cancelled
+        with engine.connect() as conn:  # the next transaction has its timeout back
+            assert conn.exec_driver_sql("SHOW statement_timeout").scalar() == "200ms"
+            assert conn.connection.driver_connection.answer_timeout == 1.2  # type: ignore[union-attr]
+    finally:
+        engine.dispose()
