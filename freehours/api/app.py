@@ -68,6 +68,7 @@ from freehours.meterdata.nem12 import (
 from freehours.meterdata.records import IntervalDay, IntervalRead
 from freehours.observability.exposition import CONTENT_TYPE, render_metrics
 from freehours.observability.logging import bind_fields
+from freehours.observability.metrics import UPLOAD_BYTES_READ
 from freehours.runtime import Runtime
 from freehours.settings import Settings
 from freehours.settlement import Answer, Outcome, Settlements
@@ -564,12 +565,16 @@ def create_app(services: Services) -> FastAPI:
         when they are few enough to keep for the transaction, else None (it reads them again)."""
         kept: list[IntervalDay] | None = []
         values = 0
-        for day in NEM12Reader(body, name=name, limits=nem12_limits, stop=stop).days():
-            if kept is not None:
-                kept.append(day)
-                values += len(day.values)
-                if values > KEPT_UPLOAD_VALUES:
-                    kept = None
+        reader = NEM12Reader(body, name=name, limits=nem12_limits, stop=stop)
+        try:
+            for day in reader.days():
+                if kept is not None:
+                    kept.append(day)
+                    values += len(day.values)
+                    if values > KEPT_UPLOAD_VALUES:
+                        kept = None
+        finally:
+            UPLOAD_BYTES_READ.inc(reader.bytes_read)
         return kept
 
     def ingest_upload(

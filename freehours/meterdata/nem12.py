@@ -293,11 +293,13 @@ class NEM12Reader:
         self.stop = stop
         self.stats = ReadStats(name)
         self._budget = _ByteBudget(self.limits.max_bytes, stop)
+        self._spent_before = 0  # bytes of the passes before the latest
 
     @property
     def bytes_read(self) -> int:
-        """Bytes read (decompressed) by the latest pass over the source: how far it got."""
-        return self._budget.spent
+        """Bytes read (decompressed) so far, every pass over the source counted: the work done
+        (a bomb's first pass stops at its limit, and there is no second)."""
+        return self._spent_before + self._budget.spent
 
     def days(self) -> Iterator[IntervalDay]:
         """The winning revision of every (NMI, suffix, NEM date), in file order.
@@ -386,6 +388,7 @@ class NEM12Reader:
         """(label, bytes) for each CSV text in the source: the file, or each member of a zip;
         each counted against ``limits.max_bytes`` (all members together) as it is read, and
         stopped by ``stop``."""
+        self._spent_before += self._budget.spent
         budget = self._budget = _ByteBudget(self.limits.max_bytes, self.stop)
         with self._open() as raw:
             magic = raw.read(4)
