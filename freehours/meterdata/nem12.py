@@ -85,6 +85,7 @@ class NEM12TooLarge(NEM12Error):
 class ReadCancelled(Exception):
     """The reader's ``stop`` event was set (the client went away): reading stopped."""
 
+
 # Distinct value texts and UpdateDateTimes kept parsed before the caches start again: 100,000
 # Decimals are about 15 MB, far more distinct values than a real file of kWh to 3 decimals has.
 _CACHE_LIMIT = 100_000
@@ -449,8 +450,7 @@ class NEM12Reader:
 
     def _too_many_members(self, count: int) -> NEM12TooLarge:
         return NEM12TooLarge(
-            f"the zip archive has {count:,} entries; at most {self.limits.max_members:,} are"
-            " read",
+            f"the zip archive has {count:,} entries; at most {self.limits.max_members:,} are read",
             source=self.name,
         )
 
@@ -481,8 +481,7 @@ def _refuse_overlaps(archive: zipfile.ZipFile, raw: BinaryIO, source: str) -> No
         header = raw.read(30)
         if len(header) < 30 or not header.startswith(b"PK\x03\x04"):
             raise NEM12Error(
-                f"zip entry {info.filename[:100]!r} has no local header where the directory"
-                " says",
+                f"zip entry {info.filename[:100]!r} has no local header where the directory says",
                 source=source,
             )
         name_length, extra_length = struct.unpack_from("<HH", header, 26)

@@ -71,13 +71,15 @@ def test_a_long_line_further_on_is_named_by_the_first_pass() -> None:
 
 def test_a_zip_whose_entries_share_one_member_is_refused_before_it_is_read() -> None:
     error, reader = refused(overlapping_zip(TEXT.encode(), entries=20))
-    assert "overlaps" in error.reason and "meter.csv" in error.reason
+    assert "overlaps" in error.reason
+    assert "meter.csv" in error.reason
     assert reader.bytes_read == 0
 
 
 def test_a_zip_with_an_entry_inside_another_is_refused() -> None:
     error, reader = refused(nested_zip(TEXT.encode(), TEXT.encode()))
-    assert "'a.csv'" in error.reason and "overlaps 'b.csv'" in error.reason
+    assert "'a.csv'" in error.reason
+    assert "overlaps 'b.csv'" in error.reason
     assert reader.bytes_read == 0
 
 
