@@ -132,11 +132,12 @@ class Settings(BaseSettings):
         ),
     )
     upload_concurrency: int = Field(
-        default=4,
+        default=2,
         ge=1,
         description=(
-            "NEM12 uploads one API process reads and checks at once; past it, 503 with "
-            "Retry-After (each holds its body in memory and a CPU busy)"
+            "NEM12 uploads one API process reads, checks and stores at once; past it, 503 with "
+            "Retry-After. Each holds its body in memory, a database connection at the end, and "
+            "the interpreter lock while it parses: more only slows the other requests"
         ),
     )
     settle_threads: int | None = Field(

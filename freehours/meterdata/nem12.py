@@ -593,7 +593,8 @@ def _record_keys(
             tail = data[cut:]
             if len(tail) > max_line:  # the unfinished line already has max_line characters
                 raise _line_too_long(label, done + 1, max_line)
-            yield from _KEYS.findall(data, 0, cut)
+            if b"00," in data:  # no 200 or 300 record in a block of blank lines (or noise)
+                yield from _KEYS.findall(data, 0, cut)
     except (OSError, EOFError, zlib.error, zipfile.BadZipFile):
         # Damaged data: the second pass stops at the same place and says which line.
         return
