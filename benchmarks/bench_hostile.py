@@ -29,7 +29,7 @@ import psutil
 import redis
 
 from benchmarks.bench_ingest import DEFAULT_SERVER, _fresh_postgres_database
-from tests.bombs import blank_line_bomb, overlapping_zip, zeros_bomb
+from tests.bombs import blank_line_bomb, overlapping_zip, short_rows_bomb, zeros_bomb
 from tests.servers import FREEHOURS, free_port, freehours, wait_until_up
 
 BOMB_CPU_GOAL = 1.0  # seconds of server CPU per bomb
@@ -70,6 +70,7 @@ def run() -> None:
         _bomb(api, "blank-line bomb (gzip of 20 million blank lines)", blank_line_bomb())
         _bomb(api, "zeros bomb (gzip of 1 GiB without a line end)", zeros_bomb())
         _bomb(api, "overlapping zip (20 entries over one 200 MB member)", _overlapping())
+        _bomb(api, "short rows (gzip of 4.9 million one-field 300 records)", short_rows_bomb())
         _concurrent_bombs(api)
         _unauthenticated(api)
     print(

@@ -84,9 +84,9 @@ SUFFIX_PATTERN = r"^[A-Z][A-Z0-9]$"
 FILENAME_MAX_LENGTH = 255
 #: A JSON body larger than this is parsed in a worker thread, not on the event loop.
 THREADED_PARSE_BYTES = 64 * 1024
-#: Interval values of a checked NEM12 upload kept in memory for its transaction (about 10 MB of
-#: references); past it, the transaction reads the (checked) file again instead.
-KEPT_UPLOAD_VALUES = 1_000_000
+#: A checked NEM12 upload up to this size (decompressed) has its days kept in memory for its
+#: transaction (about 40 MB of them at most); a larger one is read again there instead.
+KEPT_UPLOAD_BYTES = 8 * 1024 * 1024
 
 
 @dataclass
@@ -561,21 +561,17 @@ def create_app(services: Services) -> FastAPI:
             uploads.release()
 
     def check_upload(body: bytes, name: str, stop: threading.Event) -> list[IntervalDay] | None:
-        """Every record of the file checked (``NEM12Error`` at the first problem): its days
-        when they are few enough to keep for the transaction, else None (it reads them again)."""
-        kept: list[IntervalDay] | None = []
-        values = 0
+        """Every limit and record of the file checked (``NEM12Error`` at the first problem),
+        keeping nothing (``NEM12Reader.check``); then, for a small file, its days, kept for the
+        transaction (a large one is read again there)."""
         reader = NEM12Reader(body, name=name, limits=nem12_limits, stop=stop)
         try:
-            for day in reader.days():
-                if kept is not None:
-                    kept.append(day)
-                    values += len(day.values)
-                    if values > KEPT_UPLOAD_VALUES:
-                        kept = None
+            reader.check()
+            if reader.bytes_read > 2 * KEPT_UPLOAD_BYTES:  # check() read it twice
+                return None
+            return list(reader.days())
         finally:
             UPLOAD_BYTES_READ.inc(reader.bytes_read)
-        return kept
 
     def ingest_upload(
         body: bytes,

@@ -317,6 +317,23 @@ class NEM12Reader:
         stats.rows = sum(channel.rows for channel in stats.channels.values())
         stats.superseded = len(losers)
 
+    def check(self) -> None:
+        """Check the whole source, keeping nothing: every limit (the first pass's scan, its
+        index not built), then every record (the second pass, revisions not resolved, nothing
+        yielded). Raises what ``days()`` would; memory stays small whatever the source, where
+        ``days()`` first indexes every 300 record, so that a hostile file of millions of short
+        ones would cost its index before its first bad line is reached. A source that passes
+        reads through ``days()`` without an error."""
+        stats = self.stats = ReadStats(self.name)
+        lines = _LineBudget(self.limits)
+        for label, binary in self._binaries():
+            for _ in _record_keys(binary, label, lines, keys=False):
+                pass
+        scanner = _Scanner(stats, set(), self.limits.max_line)
+        for label, text in self._texts():
+            for _ in scanner.days(label, text):
+                pass
+
     def _superseded(self) -> set[int]:
         """The first pass: the positions (among all 300 records) of the superseded rows.
 
@@ -560,7 +577,7 @@ class _LineBudget:
 
 
 def _record_keys(
-    binary: IO[bytes], label: str, lines: _LineBudget
+    binary: IO[bytes], label: str, lines: _LineBudget, *, keys: bool = True
 ) -> Iterator[tuple[bytes, bytes, bytes, bytes]]:
     """(b"2", NMI, suffix, b"") for each 200 record, (b"", b"", b"", IntervalDate) for each 300.
 
@@ -568,7 +585,8 @@ def _record_keys(
     where the second pass starts such a record, so both count the same 300 records. It also
     counts the lines (ends as the second pass reads them: \\n, \\r\\n or \\r) and finds any line
     too long, in C-speed scans of each block, and refuses the source at the first limit passed
-    (``NEM12TooLarge`` for too many lines, ``NEM12Error`` naming a line too long).
+    (``NEM12TooLarge`` for too many lines, ``NEM12Error`` naming a line too long). Without
+    ``keys``, it only does that, and yields nothing.
     """
     limits = lines.limits
     max_line = limits.max_line
@@ -593,7 +611,8 @@ def _record_keys(
             tail = data[cut:]
             if len(tail) > max_line:  # the unfinished line already has max_line characters
                 raise _line_too_long(label, done + 1, max_line)
-            if b"00," in data:  # no 200 or 300 record in a block of blank lines (or noise)
+            # (No 200 or 300 record in a block of blank lines, or of noise: no search.)
+            if keys and b"00," in data:
                 yield from _KEYS.findall(data, 0, cut)
     except (OSError, EOFError, zlib.error, zipfile.BadZipFile):
         # Damaged data: the second pass stops at the same place and says which line.
@@ -602,7 +621,8 @@ def _record_keys(
         if lines.read + 1 > limits.max_lines:
             raise _too_many_lines(label, done + 1, limits)
         lines.read += 1
-    yield from _KEYS.findall(tail)
+    if keys:
+        yield from _KEYS.findall(tail)
 
 
 def _long_line(data: bytes, cut: int, max_line: int) -> int | None:

@@ -27,7 +27,7 @@ from freehours.domain.time import NEM_TIME
 from freehours.meterdata.records import IntervalDay
 from freehours.meterdata.writer import write_nem12
 from freehours.store.tables import idempotency_keys, meter_days
-from tests.bombs import blank_line_bomb, gzipped, overlapping_zip
+from tests.bombs import blank_line_bomb, gzipped, overlapping_zip, short_rows_bomb
 from tests.servers import api_server, freehours
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
@@ -174,6 +174,14 @@ def test_a_zip_of_entries_over_one_member_is_refused_unread(server: Server) -> N
     assert response.status_code == 422
     assert "overlaps 'meter.csv'" in response.json()["detail"]
     assert server.bytes_read() == before
+    assert server.rows(meter_days) == stored
+
+
+def test_millions_of_short_rows_are_refused_at_the_first(server: Server) -> None:
+    stored = server.rows(meter_days)
+    response = upload(server, short_rows_bomb(), name="short.csv.gz")
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("short.csv.gz:3: the 300 record ends after 1")
     assert server.rows(meter_days) == stored
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import threading
+import tracemalloc
 import zipfile
 
 import pytest
@@ -17,7 +18,14 @@ from freehours.meterdata.nem12 import (
     ReadLimits,
 )
 from freehours.settings import Settings
-from tests.bombs import blank_line_bomb, gzipped, nested_zip, overlapping_zip, zeros_bomb
+from tests.bombs import (
+    blank_line_bomb,
+    gzipped,
+    nested_zip,
+    overlapping_zip,
+    short_rows_bomb,
+    zeros_bomb,
+)
 from tests.meterdata.nem12_text import channel, day, nem12
 
 TEXT = nem12(channel(), day("20260701", value="1.25"), day("20260702", value="2.5"))
@@ -133,3 +141,31 @@ def test_the_settings_defaults_are_the_readers() -> None:
         max_lines=settings.nem12_max_lines,
         max_line=settings.nem12_max_line_chars,
     )
+
+
+def test_check_refuses_a_file_of_short_rows_without_indexing_them() -> None:
+    """``days()`` indexes every 300 record before it checks one; ``check()`` (what the API runs
+    first) scans for the limits, then checks records from the top, keeping nothing."""
+    data = short_rows_bomb(500_000)
+    reader = NEM12Reader(data, name="short.csv.gz")
+    tracemalloc.start()
+    try:
+        with pytest.raises(NEM12Error) as caught:
+            reader.check()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (caught.value.line, caught.value.field) == (3, "IntervalValue2")
+    assert peak < 8 * 2**20  # a few blocks; the index of days() takes about 100 MB here
+
+
+def test_check_raises_what_days_raises_and_passes_what_it_reads() -> None:
+    bad = TEXT.replace("1.25", "x", 1).encode()
+    with pytest.raises(NEM12Error) as from_check:
+        NEM12Reader(bad).check()
+    with pytest.raises(NEM12Error) as from_days:
+        list(NEM12Reader(bad).days())
+    assert str(from_check.value) == str(from_days.value)
+    reader = NEM12Reader(TEXT.encode())
+    reader.check()
+    assert len(list(reader.days())) == 2
