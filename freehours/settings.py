@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from freehours.meterdata.nem12 import ReadLimits
 
 
 class Settings(BaseSettings):
@@ -169,6 +172,17 @@ class Settings(BaseSettings):
     idempotency_retention_hours: float = Field(
         default=24.0, ge=24, description="How long Idempotency-Keys are kept (at least 24 hours)"
     )
+
+    def nem12_limits(self) -> ReadLimits:
+        """The ``nem12_*`` limits, as the NEM12 reader takes them."""
+        from freehours.meterdata.nem12 import ReadLimits  # noqa: PLC0415 - only its users pay
+
+        return ReadLimits(
+            max_bytes=self.nem12_max_bytes,
+            max_members=self.nem12_max_members,
+            max_lines=self.nem12_max_lines,
+            max_line=self.nem12_max_line_chars,
+        )
 
     @property
     def batch_body_limit(self) -> int:

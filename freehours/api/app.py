@@ -62,7 +62,6 @@ from freehours.meterdata.nem12 import (
     NEM12Reader,
     NEM12TooLarge,
     ReadCancelled,
-    ReadLimits,
     read_days,
 )
 from freehours.meterdata.records import IntervalDay, IntervalRead
@@ -317,12 +316,7 @@ def create_app(services: Services) -> FastAPI:
     settling = anyio.CapacityLimiter(services.settle_threads)
     # NEM12 uploads read and checked at once: each holds its body and a CPU; past it, 503.
     uploads = anyio.CapacityLimiter(settings.upload_concurrency)
-    nem12_limits = ReadLimits(
-        max_bytes=settings.nem12_max_bytes,
-        max_members=settings.nem12_max_members,
-        max_lines=settings.nem12_max_lines,
-        max_line=settings.nem12_max_line_chars,
-    )
+    nem12_limits = settings.nem12_limits()
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -134,13 +134,8 @@ def test_a_month_of_five_minute_data_for_ten_thousand_nmis_is_within_the_default
 
 
 def test_the_settings_defaults_are_the_readers() -> None:
-    settings = Settings()
-    assert ReadLimits() == ReadLimits(
-        max_bytes=settings.nem12_max_bytes,
-        max_members=settings.nem12_max_members,
-        max_lines=settings.nem12_max_lines,
-        max_line=settings.nem12_max_line_chars,
-    )
+    assert Settings().nem12_limits() == ReadLimits()
+    assert Settings(nem12_max_lines=7).nem12_limits().max_lines == 7
 
 
 def test_check_refuses_a_file_of_short_rows_without_indexing_them() -> None:
