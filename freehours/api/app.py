@@ -343,6 +343,7 @@ def create_app(services: Services) -> FastAPI:
     app.add_exception_handler(RequestValidationError, validation_handler)
     app.add_exception_handler(sa.exc.DataError, data_error_handler)
     app.add_middleware(RequestTelemetry)
+    app.state.uploads = uploads  # the NEM12 upload slots, for a look from outside
 
     async def authorize(authorization: str | None, scope: Scope) -> ApiKey:
         """The key of an ``Authorization: Bearer`` header, if it may use ``scope`` and is
@@ -388,7 +389,9 @@ def create_app(services: Services) -> FastAPI:
         key: ApiKey = admin,
     ) -> dict[str, Any]:
         """Create or replace a tariff plan: the plan file's fields as JSON."""
-        raw = await _bounded_body(request, settings.max_json_body_bytes, title="Body too large")
+        raw = await _bounded_body(
+            request, settings.max_json_body_bytes, title="Body too large", required=None
+        )
         document = _parse_body(_PLAN_DOCUMENT, raw)
         return await run_in_threadpool(store_plan, plan_id, document)
 
@@ -413,7 +416,9 @@ def create_app(services: Services) -> FastAPI:
     async def put_customer(request: Request, nmi: NmiPath, key: ApiKey = admin) -> CustomerOut:
         """Create or update a customer: the plan they are on and their region."""
         bind_fields(nmi=nmi)
-        raw = await _bounded_body(request, settings.max_json_body_bytes, title="Body too large")
+        raw = await _bounded_body(
+            request, settings.max_json_body_bytes, title="Body too large", required=None
+        )
         body = _parse_body(CustomerIn, raw)
         return await run_in_threadpool(store_customer, nmi, body)
 
@@ -450,6 +455,7 @@ def create_app(services: Services) -> FastAPI:
             limit,
             title="Body too large",
             detail=f"body: over {limit} bytes (at most {settings.max_batch_reads} reads a batch)",
+            required=None,
         )
         if len(raw) > THREADED_PARSE_BYTES:
             body = await anyio.to_thread.run_sync(_parse_body, MeterReadingsIn, raw)
@@ -744,7 +750,10 @@ def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _parse_body(model: type[_Body] | TypeAdapter[_Body], raw: bytes) -> _Body:
     """``raw`` as ``model``, or the 422 FastAPI gives for a declared body (fields as
-    ``body.NAME``)."""
+    ``body.NAME``; a missing body as ``body``)."""
+    if not raw:
+        missing = {"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}
+        raise RequestValidationError([missing], body=raw)
     try:
         if isinstance(model, TypeAdapter):
             return model.validate_json(raw)
@@ -764,7 +773,7 @@ async def _bounded_body(
 ) -> bytes:
     """The request body, refused with 413 as soon as it passes ``limit`` bytes (before a byte
     is read when its Content-Length says so); a 422 when it is empty and ``required`` says why
-    it may not be."""
+    it may not be (None: the caller answers an empty body)."""
     too_large = Problem(413, "payload-too-large", title, detail or f"body: over {limit} bytes")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
