@@ -109,7 +109,7 @@ _BOM = "\xef\xbb\xbf"  # a UTF-8 byte order mark, as the latin-1 decoding below 
 _ONE = Decimal(1)
 #: Where a 200 or 300 record starts: the first pass's view of a file.
 _KEYS = re.compile(rb"\n(?:(2)00,([^,\n]*),[^,\n]*,[^,\n]*,([^,\n]*)|300,([^,\n]*))")
-_BLOCK = 1 << 20  # bytes the first pass reads at a time
+_BLOCK = 1 << 18  # bytes the first pass reads at a time
 
 
 @dataclass(slots=True)
