@@ -29,7 +29,15 @@ import psutil
 import redis
 
 from benchmarks.bench_ingest import DEFAULT_SERVER, _fresh_postgres_database
-from tests.bombs import blank_line_bomb, overlapping_zip, short_rows_bomb, zeros_bomb
+from freehours.meterdata.nem12 import ReadLimits
+from tests.bombs import (
+    HEADER,
+    blank_line_bomb,
+    gzipped,
+    overlapping_zip,
+    short_rows_bomb,
+    zeros_bomb,
+)
 from tests.servers import FREEHOURS, free_port, freehours, wait_until_up
 
 BOMB_CPU_GOAL = 1.0  # seconds of server CPU per bomb
@@ -70,7 +78,8 @@ def run() -> None:
         _bomb(api, "blank-line bomb (gzip of 20 million blank lines)", blank_line_bomb())
         _bomb(api, "zeros bomb (gzip of 1 GiB without a line end)", zeros_bomb())
         _bomb(api, "overlapping zip (20 entries over one 200 MB member)", _overlapping())
-        _bomb(api, "short rows (gzip of 4.9 million one-field 300 records)", short_rows_bomb())
+        _bomb(api, "short rows (gzip of 1.99 million one-field 300 records)", short_rows_bomb())
+        _bomb(api, "blank lines just short of the line limit, then a bad one", _just_short())
         _concurrent_bombs(api)
         _unauthenticated(api)
     print(
@@ -82,6 +91,12 @@ def run() -> None:
 
 def _overlapping() -> bytes:
     return overlapping_zip(b"100,NEM12,202607020000,MDA1,Ret1\n" + b"\n" * (200 * 2**20))
+
+
+def _just_short() -> bytes:
+    """Blank lines up to 10 short of the default line limit, then a line that is no record: the
+    first pass passes it, the second reads every line to the bad one."""
+    return gzipped(HEADER, b"\n" * (ReadLimits().max_lines - 10)) + gzipped(b"zz\n")
 
 
 def _bomb(api: Api, what: str, body: bytes) -> None:
