@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from freehours.meterdata.nem12 import ReadLimits
 
 
 class Settings(BaseSettings):
@@ -134,6 +137,58 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(
         default=100 * 1024 * 1024, ge=1, description="Largest NEM12 upload in bytes (413 past it)"
     )
+    max_batch_bytes: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Largest POST /v1/meter-readings body in bytes, refused with 413 while it is read. "
+            "Default: 512 bytes a read (one is about 80 as JSON) times max_batch_reads, plus 64 kB"
+        ),
+    )
+    max_json_body_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1,
+        description="Largest body of PUT /v1/plans and /v1/customers in bytes (413 past it)",
+    )
+    nem12_max_bytes: int = Field(
+        default=2 * 1024**3,
+        ge=1,
+        description=(
+            "Most bytes a NEM12 source holds once decompressed, all zip members together (413 "
+            "past it). A month of 5-minute data for 10,000 NMIs is about 560 MB a channel"
+        ),
+    )
+    nem12_max_members: int = Field(
+        default=10_000,
+        ge=1,
+        description="Most entries in a zipped NEM12 upload (413 past it): a file per NMI of 10,000",
+    )
+    nem12_max_lines: int = Field(
+        default=2_000_000,
+        ge=1,
+        description=(
+            "Most lines in a NEM12 source, blank ones included (413 past it). A month of "
+            "5-minute data for 10,000 NMIs is 320,000 lines; a million with 400 and 500 records; "
+            "a file just short of it costs the second pass about half a second of CPU"
+        ),
+    )
+    nem12_max_line_chars: int = Field(
+        default=100_000,
+        ge=100,
+        description=(
+            "Longest line in a NEM12 source (422 naming it): a 5-minute 300 record is about "
+            "2,000 characters"
+        ),
+    )
+    upload_concurrency: int = Field(
+        default=2,
+        ge=1,
+        description=(
+            "NEM12 uploads one API process reads, checks and stores at once; past it, 503 with "
+            "Retry-After. Each holds its body in memory, a database connection at the end, and "
+            "the interpreter lock while it parses: more only slows the other requests"
+        ),
+    )
     settle_threads: int | None = Field(
         default=None,
         ge=1,
@@ -190,6 +245,24 @@ class Settings(BaseSettings):
     idempotency_retention_hours: float = Field(
         default=24.0, ge=24, description="How long Idempotency-Keys are kept (at least 24 hours)"
     )
+
+    def nem12_limits(self) -> ReadLimits:
+        """The ``nem12_*`` limits, as the NEM12 reader takes them."""
+        from freehours.meterdata.nem12 import ReadLimits  # noqa: PLC0415 - only its users pay
+
+        return ReadLimits(
+            max_bytes=self.nem12_max_bytes,
+            max_members=self.nem12_max_members,
+            max_lines=self.nem12_max_lines,
+            max_line=self.nem12_max_line_chars,
+        )
+
+    @property
+    def batch_body_limit(self) -> int:
+        """``max_batch_bytes``, or its default derived from ``max_batch_reads``."""
+        if self.max_batch_bytes is not None:
+            return self.max_batch_bytes
+        return 512 * self.max_batch_reads + 64 * 1024
 
 
 @lru_cache(maxsize=1)

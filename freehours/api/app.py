@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 import anyio
 import sqlalchemy as sa
@@ -34,10 +34,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    TypeAdapter,
     ValidationError,
     field_validator,
 )
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from freehours.api import idempotency
 from freehours.api.docs import mount_docs
@@ -63,12 +65,18 @@ from freehours.domain.rating import MeterRating
 from freehours.domain.reads import NMI_PATTERN, SUFFIX_PATTERN
 from freehours.domain.settlement import Quota
 from freehours.domain.time import NEM_TIME, Region
-from freehours.errors import InputError
+from freehours.errors import InputError, NEM12Error
 from freehours.ingest import Ingested
-from freehours.meterdata.nem12 import read_days
-from freehours.meterdata.records import IntervalRead
+from freehours.meterdata.nem12 import (
+    NEM12Reader,
+    NEM12TooLarge,
+    ReadCancelled,
+    read_days,
+)
+from freehours.meterdata.records import IntervalDay, IntervalRead
 from freehours.observability.exposition import CONTENT_TYPE, render_metrics
 from freehours.observability.logging import bind_fields
+from freehours.observability.metrics import UPLOAD_BYTES_READ
 from freehours.runtime import Runtime
 from freehours.settings import Settings
 from freehours.settlement import Answer, Outcome, Settlements
@@ -78,6 +86,13 @@ from freehours.store.database import Store
 log = structlog.get_logger("freehours.api")
 
 NmiPath = Annotated[str, Path(pattern=NMI_PATTERN, description="the 10-character NMI")]
+#: Longest X-Filename: it names the file in answers, logs and the idempotency record.
+FILENAME_MAX_LENGTH = 255
+#: A JSON body larger than this is parsed in a worker thread, not on the event loop.
+THREADED_PARSE_BYTES = 64 * 1024
+#: A checked NEM12 upload up to this size (decompressed) has its days kept in memory for its
+#: transaction (about 40 MB of them at most); a larger one is read again there instead.
+KEPT_UPLOAD_BYTES = 8 * 1024 * 1024
 
 
 @dataclass
@@ -343,6 +358,9 @@ def create_app(services: Services) -> FastAPI:
     # costs every request more CPU (measured on PostgreSQL: 32 at once cost 1.6x the CPU per
     # settlement of 4).
     settling = anyio.CapacityLimiter(services.settle_threads)
+    # NEM12 uploads read and checked at once: each holds its body and a CPU; past it, 503.
+    uploads = anyio.CapacityLimiter(settings.upload_concurrency)
+    nem12_limits = settings.nem12_limits()
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -381,6 +399,7 @@ def create_app(services: Services) -> FastAPI:
         app.add_exception_handler(unavailable, database_unavailable_handler)
     app.add_exception_handler(Exception, internal_error_handler)
     app.add_middleware(RequestTelemetry)
+    app.state.uploads = uploads  # the NEM12 upload slots, for a look from outside
 
     async def authorize(request: Request, scope: Scope) -> ApiKey:
         """The key of the request's ``Authorization: Bearer`` header, if it may use ``scope``
@@ -425,15 +444,26 @@ def create_app(services: Services) -> FastAPI:
 
     # --- plans and customers ---
 
-    @app.put("/v1/plans/{plan_id}", tags=["catalogue"])
-    def put_plan(
+    # Routes with a body read it themselves, after the key is checked (FastAPI reads a declared
+    # body before it runs the dependencies) and bounded while it is read; the OpenAPI
+    # description is that of a declared body (``_operation``).
+
+    @app.put("/v1/plans/{plan_id}", tags=["catalogue"], openapi_extra=_operation(_PLAN_DOCUMENT))
+    async def put_plan(
+        request: Request,
         plan_id: Annotated[
             str, Path(pattern=PLAN_ID_PATTERN, max_length=PLAN_ID_MAX_LENGTH, description="plan id")
         ],
-        document: dict[str, Any],
         key: ApiKey = admin,
     ) -> dict[str, Any]:
         """Create or replace a tariff plan: the plan file's fields as JSON."""
+        raw = await _bounded_body(
+            request, settings.max_json_body_bytes, title="Body too large", required=None
+        )
+        document = _parse_body(_PLAN_DOCUMENT, raw)
+        return await run_in_threadpool(store_plan, plan_id, document)
+
+    def store_plan(plan_id: str, document: dict[str, Any]) -> dict[str, Any]:
         document = {**document, "id": document.get("id", plan_id)}
         if document["id"] != plan_id:
             raise Problem(422, "validation-error", "Plan id mismatch", "body id differs from path")
@@ -445,10 +475,22 @@ def create_app(services: Services) -> FastAPI:
             stored = catalog.put_plan(conn, plan_id, document, updated_at=services.clock.now())
         return stored.document
 
-    @app.put("/v1/customers/{nmi}", tags=["catalogue"], response_model=CustomerOut)
-    def put_customer(nmi: NmiPath, body: CustomerIn, key: ApiKey = admin) -> CustomerOut:
+    @app.put(
+        "/v1/customers/{nmi}",
+        tags=["catalogue"],
+        response_model=CustomerOut,
+        openapi_extra=_operation(CustomerIn),
+    )
+    async def put_customer(request: Request, nmi: NmiPath, key: ApiKey = admin) -> CustomerOut:
         """Create or update a customer: the plan they are on and their region."""
         bind_fields(nmi=nmi)
+        raw = await _bounded_body(
+            request, settings.max_json_body_bytes, title="Body too large", required=None
+        )
+        body = _parse_body(CustomerIn, raw)
+        return await run_in_threadpool(store_customer, nmi, body)
+
+    def store_customer(nmi: str, body: CustomerIn) -> CustomerOut:
         with services.store.write() as conn:
             if catalog.get_plan(conn, body.plan_id) is None:
                 raise Problem(
@@ -463,13 +505,33 @@ def create_app(services: Services) -> FastAPI:
 
     # --- meter data ---
 
-    @app.post("/v1/meter-readings", tags=["meter data"], response_model=IngestCountsOut)
-    def post_readings(
-        body: MeterReadingsIn,
+    @app.post(
+        "/v1/meter-readings",
+        tags=["meter data"],
+        response_model=IngestCountsOut,
+        openapi_extra=_operation(MeterReadingsIn),
+    )
+    async def post_readings(
+        request: Request,
         key: Annotated[ApiKey, Depends(require(Scope.INGEST))],
         idempotency_key: Annotated[str | None, Header()] = None,
     ) -> Response:
         """Ingest interval reads; never stored twice for one Idempotency-Key."""
+        limit = settings.batch_body_limit
+        raw = await _bounded_body(
+            request,
+            limit,
+            title="Body too large",
+            detail=f"body: over {limit} bytes (at most {settings.max_batch_reads} reads a batch)",
+            required=None,
+        )
+        if len(raw) > THREADED_PARSE_BYTES:
+            body = await anyio.to_thread.run_sync(_parse_body, MeterReadingsIn, raw)
+        else:
+            body = _parse_body(MeterReadingsIn, raw)
+        return await run_in_threadpool(ingest_reads, body, key, idempotency_key)
+
+    def ingest_reads(body: MeterReadingsIn, key: ApiKey, idempotency_key: str | None) -> Response:
         bind_fields(nmi=body.nmi)
         if len(body.reads) > settings.max_batch_reads:
             raise Problem(
@@ -529,11 +591,78 @@ def create_app(services: Services) -> FastAPI:
         idempotency_key: Annotated[str | None, Header()] = None,
     ) -> Response:
         """Ingest a NEM12 file (CSV, zip or gzip): all of it, or, on one bad line, none of it."""
-        body = await _bounded_body(request, settings.max_upload_bytes)
-        name = request.headers.get("x-filename", "upload.csv")
+        # Cheap refusals first; then, in one of a few upload slots, the body is read and the
+        # whole file checked in a worker thread, stopped if the client goes away; only then is
+        # the database touched.
+        name = _filename(request.headers.get("x-filename"))
+        _check_idempotency_key(idempotency_key)
+        try:
+            uploads.acquire_nowait()
+        except anyio.WouldBlock:
+            raise Problem(
+                503,
+                "busy",
+                "Too many uploads at once",
+                f"this server reads {settings.upload_concurrency} NEM12 uploads at once; retry",
+                headers={"Retry-After": "5"},
+            ) from None
+        try:
+            body = await _bounded_body(request, settings.max_upload_bytes)
+            stop = threading.Event()
+            error: NEM12Error | None = None
+            kept: list[IntervalDay] | None = None
+            try:
+                kept = await _while_connected(request, stop, check_upload, body, name, stop)
+            except ReadCancelled:
+                raise _client_gone() from None
+            except NEM12TooLarge as exc:
+                raise Problem(413, "payload-too-large", "File too large", str(exc)) from exc
+            except NEM12Error as exc:
+                error = exc  # the request's final answer, kept for its Idempotency-Key below
+            return await run_in_threadpool(
+                ingest_upload,
+                body,
+                name,
+                kept=kept,
+                error=error,
+                key=key,
+                idempotency_key=idempotency_key,
+            )
+        finally:
+            uploads.release()
 
+    def check_upload(body: bytes, name: str, stop: threading.Event) -> list[IntervalDay] | None:
+        """Every limit and record of the file checked (``NEM12Error`` at the first problem),
+        keeping nothing (``NEM12Reader.check``); then, for a small file, its days, kept for the
+        transaction (a large one is read again there)."""
+        reader = NEM12Reader(
+            body, name=name, today=_nem_today(services), limits=nem12_limits, stop=stop
+        )
+        try:
+            reader.check()
+            if reader.bytes_read > 2 * KEPT_UPLOAD_BYTES:  # check() read it twice
+                return None
+            return list(reader.days())
+        finally:
+            UPLOAD_BYTES_READ.inc(reader.bytes_read)
+
+    def ingest_upload(
+        body: bytes,
+        name: str,
+        *,
+        kept: list[IntervalDay] | None,
+        error: NEM12Error | None,
+        key: ApiKey,
+        idempotency_key: str | None,
+    ) -> Response:
         def work(conn: sa.Connection) -> tuple[int, dict[str, Any], Ingested]:
-            days = read_days(body, name=name, today=_nem_today(services))
+            if error is not None:
+                raise error
+            days = (
+                kept
+                if kept is not None
+                else read_days(body, name=name, today=_nem_today(services), limits=nem12_limits)
+            )
             ingested = services.runtime.ingestion.days(conn, days)
             counts = ingested.counts
             return (
@@ -548,8 +677,7 @@ def create_app(services: Services) -> FastAPI:
                 ingested,
             )
 
-        return await run_in_threadpool(
-            _idempotent,
+        return _idempotent(
             services,
             key,
             idempotency_key=idempotency_key,
@@ -668,19 +796,30 @@ def create_app(services: Services) -> FastAPI:
     return app
 
 
-def _operation(body: type[BaseModel], headers: list[str]) -> dict[str, Any]:
+_Body = TypeVar("_Body")
+
+#: A plan's body: any JSON object (``parse_plan`` checks its fields).
+_PLAN_DOCUMENT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
+def _operation(
+    body: type[BaseModel] | TypeAdapter[Any], headers: list[str] | None = None
+) -> dict[str, Any]:
     """The OpenAPI description of a route that reads a JSON ``body`` and optional ``headers``
     itself (``_parse_body``), as FastAPI would have described them declared."""
-    return {
-        "parameters": [
-            {"name": name, "in": "header", "required": False, "schema": {"type": "string"}}
-            for name in headers
-        ],
+    schema = body.model_json_schema() if isinstance(body, type) else body.json_schema()
+    operation: dict[str, Any] = {
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": body.model_json_schema()}},
+            "content": {"application/json": {"schema": _inline_refs(schema)}},
         },
     }
+    if headers:
+        operation["parameters"] = [
+            {"name": name, "in": "header", "required": False, "schema": {"type": "string"}}
+            for name in headers
+        ]
+    return operation
 
 
 def _nem_today(services: Services) -> date:
@@ -707,34 +846,135 @@ def _check_read_date(day: date, today: date, field: str) -> None:
         raise _range_problem(f"body.{field}", exc) from None
 
 
-_Body = TypeVar("_Body", bound=BaseModel)
+def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with its ``$defs`` written in where they are referred to: a ``#/$defs/...``
+    reference inside an OpenAPI document would be resolved against the document's root."""
+    defs = schema.get("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return inline(defs[ref.removeprefix("#/$defs/")])
+            return {name: inline(value) for name, value in node.items() if name != "$defs"}
+        if isinstance(node, list):
+            return [inline(item) for item in node]
+        return node
+
+    result: dict[str, Any] = inline(schema)
+    return result
 
 
-def _parse_body(model: type[_Body], raw: bytes) -> _Body:
+def _parse_body(model: type[_Body] | TypeAdapter[_Body], raw: bytes) -> _Body:
     """``raw`` as ``model``, or the 422 FastAPI gives for a declared body (fields as
-    ``body.NAME``)."""
+    ``body.NAME``; a missing body as ``body``)."""
+    if not raw:
+        missing = {"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}
+        raise RequestValidationError([missing], body=raw)
     try:
-        return model.model_validate_json(raw)
+        if isinstance(model, TypeAdapter):
+            return model.validate_json(raw)
+        return cast(type[BaseModel], model).model_validate_json(raw)  # type: ignore[return-value]
     except ValidationError as exc:
         errors = [{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]
         raise RequestValidationError(errors, body=raw) from exc
 
 
-async def _bounded_body(request: Request, limit: int) -> bytes:
-    """The request body, refused with 413 as soon as it passes ``limit`` bytes."""
+async def _bounded_body(
+    request: Request,
+    limit: int,
+    *,
+    title: str = "File too large",
+    detail: str | None = None,
+    required: str | None = "body: a NEM12 file is required",
+) -> bytes:
+    """The request body, refused with 413 as soon as it passes ``limit`` bytes (before a byte
+    is read when its Content-Length says so); a 422 when it is empty and ``required`` says why
+    it may not be (None: the caller answers an empty body)."""
+    too_large = Problem(413, "payload-too-large", title, detail or f"body: over {limit} bytes")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise Problem(413, "payload-too-large", "File too large", f"body: over {limit} bytes")
+        raise too_large
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise Problem(413, "payload-too-large", "File too large", f"body: over {limit} bytes")
-        chunks.append(chunk)
-    if size == 0:
-        raise Problem(422, "validation-error", "Empty body", "body: a NEM12 file is required")
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_large
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise _client_gone() from None
+    if size == 0 and required:
+        raise Problem(422, "validation-error", "Empty body", required)
     return b"".join(chunks)
+
+
+def _client_gone() -> Problem:
+    """What a request whose client went away answers (nginx's 499): to no one, but counted."""
+    return Problem(499, "client-closed-request", "The client closed the request")
+
+
+_Result = TypeVar("_Result")
+
+
+async def _while_connected(
+    request: Request,
+    stop: threading.Event,
+    call: Callable[..., _Result],
+    *args: Any,
+) -> _Result:
+    """``call(*args)`` in a worker thread, with ``stop`` set as soon as the client goes away
+    (looked at every 0.1 s), for ``call`` to end early."""
+
+    async def watch() -> None:
+        while not await request.is_disconnected():
+            await anyio.sleep(0.1)
+        stop.set()
+
+    outcome: list[_Result] = []
+    failure: list[Exception] = []
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch)
+        try:
+            outcome.append(await anyio.to_thread.run_sync(call, *args))
+        except Exception as exc:  # noqa: BLE001 - raised below, outside the group
+            # (raised inside, it would come out wrapped in an ExceptionGroup)
+            failure.append(exc)
+        group.cancel_scope.cancel()
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
+def _filename(header: str | None) -> str:
+    """The file's name from ``X-Filename`` (default ``upload.csv``): at most
+    ``FILENAME_MAX_LENGTH`` characters, no control characters, else a 400."""
+    if header is None:
+        return "upload.csv"
+    if len(header) > FILENAME_MAX_LENGTH:
+        raise Problem(
+            400,
+            "bad-request",
+            "X-Filename is too long",
+            f"X-Filename: {len(header)} characters, at most {FILENAME_MAX_LENGTH}",
+        )
+    if not header.strip() or any(ord(char) < 32 or ord(char) == 127 for char in header):
+        raise Problem(
+            400,
+            "bad-request",
+            "X-Filename is not a file name",
+            "X-Filename: empty, or holds control characters",
+        )
+    return header
+
+
+def _check_idempotency_key(idempotency_key: str | None) -> None:
+    """A 400 unless the request carries a usable Idempotency-Key."""
+    if not idempotency_key:
+        raise Problem(400, "idempotency-key-missing", "Idempotency-Key header is required")
+    if len(idempotency_key) > 255:
+        raise Problem(400, "bad-request", "Idempotency-Key is over 255 characters")
 
 
 def _idempotent(

@@ -99,7 +99,8 @@ def _import(runtime: Runtime, path: Path, progress: Progress, task: TaskID) -> F
     clock = runtime.clock
     started = clock.monotonic()
     try:
-        days = _tallied(read_days(path), result, progress, task)
+        limits = runtime.settings.nem12_limits()
+        days = _tallied(read_days(path, limits=limits), result, progress, task)
         result.counts = runtime.ingestion.file(days).counts
     except InputError as exc:
         result.error = str(exc)

@@ -19,6 +19,12 @@ holds that index and one record at a time, never the values of the whole file.
 
 Values are exact decimals: each distinct value text is parsed once per unit and shared, since
 meter values repeat a great deal, and the cache is emptied whenever it grows past a bound.
+
+A source is bounded (``ReadLimits``): bytes once decompressed, zip members, lines (blank ones
+too) and line length. The first pass enforces them all, a block at a time, so a decompression or
+blank-line bomb is refused once it passes a limit, not after it has been inflated whole; a zip
+whose entries overlap (several entries over the same compressed data, the way zip bombs multiply
+it) is refused before any member is read.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from __future__ import annotations
 import gzip
 import io
 import re
+import struct
+import threading
 import zipfile
 import zlib
 from collections import Counter
@@ -55,6 +63,32 @@ ENERGY_UNITS = {"wh": -3, "kwh": 0, "mwh": 3}
 #: keeps a file without line breaks (or not CSV at all) from being read into memory in one piece.
 MAX_LINE = 100_000
 
+
+@dataclass(frozen=True, slots=True)
+class ReadLimits:
+    """What one NEM12 source may hold (``FREEHOURS_NEM12_*``), far above any real MDP file.
+
+    The yardstick is a month of 5-minute data for 10,000 NMIs, one channel each: 310,000 300
+    records of 288 values, about 1,800 bytes each, so about 560 MB and 320,000 lines (a million
+    with a 400 and a 500 record under every day). The defaults allow twice the channels and
+    twice the lines; a bomb meets them long before it has cost a second (reading 2 million blank
+    lines costs about half a second in the second pass, should a file stop just short).
+    """
+
+    max_bytes: int = 2 * 1024**3  # bytes read, once decompressed, over all members
+    max_members: int = 10_000  # files in a zip archive
+    max_lines: int = 2_000_000  # physical lines, blank ones included, over all members
+    max_line: int = MAX_LINE  # characters in one line: longer ones are refused
+
+
+class NEM12TooLarge(NEM12Error):
+    """A source past one of its ``ReadLimits``: the HTTP API answers 413, not 422."""
+
+
+class ReadCancelled(Exception):
+    """The reader's ``stop`` event was set (the client went away): reading stopped."""
+
+
 # Distinct value texts and UpdateDateTimes kept parsed before the caches start again: 100,000
 # Decimals are about 15 MB, far more distinct values than a real file of kWh to 3 decimals has.
 _CACHE_LIMIT = 100_000
@@ -77,7 +111,7 @@ _BOM = "\xef\xbb\xbf"  # a UTF-8 byte order mark, as the latin-1 decoding below 
 _ONE = Decimal(1)
 #: Where a 200 or 300 record starts: the first pass's view of a file.
 _KEYS = re.compile(rb"\n(?:(2)00,([^,\n]*),[^,\n]*,[^,\n]*,([^,\n]*)|300,([^,\n]*))")
-_BLOCK = 1 << 20  # bytes the first pass reads at a time
+_BLOCK = 1 << 18  # bytes the first pass reads at a time
 
 
 @dataclass(slots=True)
@@ -232,7 +266,12 @@ class _Values(dict[str, Decimal | None]):
 
 
 def read_days(
-    source: Source, *, name: str | None = None, today: date | None = None
+    source: Source,
+    *,
+    name: str | None = None,
+    today: date | None = None,
+    limits: ReadLimits | None = None,
+    stop: threading.Event | None = None,
 ) -> Iterator[IntervalDay]:
     """The winning revision of every (NMI, suffix, NEM date) in ``source``, in file order.
 
@@ -240,23 +279,45 @@ def read_days(
     gzip, told apart by their first bytes. ``name`` names the source in errors (default: the path,
     or "upload" for bytes). ``today`` (NEM time; default: the system clock's) bounds the
     IntervalDates (``freehours.domain.reads.check_read_date``). Raises ``NEM12Error`` naming the
-    file, line and field of the first problem found.
+    file, line and field of the first problem found (``NEM12TooLarge`` past ``limits``),
+    ``ReadCancelled`` once ``stop`` is set.
     """
-    return NEM12Reader(source, name=name, today=today).days()
+    return NEM12Reader(source, name=name, today=today, limits=limits, stop=stop).days()
 
 
 class NEM12Reader:
-    """A NEM12 source read as ``IntervalDay`` records, with what it holds in ``stats``."""
+    """A NEM12 source read as ``IntervalDay`` records, with what it holds in ``stats``.
+
+    ``today`` (NEM time; default: the system clock's) bounds the IntervalDates; ``limits`` bound
+    what the source may hold (default: ``ReadLimits()``); ``stop``, when set by another thread,
+    stops the reading at its next block (``ReadCancelled``).
+    """
 
     def __init__(
-        self, source: Source, *, name: str | None = None, today: date | None = None
+        self,
+        source: Source,
+        *,
+        name: str | None = None,
+        today: date | None = None,
+        limits: ReadLimits | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         self._source = source
         if name is None:
             name = "upload" if isinstance(source, bytes) else str(source)
         self.name = name
         self.today = today
+        self.limits = limits or ReadLimits()
+        self.stop = stop
         self.stats = ReadStats(name)
+        self._budget = _ByteBudget(self.limits.max_bytes, stop)
+        self._spent_before = 0  # bytes of the passes before the latest
+
+    @property
+    def bytes_read(self) -> int:
+        """Bytes read (decompressed) so far, every pass over the source counted: the work done
+        (a bomb's first pass stops at its limit, and there is no second)."""
+        return self._spent_before + self._budget.spent
 
     def days(self) -> Iterator[IntervalDay]:
         """The winning revision of every (NMI, suffix, NEM date), in file order.
@@ -266,13 +327,33 @@ class NEM12Reader:
         """
         stats = self.stats = ReadStats(self.name)
         losers = self._superseded()
-        today = self.today or datetime.now(NEM_TIME).date()
-        scanner = _Scanner(stats, losers, today)
+        scanner = _Scanner(stats, losers, self._today(), self.limits.max_line)
         for label, text in self._texts():
             stats.members.append(label)
             yield from scanner.days(label, text)
         stats.rows = sum(channel.rows for channel in stats.channels.values())
         stats.superseded = len(losers)
+
+    def check(self) -> None:
+        """Check the whole source, keeping nothing: every limit (the first pass's scan, its
+        index not built), then every record (the second pass, revisions not resolved, nothing
+        yielded). Raises what ``days()`` would; memory stays small whatever the source, where
+        ``days()`` first indexes every 300 record, so that a hostile file of millions of short
+        ones would cost its index before its first bad line is reached. A source that passes
+        reads through ``days()`` without an error."""
+        stats = self.stats = ReadStats(self.name)
+        lines = _LineBudget(self.limits)
+        for label, binary in self._binaries():
+            for _ in _record_keys(binary, label, lines, keys=False):
+                pass
+        scanner = _Scanner(stats, set(), self._today(), self.limits.max_line)
+        for label, text in self._texts():
+            for _ in scanner.days(label, text):
+                pass
+
+    def _today(self) -> date:
+        """The NEM date that IntervalDates may not be too far past."""
+        return self.today or datetime.now(NEM_TIME).date()
 
     def _superseded(self) -> set[int]:
         """The first pass: the positions (among all 300 records) of the superseded rows.
@@ -297,9 +378,10 @@ class NEM12Reader:
         first: dict[tuple[bytes, bytes, bytes], int] = {}
         repeats: dict[tuple[bytes, bytes, bytes], list[int]] = {}
         seq = 0
-        for _, binary in self._binaries():
+        lines = _LineBudget(self.limits)
+        for label, binary in self._binaries():
             nmi = suffix = b""
-            for is_200, nmi_or_empty, suffix_or_empty, day in _record_keys(binary):
+            for is_200, nmi_or_empty, suffix_or_empty, day in _record_keys(binary, label, lines):
                 if is_200:
                     nmi, suffix = nmi_or_empty, suffix_or_empty
                     continue
@@ -318,7 +400,7 @@ class NEM12Reader:
         seq = 0
         for label, text in self._texts():
             count = 48
-            for record in _records(text, label):
+            for record in _records(text, label, self.limits.max_line):
                 if record.startswith("300,"):
                     seq += 1
                     if seq in wanted:
@@ -342,20 +424,25 @@ class NEM12Reader:
             yield label, io.TextIOWrapper(binary, encoding="latin-1", newline=None)
 
     def _binaries(self) -> Iterator[tuple[str, IO[bytes]]]:
-        """(label, bytes) for each CSV text in the source: the file, or each member of a zip."""
+        """(label, bytes) for each CSV text in the source: the file, or each member of a zip;
+        each counted against ``limits.max_bytes`` (all members together) as it is read, and
+        stopped by ``stop``."""
+        self._spent_before += self._budget.spent
+        budget = self._budget = _ByteBudget(self.limits.max_bytes, self.stop)
         with self._open() as raw:
             magic = raw.read(4)
             raw.seek(0)
             if not magic:
                 raise NEM12Error("the file is empty: no 100 header", source=self.name)
             if magic in _ZIP_MAGIC:
-                yield from self._zip_members(raw)
+                for label, member in self._zip_members(raw):
+                    yield label, _counted(member, label, budget)
             elif magic.startswith(_GZIP_MAGIC):
                 with gzip.GzipFile(fileobj=raw) as unzipped:
                     # A GzipFile is a binary stream, though typeshed does not call it IO[bytes].
-                    yield self.name, cast(IO[bytes], unzipped)
+                    yield self.name, _counted(cast(IO[bytes], unzipped), self.name, budget)
             else:
-                yield self.name, raw
+                yield self.name, _counted(raw, self.name, budget)
 
     def _open(self) -> BinaryIO:
         if isinstance(self._source, bytes):
@@ -366,11 +453,19 @@ class NEM12Reader:
             raise NEM12Error(f"cannot open the file: {exc.strerror}", source=self.name) from exc
 
     def _zip_members(self, raw: BinaryIO) -> Iterator[tuple[str, IO[bytes]]]:
+        # The entry count first, from the end record: zipfile would read every entry of the
+        # central directory into memory before the count could be checked.
+        declared = _zip_entry_count(raw)
+        if declared is not None and declared > self.limits.max_members:
+            raise self._too_many_members(declared)
         try:
             archive = zipfile.ZipFile(raw)
         except zipfile.BadZipFile as exc:
             raise NEM12Error(f"not a readable zip archive: {exc}", source=self.name) from exc
         with archive:
+            if len(archive.infolist()) > self.limits.max_members:
+                raise self._too_many_members(len(archive.infolist()))
+            _refuse_overlaps(archive, raw, self.name)
             # Directories and the resource forks macOS adds under __MACOSX/ hold no meter data.
             members = [
                 info
@@ -391,36 +486,206 @@ class NEM12Reader:
                 with member:
                     yield label, member
 
+    def _too_many_members(self, count: int) -> NEM12TooLarge:
+        return NEM12TooLarge(
+            f"the zip archive has {count:,} entries; at most {self.limits.max_members:,} are read",
+            source=self.name,
+        )
 
-def _record_keys(binary: IO[bytes]) -> Iterator[tuple[bytes, bytes, bytes, bytes]]:
+
+def _zip_entry_count(raw: BinaryIO) -> int | None:
+    """The number of entries a zip's end-of-central-directory record declares (None when it
+    cannot be found, or says zip64: zipfile then reports or reads it, and the count after)."""
+    raw.seek(0, io.SEEK_END)
+    size = raw.tell()
+    raw.seek(max(0, size - 22 - 0xFFFF))  # the record is 22 bytes, then a comment of up to 64 kB
+    tail = raw.read()
+    raw.seek(0)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) - at < 22:
+        return None
+    (entries,) = struct.unpack_from("<H", tail, at + 10)
+    return None if entries == 0xFFFF else int(entries)
+
+
+def _refuse_overlaps(archive: zipfile.ZipFile, raw: BinaryIO, source: str) -> None:
+    """Refuse a zip whose entries share data: each entry's local header and compressed data must
+    lie apart from every other's and before the central directory. Zip bombs that reach a
+    thousand-fold and more point many entries at one compressed kernel (or nest each entry's data
+    inside the next's), so that it is inflated once per entry."""
+    spans: list[tuple[int, int, str]] = []
+    for info in archive.infolist():
+        raw.seek(info.header_offset)
+        header = raw.read(30)
+        if len(header) < 30 or not header.startswith(b"PK\x03\x04"):
+            raise NEM12Error(
+                f"zip entry {info.filename[:100]!r} has no local header where the directory says",
+                source=source,
+            )
+        name_length, extra_length = struct.unpack_from("<HH", header, 26)
+        end = info.header_offset + 30 + name_length + extra_length + info.compress_size
+        spans.append((info.header_offset, end, info.filename))
+    spans.sort()
+    limit = archive.start_dir
+    followers: list[tuple[int, int, str] | None] = [*spans[1:], None]
+    for (start, end, name), following in zip(spans, followers[: len(spans)], strict=True):
+        boundary = following[0] if following is not None else limit
+        if end > boundary:
+            other = following[2] if following is not None else "the central directory"
+            raise NEM12Error(
+                f"zip entry {name[:100]!r} (bytes {start:,}-{end:,}) overlaps"
+                f" {other[:100]!r}: entries that share data are refused (a zip bomb's trick)",
+                source=source,
+            )
+    raw.seek(0)
+
+
+class _ByteBudget:
+    """Bytes read from a source, once decompressed, against its limit; and its stop event."""
+
+    __slots__ = ("limit", "spent", "stop")
+
+    def __init__(self, limit: int, stop: threading.Event | None) -> None:
+        self.limit = limit
+        self.spent = 0
+        self.stop = stop
+
+    def spend(self, size: int, label: str) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise ReadCancelled(label)
+        self.spent += size
+        if self.spent > self.limit:
+            raise NEM12TooLarge(
+                f"more than {self.limit:,} bytes once decompressed: refused as a decompression"
+                " bomb",
+                source=label,
+            )
+
+
+class _Counted(io.RawIOBase):
+    """A binary stream whose reads are counted against a ``_ByteBudget``."""
+
+    def __init__(self, inner: IO[bytes], label: str, budget: _ByteBudget) -> None:
+        super().__init__()
+        self._inner = inner
+        self._label = label
+        self._budget = budget
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self._inner.read(len(buffer))
+        size = len(data)
+        self._budget.spend(size, self._label)
+        buffer[:size] = data
+        return size
+
+
+def _counted(inner: IO[bytes], label: str, budget: _ByteBudget) -> IO[bytes]:
+    """``inner``, buffered, every byte read from it counted against ``budget``."""
+    return io.BufferedReader(_Counted(inner, label, budget), buffer_size=_BLOCK)
+
+
+class _LineBudget:
+    """Physical lines read by the first pass, over all members, against ``max_lines``."""
+
+    __slots__ = ("limits", "read")
+
+    def __init__(self, limits: ReadLimits) -> None:
+        self.limits = limits
+        self.read = 0
+
+
+def _record_keys(
+    binary: IO[bytes], label: str, lines: _LineBudget, *, keys: bool = True
+) -> Iterator[tuple[bytes, bytes, bytes, bytes]]:
     """(b"2", NMI, suffix, b"") for each 200 record, (b"", b"", b"", IntervalDate) for each 300.
 
     Scans blocks of bytes with one regular expression: a line starts with 200 or 300 exactly
-    where the second pass starts such a record, so both count the same 300 records.
+    where the second pass starts such a record, so both count the same 300 records. It also
+    counts the lines (ends as the second pass reads them: \\n, \\r\\n or \\r) and finds any line
+    too long, in C-speed scans of each block, and refuses the source at the first limit passed
+    (``NEM12TooLarge`` for too many lines, ``NEM12Error`` naming a line too long). Without
+    ``keys``, it only does that, and yields nothing.
     """
-    tail = b"\n"  # the stream starts a line
+    limits = lines.limits
+    max_line = limits.max_line
+    done = 0  # complete lines of this member before the one ``tail`` holds
+    tail = b"\n"  # the stream starts a line; ``tail`` is the last, unfinished one, after a \n
+    carriage = False  # the previous block ended with \r: a \n starting this one ends no line
     try:
         while block := binary.read(_BLOCK):
-            data = tail + block.replace(b"\r", b"\n")
-            cut = data.rfind(b"\n")
-            # A line longer than a block is dropped here; the second pass refuses it.
-            tail = data[cut:] if cut >= 0 and len(data) - cut <= MAX_LINE else b""
-            yield from _KEYS.findall(data, 0, max(cut, 0))
+            if carriage and block.startswith(b"\n"):
+                block = block[1:]
+            carriage = block.endswith(b"\r")
+            data = tail + block.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            cut = data.rfind(b"\n")  # >= 0: ``tail`` starts with one
+            ends = data.count(b"\n", 1, cut + 1)
+            long = _long_line(data, cut, max_line)
+            if long is not None:
+                raise _line_too_long(label, done + data.count(b"\n", 1, long) + 1, max_line)
+            if lines.read + ends > limits.max_lines:
+                raise _too_many_lines(label, done + limits.max_lines - lines.read + 1, limits)
+            lines.read += ends
+            done += ends
+            tail = data[cut:]
+            if len(tail) > max_line:  # the unfinished line already has max_line characters
+                raise _line_too_long(label, done + 1, max_line)
+            # (No 200 or 300 record in a block of blank lines, or of noise: no search.)
+            if keys and b"00," in data:
+                yield from _KEYS.findall(data, 0, cut)
     except (OSError, EOFError, zlib.error, zipfile.BadZipFile):
         # Damaged data: the second pass stops at the same place and says which line.
         return
-    yield from _KEYS.findall(tail)
+    if len(tail) > 1:  # a last line without its end
+        if lines.read + 1 > limits.max_lines:
+            raise _too_many_lines(label, done + 1, limits)
+        lines.read += 1
+    if keys:
+        yield from _KEYS.findall(tail)
 
 
-def _physical_lines(text: TextIO, source: str) -> Iterator[str]:
-    """The lines of ``text`` as read, line ends kept, each cut at ``MAX_LINE`` characters.
+def _long_line(data: bytes, cut: int, max_line: int) -> int | None:
+    """Where the first line of ``data[1:cut]`` with ``max_line`` characters or more starts, or None.
+
+    Such a line holds a whole window of ``max_line // 2`` bytes starting at a multiple of that
+    width, so only windows without a line end are looked at: a few ``find`` calls a block.
+    """
+    width = max(max_line // 2, 1)
+    checked = 0  # lines before here are known to be short
+    for start in range(1, cut - width + 1, width):
+        if start < checked or data.find(b"\n", start, start + width) >= 0:
+            continue
+        begin = data.rfind(b"\n", 0, start) + 1
+        end = data.find(b"\n", start, cut + 1)
+        if end - begin >= max_line:
+            return begin
+        checked = end
+    return None
+
+
+def _line_too_long(label: str, line: int, max_line: int) -> NEM12Error:
+    return NEM12Error(f"a line longer than {max_line:,} characters", source=label, line=line)
+
+
+def _too_many_lines(label: str, line: int, limits: ReadLimits) -> NEM12TooLarge:
+    return NEM12TooLarge(
+        f"more than {limits.max_lines:,} lines (blank ones count): refused as a bomb",
+        source=label,
+        line=line,
+    )
+
+
+def _physical_lines(text: TextIO, source: str, max_line: int = MAX_LINE) -> Iterator[str]:
+    """The lines of ``text`` as read, line ends kept, each cut at ``max_line`` characters.
 
     Data that cannot be read (a damaged zip member or gzip stream) is a NEM12Error naming the last
     line that could be.
     """
     number = 0
     try:
-        for physical in iter(partial(text.readline, MAX_LINE), ""):
+        for physical in iter(partial(text.readline, max_line), ""):
             number += 1
             yield physical
     except (OSError, EOFError, zlib.error, zipfile.BadZipFile) as exc:
@@ -429,20 +694,20 @@ def _physical_lines(text: TextIO, source: str) -> Iterator[str]:
         ) from exc
 
 
-def _records(text: TextIO, source: str) -> Iterator[str]:
+def _records(text: TextIO, source: str, max_line: int = MAX_LINE) -> Iterator[str]:
     """Each record of ``text``, a 300 record broken across lines joined as ``_continues`` says.
 
     The second pass (``_Scanner``) reads lines itself, faster, by the same rules; this serves the
     first pass, which reads the UpdateDateTime of rows that share a date.
     """
     record = ""
-    for number, physical in enumerate(_physical_lines(text, source), 1):
+    for number, physical in enumerate(_physical_lines(text, source, max_line), 1):
         line = physical.rstrip()
         if number == 1 and line.startswith(_BOM):
             line = line[len(_BOM) :]
         if not line:
             continue
-        if record and len(record) < MAX_LINE and _continues(record, line):
+        if record and len(record) < max_line and _continues(record, line):
             record += line
             continue
         if record:
@@ -486,10 +751,13 @@ _FIELDS_400 = ("RecordIndicator", "StartInterval", "EndInterval", "QualityMethod
 class _Scanner:
     """The second pass: every record checked in order, every value parsed, winners yielded."""
 
-    def __init__(self, stats: ReadStats, losers: set[int], today: date) -> None:
+    def __init__(
+        self, stats: ReadStats, losers: set[int], today: date, max_line: int = MAX_LINE
+    ) -> None:
         self.stats = stats
         self.losers = losers
         self.today = today
+        self.max_line = max_line
         self.seq = 0  # 300 records seen in the source so far
         self.source = ""
         self.dates: dict[str, date] = {}
@@ -518,12 +786,15 @@ class _Scanner:
         count = 0
         uniform: dict[str, str] = {}  # flag -> that flag for every interval of a day
         kind = ""
-        lines = _physical_lines(text, source)
+        max_line = self.max_line
+        lines = _physical_lines(text, source, max_line)
         number = line = rows = 0
         for physical in lines:
             number += 1
+            if physical == "\n":  # a blank line: nothing to check, and bombs are made of them
+                continue
             record = physical.rstrip()
-            if record[:4] not in _RECORD_STARTS or len(physical) >= MAX_LINE:
+            if record[:4] not in _RECORD_STARTS or len(physical) >= max_line:
                 record = self.rare_line(physical, record, number)
                 if not record:
                     continue
@@ -737,8 +1008,8 @@ class _Scanner:
     def rare_line(self, physical: str, line: str, number: int) -> str:
         """A line that does not start a record as most do: refused when too long; without its
         byte order mark when it is the first; otherwise as it is (blank, or not a record)."""
-        if len(physical) >= MAX_LINE and not physical.endswith("\n"):
-            raise self.error(f"a line longer than {MAX_LINE:,} characters", number)
+        if len(physical) >= self.max_line and not physical.endswith("\n"):
+            raise self.error(f"a line longer than {self.max_line:,} characters", number)
         if number == 1 and line.startswith(_BOM):
             return line[len(_BOM) :]
         return line
@@ -758,8 +1029,10 @@ class _Scanner:
             rest = ""
             for physical in lines:
                 taken += 1
-                if len(physical) >= MAX_LINE and not physical.endswith("\n"):
-                    raise self.error(f"a line longer than {MAX_LINE:,} characters", line + taken)
+                if len(physical) >= self.max_line and not physical.endswith("\n"):
+                    raise self.error(
+                        f"a line longer than {self.max_line:,} characters", line + taken
+                    )
                 rest = physical.rstrip()
                 if rest:
                     break
@@ -767,8 +1040,8 @@ class _Scanner:
                 raise self.shape_error(fields, channel, line)
             record += rest
             self.stats.joined_lines += 1
-            if len(record) > MAX_LINE:
-                raise self.error(f"a record longer than {MAX_LINE:,} characters", line)
+            if len(record) > self.max_line:
+                raise self.error(f"a record longer than {self.max_line:,} characters", line)
 
     def shape_error(self, fields: list[str], channel: _Channel, line: int) -> NEM12Error:
         """Why a 300 record has no QualityMethod where its channel's IntervalLength puts it."""

@@ -27,6 +27,11 @@ INGESTED_VALUES = Counter(
     "/v1/meter-readings), nem12 (NEM12 files, uploaded or imported).",
     ["path"],
 )
+UPLOAD_BYTES_READ = Counter(
+    "freehours_upload_bytes_read_total",
+    "Bytes of NEM12 uploads read while checking them, once decompressed: how far each got "
+    "before it was stored or refused (a bomb stops at its limit).",
+)
 
 QUOTA_CACHE_REQUESTS = Counter(
     "freehours_quota_cache_requests_total",
