@@ -460,12 +460,15 @@ class NEM12Reader:
             raise self._too_many_members(declared)
         try:
             archive = zipfile.ZipFile(raw)
-        except zipfile.BadZipFile as exc:
+        except _DAMAGED_ZIP as exc:
             raise NEM12Error(f"not a readable zip archive: {exc}", source=self.name) from exc
         with archive:
             if len(archive.infolist()) > self.limits.max_members:
                 raise self._too_many_members(len(archive.infolist()))
-            _refuse_overlaps(archive, raw, self.name)
+            try:
+                _refuse_overlaps(archive, raw, self.name)
+            except _DAMAGED_ZIP as exc:
+                raise NEM12Error(f"not a readable zip archive: {exc}", source=self.name) from exc
             # Directories and the resource forks macOS adds under __MACOSX/ hold no meter data.
             members = [
                 info
@@ -478,8 +481,9 @@ class NEM12Reader:
                 label = f"{self.name}!{info.filename}"
                 try:
                     member = archive.open(info)
-                except (RuntimeError, zipfile.BadZipFile) as exc:
-                    # RuntimeError: encrypted, or a compression method zipfile cannot undo.
+                except _DAMAGED_ZIP as exc:
+                    # RuntimeError: encrypted; NotImplementedError: a compression method
+                    # zipfile cannot undo; the others: a damaged directory or local header.
                     raise NEM12Error(
                         f"cannot read from the zip archive: {exc}", source=label
                     ) from exc
@@ -491,6 +495,21 @@ class NEM12Reader:
             f"the zip archive has {count:,} entries; at most {self.limits.max_members:,} are read",
             source=self.name,
         )
+
+
+#: What zipfile raises on a damaged or hostile archive, besides BadZipFile: a directory that
+#: points outside the file (ValueError, OSError on seek), cut short (EOFError, struct.error), an
+#: undecodable name (UnicodeDecodeError, a ValueError), encryption (RuntimeError), a compression
+#: method it cannot undo (NotImplementedError).
+_DAMAGED_ZIP = (
+    zipfile.BadZipFile,
+    ValueError,
+    EOFError,
+    struct.error,
+    OSError,
+    RuntimeError,
+    NotImplementedError,
+)
 
 
 def _zip_entry_count(raw: BinaryIO) -> int | None:
@@ -515,6 +534,10 @@ def _refuse_overlaps(archive: zipfile.ZipFile, raw: BinaryIO, source: str) -> No
     inside the next's), so that it is inflated once per entry."""
     spans: list[tuple[int, int, str]] = []
     for info in archive.infolist():
+        if info.header_offset < 0:
+            raise NEM12Error(
+                f"zip entry {info.filename[:100]!r} starts before the archive does", source=source
+            )
         raw.seek(info.header_offset)
         header = raw.read(30)
         if len(header) < 30 or not header.startswith(b"PK\x03\x04"):
