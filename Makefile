@@ -5,8 +5,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 BSTAMP := $(VENV)/.installed-bench
+FSTAMP := $(VENV)/.installed-fuzz
+FUZZ_SECONDS ?= 600
 
-.PHONY: demo test ci lint types bench clean
+.PHONY: demo test ci lint types bench fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "freehours needs Python 3.11 or newer"'
@@ -41,6 +43,24 @@ ci: lint types
 
 bench: $(BSTAMP)
 	$(BIN)/python -m benchmarks
+
+$(FSTAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,fuzz]'
+	touch $@
+
+# Coverage-guided fuzzing (atheris) of each parser for FUZZ_SECONDS, then the corpus minimised:
+# what it finds is kept in tests/fuzz/corpus and replayed by every test run. A crash or a slow
+# input is written to out/fuzz/ with its traceback, and the run fails.
+fuzz: $(FSTAMP)
+	mkdir -p out/fuzz
+	for target in nem12 readings; do \
+	  corpus=tests/fuzz/corpus/$$target; \
+	  (cd out/fuzz && PYTHONPATH=$(CURDIR) ../../$(BIN)/python -m tests.fuzz.run $$target -max_total_time=$(FUZZ_SECONDS) \
+	    -timeout=10 -rss_limit_mb=2048 -max_len=65536 ../../$$corpus) || exit 1; \
+	  mkdir -p out/fuzz/$$target-merged; \
+	  (cd out/fuzz && PYTHONPATH=$(CURDIR) ../../$(BIN)/python -m tests.fuzz.run $$target -merge=1 $$target-merged ../../$$corpus) || exit 1; \
+	  rm -rf $$corpus && mv out/fuzz/$$target-merged $$corpus; \
+	done
 
 clean:
 	rm -rf $(VENV) out bench-out .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -470,6 +470,8 @@ class NEM12Reader:
             except _DAMAGED_ZIP as exc:
                 raise NEM12Error(f"not a readable zip archive: {exc}", source=self.name) from exc
             # Directories and the resource forks macOS adds under __MACOSX/ hold no meter data.
+            if any(not info.filename for info in archive.infolist()):
+                raise NEM12Error("the zip archive has an entry without a name", source=self.name)
             members = [
                 info
                 for info in archive.infolist()

@@ -1,0 +1,40 @@
+"""Coverage-guided fuzzing of a target in ``tests/fuzz/targets.py`` with atheris (libFuzzer).
+
+    python -m tests.fuzz.run TARGET [LIBFUZZER OPTIONS...]
+
+The corpus is ``tests/fuzz/corpus/TARGET`` (kept in the repository: what a run found
+interesting is replayed by every test run). ``make fuzz`` runs each target for
+``FUZZ_SECONDS`` and then merges (minimises) the corpus. An input that raises anything but the
+target's documented error, or takes longer than ``-timeout`` seconds, is written as
+``crash-*`` / ``timeout-*`` in the current directory, with the traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import atheris
+
+CORPUS = Path(__file__).with_name("corpus")
+
+with atheris.instrument_imports(include=["freehours"]):
+    from tests.fuzz.targets import TARGETS
+
+
+def main(argv: list[str]) -> None:
+    if not argv or argv[0] not in TARGETS:
+        sys.exit(f"usage: python -m tests.fuzz.run {{{','.join(TARGETS)}}} [libFuzzer options]")
+    name, options = argv[0], argv[1:]
+    corpus = CORPUS / name
+    corpus.mkdir(parents=True, exist_ok=True)
+    target = TARGETS[name]
+    args = [sys.argv[0], *options]
+    if not any(not option.startswith("-") for option in options):
+        args.append(str(corpus))
+    atheris.Setup(args, target)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

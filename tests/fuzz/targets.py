@@ -1,0 +1,45 @@
+"""The parsers freehours exposes to untrusted bytes, as fuzz targets: each takes any bytes and
+must end in its documented error or a result, never anything else (an undocumented exception, a
+hang, unbounded memory).
+
+- ``nem12``: a NEM12 upload (CSV, zip or gzip), read whole as ``POST /v1/meter-readings/nem12``
+  reads it: every day, or ``NEM12Error``.
+- ``readings``: a ``POST /v1/meter-readings`` body, parsed as the route parses it: a batch of
+  interval reads, or the 422 (``RequestValidationError``) naming the field.
+
+Used by ``tests/fuzz/run.py`` (atheris, coverage-guided; ``make fuzz``) and by
+``tests/fuzz/test_fuzz.py`` (the kept corpus replayed, and hypothesis) in every test run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi.exceptions import RequestValidationError
+
+from freehours.api.app import MeterReadingsIn, _parse_body
+from freehours.errors import NEM12Error
+from freehours.meterdata.nem12 import read_days
+
+
+def nem12(data: bytes) -> None:
+    """Read ``data`` as an uploaded NEM12 file to its end."""
+    try:
+        for _ in read_days(data, name="fuzz.csv"):
+            pass
+    except NEM12Error as exc:
+        if "fuzz.csv" not in str(exc):
+            raise AssertionError(f"the error does not name the file: {exc}") from exc
+
+
+def readings(data: bytes) -> None:
+    """Parse ``data`` as a JSON batch of interval reads."""
+    try:
+        _parse_body(MeterReadingsIn, data)
+    except RequestValidationError as exc:
+        errors = exc.errors()
+        if not errors or any(error["loc"][0] != "body" for error in errors):
+            raise AssertionError(f"a 422 that does not name a body field: {errors}") from exc
+
+
+TARGETS: dict[str, Callable[[bytes], None]] = {"nem12": nem12, "readings": readings}
