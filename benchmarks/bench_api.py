@@ -49,19 +49,17 @@ def run() -> None:
 
 
 def _measure(backend: str, url: str) -> None:
-    key = _prepare(url)
-    quotas = [
-        (f"BENCH{n:05d}", FIRST_DAY + timedelta(days=d)) for d in range(DAYS) for n in range(NMIS)
-    ]
+    key = prepare(url)
+    due = quotas()
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     with _server(url) as port:
         floor = load("127.0.0.1", port, _floor_requests("/bench/floor"), CONNECTIONS)
         threads = load(
             "127.0.0.1", port, _floor_requests("/bench/floor-settle-threads"), CONNECTIONS
         )
-        fresh = load("127.0.0.1", port, _settle_requests(quotas, headers), CONNECTIONS)
-        replay = load("127.0.0.1", port, _settle_requests(quotas, headers), CONNECTIONS)
-    _check(fresh, replay, len(quotas))
+        fresh = load("127.0.0.1", port, settle_requests(due, headers), CONNECTIONS)
+        replay = load("127.0.0.1", port, settle_requests(due, headers), CONNECTIONS)
+    _check(fresh, replay, len(due))
     print(f"api {backend} floor (SELECT 1): {_figures(floor)}")
     print(f"api {backend} floor on the settlement's threads: {_figures(threads)}")
     print(
@@ -78,8 +76,8 @@ def _figures(result: LoadResult) -> str:
     )
 
 
-def _check(fresh: LoadResult, replay: LoadResult, quotas: int) -> None:
-    if fresh.statuses != {200: quotas} or replay.statuses != {200: quotas}:
+def _check(fresh: LoadResult, replay: LoadResult, count: int) -> None:
+    if fresh.statuses != {200: count} or replay.statuses != {200: count}:
         raise SystemExit(f"unexpected answers: fresh {fresh.statuses}, replay {replay.statuses}")
 
 
@@ -88,21 +86,31 @@ def _floor_requests(path: str) -> Iterator[bytes]:
     return iter([raw] * FLOOR_REQUESTS)
 
 
-def _settle_requests(quotas: list[tuple[str, date]], headers: dict[str, str]) -> Iterator[bytes]:
+def settle_requests(quotas: list[tuple[str, date]], headers: dict[str, str]) -> Iterator[bytes]:
+    """A settlement request for each (NMI, date) of ``quotas``."""
     for nmi, day in quotas:
         body = json.dumps({"nmi": nmi, "date": day.isoformat()}).encode()
         yield request("POST", "/v1/free-energy/settlements", headers, body)
 
 
-def _prepare(url: str) -> str:
-    """Customers on sso-nsw, a week of reads each, and a settle key."""
+def quotas(nmis: int = NMIS, days: int = DAYS) -> list[tuple[str, date]]:
+    """The (NMI, date) of every quota ``prepare`` made due: day by day, every NMI."""
+    return [
+        (f"BENCH{n:05d}", FIRST_DAY + timedelta(days=d)) for d in range(days) for n in range(nmis)
+    ]
+
+
+def prepare(url: str, nmis: int = NMIS, days: int = DAYS, scope: Scope = Scope.SETTLE) -> str:
+    """Customers BENCH00000... on sso-nsw, ``days`` days of reads each (and one more), and a
+    key of ``scope``: its secret."""
     now = datetime.now(UTC)
+    stamp = datetime.combine(FIRST_DAY + timedelta(days=days + 2), datetime.min.time(), NEM_TIME)
     with Store.open(url) as store, store.write() as conn:
         catalog.put_plan(conn, "sso-nsw", builtin_document("sso-nsw"), updated_at=now)
-        for n in range(NMIS):
+        for n in range(nmis):
             nmi = f"BENCH{n:05d}"
             catalog.put_customer(conn, nmi, plan_id="sso-nsw", region=Region.NSW, updated_at=now)
-        days = (
+        readings = (
             IntervalDay(
                 f"BENCH{n:05d}",
                 "E1",
@@ -110,13 +118,13 @@ def _prepare(url: str) -> str:
                 30,
                 tuple(Decimal("0.3") + Decimal(i % 7) / 10 for i in range(48)),
                 "A" * 48,
-                datetime(2026, 7, 9, tzinfo=NEM_TIME),
+                stamp,
             )
-            for n in range(NMIS)
-            for d in range(DAYS + 1)
+            for n in range(nmis)
+            for d in range(days + 1)
         )
-        meter.ingest_days(conn, days, received_at=now)
-        _, secret = create_key(conn, frozenset({Scope.SETTLE}), "bench", now)
+        meter.ingest_days(conn, readings, received_at=now)
+        _, secret = create_key(conn, frozenset({scope}), "bench", now)
     return secret
 
 

@@ -10,30 +10,23 @@ database answers.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal
+from datetime import date
 from urllib.parse import urlsplit
 
 import httpx
 import redis
 import sqlalchemy as sa
 
+from benchmarks.bench_api import prepare, quotas, settle_requests
 from benchmarks.bench_ingest import DEFAULT_SERVER, _fresh_postgres_database
-from benchmarks.loadgen import LoadResult, load, request
+from benchmarks.loadgen import LoadResult, load
 from freehours.api.app import READY_TIMEOUT_SECONDS
-from freehours.api.keys import Scope, create_key
-from freehours.domain.time import NEM_TIME, Region
-from freehours.meterdata.records import IntervalDay
-from freehours.plans import builtin_document
+from freehours.api.keys import Scope
 from freehours.settings import Settings
-from freehours.store import catalog, meter
-from freehours.store.database import Store
 from tests.faults.proxy import Mode, fault_proxy
 from tests.servers import api_server
 
@@ -65,10 +58,10 @@ def run() -> None:
         return
     try:
         with _fresh_postgres_database(server) as url:
-            key = _prepare(url)
-            quotas = _quotas()
-            _redis_faults(url, redis_url, key, quotas)
-            _database_blackholed(url, redis_url, key, quotas[len(REDIS_PHASES) * PER_PHASE :])
+            key = prepare(url, NMIS, DAYS, Scope.ADMIN)
+            due = quotas(NMIS, DAYS)
+            _redis_faults(url, redis_url, key, due)
+            _database_blackholed(url, redis_url, key, due[len(REDIS_PHASES) * PER_PHASE :])
     except sa.exc.OperationalError as exc:
         print(f"faults: not measured: {server}: {exc.orig}")
 
@@ -86,7 +79,7 @@ def _redis_faults(url: str, redis_url: str, key: str, quotas: list[tuple[str, da
             for n, (name, mode, delay) in enumerate(REDIS_PHASES):
                 proxy.set_mode(mode, delay)
                 batch = quotas[n * PER_PHASE : (n + 1) * PER_PHASE]
-                result = load("127.0.0.1", port, _settle_requests(batch, headers), CONNECTIONS)
+                result = load("127.0.0.1", port, settle_requests(batch, headers), CONNECTIONS)
                 tried = proxy.counts.client_chunks + proxy.counts.connections
                 proxy.set_mode("pass")
                 healthy = healthy or result
@@ -195,41 +188,3 @@ def _warm(api: str, key: str) -> None:
                 f"/v1/customers/BENCH00000/bill?from={FIRST_DAY}&to={FIRST_DAY}",
                 headers={"Authorization": f"Bearer {key}"},
             )
-
-
-def _quotas() -> list[tuple[str, date]]:
-    return [
-        (f"BENCH{n:05d}", FIRST_DAY + timedelta(days=d)) for d in range(DAYS) for n in range(NMIS)
-    ]
-
-
-def _settle_requests(quotas: list[tuple[str, date]], headers: dict[str, str]) -> Iterator[bytes]:
-    for nmi, day in quotas:
-        body = json.dumps({"nmi": nmi, "date": day.isoformat()}).encode()
-        yield request("POST", "/v1/free-energy/settlements", headers, body)
-
-
-def _prepare(url: str) -> str:
-    """Customers on sso-nsw, their reads, and an admin key."""
-    now = datetime.now(UTC)
-    with Store.open(url) as store, store.write() as conn:
-        catalog.put_plan(conn, "sso-nsw", builtin_document("sso-nsw"), updated_at=now)
-        for n in range(NMIS):
-            nmi = f"BENCH{n:05d}"
-            catalog.put_customer(conn, nmi, plan_id="sso-nsw", region=Region.NSW, updated_at=now)
-        days = (
-            IntervalDay(
-                f"BENCH{n:05d}",
-                "E1",
-                FIRST_DAY + timedelta(days=d),
-                30,
-                tuple(Decimal("0.3") + Decimal(i % 7) / 10 for i in range(48)),
-                "A" * 48,
-                datetime(2026, 8, 1, tzinfo=NEM_TIME),
-            )
-            for n in range(NMIS)
-            for d in range(DAYS + 1)
-        )
-        meter.ingest_days(conn, days, received_at=now)
-        _, secret = create_key(conn, frozenset({Scope.ADMIN}), "bench", now)
-    return secret

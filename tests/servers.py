@@ -102,6 +102,15 @@ def api_server(
     env: dict[str, str], port: int | None = None, extra_args: list[str] | None = None
 ) -> Iterator[str]:
     """A ``freehours serve`` process; yields its base URL and stops it afterwards."""
+    with api_process(env, port, extra_args) as (url, _):
+        yield url
+
+
+@contextmanager
+def api_process(
+    env: dict[str, str], port: int | None = None, extra_args: list[str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A ``freehours serve`` process, up; yields its base URL and the process, and stops it."""
     port = port or free_port()
     process = subprocess.Popen(
         [FREEHOURS, "serve", "--host", "127.0.0.1", "--port", str(port), *(extra_args or [])],
@@ -112,7 +121,7 @@ def api_server(
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_up(url, process)
-        yield url
+        yield url, process
     finally:
         process.terminate()
         try:

@@ -12,8 +12,6 @@ from decimal import Decimal
 
 import httpx
 import pytest
-import sqlalchemy as sa
-from sqlalchemy.pool import NullPool
 
 from freehours.domain.time import NEM_TIME, Region
 from freehours.meterdata.records import IntervalDay
@@ -21,6 +19,7 @@ from freehours.store import catalog, meter, quotas
 from freehours.store.database import Store
 from tests.api.conftest import PLAN
 from tests.servers import api_server, freehours
+from tests.store.fixtures import postgres_schema
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -31,23 +30,13 @@ REQUESTS = 50
 @pytest.fixture
 def deployment(postgres_url: str, redis_url: str) -> Iterator[dict[str, str]]:
     """A fresh PostgreSQL schema with a customer and a day of reads, and the env to serve it."""
-    schema = f"conc_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(postgres_url, poolclass=NullPool)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    url = sa.make_url(postgres_url).update_query_dict({"options": f"-csearch_path={schema}"})
-    env = {
-        "FREEHOURS_DATABASE_URL": url.render_as_string(hide_password=False),
-        "FREEHOURS_REDIS_URL": redis_url,
-        "FREEHOURS_REDIS_PREFIX": f"test:{schema}:",
-        "FREEHOURS_RATE_LIMIT_PER_NMI": "10000/minute",
-    }
-    try:
-        yield env
-    finally:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    with postgres_schema(postgres_url, "conc") as url:
+        yield {
+            "FREEHOURS_DATABASE_URL": url,
+            "FREEHOURS_REDIS_URL": redis_url,
+            "FREEHOURS_REDIS_PREFIX": f"test:{uuid.uuid4().hex[:12]}:",
+            "FREEHOURS_RATE_LIMIT_PER_NMI": "10000/minute",
+        }
 
 
 def prepare(env: dict[str, str], nmi: str) -> str:

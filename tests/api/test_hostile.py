@@ -29,6 +29,7 @@ from freehours.meterdata.writer import write_nem12
 from freehours.store.tables import idempotency_keys, meter_days
 from tests.bombs import blank_line_bomb, gzipped, overlapping_zip, short_rows_bomb
 from tests.servers import api_server, freehours
+from tests.store.fixtures import postgres_schema
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
@@ -63,33 +64,20 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server(postgres_url: str, redis_url: str) -> Iterator[Server]:
-    schema = f"test_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(postgres_url, poolclass=NullPool)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    url = (
-        sa.make_url(postgres_url)
-        .update_query_dict({"options": f"-csearch_path={schema}"})
-        .render_as_string(hide_password=False)
-    )
-    env = {
-        "FREEHOURS_DATABASE_URL": url,
-        "FREEHOURS_REDIS_URL": redis_url,
-        "FREEHOURS_REDIS_PREFIX": f"test-{schema}:",
-        "FREEHOURS_MAX_BATCH_READS": str(MAX_BATCH_READS),
-        "FREEHOURS_RATE_LIMIT_PER_CLIENT": "100000/minute",
-    }
-    keys = {
-        scope: freehours("keys", "create", "--scope", scope, env=env)
-        for scope in ("ingest", "read", "admin")
-    }
-    try:
+    with postgres_schema(postgres_url) as url:
+        env = {
+            "FREEHOURS_DATABASE_URL": url,
+            "FREEHOURS_REDIS_URL": redis_url,
+            "FREEHOURS_REDIS_PREFIX": f"test-{uuid.uuid4().hex[:12]}:",
+            "FREEHOURS_MAX_BATCH_READS": str(MAX_BATCH_READS),
+            "FREEHOURS_RATE_LIMIT_PER_CLIENT": "100000/minute",
+        }
+        keys = {
+            scope: freehours("keys", "create", "--scope", scope, env=env)
+            for scope in ("ingest", "read", "admin")
+        }
         with api_server(env) as base:
             yield Server(base, url, keys)
-    finally:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 def nem12_text(nmis: int = 1, days: int = 1, minutes: int = 30) -> bytes:

@@ -16,6 +16,7 @@ from sqlalchemy.pool import NullPool
 from tests.api.conftest import PLAN
 from tests.meterdata.nem12_text import channel, day, nem12
 from tests.servers import api_server, freehours
+from tests.store.fixtures import postgres_schema
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -25,23 +26,14 @@ NMI = "4102000077"
 @pytest.fixture
 def deployment(postgres_url: str, redis_url: str) -> Iterator[dict[str, str]]:
     """A fresh PostgreSQL schema, and the env to serve it."""
-    schema = f"ranges_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(postgres_url, poolclass=NullPool)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    url = sa.make_url(postgres_url).update_query_dict({"options": f"-csearch_path={schema}"})
-    env = {
-        "FREEHOURS_DATABASE_URL": url.render_as_string(hide_password=False),
-        "FREEHOURS_REDIS_URL": redis_url,
-        "FREEHOURS_REDIS_PREFIX": f"test:{schema}:",
-    }
-    freehours("db", "upgrade", env=env)
-    try:
+    with postgres_schema(postgres_url, "ranges") as url:
+        env = {
+            "FREEHOURS_DATABASE_URL": url,
+            "FREEHOURS_REDIS_URL": redis_url,
+            "FREEHOURS_REDIS_PREFIX": f"test:{uuid.uuid4().hex[:12]}:",
+        }
+        freehours("db", "upgrade", env=env)
         yield env
-    finally:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 def count(env: dict[str, str], table: str) -> int:

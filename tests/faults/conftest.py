@@ -17,7 +17,6 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.pool import NullPool
 
 from freehours.domain.time import NEM_TIME, Region
 from freehours.meterdata.records import IntervalDay
@@ -26,6 +25,7 @@ from freehours.store.database import Store
 from tests.api.conftest import PLAN
 from tests.faults.proxy import FaultProxy, fault_proxy
 from tests.servers import api_server, freehours
+from tests.store.fixtures import postgres_schema
 
 NMI = "FAULT00001"
 FIRST_DAY = date(2026, 6, 1)  # long past: every day is due and its data complete
@@ -78,14 +78,9 @@ def _prepare(url: str) -> None:
 
 @pytest.fixture
 def deployment(postgres_url: str, redis_url: str) -> Iterator[Deployment]:
-    schema = f"faults_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(postgres_url, poolclass=NullPool)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    direct = sa.make_url(postgres_url).update_query_dict({"options": f"-csearch_path={schema}"})
-    direct_url = direct.render_as_string(hide_password=False)
     redis_target = urlsplit(redis_url)
-    try:
+    with postgres_schema(postgres_url, "faults") as direct_url:
+        direct = sa.make_url(direct_url)
         _prepare(direct_url)
         key = freehours(
             "keys", "create", "--scope", "admin", env={"FREEHOURS_DATABASE_URL": direct_url}
@@ -98,13 +93,9 @@ def deployment(postgres_url: str, redis_url: str) -> Iterator[Deployment]:
             env = {
                 "FREEHOURS_DATABASE_URL": proxied.render_as_string(hide_password=False),
                 "FREEHOURS_REDIS_URL": f"redis://127.0.0.1:{redis.port}{redis_target.path}",
-                "FREEHOURS_REDIS_PREFIX": f"test:{schema}:",
+                "FREEHOURS_REDIS_PREFIX": f"test:{uuid.uuid4().hex[:12]}:",
                 "FREEHOURS_RATE_LIMIT_PER_NMI": "100000/minute",
                 **SERVER_TIMEOUTS,
             }
             with api_server(env) as url:
                 yield Deployment(url, database, redis, key)
-    finally:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,15 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'freehours.db'}"
         return
     postgres_url: str = request.getfixturevalue("postgres_url")
-    schema = f"test_{uuid.uuid4().hex[:12]}"
+    with postgres_schema(postgres_url) as url:
+        yield url
+
+
+@contextmanager
+def postgres_schema(postgres_url: str, prefix: str = "test") -> Iterator[str]:
+    """A new, empty schema in the database of ``postgres_url``: the URL that uses it (its
+    ``search_path``), the schema dropped with everything in it afterwards."""
+    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(postgres_url, poolclass=NullPool)
     with admin.begin() as conn:
         conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
