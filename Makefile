@@ -26,8 +26,9 @@ $(BSTAMP): $(STAMP)
 demo: $(STAMP)
 	$(BIN)/freehours demo --out out/demo
 
+# The suite on every core (pytest-xdist): each test has its own database and Redis prefix.
 test: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto
 
 lint: $(STAMP)
 	$(BIN)/ruff check freehours tests benchmarks
@@ -39,7 +40,7 @@ types: $(STAMP)
 # CI: the same suite, but PostgreSQL and Redis are required: a test that needs one fails
 # instead of skipping when it is not reachable.
 ci: lint types
-	FREEHOURS_REQUIRE_SERVICES=1 $(BIN)/pytest
+	FREEHOURS_REQUIRE_SERVICES=1 $(BIN)/pytest -n auto
 
 bench: $(BSTAMP)
 	$(BIN)/python -m benchmarks
