@@ -94,13 +94,16 @@ def _answering_connection() -> type[Any]:
         answer_timeout: float | None = None
 
         def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
-            deadline = timeout if timeout is not None else self.answer_timeout
+            if timeout is not None:
+                # The caller's own deadline (``notifies(timeout=...)``: no notification within
+                # it is an answer, not a failure): psycopg handles its expiry.
+                return super().wait(gen, interval, timeout)
             try:
-                return super().wait(gen, interval, deadline)
+                return super().wait(gen, interval, self.answer_timeout)
             except psycopg.errors._WaitTimeout as exc:  # psycopg's own deadline
                 self.pgconn.finish()
                 raise psycopg.OperationalError(
-                    f"the database did not answer within {deadline} s"
+                    f"the database did not answer within {self.answer_timeout} s"
                 ) from exc
 
     return AnsweringConnection

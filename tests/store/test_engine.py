@@ -94,3 +94,27 @@ def test_postgresql_statements_have_a_timeout_that_bulk_ingest_lifts_for_its_tra
             assert conn.connection.driver_connection.answer_timeout == 1.2  # type: ignore[union-attr]
     finally:
         engine.dispose()
+
+
+@pytest.mark.postgres
+def test_a_quiet_listen_is_an_answer_not_a_dead_database(postgres_url: str) -> None:
+    """``notifies(timeout=...)`` with nothing to hear ends quietly and the connection lives on:
+    the answer timeout is for statements, not for a caller's own wait (the job workers LISTEN
+    this way)."""
+    engine = create_engine(postgres_url, Timeouts(statement=0.2))
+    try:
+        pooled = engine.raw_connection()
+        connection = pooled.driver_connection
+        assert connection is not None
+        connection.rollback()
+        connection.autocommit = True
+        connection.execute("LISTEN freehours_quiet")
+        for _ in range(3):  # three waits, each past the answer timeout (1.2 s) together
+            assert list(connection.notifies(timeout=0.5, stop_after=1)) == []
+        assert not connection.closed
+        connection.execute("NOTIFY freehours_quiet, 'hello'")
+        (heard,) = connection.notifies(timeout=5, stop_after=1)
+        assert heard.payload == "hello"
+        pooled.close()
+    finally:
+        engine.dispose()
