@@ -600,10 +600,8 @@ class _Counted(io.RawIOBase):
         return True
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        data = self._inner.read(len(buffer))
-        size = len(data)
+        size: int = self._inner.readinto(buffer)  # type: ignore[attr-defined]
         self._budget.spend(size, self._label)
-        buffer[:size] = data
         return size
 
 
@@ -644,7 +642,11 @@ def _record_keys(
             if carriage and block.startswith(b"\n"):
                 block = block[1:]
             carriage = block.endswith(b"\r")
-            data = tail + block.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            if b"\r" in block:  # lines end \r\n (a copy), or rarely \r alone (another)
+                block = block.replace(b"\r\n", b"\n")
+                if b"\r" in block:
+                    block = block.replace(b"\r", b"\n")
+            data = tail + block
             cut = data.rfind(b"\n")  # >= 0: ``tail`` starts with one
             ends = data.count(b"\n", 1, cut + 1)
             long = _long_line(data, cut, max_line)
