@@ -49,18 +49,21 @@ $(FSTAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,fuzz]'
 	touch $@
 
-# Coverage-guided fuzzing (atheris) of each parser for FUZZ_SECONDS, then the corpus minimised:
-# what it finds is kept in tests/fuzz/corpus and replayed by every test run. A crash or a slow
-# input is written to out/fuzz/ with its traceback, and the run fails.
+# Coverage-guided fuzzing (atheris) of each parser for FUZZ_SECONDS, from the kept corpus and the
+# hand-made seeds, growing a working corpus in out/fuzz; then that is merged (minimised) into
+# tests/fuzz/corpus, replayed by every test run. A crash or a slow input is written to out/fuzz/
+# with its traceback, and the run fails.
 fuzz: $(FSTAMP)
 	mkdir -p out/fuzz
 	for target in nem12 readings; do \
-	  corpus=tests/fuzz/corpus/$$target; \
-	  (cd out/fuzz && PYTHONPATH=$(CURDIR) ../../$(BIN)/python -m tests.fuzz.run $$target -max_total_time=$(FUZZ_SECONDS) \
-	    -timeout=10 -rss_limit_mb=2048 -max_len=65536 ../../$$corpus) || exit 1; \
-	  mkdir -p out/fuzz/$$target-merged; \
-	  (cd out/fuzz && PYTHONPATH=$(CURDIR) ../../$(BIN)/python -m tests.fuzz.run $$target -merge=1 $$target-merged ../../$$corpus) || exit 1; \
-	  rm -rf $$corpus && mv out/fuzz/$$target-merged $$corpus; \
+	  mkdir -p out/fuzz/$$target-work tests/fuzz/corpus/$$target && rm -rf out/fuzz/$$target-merged; \
+	  (cd out/fuzz && PYTHONPATH=$(CURDIR) ../../$(BIN)/python -m tests.fuzz.run $$target \
+	    -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+	    $$target-work ../../tests/fuzz/corpus/$$target ../../tests/fuzz/seeds/$$target) || exit 1; \
+	  mkdir out/fuzz/$$target-merged; \
+	  (cd out/fuzz && PYTHONPATH=$(CURDIR) ../../$(BIN)/python -m tests.fuzz.run $$target -merge=1 \
+	    $$target-merged ../../tests/fuzz/corpus/$$target $$target-work) || exit 1; \
+	  rm -rf tests/fuzz/corpus/$$target && mv out/fuzz/$$target-merged tests/fuzz/corpus/$$target; \
 	done
 
 clean:

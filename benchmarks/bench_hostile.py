@@ -56,7 +56,7 @@ CONCURRENT_SECONDS = 6.0
 REFUSED_PAUSE = 0.05  # seconds a refused attacker waits before its next bomb
 HUGE = 216 * 1024 * 1024
 LINEAR_GOAL = 2.0  # per-byte time at 256x an input over that at 16x
-CORPUS = Path(__file__).parents[1] / "tests" / "fuzz" / "corpus"
+FUZZ_INPUTS = [Path(__file__).parents[1] / "tests" / "fuzz" / kept for kept in ("seeds", "corpus")]
 REDIS = "redis://127.0.0.1:6379/0"
 
 
@@ -103,7 +103,8 @@ def _linear() -> None:
     timed once (best of 3), then the five worst again (best of 9), as a busy machine's noise
     weighs most on the shortest inputs."""
     cases: list[tuple[str, Callable[[bytes], None], bytes, bytes]] = []
-    for path in sorted((CORPUS / "nem12").iterdir()) + sorted((CORPUS / "readings").iterdir()):
+    inputs = [path for folder in FUZZ_INPUTS for path in sorted(folder.glob("*/*"))]
+    for path in inputs:
         data = path.read_bytes()
         scaled = _scaled_json if path.parent.name == "readings" else _scaled_bytes
         small, large = scaled(data, 16), scaled(data, 256)

@@ -2,11 +2,12 @@
 
     python -m tests.fuzz.run TARGET [LIBFUZZER OPTIONS...]
 
-The corpus is ``tests/fuzz/corpus/TARGET`` (kept in the repository: what a run found
-interesting is replayed by every test run). ``make fuzz`` runs each target for
-``FUZZ_SECONDS`` and then merges (minimises) the corpus. An input that raises anything but the
-target's documented error, or takes longer than ``-timeout`` seconds, is written as
-``crash-*`` / ``timeout-*`` in the current directory, with the traceback.
+Without corpus directories it grows ``tests/fuzz/corpus/TARGET`` from it and the hand-made
+``tests/fuzz/seeds/TARGET`` (both kept in the repository and replayed by every test run).
+``make fuzz`` instead grows a working corpus in ``out/fuzz`` for ``FUZZ_SECONDS``, then merges
+(minimises) it with the kept one into ``tests/fuzz/corpus/TARGET``. An input that raises
+anything but the target's documented error, or takes longer than ``-timeout`` seconds, is
+written as ``crash-*`` / ``timeout-*`` in the current directory, with the traceback.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import atheris
 
 CORPUS = Path(__file__).with_name("corpus")
+SEEDS = Path(__file__).with_name("seeds")
 
 with atheris.instrument_imports(include=["freehours"]):
     from tests.fuzz.targets import TARGETS
@@ -31,7 +33,7 @@ def main(argv: list[str]) -> None:
     target = TARGETS[name]
     args = [sys.argv[0], *options]
     if not any(not option.startswith("-") for option in options):
-        args.append(str(corpus))
+        args += [str(corpus), str(SEEDS / name)]
     atheris.Setup(args, target)
     atheris.Fuzz()
 

@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 
 from tests.fuzz.targets import TARGETS, nem12, readings
 
-CORPUS = Path(__file__).with_name("corpus")
-FILES = sorted(path for path in CORPUS.glob("*/*") if path.is_file())
+HERE = Path(__file__).parent
+#: Hand-made inputs (named for what they hold) and what atheris found and kept (``make fuzz``).
+SEEDS, CORPUS = HERE / "seeds", HERE / "corpus"
+FILES = sorted(path for path in [*SEEDS.glob("*/*"), *CORPUS.glob("*/*")] if path.is_file())
 
 
 def test_the_corpus_has_seeds_for_every_target() -> None:
@@ -34,12 +36,12 @@ def _mutated(data: bytes, cuts: list[tuple[int, int, bytes]]) -> bytes:
     return data
 
 
-#: Hand-made seeds (the rest of the corpus is what atheris kept).
+#: Hand-made seeds of well-formed files.
 WELL_FORMED = ["day-30min.csv", "day-5min.csv", "revision.csv", "quality-v-400.csv"]
 _CUTS = st.lists(
     st.tuples(st.integers(0, 1 << 16), st.integers(0, 8), st.binary(max_size=12)), max_size=6
 )
-_SEEDS = {
+_INPUTS = {
     name: [path.read_bytes() for path in FILES if path.parent.name == name] for name in TARGETS
 }
 
@@ -51,7 +53,7 @@ def test_any_bytes_as_nem12(data: bytes) -> None:
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(_SEEDS["nem12"]), _CUTS)
+@given(st.sampled_from(_INPUTS["nem12"]), _CUTS)
 def test_mutated_nem12(seed: bytes, cuts: list[tuple[int, int, bytes]]) -> None:
     nem12(_mutated(seed, cuts))
 
@@ -85,7 +87,7 @@ _FIELD = st.one_of(
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.sampled_from([(CORPUS / "nem12" / name).read_bytes() for name in WELL_FORMED]),
+    st.sampled_from([(SEEDS / "nem12" / name).read_bytes() for name in WELL_FORMED]),
     st.lists(st.tuples(st.integers(0, 400), _FIELD), max_size=4),
 )
 def test_nem12_with_hostile_fields(seed: bytes, fields: list[tuple[int, str]]) -> None:
@@ -98,7 +100,7 @@ def test_nem12_with_hostile_fields(seed: bytes, fields: list[tuple[int, str]]) -
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from(_SEEDS["readings"]), _CUTS)
+@given(st.sampled_from(_INPUTS["readings"]), _CUTS)
 def test_mutated_readings(seed: bytes, cuts: list[tuple[int, int, bytes]]) -> None:
     readings(_mutated(seed, cuts))
 
