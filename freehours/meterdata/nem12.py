@@ -484,8 +484,8 @@ class NEM12Reader:
                 try:
                     member = archive.open(info)
                 except _DAMAGED_ZIP as exc:
-                    # RuntimeError: encrypted; NotImplementedError: a compression method
-                    # zipfile cannot undo; the others: a damaged directory or local header.
+                    # RuntimeError: encrypted, or a compression method zipfile cannot undo;
+                    # the others: a damaged directory or local header.
                     raise NEM12Error(
                         f"cannot read from the zip archive: {exc}", source=label
                     ) from exc
@@ -501,8 +501,8 @@ class NEM12Reader:
 
 #: What zipfile raises on a damaged or hostile archive, besides BadZipFile: a directory that
 #: points outside the file (ValueError, OSError on seek), cut short (EOFError, struct.error), an
-#: undecodable name (UnicodeDecodeError, a ValueError), encryption (RuntimeError), a compression
-#: method it cannot undo (NotImplementedError).
+#: undecodable name (UnicodeDecodeError, a ValueError), encryption or a compression method it
+#: cannot undo (RuntimeError and its subclass for what is not implemented).
 _DAMAGED_ZIP = (
     zipfile.BadZipFile,
     ValueError,
@@ -510,7 +510,6 @@ _DAMAGED_ZIP = (
     struct.error,
     OSError,
     RuntimeError,
-    NotImplementedError,
 )
 
 
