@@ -2,26 +2,121 @@
 
 Exit status: 0 on success, 2 on bad usage or bad input (the message on stderr names the file and
 line), 1 on other failures.
+
+A command imports only what it uses: each lives in a module of its own that registers it on
+``app`` when imported, and ``LazyCommands`` imports that module only when its command runs
+(``freehours --help`` lists them from ``COMMANDS`` without importing any).
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
-from typing import Annotated, Self
+from dataclasses import dataclass
+from typing import Annotated, Any, Self
 
 import typer
 from rich.console import Console
 from rich.progress import Progress
+from typer.core import TyperCommand, TyperGroup
 
 from freehours.errors import FreehoursError, InputError
+
+
+@dataclass(frozen=True)
+class Command:
+    """A top-level command: the modules that register it, and its one-line help."""
+
+    modules: tuple[str, ...]
+    help: str
+
+
+#: Every top-level command, in the order ``--help`` lists them. A test holds each ``help`` to
+#: the registered command's own.
+COMMANDS = {
+    "agent": Command(
+        ("agent",), "The meter agent: sends reads to the API, spools to disk when it cannot."
+    ),
+    "bill": Command(
+        ("bill",),
+        "Bill each NMI in a NEM12 file under a plan: free energy in the window up to the daily"
+        " cap, the rest at its time-of-use band, supply, feed-in and GST.",
+    ),
+    "demo": Command(
+        ("demo",),
+        "Run freehours end to end: a real HTTP API on 127.0.0.1, plans and customers in every"
+        " region, the meter agent's simulated meters, settlement workers, settlements under"
+        " injected faults, bills.",
+    ),
+    "serve": Command(
+        ("serve",),
+        "Serve the HTTP API, and with --workers N run N settlement jobs at once in-process.",
+    ),
+    "worker": Command(
+        ("worker",),
+        "Run due jobs from the database (FREEHOURS_DATABASE_URL) until SIGTERM or SIGINT.",
+    ),
+    "nem12": Command(
+        ("nem12", "nem12_import"), "NEM12 interval meter data files (CSV, zip or gzip)."
+    ),
+    "db": Command(
+        ("db",), "The database at FREEHOURS_DATABASE_URL (default sqlite:///./freehours.db)."
+    ),
+    "keys": Command(("keys",), "API keys for the HTTP API (scopes: ingest, settle, read, admin)."),
+    "plans": Command(
+        ("plans",), "Tariff plans: check a plan file (TOML), list the built-in plans."
+    ),
+    "simulate": Command(
+        ("simulate",), "Simulations that replay what freehours is built to survive."
+    ),
+}
+
+
+class LazyCommands(TyperGroup):
+    """The top-level group: lists ``COMMANDS`` as they are written there, and builds a command
+    (importing its modules) only to run it. (Contexts and commands are typed ``Any``: they are
+    those of the click that Typer carries inside it.)"""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = COMMANDS.get(cmd_name)
+        if command is None:
+            return None
+        # What a listing needs: the name and its help, no import.
+        return TyperCommand(cmd_name, help=command.help, short_help=command.help)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        if args and args[0] in COMMANDS:
+            return args[0], load(args[0]), args[1:]
+        return super().resolve_command(ctx, args)
+
+
+def load(name: str) -> Any:
+    """The command ``name`` as Typer builds it, its modules imported."""
+    for module in COMMANDS[name].modules:
+        importlib.import_module(f"freehours.cli.{module}")
+    group: Any = typer.main.get_group(app)
+    return group.commands[name]
+
 
 app = typer.Typer(
     name="freehours",
     help="Metering-to-billing for daily free-energy windows: NEM12 in, quotas settled, bills out.",
+    cls=LazyCommands,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def _freehours() -> None:
+    # A callback makes Typer build a group before any command module has registered one.
+    pass
+
+
 err_console = Console(stderr=True)
 
 #: The long-running commands' ``--metrics-port`` and ``--metrics-host``.
@@ -56,19 +151,3 @@ def main() -> None:
     except FreehoursError as exc:
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(1)
-
-
-# Command modules register themselves on ``app`` when imported.
-from freehours.cli import (  # noqa: E402, F401
-    agent,
-    bill,
-    db,
-    demo,
-    keys,
-    nem12,
-    nem12_import,
-    plans,
-    serve,
-    simulate,
-    worker,
-)
