@@ -22,6 +22,7 @@ import pytest
 from tests.api.conftest import PLAN
 from tests.faults.conftest import DAYS, FIRST_DAY, NMI, Deployment
 from tests.faults.proxy import Mode
+from tests.jobs.support import eventually
 from tests.meterdata.nem12_text import channel, day, nem12
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
@@ -146,8 +147,14 @@ def test_without_the_database_every_route_is_a_503_problem_and_recovers_by_itsel
             assert answer.json()["type"] == "/problems/database-unavailable", name
             assert "psycopg" not in answer.text, name
             assert "SELECT" not in answer.text, name
-        replay = settle(api, 1)
-        assert replay.status_code == 200
+        # A settled quota is answered from the cache meanwhile. (On a loaded machine a Redis call
+        # can pass the slow mark and Redis be bypassed for FREEHOURS_REDIS_RETRY_SECONDS: then
+        # the database is asked, and that is a 503 until Redis is used again.)
+        replay = eventually(
+            lambda: (answer := settle(api, 1)).status_code == 200 and answer,
+            within=10,
+            what="a replay from the cache",
+        )
         assert replay.headers["Idempotent-Replayed"] == "true"
         ready = api.get("/readyz")
         assert ready.status_code == 503
