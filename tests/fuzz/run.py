@@ -12,7 +12,10 @@ written as ``crash-*`` / ``timeout-*`` in the current directory, with the traceb
 
 from __future__ import annotations
 
+import os
+import shlex
 import sys
+import tempfile
 from pathlib import Path
 
 import atheris
@@ -31,11 +34,22 @@ def main(argv: list[str]) -> None:
     corpus = CORPUS / name
     corpus.mkdir(parents=True, exist_ok=True)
     target = TARGETS[name]
-    args = [sys.argv[0], *options]
+    args = [_relauncher(name), *options]
     if not any(not option.startswith("-") for option in options):
         args += [str(corpus), str(SEEDS / name)]
     atheris.Setup(args, target)
     atheris.Fuzz()
+
+
+def _relauncher(name: str) -> str:
+    """An executable that runs this target again: libFuzzer starts ``argv[0]`` anew for a merge
+    (``-merge=1``) and for each fork, with its own options after it."""
+    launcher = Path(tempfile.gettempdir()) / f"freehours-fuzz-{name}-{os.getpid()}"
+    launcher.write_text(
+        f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m tests.fuzz.run {name} "$@"\n'
+    )
+    launcher.chmod(0o755)
+    return str(launcher)
 
 
 if __name__ == "__main__":
