@@ -12,7 +12,6 @@ written as ``crash-*`` / ``timeout-*`` in the current directory, with the traceb
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 import tempfile
@@ -44,7 +43,7 @@ def main(argv: list[str]) -> None:
 def _relauncher(name: str) -> str:
     """An executable that runs this target again: libFuzzer starts ``argv[0]`` anew for a merge
     (``-merge=1``) and for each fork, with its own options after it."""
-    launcher = Path(tempfile.gettempdir()) / f"freehours-fuzz-{name}-{os.getpid()}"
+    launcher = Path(tempfile.gettempdir()) / f"freehours-fuzz-{name}"
     launcher.write_text(
         f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m tests.fuzz.run {name} "$@"\n'
     )
