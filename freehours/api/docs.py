@@ -9,6 +9,7 @@ nothing from anywhere else.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib.resources import files
 
 from fastapi import FastAPI
@@ -32,28 +33,30 @@ def mount_docs(app: FastAPI, title: str) -> None:
     openapi_url = app.openapi_url or "/openapi.json"
     assets = files("fastapi_offline") / "static"
     app.mount(STATIC, StaticFiles(directory=str(assets)), name="docs-static")
-    headers = {"Content-Security-Policy": CONTENT_SECURITY_POLICY}
-
-    @app.get("/docs", include_in_schema=False)
-    def swagger_ui() -> HTMLResponse:
-        page = get_swagger_ui_html(
+    # Both pages are the same for every request: made once, served with the policy.
+    pages = {
+        "/docs": get_swagger_ui_html(
             openapi_url=openapi_url,
             title=f"{title} - API",
             swagger_js_url=f"{STATIC}/swagger-ui-bundle.js",
             swagger_css_url=f"{STATIC}/swagger-ui.css",
             swagger_favicon_url=f"{STATIC}/favicon.png",
-        )
-        page.headers.update(headers)
-        return page
-
-    @app.get("/redoc", include_in_schema=False)
-    def redoc() -> HTMLResponse:
-        page = get_redoc_html(
+        ),
+        "/redoc": get_redoc_html(
             openapi_url=openapi_url,
             title=f"{title} - API",
             redoc_js_url=f"{STATIC}/redoc.standalone.js",
             redoc_favicon_url=f"{STATIC}/favicon.png",
             with_google_fonts=False,
-        )
-        page.headers.update(headers)
+        ),
+    }
+    for path, page in pages.items():
+        html = HTMLResponse(page.body, headers={"Content-Security-Policy": CONTENT_SECURITY_POLICY})
+        app.add_api_route(path, _serve(html), include_in_schema=False)
+
+
+def _serve(page: HTMLResponse) -> Callable[[], HTMLResponse]:
+    def serve() -> HTMLResponse:
         return page
+
+    return serve
