@@ -9,7 +9,6 @@ runtime.close()
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
 
 from freehours.cache.breaker import RedisBreaker
 from freehours.cache.quota import open_quota_cache
@@ -17,21 +16,11 @@ from freehours.clock import Clock, SystemClock
 from freehours.domain.rating import load_holiday_calendars
 from freehours.ingest import Ingestion
 from freehours.jobs.settle import SettlementJobs, settlement_tasks
-from freehours.jobs.worker import Worker, WorkerConfig, retry_policy
+from freehours.jobs.worker import Worker
 from freehours.settings import Settings
-from freehours.settlement import Faults, SettlementPolicy, Settlements
+from freehours.settlement import Faults, Settlements
 from freehours.store.database import Store
 from freehours.store.engine import Timeouts
-
-
-def settlement_policy(settings: Settings) -> SettlementPolicy:
-    """The settlement's limits as configured."""
-    return SettlementPolicy(
-        lock_timeout=timedelta(seconds=settings.lock_timeout_seconds),
-        max_attempts=settings.settlement_max_attempts,
-        grace=timedelta(seconds=settings.settlement_grace_seconds),
-        data_deadline=timedelta(hours=settings.data_deadline_hours),
-    )
 
 
 @dataclass
@@ -74,7 +63,7 @@ class Runtime:
             timeout=settings.redis_timeout_seconds,
             breaker=breaker,
         )
-        settlements = Settlements(store, cache, clock, settlement_policy(settings), faults)
+        settlements = Settlements(store, cache, clock, settings.settlement_policy(), faults)
         ingestion = Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements))
         return cls(settings, store, clock, settlements, ingestion, breaker)
 
@@ -83,9 +72,9 @@ class Runtime:
         return Worker(
             self.store,
             settlement_tasks(self.settlements),
-            config=WorkerConfig.from_settings(self.settings, concurrency),
+            config=self.settings.worker_config(concurrency),
             clock=self.clock,
-            retry=retry_policy(self.settings, self.clock),
+            retry=self.settings.retry_policy(self.clock),
         )
 
     def close(self) -> None:

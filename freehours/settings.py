@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from functools import lru_cache
+from random import Random
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from freehours import defaults
+
 if TYPE_CHECKING:
+    from freehours.backoff import RandomSource
+    from freehours.clock import Clock
+    from freehours.jobs.retry import RetryPolicy
+    from freehours.jobs.worker import WorkerConfig
     from freehours.meterdata.nem12 import ReadLimits
+    from freehours.settlement import SettlementPolicy
+
+#: Hours in a ``timedelta``: the ``*_hours`` settings are read in them.
+_HOUR = timedelta(hours=1)
 
 
 class Settings(BaseSettings):
@@ -26,7 +38,8 @@ class Settings(BaseSettings):
         description="Redis for the quota cache, rate limits, breaker state; unset: in-process",
     )
     redis_prefix: str = Field(
-        default="freehours:", description="Prefix of every Redis key, so deployments can share one"
+        default=defaults.REDIS_PREFIX,
+        description="Prefix of every Redis key, so deployments can share one",
     )
     redis_timeout_seconds: float = Field(
         default=0.1,
@@ -85,23 +98,31 @@ class Settings(BaseSettings):
 
     # --- settlement ---
     lock_timeout_seconds: float = Field(
-        default=30.0, gt=0, description="How long a settlement holder's lock lasts before takeover"
+        default=defaults.LOCK_TIMEOUT.total_seconds(),
+        gt=0,
+        description="How long a settlement holder's lock lasts before takeover",
     )
     settlement_max_attempts: int = Field(
-        default=5, ge=1, description="Failed attempts after which a quota is ABORTED"
+        default=defaults.SETTLEMENT_MAX_ATTEMPTS,
+        ge=1,
+        description="Failed attempts after which a quota is ABORTED",
     )
     settlement_grace_seconds: float = Field(
-        default=900.0, ge=0, description="Wait after the free window ends before settling its day"
+        default=defaults.SETTLEMENT_GRACE.total_seconds(),
+        ge=0,
+        description="Wait after the free window ends before settling its day",
     )
     data_deadline_hours: float = Field(
-        default=72.0,
+        default=defaults.DATA_DEADLINE / _HOUR,
         gt=0,
         description="After this long past the window, settle with what data there is",
     )
 
     # --- jobs and workers ---
     worker_concurrency: int = Field(
-        default=4, ge=1, description="Jobs one worker runs at once (threads)"
+        default=defaults.WORKER_CONCURRENCY,
+        ge=1,
+        description="Jobs one worker runs at once (threads)",
     )
     worker_grace_seconds: float = Field(
         default=25.0,
@@ -109,23 +130,27 @@ class Settings(BaseSettings):
         description="On SIGTERM, how long running jobs may finish before they are released",
     )
     job_lease_seconds: float = Field(
-        default=30.0,
+        default=defaults.JOB_LEASE.total_seconds(),
         gt=0,
         description="A running job's lease; renewed every third of it, rescued once it runs out",
     )
     job_poll_seconds: float = Field(
-        default=1.0,
+        default=defaults.JOB_POLL.total_seconds(),
         gt=0,
         description="Longest an idle worker waits before looking for due jobs again",
     )
     job_retry_base_seconds: float = Field(
-        default=1.0, gt=0, description="Backoff after a job's first failed attempt, at most"
+        default=defaults.JOB_RETRY_BASE.total_seconds(),
+        gt=0,
+        description="Backoff after a job's first failed attempt, at most",
     )
     job_retry_cap_seconds: float = Field(
-        default=600.0, gt=0, description="Longest backoff between a job's attempts"
+        default=defaults.JOB_RETRY_CAP.total_seconds(),
+        gt=0,
+        description="Longest backoff between a job's attempts",
     )
     job_retention_hours: float = Field(
-        default=168.0,
+        default=defaults.JOB_RETENTION / _HOUR,
         gt=0,
         description="How long finished jobs are kept (a week: time to look into a discarded one)",
     )
@@ -135,7 +160,9 @@ class Settings(BaseSettings):
         default=10_000, ge=1, description="Most reads in one POST /v1/meter-readings (413 past it)"
     )
     max_upload_bytes: int = Field(
-        default=100 * 1024 * 1024, ge=1, description="Largest NEM12 upload in bytes (413 past it)"
+        default=defaults.MAX_UPLOAD_BYTES,
+        ge=1,
+        description="Largest NEM12 upload in bytes (413 past it)",
     )
     max_batch_bytes: int | None = Field(
         default=None,
@@ -255,6 +282,41 @@ class Settings(BaseSettings):
             max_members=self.nem12_max_members,
             max_lines=self.nem12_max_lines,
             max_line=self.nem12_max_line_chars,
+        )
+
+    def settlement_policy(self) -> SettlementPolicy:
+        """The settlement's limits as configured."""
+        from freehours.settlement import SettlementPolicy  # noqa: PLC0415 - only its users pay
+
+        return SettlementPolicy(
+            lock_timeout=timedelta(seconds=self.lock_timeout_seconds),
+            max_attempts=self.settlement_max_attempts,
+            grace=timedelta(seconds=self.settlement_grace_seconds),
+            data_deadline=timedelta(hours=self.data_deadline_hours),
+        )
+
+    def worker_config(self, concurrency: int | None = None) -> WorkerConfig:
+        """How a job worker runs as configured; ``concurrency`` (a command's option) overrides
+        ``worker_concurrency``."""
+        from freehours.jobs.worker import WorkerConfig  # noqa: PLC0415 - only its users pay
+
+        return WorkerConfig(
+            concurrency=concurrency or self.worker_concurrency,
+            lease=timedelta(seconds=self.job_lease_seconds),
+            poll=timedelta(seconds=self.job_poll_seconds),
+            retention=timedelta(hours=self.job_retention_hours),
+        )
+
+    def retry_policy(self, clock: Clock, random: RandomSource | None = None) -> RetryPolicy:
+        """The job retry policy as configured, drawing its jitter from ``random`` (default: the
+        system's ``random.Random``)."""
+        from freehours.jobs.retry import RetryPolicy  # noqa: PLC0415 - only its users pay
+
+        return RetryPolicy(
+            clock,
+            random or Random(),
+            base=timedelta(seconds=self.job_retry_base_seconds),
+            cap=timedelta(seconds=self.job_retry_cap_seconds),
         )
 
     @property

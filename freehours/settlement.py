@@ -40,6 +40,8 @@ import sqlalchemy as sa
 import structlog
 from opentelemetry import trace
 
+from freehours import defaults
+from freehours.backoff import ceiling
 from freehours.cache.quota import CacheUnavailable, QuotaCache
 from freehours.clock import Clock
 from freehours.domain.plan import Plan, parse_plan
@@ -111,24 +113,30 @@ class Answer:
 
 @dataclass(frozen=True, slots=True)
 class SettlementPolicy:
-    """The settlement's limits, each with its reason."""
+    """The settlement's limits, each with its reason. The first four are settings
+    (``Settings.settlement_policy()``); their defaults and reasons are in ``freehours.defaults``."""
 
-    #: A settlement reads two day rows and writes two: seconds is ample, 30 s is the contract's
-    #: default and bounds how long a dead holder delays its successor.
-    lock_timeout: timedelta = timedelta(seconds=30)
-    #: Five failed attempts of one quota mean a persistent fault, not bad luck: stop and say so.
-    max_attempts: int = 5
-    #: Reads for the window's last interval arrive minutes after it ends; wait that long first.
-    grace: timedelta = timedelta(minutes=15)
-    #: Meter data providers may take days to deliver; after three, settle with what there is.
-    data_deadline: timedelta = timedelta(days=3)
+    #: How long a holder's lock lasts before another may take over
+    #: (``FREEHOURS_LOCK_TIMEOUT_SECONDS``).
+    lock_timeout: timedelta = defaults.LOCK_TIMEOUT
+    #: Failed attempts after which a quota is ABORTED (``FREEHOURS_SETTLEMENT_MAX_ATTEMPTS``).
+    max_attempts: int = defaults.SETTLEMENT_MAX_ATTEMPTS
+    #: The wait after the window ends before its day settles
+    #: (``FREEHOURS_SETTLEMENT_GRACE_SECONDS``).
+    grace: timedelta = defaults.SETTLEMENT_GRACE
+    #: After this long past the window, settle with what data there is
+    #: (``FREEHOURS_DATA_DEADLINE_HOURS``).
+    data_deadline: timedelta = defaults.DATA_DEADLINE
     #: How often a day waiting for its data asks again.
     data_poll: timedelta = timedelta(minutes=10)
     #: Terminal states change only by a new version, which ingest writes to the cache at once;
     #: the time to live bounds how long a lost cache write can hide a new version.
     terminal_cache_ttl: timedelta = timedelta(minutes=5)
-    #: After a failed attempt, wait at least this long (doubling per attempt, up to a minute).
+    #: After a failed attempt, wait at least this long (doubling per attempt, up to ``retry_cap``).
     retry_base: timedelta = timedelta(seconds=1)
+    #: A caller told to retry never waits more than a minute: a quota whose attempts keep failing
+    #: is ABORTED after a few of them anyway.
+    retry_cap: timedelta = timedelta(minutes=1)
 
 
 class FaultPoint(StrEnum):
@@ -393,9 +401,13 @@ class Settlements:
         return Answer(Outcome.RETRY, current, self._retry_after(current.attempts))
 
     def _retry_after(self, attempts: int) -> int:
-        """Seconds before retrying after ``attempts`` failures: doubling, from 1 s up to 60 s."""
-        seconds: float = self.policy.retry_base.total_seconds() * 2.0 ** max(0, attempts - 1)
-        return max(1, min(60, round(seconds)))
+        """Seconds before retrying after ``attempts`` failures, in whole seconds for a
+        ``Retry-After``: the backoff's ceiling, doubling from ``retry_base`` up to ``retry_cap``."""
+        policy = self.policy
+        seconds = ceiling(
+            attempts - 1, policy.retry_base.total_seconds(), policy.retry_cap.total_seconds()
+        )
+        return max(1, round(seconds))
 
     # --- helpers -----------------------------------------------------------------------------
 

@@ -12,7 +12,10 @@
 - ``breaker``: pybreaker, shared through Redis when ``FREEHOURS_REDIS_URL`` is set.
 - ``http``: the one seam to the API (httpx, timeouts and a total deadline).
 - ``sender``: one batch's attempts (tenacity).
-- ``inbox`` and ``meters``: the sources. ``meter_agent``: the run that ties them together.
+- ``inbox`` and ``meters``: the sources (the simulated meters of ``freehours.sim`` are the
+  ``Meters`` it has; the agent never imports the simulation). ``meter_agent``: the run that ties
+  them together.
+- ``settings``: ``AgentSettings``, how it sends (``FREEHOURS_AGENT_*``, the CLI's options).
 
 Errors (all under ``freehours.errors.FreehoursError``)::
 

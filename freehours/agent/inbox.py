@@ -23,6 +23,7 @@ from pathlib import Path
 
 import structlog
 
+from freehours import defaults
 from freehours.agent.batch import Batch, nem12_batch, upload_name
 from freehours.clock import Clock
 from freehours.errors import ConfigurationError
@@ -33,9 +34,9 @@ log = structlog.get_logger("freehours.agent")
 #: A file not written to for two seconds is taken as complete: copies in progress write far more
 #: often than that.
 SETTLE_SECONDS = 2.0
-#: The API's own limit on an upload (``FREEHOURS_MAX_UPLOAD_BYTES``, 100 MiB by default): a
-#: larger file would only be refused with a 413, after the agent had read and spooled all of it.
-MAX_FILE_BYTES = 100 * 1024 * 1024
+#: The API's own limit on an upload by default (``FREEHOURS_MAX_UPLOAD_BYTES``'s): a larger file
+#: would only be refused with a 413, after the agent had read and spooled all of it.
+MAX_FILE_BYTES = defaults.MAX_UPLOAD_BYTES
 _IGNORED_SUFFIXES = (".tmp", ".part", ".problem.json", ".reason.txt")
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
 

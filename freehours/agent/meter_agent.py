@@ -29,6 +29,7 @@ from pathlib import Path
 import httpx
 import structlog
 
+from freehours import defaults
 from freehours.agent.batch import Batch
 from freehours.agent.breaker import Breaker, BreakerConfig
 from freehours.agent.http import IngestApi, Timeouts
@@ -39,11 +40,12 @@ from freehours.agent.inbox import (
     file_done,
     file_rejected,
 )
-from freehours.agent.meters import AcceleratedClock, SimulatedMeters
-from freehours.agent.policy import Backoff, RandomSource, RetryBudget, pause_after_deferral
+from freehours.agent.meters import AcceleratedClock, Meters
+from freehours.agent.policy import Backoff, RetryBudget, pause_after_deferral
 from freehours.agent.sender import BREAKER_EXCLUDES, Delivery, Outcome, Sender, Stopped
 from freehours.agent.spool import Spool, SpooledBatch, api_identity
 from freehours.agent.tally import Counts, Tally
+from freehours.backoff import RandomSource
 from freehours.clock import Clock, SystemClock
 from freehours.errors import ConfigurationError, FreehoursError
 from freehours.observability.metrics import (
@@ -73,10 +75,10 @@ ONCE_SETTLE_WAIT = 30.0
 
 @dataclass(frozen=True, slots=True)
 class Simulation:
-    """``meters`` simulated meters from ``start`` for ``duration``, ``speed`` times real time."""
+    """Meters reading from ``start`` for ``duration``, ``speed`` times real time. ``meters``
+    makes them for each run from its start and end (``freehours.sim.agent_meters``)."""
 
-    meters: int
-    seed: int
+    meters: Callable[[datetime, datetime], Meters]
     start: datetime
     duration: timedelta
     speed: float
@@ -98,7 +100,7 @@ class AgentConfig:
     settle_seconds: float = SETTLE_SECONDS
     max_file_bytes: int = MAX_FILE_BYTES
     redis_url: str | None = None
-    redis_prefix: str = "freehours:"
+    redis_prefix: str = defaults.REDIS_PREFIX
 
 
 class Ending(StrEnum):
@@ -184,7 +186,7 @@ class MeterAgent:
         )
         self._inbox_read = False  # with ``once``: the directory has been read
         self._once_deadline: float | None = None  # with ``once``: until then, wait for files
-        self._simulated: tuple[SimulatedMeters, AcceleratedClock] | None = None
+        self._simulated: tuple[Meters, AcceleratedClock] | None = None
 
     def _claim_spool(self) -> None:
         """The spool is this API's, or the agent does not start (``SpoolOwned``)."""
@@ -233,12 +235,7 @@ class MeterAgent:
         """
         simulation = self.config.simulation
         if simulation is not None:
-            meters = SimulatedMeters(
-                simulation.meters,
-                simulation.seed,
-                simulation.start,
-                simulation.start + simulation.duration,
-            )
+            meters = simulation.meters(simulation.start, simulation.start + simulation.duration)
             clock = AcceleratedClock(self._clock, simulation.start, simulation.speed)
             self._simulated = (meters, clock)
         log.info(

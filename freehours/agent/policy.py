@@ -2,8 +2,8 @@
 
 - ``verdict``: what an HTTP status means for a batch (delivered, retry, rejected, key refused).
 - ``retry_after_seconds``: a ``Retry-After`` header as seconds, capped.
-- ``Backoff``: full jitter, ``uniform(0, min(cap, base * 2**attempt))``, never below a server's
-  ``Retry-After``.
+- ``Backoff``: full jitter (``freehours.backoff``), ``uniform(0, min(cap, base * 2**attempt))``,
+  never below a server's ``Retry-After``.
 - ``RetryBudget``: a token bucket that lets retries through only while they stay within a tenth
   of the agent's recent requests.
 - ``seconds_until_half_open``: when an open circuit breaker lets a trial call through (pybreaker
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
-from typing import Protocol
 
+from freehours.backoff import RandomSource, full_jitter
 from freehours.clock import Clock
 
 #: A server's ``Retry-After`` is obeyed up to a minute: past that the agent asks again, so a
@@ -30,16 +30,6 @@ RETRY_AFTER_CAP = 60.0
 #: Ten tenths of a token add up to a hair under one in floating point: a retry funded by ten
 #: requests must still go through.
 _TOKEN_EPSILON = 1e-9
-
-#: Above this exponent ``base * 2**attempt`` is past any sensible cap already; stopping there
-#: keeps the float finite however many times a batch has been deferred.
-_MAX_EXPONENT = 62
-
-
-class RandomSource(Protocol):
-    """Where jitter comes from: ``random.Random`` in production, seeded or stubbed in tests."""
-
-    def uniform(self, a: float, b: float) -> float: ...
 
 
 class Verdict(StrEnum):
@@ -99,8 +89,7 @@ class Backoff:
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (0 for the first): full
         jitter, and never less than ``retry_after``."""
-        ceiling = min(self.cap, self.base * 2.0 ** min(attempt, _MAX_EXPONENT))
-        return max(self.random.uniform(0.0, ceiling), retry_after or 0.0)
+        return max(full_jitter(attempt, self.base, self.cap, self.random), retry_after or 0.0)
 
 
 @dataclass(slots=True)

@@ -15,32 +15,25 @@ import re
 import signal
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import Annotated, Any, cast
 
+import annotated_types
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
 from rich.table import Table
 
-from freehours.agent.breaker import BreakerConfig
-from freehours.agent.http import Timeouts
-from freehours.agent.inbox import MAX_FILE_BYTES, SETTLE_SECONDS
-from freehours.agent.meter_agent import (
-    DRAIN_TIMEOUT,
-    AgentConfig,
-    Ending,
-    MeterAgent,
-    RunSummary,
-    Simulation,
-    Snapshot,
-)
+from freehours.agent.meter_agent import Ending, MeterAgent, RunSummary, Simulation, Snapshot
+from freehours.agent.settings import AgentSettings
 from freehours.cli import MetricsHost, MetricsPort, ProgressDisplay, app, err_console
 from freehours.cli.nem12 import summary_console
 from freehours.clock import SystemClock
 from freehours.domain.time import NEM_TIME
-from freehours.errors import InputError
+from freehours.errors import ConfigurationError, InputError
 from freehours.observability.exposition import forget_process, serve_metrics
 from freehours.observability.logging import LEVELS, configure_logging
 from freehours.observability.tracing import configure_tracing
@@ -48,14 +41,24 @@ from freehours.settings import get_settings
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_BREAKER = BreakerConfig()
-_TIMEOUTS = Timeouts()
-#: A file is read into memory and spooled as one SQLite BLOB, whose limit is a billion bytes.
-_MAX_FILE_BYTES_CEILING = 512 * 1024 * 1024
+#: The settings' defaults, which the options show and default to (no environment read).
+_DEFAULTS = AgentSettings.model_construct()
+
+
+def _setting(name: str, flag: str) -> Any:
+    """The option ``flag`` for the agent setting ``name``, with the setting's help and bounds."""
+    field = AgentSettings.model_fields[name]
+    low = next((rule.ge for rule in field.metadata if isinstance(rule, annotated_types.Ge)), None)
+    high = next((rule.le for rule in field.metadata if isinstance(rule, annotated_types.Le)), None)
+    # Numbers (a Field's ge and le), which annotated_types types only as comparable.
+    return typer.Option(
+        flag, help=field.description, min=cast("float | None", low), max=cast("float | None", high)
+    )
 
 
 @app.command("agent")
 def agent(
+    ctx: typer.Context,
     *,
     api: Annotated[str, typer.Option("--api", help="the API's base URL, e.g. http://host:8000")],
     api_key: Annotated[
@@ -111,44 +114,30 @@ def agent(
     metrics_port: MetricsPort = None,
     metrics_host: MetricsHost = "127.0.0.1",
     breaker_failures: Annotated[
-        int, typer.Option("--breaker-failures", min=1, help="failures in a row that open it")
-    ] = _BREAKER.fail_max,
+        int, _setting("breaker_failures", "--breaker-failures")
+    ] = _DEFAULTS.breaker_failures,
     breaker_reset: Annotated[
-        float, typer.Option("--breaker-reset", min=0.1, help="seconds open before a trial call")
-    ] = _BREAKER.reset_timeout,
-    breaker_name: Annotated[
-        str, typer.Option("--breaker-name", help="agents with one name share one breaker (Redis)")
-    ] = _BREAKER.name,
+        float, _setting("breaker_reset", "--breaker-reset")
+    ] = _DEFAULTS.breaker_reset,
+    breaker_name: Annotated[str, _setting("breaker_name", "--breaker-name")] = (
+        _DEFAULTS.breaker_name
+    ),
     connect_timeout: Annotated[
-        float, typer.Option("--connect-timeout", min=0.01, help="seconds to connect")
-    ] = _TIMEOUTS.connect,
+        float, _setting("connect_timeout", "--connect-timeout")
+    ] = _DEFAULTS.connect_timeout,
     read_timeout: Annotated[
-        float, typer.Option("--read-timeout", min=0.01, help="seconds to wait for data")
-    ] = _TIMEOUTS.read,
-    deadline: Annotated[
-        float, typer.Option("--deadline", min=0.01, help="seconds one request may take in all")
-    ] = _TIMEOUTS.total,
+        float, _setting("read_timeout", "--read-timeout")
+    ] = _DEFAULTS.read_timeout,
+    deadline: Annotated[float, _setting("deadline", "--deadline")] = _DEFAULTS.deadline,
     drain_timeout: Annotated[
-        float,
-        typer.Option("--drain-timeout", min=0, help="seconds to empty the spool after the sources"),
-    ] = DRAIN_TIMEOUT,
+        float, _setting("drain_timeout", "--drain-timeout")
+    ] = _DEFAULTS.drain_timeout,
     max_file_bytes: Annotated[
-        int,
-        typer.Option(
-            "--max-file-bytes",
-            min=1,
-            max=_MAX_FILE_BYTES_CEILING,
-            help="larger NEM12 files go to rejected/ unread (keep it <= the API's limit)",
-        ),
-    ] = MAX_FILE_BYTES,
+        int, _setting("max_file_bytes", "--max-file-bytes")
+    ] = _DEFAULTS.max_file_bytes,
     settle_seconds: Annotated[
-        float,
-        typer.Option(
-            "--settle-seconds",
-            min=0,
-            help="a file modified more recently than this is still being written: left for later",
-        ),
-    ] = SETTLE_SECONDS,
+        float, _setting("settle_seconds", "--settle-seconds")
+    ] = _DEFAULTS.settle_seconds,
     as_json: Annotated[bool, typer.Option("--json", help="the summary as JSON")] = False,
     log_level: Annotated[
         str | None,
@@ -165,6 +154,7 @@ def agent(
 
     The circuit breaker's state is shared through Redis when FREEHOURS_REDIS_URL is set.
     """
+    tuning = _agent_settings(ctx)
     if nem12_dir is None and not simulate:
         raise InputError("give --nem12-dir DIR, --simulate N, or both")
     if log_level is not None and log_level not in LEVELS:
@@ -173,27 +163,21 @@ def agent(
     clock = SystemClock()
     simulation = None
     if simulate:
+        from freehours.sim.agent_meters import SimulatedMeters
+
         simulation = Simulation(
-            meters=simulate,
-            seed=seed,
+            meters=partial(SimulatedMeters, simulate, seed),
             start=parse_start(start) if start else clock.now().astimezone(NEM_TIME),
             duration=parse_duration(duration),
             speed=speed,
         )
-    config = AgentConfig(
+    config = tuning.agent_config(
         api_url=api,
         api_key=api_key,
         spool_path=spool or default_spool_path(api, nem12_dir),
         nem12_dir=nem12_dir,
         once=once,
         simulation=simulation,
-        timeouts=Timeouts(connect=connect_timeout, read=read_timeout, total=deadline),
-        breaker=BreakerConfig(
-            fail_max=breaker_failures, reset_timeout=breaker_reset, name=breaker_name
-        ),
-        drain_timeout=drain_timeout,
-        settle_seconds=settle_seconds,
-        max_file_bytes=max_file_bytes,
         redis_url=settings.redis_url,
         redis_prefix=settings.redis_prefix,
     )
@@ -220,6 +204,21 @@ def agent(
             highlight=False,
         )
         raise typer.Exit(1)
+
+
+def _agent_settings(ctx: typer.Context) -> AgentSettings:
+    """The agent's settings: ``FREEHOURS_AGENT_*``, overridden by the options given."""
+    given = {name: ctx.params[name] for name in AgentSettings.model_fields if _given(ctx, name)}
+    try:
+        return AgentSettings(**given)
+    except ValidationError as exc:
+        raise ConfigurationError(f"the agent's settings (FREEHOURS_AGENT_*): {exc}") from exc
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether the option ``name`` was given on the command line (not left at its default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
 
 
 def _stopper(meter_agent: MeterAgent) -> Callable[[int, FrameType | None], None]:

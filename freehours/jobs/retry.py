@@ -3,8 +3,9 @@
 After a failed attempt (the handler raised, or its worker died and the rescuer found it):
 
 - the job is DISCARDED once ``max_attempts`` attempts have failed (reason ``attempts``);
-- otherwise it waits a full-jitter backoff, ``uniform(0, min(cap, base * 2**attempt))``, with
-  ``attempt`` counting failed attempts from 0, and never less than a ``Retry-After`` it was given;
+- otherwise it waits a full-jitter backoff (``freehours.backoff``),
+  ``uniform(0, min(cap, base * 2**attempt))``, with ``attempt`` counting failed attempts from 0,
+  and never less than a ``Retry-After`` it was given;
 - and it is DISCARDED (reason ``deadline``) when that would start it after its deadline.
 
 A snooze (the handler said "not yet", e.g. a settlement told LOCKED or PENDING) waits exactly as
@@ -20,20 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Protocol
 
+from freehours import defaults
+from freehours.backoff import RandomSource, full_jitter
 from freehours.clock import Clock
 from freehours.jobs.job import Job
-
-#: Above this exponent ``base * 2**attempt`` is past any sensible cap already; stopping there
-#: keeps the float finite whatever ``max_attempts`` a job was given.
-_MAX_EXPONENT = 62
-
-
-class RandomSource(Protocol):
-    """Where jitter comes from: ``random.Random`` in production, seeded or stubbed in tests."""
-
-    def uniform(self, a: float, b: float) -> float: ...
 
 
 class DiscardReason(StrEnum):
@@ -72,21 +64,17 @@ class RetryPolicy:
 
     clock: Clock
     random: RandomSource
-    #: The first retry waits up to a second: long enough for a blip (a dropped connection, a
-    #: failover) to pass, short enough that a one-off failure costs nobody a noticeable delay.
-    base: timedelta = timedelta(seconds=1)
-    #: Ten minutes at most between attempts: ten attempts then span an hour or so, and a fault
-    #: that is fixed is noticed within minutes.
-    cap: timedelta = timedelta(minutes=10)
+    #: The longest wait after a job's first failed attempt (``FREEHOURS_JOB_RETRY_BASE_SECONDS``).
+    base: timedelta = defaults.JOB_RETRY_BASE
+    #: The longest wait between two attempts (``FREEHOURS_JOB_RETRY_CAP_SECONDS``).
+    cap: timedelta = defaults.JOB_RETRY_CAP
 
     def backoff(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (0 for the first): full
         jitter."""
-        ceiling = min(
-            self.cap.total_seconds(),
-            self.base.total_seconds() * 2.0 ** min(attempt, _MAX_EXPONENT),
+        return full_jitter(
+            attempt, self.base.total_seconds(), self.cap.total_seconds(), self.random
         )
-        return self.random.uniform(0.0, ceiling)
 
     def after_failure(self, job: Job, retry_after: float | None = None) -> RetryAt | Discard:
         """The job's attempt failed (``retry_after``: seconds the failure said to wait)."""

@@ -45,12 +45,12 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from freehours import defaults
 from freehours.clock import Clock, SystemClock
 from freehours.jobs import queue, rescuer, telemetry
 from freehours.jobs.job import Job, JobId, RetryAfter, Snooze, Task
 from freehours.jobs.queue import Complete, Finish, Release
 from freehours.jobs.retry import RetryPolicy
-from freehours.settings import Settings
 from freehours.store.database import Store
 
 log = structlog.get_logger("freehours.jobs")
@@ -72,25 +72,24 @@ _LEVELS = {"failed": logging.WARNING, "discarded": logging.ERROR}
 
 @dataclass(frozen=True, slots=True)
 class WorkerConfig:
-    """How a worker runs. ``from_settings`` reads the ``FREEHOURS_*`` values."""
+    """How a worker runs. ``Settings.worker_config()`` maps the ``FREEHOURS_*`` values onto it;
+    the defaults of those four, and their reasons, are in ``freehours.defaults``."""
 
-    #: Handlers run at once. Settlement handlers wait on the database, so threads suffice.
-    concurrency: int = 4
-    #: A claimed job's lease: renewed every third of it, so two missed heartbeats in a row still
-    #: keep it; a dead worker's jobs wait this long (plus up to ``rescue_every``) to be rescued.
-    lease: timedelta = timedelta(seconds=30)
-    #: The longest an idle worker waits before it looks for due jobs: on PostgreSQL a NOTIFY
-    #: and the next job's due time wake it sooner, so this only bounds a lost notification or a
-    #: job enqueued on SQLite by another process.
-    poll: timedelta = timedelta(seconds=1)
+    #: Handlers run at once (``FREEHOURS_WORKER_CONCURRENCY``).
+    concurrency: int = defaults.WORKER_CONCURRENCY
+    #: A claimed job's lease, renewed every third of it (``FREEHOURS_JOB_LEASE_SECONDS``).
+    lease: timedelta = defaults.JOB_LEASE
+    #: The longest an idle worker waits before it looks for due jobs
+    #: (``FREEHOURS_JOB_POLL_SECONDS``).
+    poll: timedelta = defaults.JOB_POLL
     #: Jobs claimed (and results written) per transaction at most. Measured on the 2-core
     #: machine, one worker claiming and finishing 16 trivial jobs per transaction manages 1,500
     #: jobs/s, 64 per transaction 3,200/s; larger batches hold jobs away from other workers.
     batch: int = 64
     #: LISTEN for enqueues on PostgreSQL.
     listen: bool = True
-    #: Finished jobs older than this are deleted, so the table holds the recent past only.
-    retention: timedelta = timedelta(days=7)
+    #: Finished jobs older than this are deleted (``FREEHOURS_JOB_RETENTION_HOURS``).
+    retention: timedelta = defaults.JOB_RETENTION
     #: How often a worker deletes them: the deletion scans the table, and a day's finished jobs
     #: wait an hour more at no cost.
     prune_every: timedelta = timedelta(hours=1)
@@ -110,25 +109,6 @@ class WorkerConfig:
         """As often as leases are renewed, and at least every 10 s, so a dead worker's jobs
         are found soon after their lease runs out."""
         return min(self.heartbeat, timedelta(seconds=10))
-
-    @classmethod
-    def from_settings(cls, settings: Settings, concurrency: int | None = None) -> WorkerConfig:
-        return cls(
-            concurrency=concurrency or settings.worker_concurrency,
-            lease=timedelta(seconds=settings.job_lease_seconds),
-            poll=timedelta(seconds=settings.job_poll_seconds),
-            retention=timedelta(hours=settings.job_retention_hours),
-        )
-
-
-def retry_policy(settings: Settings, clock: Clock) -> RetryPolicy:
-    """The job retry policy the settings describe, with the system's random source."""
-    return RetryPolicy(
-        clock,
-        random.Random(),
-        base=timedelta(seconds=settings.job_retry_base_seconds),
-        cap=timedelta(seconds=settings.job_retry_cap_seconds),
-    )
 
 
 class Worker:

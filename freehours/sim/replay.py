@@ -26,7 +26,6 @@ import json
 import math
 import random
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import date, datetime
 from functools import partial
 from pathlib import Path
@@ -36,7 +35,6 @@ import sqlalchemy as sa
 from freehours.agent.batch import Batch
 from freehours.agent.breaker import Breaker, BreakerConfig
 from freehours.agent.http import IngestApi, Timeouts
-from freehours.agent.meters import INTERVAL, SimulatedMeters
 from freehours.agent.policy import Backoff, RetryBudget
 from freehours.agent.sender import BREAKER_EXCLUDES, Sender
 from freehours.agent.spool import Spool
@@ -53,11 +51,12 @@ from freehours.jobs import queue, rescuer
 from freehours.jobs.job import Done, Job, JobState, Snooze, Task
 from freehours.jobs.rescuer import STUCK_AFTER
 from freehours.jobs.settle import settlement_tasks
-from freehours.jobs.worker import Worker, WorkerConfig, retry_policy
+from freehours.jobs.worker import Worker
 from freehours.plans import builtin_document
 from freehours.runtime import Runtime
 from freehours.settings import Settings
 from freehours.settlement import FaultPoint
+from freehours.sim.agent_meters import INTERVAL, SimulatedMeters
 from freehours.sim.clients import (
     API_URL,
     AgentSending,
@@ -141,9 +140,9 @@ class SettlementWorkers:
         self._faults = faults
         self._workload = workload
         self._retries = retries
-        self._config = WorkerConfig.from_settings(settings)
+        self._config = settings.worker_config()
         seeded = random.Random(f"jobs:{workload.seed}")
-        self._retry = replace(retry_policy(settings, runtime.clock), random=seeded)
+        self._retry = settings.retry_policy(runtime.clock, seeded)
         self._tasks: dict[str, Task] = {
             kind: partial(self._observed, task)
             for kind, task in settlement_tasks(runtime.settlements).items()

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from enum import StrEnum
 
-from freehours.agent.meters import INTERVAL
 from freehours.plans import builtin_plan
 from freehours.settlement import SettlementPolicy
+from freehours.sim.agent_meters import INTERVAL
 from freehours.sim.meters import SOLAR_SHARER_START, households
 
 #: The incident's customers are on the NSW Solar Sharer Offer: free 11:00-14:00 Sydney time.
@@ -95,7 +95,7 @@ class Workload:
         worker_capacity: int = 20,
     ) -> Workload:
         """``meters`` households on ``sso-nsw`` on 1 July 2026, the Solar Sharer Offer's first
-        day, as the simulated meters of ``freehours.agent.meters`` make them for ``seed``."""
+        day, as the simulated meters of ``freehours.sim.agent_meters`` make them for ``seed``."""
         if meters < 3:
             raise ValueError("the incident needs at least 3 meters: one per kind of quota fault")
         plan = builtin_plan(PLAN_ID)

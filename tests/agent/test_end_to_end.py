@@ -16,17 +16,17 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from freehours.agent.meters import SimulatedMeters
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.nem12 import read_days
 from freehours.meterdata.writer import write_nem12
+from freehours.sim.agent_meters import SimulatedMeters
 from freehours.sim.meters import households, meter_days
 from freehours.store import meter
 from freehours.store.tables import idempotency_keys
 from tests.agent.conftest import AgentProcess, ApiSite
-from tests.agent.test_meters import reads_of
 from tests.metrics import Samples
 from tests.servers import free_port
+from tests.sim.test_agent_meters import reads_of
 
 pytestmark = pytest.mark.slow
 

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,13 @@ from freehours.agent.sender import KeyRefused
 from freehours.agent.spool import Spool, SpoolOwned
 from freehours.domain.time import NEM_TIME
 from freehours.errors import ConfigurationError
+from freehours.sim.agent_meters import SimulatedMeters
 
 START = datetime(2026, 7, 1, 0, 0, tzinfo=NEM_TIME)
 # A simulation over within milliseconds: 2 meters x 2 channels x 4 half-hours = 16 reads.
-SIMULATION = Simulation(meters=2, seed=1, start=START, duration=timedelta(hours=2), speed=1e6)
+SIMULATION = Simulation(
+    partial(SimulatedMeters, 2, 1), start=START, duration=timedelta(hours=2), speed=1e6
+)
 
 
 class NoJitter:

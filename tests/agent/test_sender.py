@@ -20,7 +20,7 @@ from prometheus_client import REGISTRY
 from freehours.agent.batch import Batch, readings_batch
 from freehours.agent.breaker import Breaker, BreakerConfig
 from freehours.agent.http import IngestApi, Timeouts, Unreachable
-from freehours.agent.policy import Backoff, RandomSource, RetryBudget
+from freehours.agent.policy import Backoff, RetryBudget
 from freehours.agent.sender import (
     BREAKER_EXCLUDES,
     Delivery,
@@ -30,6 +30,7 @@ from freehours.agent.sender import (
     Stopped,
 )
 from freehours.agent.tally import Tally
+from freehours.backoff import RandomSource
 from freehours.clock import ManualClock
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.records import IntervalRead

@@ -7,12 +7,14 @@ import json
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from freehours.agent.meter_agent import AgentConfig, Ending, MeterAgent, Simulation
 from freehours.domain.time import NEM_TIME
+from freehours.sim.agent_meters import SimulatedMeters
 from tests.servers import JsonHandler, StubServer, serving
 
 START = datetime(2026, 7, 1, 0, 0, tzinfo=NEM_TIME)
@@ -67,7 +69,9 @@ def test_the_agent_waits_out_retry_after_and_never_resends_a_422(
         api_key="secret",
         spool_path=tmp_path / "spool.db",
         # One meter, one half-hour: one E1 batch and one B1 batch.
-        simulation=Simulation(1, 1, START, timedelta(minutes=30), speed=1e6),
+        simulation=Simulation(
+            partial(SimulatedMeters, 1, 1), START, timedelta(minutes=30), speed=1e6
+        ),
         drain_timeout=30,
     )
     summary = MeterAgent(config, rng=NoJitter()).run()

@@ -1,0 +1,55 @@
+"""The defaults that a setting and the object it configures share: written once, with their reasons.
+
+An operator changes them through ``Settings`` (``FREEHOURS_*``), which maps itself onto the
+policies in one place (``Settings.settlement_policy()``, ``.worker_config()``,
+``.retry_policy()``); tests and simulations build the policies directly and get the same values.
+Both read this table, so a default cannot drift between the two. Stdlib only: the settings, the
+settlement service, the job queue and the agent all import it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+#: Every Redis key starts with it, so that deployments can share one Redis.
+REDIS_PREFIX = "freehours:"
+
+# --- settlement (``SettlementPolicy``) ---
+
+#: A settlement reads two day rows and writes two: seconds is ample; 30 s is the contract's
+#: default and bounds how long a dead holder delays its successor.
+LOCK_TIMEOUT = timedelta(seconds=30)
+#: Five failed attempts of one quota mean a persistent fault, not bad luck: stop and say so.
+SETTLEMENT_MAX_ATTEMPTS = 5
+#: Reads for the window's last interval arrive minutes after it ends; wait that long first.
+SETTLEMENT_GRACE = timedelta(minutes=15)
+#: Meter data providers may take days to deliver; after three, settle with what there is.
+DATA_DEADLINE = timedelta(days=3)
+
+# --- jobs and workers (``WorkerConfig``, ``RetryPolicy``) ---
+
+#: Handlers run at once by one worker. Settlement handlers wait on the database, so threads
+#: suffice.
+WORKER_CONCURRENCY = 4
+#: A claimed job's lease: renewed every third of it, so two missed heartbeats in a row still keep
+#: it; a dead worker's jobs wait this long (plus up to its rescue interval) to be rescued.
+JOB_LEASE = timedelta(seconds=30)
+#: The longest an idle worker waits before it looks for due jobs: on PostgreSQL a NOTIFY and the
+#: next job's due time wake it sooner, so this only bounds a lost notification or a job enqueued
+#: on SQLite by another process.
+JOB_POLL = timedelta(seconds=1)
+#: The first retry of a job waits up to a second: long enough for a blip (a dropped connection, a
+#: failover) to pass, short enough that a one-off failure costs nobody a noticeable delay.
+JOB_RETRY_BASE = timedelta(seconds=1)
+#: Ten minutes at most between a job's attempts: ten attempts then span an hour or so, and a
+#: fault that is fixed is noticed within minutes.
+JOB_RETRY_CAP = timedelta(minutes=10)
+#: Finished jobs are kept a week: time to look into a discarded one; the table holds the recent
+#: past only.
+JOB_RETENTION = timedelta(days=7)
+
+# --- uploads (the API's limit, and the agent's, which keeps to it) ---
+
+#: The largest NEM12 upload the API takes (413 past it). The agent keeps to it by default: a larger
+#: file would only be refused, after the agent had read and spooled all of it.
+MAX_UPLOAD_BYTES = 100 * 1024 * 1024

@@ -1,0 +1,90 @@
+"""Settings: each default written once, and mapped onto the policies it configures in one place."""
+
+from __future__ import annotations
+
+import os
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from freehours.clock import ManualClock
+from freehours.jobs.retry import RetryPolicy
+from freehours.jobs.worker import WorkerConfig
+from freehours.settings import Settings
+from freehours.settlement import SettlementPolicy
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """No FREEHOURS_* of the developer's leaks into the settings."""
+    for name in [name for name in os.environ if name.startswith("FREEHOURS_")]:
+        monkeypatch.delenv(name)
+    return monkeypatch
+
+
+def test_the_default_settings_make_the_default_policies(clean_env: pytest.MonkeyPatch) -> None:
+    settings = Settings()
+    clock = ManualClock(datetime(2026, 7, 1, tzinfo=UTC))
+    jitter = random.Random(1)
+    assert settings.settlement_policy() == SettlementPolicy()
+    assert settings.worker_config() == WorkerConfig()
+    assert settings.retry_policy(clock, jitter) == RetryPolicy(clock, jitter)
+
+
+def test_the_variables_reach_the_policies(clean_env: pytest.MonkeyPatch) -> None:
+    for name, value in {
+        "LOCK_TIMEOUT_SECONDS": "12",
+        "SETTLEMENT_MAX_ATTEMPTS": "3",
+        "SETTLEMENT_GRACE_SECONDS": "60",
+        "DATA_DEADLINE_HOURS": "1.5",
+        "WORKER_CONCURRENCY": "7",
+        "JOB_LEASE_SECONDS": "9",
+        "JOB_POLL_SECONDS": "0.25",
+        "JOB_RETENTION_HOURS": "2",
+        "JOB_RETRY_BASE_SECONDS": "0.5",
+        "JOB_RETRY_CAP_SECONDS": "20",
+    }.items():
+        clean_env.setenv(f"FREEHOURS_{name}", value)
+    settings = Settings()
+    clock = ManualClock(datetime(2026, 7, 1, tzinfo=UTC))
+    assert settings.settlement_policy() == SettlementPolicy(
+        lock_timeout=timedelta(seconds=12),
+        max_attempts=3,
+        grace=timedelta(minutes=1),
+        data_deadline=timedelta(minutes=90),
+    )
+    assert settings.worker_config() == WorkerConfig(
+        concurrency=7,
+        lease=timedelta(seconds=9),
+        poll=timedelta(seconds=0.25),
+        retention=timedelta(hours=2),
+    )
+    retry = settings.retry_policy(clock)
+    assert (retry.base, retry.cap) == (timedelta(seconds=0.5), timedelta(seconds=20))
+
+
+def test_a_commands_concurrency_overrides_the_setting(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("FREEHOURS_WORKER_CONCURRENCY", "7")
+    assert Settings().worker_config(concurrency=2).concurrency == 2
+    assert Settings().worker_config().concurrency == 7
+
+
+def test_the_documented_defaults_hold(clean_env: pytest.MonkeyPatch) -> None:
+    """The values the README's table and docs/jobs.md state."""
+    settings = Settings()
+    assert (
+        settings.lock_timeout_seconds,
+        settings.settlement_max_attempts,
+        settings.settlement_grace_seconds,
+        settings.data_deadline_hours,
+    ) == (30, 5, 900, 72)
+    assert (
+        settings.worker_concurrency,
+        settings.job_lease_seconds,
+        settings.job_poll_seconds,
+        settings.job_retry_base_seconds,
+        settings.job_retry_cap_seconds,
+        settings.job_retention_hours,
+    ) == (4, 30, 1, 1, 600, 168)
+    assert (settings.max_upload_bytes, settings.redis_prefix) == (100 * 1024 * 1024, "freehours:")
