@@ -14,7 +14,7 @@ import time
 
 import structlog
 from limits import RateLimitItem, parse
-from limits.aio.storage import MemoryStorage, RedisStorage, Storage
+from limits.aio.storage import RedisStorage, SlidingWindowCounterSupport, Storage
 from limits.aio.strategies import SlidingWindowCounterRateLimiter
 
 from freehours.api.problems import Problem
@@ -24,26 +24,114 @@ from freehours.observability.metrics import RATE_LIMIT_ERRORS
 log = structlog.get_logger("freehours.api")
 
 
-class SweptMemoryStorage(MemoryStorage):
-    """``limits``' in-process storage, its sweep of expired counters run at most once a second.
+class SweptMemoryStorage(Storage, SlidingWindowCounterSupport):
+    """Sliding window counters in this process's memory, their expired counters swept at most
+    once a second.
 
-    The library starts a sweep after every hit once the last has finished: a pass over every
-    key (two per NMI seen in the last minutes), on every request. Expiry does not depend on it
-    (a counter past its expiry reads as zero and is dropped when read); the sweep only frees
-    memory, and once a second frees it soon enough.
+    ``limits``' own in-memory storage starts a sweep after every hit once the last has finished:
+    a pass over every key (two per NMI seen in the last minutes), on every request. Expiry does
+    not depend on it (a counter past its expiry reads as zero and is dropped when read); the
+    sweep only frees memory, and once a second frees it soon enough. Written on the library's
+    public storage interface (``Storage`` and ``SlidingWindowCounterSupport``), for the one
+    strategy the limits use. Used on one event loop, where nothing here waits between reading a
+    counter and writing it, so no lock is needed.
     """
 
+    STORAGE_SCHEME = None
     SWEEP_SECONDS = 1.0
 
     def __init__(self) -> None:
         super().__init__()
+        self.counters: dict[str, int] = {}
+        #: When each counter expires (``time.time()``).
+        self.expirations: dict[str, float] = {}
         self._swept_at = 0.0
 
-    async def _MemoryStorage__schedule_expiry(self) -> None:  # the library's private hook
+    @property
+    def base_exceptions(self) -> type[Exception] | tuple[type[Exception], ...]:
+        return ValueError
+
+    async def incr(self, key: str, expiry: float, amount: int = 1) -> int:
+        return self._incr(key, expiry, amount)
+
+    async def get(self, key: str) -> int:
+        return self._get(key)
+
+    async def get_expiry(self, key: str) -> float:
+        return self.expirations.get(key, time.time())
+
+    async def check(self) -> bool:
+        return True
+
+    async def reset(self) -> int | None:
+        count = len(self.counters)
+        self.counters.clear()
+        self.expirations.clear()
+        return count
+
+    async def clear(self, key: str) -> None:
+        self.counters.pop(key, None)
+        self.expirations.pop(key, None)
+
+    async def acquire_sliding_window_entry(
+        self, key: str, limit: int, expiry: int, amount: int = 1
+    ) -> bool:
+        if amount > limit:
+            return False
+        now = time.time()
+        previous, previous_ttl, current, _ = self._window(key, expiry, now)
+        if math.floor(previous * previous_ttl / expiry + current) + amount > limit:
+            return False
+        # The current window's counter lives two windows: it is the previous one next.
+        self._incr(_window_keys(key, expiry, now)[1], 2 * expiry, amount)
+        return True
+
+    async def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
+        return self._window(key, expiry, time.time())
+
+    async def clear_sliding_window(self, key: str, expiry: int) -> None:
+        for window in _window_keys(key, expiry, time.time()):
+            await self.clear(window)
+
+    def _window(self, key: str, expiry: int, now: float) -> tuple[int, float, int, float]:
+        """The previous window's count and time to live, the current window's count and time to
+        live: what the sliding window counter weighs."""
+        previous_key, current_key = _window_keys(key, expiry, now)
+        previous = self._get(previous_key)
+        current = self._get(current_key)
+        previous_ttl = 0.0 if previous == 0 else (1 - (((now - expiry) / expiry) % 1)) * expiry
+        current_ttl = (1 - ((now / expiry) % 1)) * expiry + expiry
+        return previous, previous_ttl, current, current_ttl
+
+    def _incr(self, key: str, expiry: float, amount: int) -> int:
+        self._sweep()
+        count = self._get(key) + amount
+        self.counters[key] = count
+        if count == amount:
+            self.expirations[key] = time.time() + expiry
+        return count
+
+    def _get(self, key: str) -> int:
+        if self.expirations.get(key, 0) <= time.time():
+            self.counters.pop(key, None)
+            self.expirations.pop(key, None)
+        return self.counters.get(key, 0)
+
+    def _sweep(self) -> None:
         now = time.monotonic()
-        if now - self._swept_at >= self.SWEEP_SECONDS:
-            self._swept_at = now
-            await super()._MemoryStorage__schedule_expiry()  # type: ignore[misc]
+        if now - self._swept_at < self.SWEEP_SECONDS:
+            return
+        self._swept_at = now
+        wall = time.time()
+        for key in [key for key, expires in self.expirations.items() if expires <= wall]:
+            del self.expirations[key]
+            self.counters.pop(key, None)
+
+
+def _window_keys(key: str, expiry: int, now: float) -> tuple[str, str]:
+    """The counters of the previous and the current window of ``expiry`` seconds at ``now``,
+    named as ``limits`` names them."""
+    return f"{key}/{int((now - expiry) / expiry)}", f"{key}/{int(now / expiry)}"
 
 
 class RateLimits:

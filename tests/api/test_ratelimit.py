@@ -34,7 +34,7 @@ def test_the_sweep_runs_at_most_once_a_second_and_expiry_does_not_wait_for_it() 
         limits = RateLimits(storage, "2/second", "100/minute")
         for who in ("a", "b", "c"):
             await limits.check_client(who)
-        await asyncio.sleep(0)  # the one sweep runs (nothing has expired yet)
+        await asyncio.sleep(0)  # the one sweep ran with the first hit (nothing had expired)
         swept_at = storage._swept_at
         await limits.check_client("a")  # "a" is at its limit now
         deadline = time.monotonic() + 5.0
