@@ -13,7 +13,8 @@ Threads of one worker (all daemons, so a process that exits does not wait for a 
   (PostgreSQL), the next job falling due, or ``poll``;
 - ``concurrency`` runners, each running one handler at a time;
 - the keeper renews the worker's leases every third of a lease, and every ``rescue_every`` rescues
-  jobs of dead workers and measures the stuck ones (``freehours.jobs.rescuer``);
+  jobs of dead workers and measures the stuck ones (``freehours.jobs.rescuer``); every
+  ``prune_every`` it deletes the jobs finished over ``retention`` ago (``freehours.maintenance``);
 - on PostgreSQL the listener: ``LISTEN freehours_jobs`` on a connection of its own.
 
 Any number of workers, in any number of processes, may share one PostgreSQL database: claims skip
@@ -51,6 +52,7 @@ from freehours.jobs import queue, rescuer, telemetry
 from freehours.jobs.job import Job, JobId, RetryAfter, Snooze, Task
 from freehours.jobs.queue import Complete, Finish, Release
 from freehours.jobs.retry import RetryPolicy
+from freehours.maintenance import Expiry, Retention
 from freehours.store.database import Store
 
 log = structlog.get_logger("freehours.jobs")
@@ -375,7 +377,11 @@ class Worker:
     def _keep(self) -> None:
         heartbeat = self.config.heartbeat.total_seconds()
         rescue_every = self.config.rescue_every.total_seconds()
-        next_rescue = next_prune = self.clock.monotonic()
+        next_rescue = self.clock.monotonic()
+        finished_jobs = Expiry("jobs", self.config.retention, rescuer.prune)
+        retention = Retention(
+            self.store, self.clock, [finished_jobs], every=self.config.prune_every
+        )
         while not self._keeper_stop.wait(heartbeat):
             try:
                 with self.store.write() as conn:
@@ -384,9 +390,7 @@ class Worker:
                     next_rescue = self.clock.monotonic() + rescue_every
                     rescuer.rescue(self.store, self.retry)
                     rescuer.measure_stuck(self.store, self.retry)
-                if self.clock.monotonic() >= next_prune:
-                    next_prune = self.clock.monotonic() + self.config.prune_every.total_seconds()
-                    rescuer.prune(self.store, self.clock.now() - self.config.retention)
+                retention.run_if_due()
             except Exception:
                 log.exception("worker_keeper_failed", worker=self.name)
 
