@@ -24,8 +24,8 @@ import sqlalchemy as sa
 from benchmarks.bench_api import prepare, quotas, settle_requests
 from benchmarks.bench_ingest import DEFAULT_SERVER, _fresh_postgres_database
 from benchmarks.loadgen import LoadResult, load
-from freehours.api.app import READY_TIMEOUT_SECONDS
 from freehours.api.keys import Scope
+from freehours.api.routes.operations import READY_TIMEOUT_SECONDS
 from freehours.settings import Settings
 from tests.faults.proxy import Mode, fault_proxy
 from tests.servers import api_server

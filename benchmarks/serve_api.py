@@ -12,7 +12,8 @@ import anyio
 from fastapi.responses import JSONResponse
 
 from freehours.api import server
-from freehours.api.app import Services, create_app
+from freehours.api.app import create_app
+from freehours.api.services import Services
 from freehours.observability.logging import configure_logging
 from freehours.observability.tracing import configure_tracing
 from freehours.settings import Settings

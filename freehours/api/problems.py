@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from freehours.domain.reads import RangeError
 from freehours.observability.metrics import DATABASE_UNAVAILABLE
 
 log = structlog.get_logger("freehours.api")
@@ -47,6 +48,22 @@ class Problem(Exception):
             body["instance"] = instance
         body.update(self.extra)
         return JSONResponse(body, self.status, headers=self.headers, media_type=PROBLEM_JSON)
+
+
+def range_problem(field: str, exc: RangeError) -> Problem:
+    """A 422 naming ``field`` as the validation answer does (``errors: [{field, message}]``)."""
+    return Problem(
+        422,
+        "validation-error",
+        "Request is not valid",
+        f"{field}: {exc.reason}",
+        errors=[{"field": field, "message": exc.reason}],
+    )
+
+
+def client_gone() -> Problem:
+    """What a request whose client went away answers (nginx's 499): to no one, but counted."""
+    return Problem(499, "client-closed-request", "The client closed the request")
 
 
 _SLUGS = {

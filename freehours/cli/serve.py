@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 from freehours.api import server
-from freehours.api.app import Services, create_app
+from freehours.api.app import create_app
+from freehours.api.services import Services
 from freehours.cli import app
 from freehours.observability.exposition import forget_process
 from freehours.observability.logging import configure_logging

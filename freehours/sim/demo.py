@@ -55,10 +55,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from freehours.agent.breaker import BreakerConfig
 from freehours.agent.tally import Counts
-from freehours.api.app import Services, create_app
+from freehours.api.app import create_app
 from freehours.api.keys import Scope as KeyScope
 from freehours.api.keys import create_key
 from freehours.api.ratelimit import RateLimits
+from freehours.api.services import Services
 from freehours.cache.quota import CacheUnavailable
 from freehours.clock import SystemClock
 from freehours.domain.settlement import Quota, QuotaStatus, new_quota

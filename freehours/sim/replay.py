@@ -39,9 +39,10 @@ from freehours.agent.policy import Backoff, RetryBudget
 from freehours.agent.sender import BREAKER_EXCLUDES, Sender
 from freehours.agent.spool import Spool
 from freehours.agent.tally import Tally
-from freehours.api.app import Services, create_app
+from freehours.api.app import create_app
 from freehours.api.keys import Scope, create_key
 from freehours.api.ratelimit import RateLimits
+from freehours.api.services import Services
 from freehours.cache.quota import CacheUnavailable
 from freehours.clock import Clock, ManualClock
 from freehours.domain.settlement import Quota, QuotaStatus, new_quota

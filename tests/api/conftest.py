@@ -10,9 +10,10 @@ from datetime import UTC, datetime
 import pytest
 from fastapi.testclient import TestClient
 
-from freehours.api.app import Services, create_app
+from freehours.api.app import create_app
 from freehours.api.keys import Scope, create_key
 from freehours.api.ratelimit import RateLimits
+from freehours.api.services import Services
 from freehours.clock import ManualClock
 from freehours.runtime import Runtime
 from freehours.settings import Settings
@@ -25,6 +26,9 @@ __all__ = [
     "Api",
     "serving",
 ]  # PLAN: the settlement tests' plan, for the API's tests too
+
+#: The test client's address: a loopback one, as a client on the API's own host has.
+LOOPBACK = ("127.0.0.1", 50000)
 
 # 2026-07-01 14:15 AEST: the NSW window of 1 July has ended and its grace has passed.
 START = datetime(2026, 7, 1, 4, 15, tzinfo=UTC)
@@ -65,5 +69,5 @@ def serving(store: Store, settings: Settings) -> Iterator[Api]:
         _, keys["ingest+read"] = create_key(
             conn, frozenset({Scope.INGEST, Scope.READ}), "both", START
         )
-    with TestClient(create_app(services)) as client:
+    with TestClient(create_app(services), client=LOOPBACK) as client:
         yield Api(client, services, clock, keys)

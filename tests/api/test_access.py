@@ -8,8 +8,8 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from freehours.api import app as app_module
-from freehours.api.app import KeyCache
+from freehours.api import keycache
+from freehours.api.keycache import KeyCache
 from freehours.api.keys import list_keys, revoke_key
 from tests.api.conftest import Api
 
@@ -93,13 +93,13 @@ def test_a_client_sending_unknown_keys_is_refused_before_each_costs_a_lookup(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lookups: list[str] = []
-    real_find_key = app_module.find_key
+    real_find_key = keycache.find_key
 
     def counting_find_key(conn, secret):  # type: ignore[no-untyped-def]
         lookups.append(secret)
         return real_find_key(conn, secret)
 
-    monkeypatch.setattr(app_module, "find_key", counting_find_key)
+    monkeypatch.setattr(keycache, "find_key", counting_find_key)
     path = "/v1/free-energy/settlements/4102000001/2026-07-01"
     assert api.client.get(path, headers=api.auth("read")).status_code == 404  # a working key
     limit = 30  # the fixture's RateLimits: 30 unknown keys a minute per address

@@ -4,7 +4,6 @@ description; NEM12 upload slots (503) and X-Filename."""
 
 from __future__ import annotations
 
-import anyio
 import pytest
 
 from tests.api.conftest import PLAN, Api
@@ -100,7 +99,7 @@ def test_an_odd_x_filename_is_400(api: Api, name: str, detail: str) -> None:
 def test_uploads_past_the_slots_are_503_with_retry_after(api: Api) -> None:
     """Every upload slot taken (as by uploads being checked): the next is refused before its
     body is read."""
-    limiter: anyio.CapacityLimiter = api.client.app.state.uploads  # type: ignore[attr-defined]
+    limiter = api.services.uploads
     portal = api.client.portal
     assert portal is not None
     borrowers = [object() for _ in range(int(limiter.total_tokens))]

@@ -6,6 +6,8 @@ from datetime import timedelta
 
 from freehours.api import idempotency
 from freehours.api.keys import find_key
+from freehours.api.once import purge_keys
+from freehours.maintenance import Retention
 from tests.api.conftest import Api
 from tests.api.test_meter_readings import batch, post
 
@@ -32,3 +34,14 @@ def test_the_purge_keeps_keys_younger_than_the_retention(api: Api) -> None:
         assert key is not None
         purged = idempotency.purge(conn, older_than=api.clock.now() - timedelta(hours=24))
     assert purged == 0
+
+
+def test_the_apis_retention_purges_the_keys_past_it(api: Api) -> None:
+    post(api, batch("0.412"), key="aged")
+    hours = api.services.settings.idempotency_retention_hours
+    retention = Retention(api.services.store, api.clock, [purge_keys(hours)])
+    assert retention.run() == {"idempotency_keys": 0}  # younger than the retention
+    api.clock.advance(hours * 3600 + 1)
+    assert retention.run() == {"idempotency_keys": 1}
+    again = post(api, batch("0.412"), key="aged")
+    assert "Idempotent-Replayed" not in again.headers  # forgotten: run afresh

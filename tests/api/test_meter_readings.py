@@ -11,8 +11,8 @@ import pytest
 import sqlalchemy as sa
 
 from freehours.api import idempotency
-from freehours.api.app import MeterReadingsIn
 from freehours.api.keys import find_key
+from freehours.api.models import MeterReadingsIn
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.records import IntervalDay
 from freehours.meterdata.writer import write_nem12

@@ -10,8 +10,8 @@ from decimal import Decimal
 import sqlalchemy as sa
 from starlette.requests import Request
 
-from freehours.api.app import Services
 from freehours.api.problems import data_error_handler
+from freehours.api.services import Services
 from freehours.domain.settlement import claim
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.records import IntervalDay

@@ -17,7 +17,8 @@ from collections.abc import Callable
 
 from fastapi.exceptions import RequestValidationError
 
-from freehours.api.app import MeterReadingsIn, _parse_body
+from freehours.api.bodies import parse_body
+from freehours.api.models import MeterReadingsIn
 from freehours.errors import NEM12Error
 from freehours.meterdata.nem12 import read_days
 
@@ -35,7 +36,7 @@ def nem12(data: bytes) -> None:
 def readings(data: bytes) -> None:
     """Parse ``data`` as a JSON batch of interval reads."""
     try:
-        _parse_body(MeterReadingsIn, data)
+        parse_body(MeterReadingsIn, data)
     except RequestValidationError as exc:
         errors = exc.errors()
         if not errors or any(error["loc"][0] != "body" for error in errors):

@@ -1,0 +1,96 @@
+"""Access: every route names the scope its key needs, once, and one object checks it.
+
+A route declares its access as a dependency, ``requires(Scope.X)``: in its ``dependencies``
+(or its router's) when it does not use the key, as its ``key`` parameter when it does. FastAPI
+runs the check before the route, and describes the ``Authorization`` header in the OpenAPI
+document. The settlement route, which reads its request itself for speed, declares its access
+the same way; its route class (``freehours.api.settle.ReadsItself``) runs the same check.
+
+The check runs on the event loop: a known key (``KeyCache``) and its rate limit cost no thread
+hop. A client that keeps sending unknown keys is refused (429) before its next unknown key costs
+a database lookup.
+"""
+
+from typing import Annotated
+
+from fastapi import Header, Request, params
+
+from freehours.api.keys import ApiKey, Scope
+from freehours.api.problems import Problem
+from freehours.api.services import services_of
+from freehours.cache.breaker import start_request
+from freehours.observability.logging import bind_fields
+
+#: Client addresses that a route open on loopback lets in without a key.
+LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+class Requires:
+    """The access a route needs: a key with ``scope``, within its limit; or, for a route
+    ``open_on_loopback``, no key from a loopback address (the key is then None)."""
+
+    def __init__(self, scope: Scope, *, open_on_loopback: bool = False) -> None:
+        self.scope = scope
+        self.open_on_loopback = open_on_loopback
+
+    async def __call__(
+        self, request: Request, authorization: Annotated[str | None, Header()] = None
+    ) -> ApiKey | None:
+        """The request's key, else a 401, 403 or 429 problem."""
+        if self.open_on_loopback and request.client and request.client.host in LOOPBACK:
+            return None
+        return await authorize(request, authorization, self.scope)
+
+
+def requires(scope: Scope, *, open_on_loopback: bool = False) -> params.Depends:
+    """``Requires`` as a route dependency: ``dependencies=[requires(Scope.READ)]``, or
+    ``key: Annotated[ApiKey, requires(Scope.INGEST)]`` for a route that uses the key."""
+    return params.Depends(Requires(scope, open_on_loopback=open_on_loopback))
+
+
+async def authorize(request: Request, authorization: str | None, scope: Scope) -> ApiKey:
+    """The key of ``authorization`` (``Bearer KEY``), if it may use ``scope`` and is within its
+    limit; else a 401, 403 or 429 problem."""
+    start_request()  # the request's Redis budget (freehours.cache.breaker)
+    secret = _bearer(authorization)
+    services = services_of(request)
+    key = services.keys.cached(secret)
+    address = request.client.host if request.client else ""
+    if key is False:
+        await services.limits.check_unknown_keys(address)
+        key = await services.keys.load(secret)
+    if key is None:
+        await services.limits.count_unknown_key(address)
+        raise Problem(
+            401,
+            "unauthorized",
+            "Unauthorized",
+            "unknown or revoked key",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    bind_fields(key_id=key.id)
+    if not key.allows(scope):
+        raise Problem(403, "forbidden", "Forbidden", f"this key lacks the {scope} scope")
+    await services.limits.check_client(key.id)
+    return key
+
+
+def _bearer(authorization: str | None) -> str:
+    if not authorization:
+        raise Problem(
+            401,
+            "unauthorized",
+            "Unauthorized",
+            "Authorization: Bearer KEY is required",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    scheme, _, secret = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        raise Problem(
+            401,
+            "unauthorized",
+            "Unauthorized",
+            "Authorization must be Bearer KEY",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return secret.strip()

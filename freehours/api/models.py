@@ -1,0 +1,130 @@
+"""What the API's requests and answers look like: the bodies, the path parameters, and their
+checks against the rules of ``freehours.domain.reads``.
+
+Decimals travel as strings (a JSON number is binary and inexact); dates are checked against the
+NEM calendar's bounds here, and against today by the route (``check_read_date``), which knows
+the clock.
+"""
+
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from fastapi import Path
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    field_validator,
+)
+
+from freehours.api.problems import range_problem
+from freehours.domain import reads as rules
+from freehours.domain.plan import PlanId
+from freehours.domain.reads import NMI_PATTERN, SUFFIX_PATTERN
+from freehours.domain.time import Region
+
+NmiPath = Annotated[str, Path(pattern=NMI_PATTERN, description="the 10-character NMI")]
+
+#: A plan's body: any JSON object (``parse_plan`` checks its fields).
+PLAN_DOCUMENT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
+def _no_float(value: object) -> object:
+    if isinstance(value, float):
+        # Pydantic turns ValueError, not TypeError, into a 422 naming the field.
+        raise ValueError("decimals are strings (a JSON number is binary and inexact)")  # noqa: TRY004
+    return value
+
+
+class ReadIn(BaseModel):
+    """One interval read: its start (with offset), its energy in kWh, its NEM12 quality. Each
+    inside the ranges of ``freehours.domain.reads``; the route checks the date against today."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start: AwareDatetime
+    kwh: Decimal | None = Field(
+        description="kWh as a decimal string of ASCII digits (below 1000000, at most 6 decimal"
+        " places; docs/security.md); null when missing"
+    )
+    quality: Literal["A", "E", "S", "F", "N"] = "A"
+
+    @field_validator("kwh", mode="before")
+    @classmethod
+    def _kwh_in_range(cls, value: object) -> object:
+        # Before pydantic's own parsing, which also takes exponents, NaN and non-ASCII digits.
+        if value is None:
+            return None
+        if isinstance(value, str):
+            return rules.kwh_of(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return rules.check_kwh(Decimal(value))
+        _no_float(value)
+        raise ValueError('kwh is a decimal string such as "0.412", or null')
+
+    @field_validator("start")
+    @classmethod
+    def _start_in_range(cls, value: datetime) -> datetime:
+        return rules.check_moment(value)
+
+
+class MeterReadingsIn(BaseModel):
+    """A batch of interval reads for one NMI and channel."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    nmi: str = Field(pattern=NMI_PATTERN, description="the 10-character NMI")
+    suffix: str = Field(pattern=SUFFIX_PATTERN, description="the NEM12 channel suffix, e.g. E1")
+    interval_minutes: Literal[5, 15, 30]
+    reads: list[ReadIn]
+
+
+class IngestCountsOut(BaseModel):
+    accepted: int
+    superseded: int
+    unchanged: int
+
+
+class SettlementIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    nmi: str = Field(pattern=NMI_PATTERN)
+    date: Annotated[date, AfterValidator(rules.check_date)]
+
+
+class QuotaOut(BaseModel):
+    """The quota, as every settlement answer carries it."""
+
+    nmi: str
+    date: date
+    version: int
+    status: Literal["PENDING", "LOCKED", "COMPLETED", "ABORTED"]
+    free_kwh: str | None
+    attempts: int
+    completed_at: datetime | None
+    reason: str | None
+
+
+class CustomerIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    plan_id: PlanId
+    region: Region
+
+
+class CustomerOut(BaseModel):
+    nmi: str
+    plan_id: str
+    region: Region
+
+
+def check_read_date(day: date, today: date, field: str) -> None:
+    """A 422 naming ``body.{field}`` when no meter can have read ``day`` yet (or before 2000)."""
+    try:
+        rules.check_read_date(day, today, field)
+    except rules.RangeError as exc:
+        raise range_problem(f"body.{field}", exc) from None

@@ -1,0 +1,139 @@
+"""A request run at most once per Idempotency-Key (``freehours.api.idempotency`` keeps the keys):
+``run_once`` around the route's work, ``renew_leases`` while it runs, ``purge_keys`` after the
+retention.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+import structlog
+from fastapi import Response
+from fastapi.concurrency import run_in_threadpool
+
+from freehours.api import idempotency
+from freehours.api.keys import ApiKey
+from freehours.api.problems import Problem
+from freehours.api.services import Services
+from freehours.errors import InputError
+from freehours.maintenance import Expiry
+from freehours.store.database import Store
+
+log = structlog.get_logger("freehours.api")
+
+_Result = TypeVar("_Result")
+
+
+def check_idempotency_key(idempotency_key: str | None) -> str:
+    """The request's Idempotency-Key, or a 400 when it has none or one over 255 characters."""
+    if not idempotency_key:
+        raise Problem(400, "idempotency-key-missing", "Idempotency-Key header is required")
+    if len(idempotency_key) > 255:
+        raise Problem(400, "bad-request", "Idempotency-Key is over 255 characters")
+    return idempotency_key
+
+
+def run_once(
+    services: Services,
+    key: ApiKey,
+    *,
+    idempotency_key: str | None,
+    route: str,
+    payload: bytes,
+    work: Callable[[sa.Connection], tuple[int, dict[str, Any], _Result]],
+    committed: Callable[[_Result], None],
+) -> Response:
+    """Run ``work`` at most once per Idempotency-Key; replay its answer to repeats.
+
+    ``work`` returns its status, its JSON answer and a result that ``committed`` is given once
+    the work's transaction has committed (never for a replay)."""
+    idempotency_key = check_idempotency_key(idempotency_key)
+    settings = services.settings
+    request_hash = idempotency.fingerprint("POST", route, payload)
+    with services.store.write() as conn:
+        saved = idempotency.begin(
+            conn,
+            principal=key.id,
+            key=idempotency_key,
+            request_hash=request_hash,
+            now=services.clock.now(),
+            in_flight_timeout=timedelta(seconds=settings.idempotency_in_flight_seconds),
+        )
+    if saved is not None:
+        return Response(
+            saved.body,
+            saved.status_code,
+            media_type=saved.media_type,
+            headers={"Idempotent-Replayed": "true"},
+        )
+    try:
+        with (
+            services.in_flight.hold(key.id, idempotency_key),
+            services.store.write() as conn,
+        ):
+            status, answer_payload, result = work(conn)
+            answer = idempotency.json_response(status, answer_payload)
+            idempotency.finish(
+                conn,
+                principal=key.id,
+                key=idempotency_key,
+                response=answer,
+                now=services.clock.now(),
+            )
+    except InputError as exc:
+        # Bad input is the request's final answer: saved, so a repeat gets the same 422.
+        problem = Problem(422, "invalid-input", "The input is not valid", str(exc))
+        with services.store.write() as conn:
+            idempotency.finish(
+                conn,
+                principal=key.id,
+                key=idempotency_key,
+                response=idempotency.SavedResponse(
+                    422, bytes(problem.response(route).body).decode(), "application/problem+json"
+                ),
+                now=services.clock.now(),
+            )
+        raise problem from exc
+    except BaseException:
+        with services.store.write() as conn:
+            idempotency.forget(conn, principal=key.id, key=idempotency_key)
+        raise
+    committed(result)
+    return Response(answer.body, status, media_type=answer.media_type)
+
+
+async def renew_leases(services: Services) -> None:
+    """Every third of the in-flight lease, renew the leases of the Idempotency-Keys whose
+    requests this process is running: a key stays held however long its request runs."""
+    period = services.settings.idempotency_in_flight_seconds / 3
+    while True:
+        await asyncio.sleep(period)
+        held = services.in_flight.held()
+        if not held:
+            continue
+
+        def renew(held: list[tuple[str, str]] = held) -> int:
+            with services.store.write() as conn:
+                return idempotency.renew(conn, held, now=services.clock.now())
+
+        try:
+            await run_in_threadpool(renew)
+        except Exception as exc:  # noqa: BLE001 - the next period tries again, within the lease
+            log.warning("idempotency_lease_renewal_failed", keys=len(held), error=str(exc))
+
+
+def purge_keys(hours: float) -> Expiry:
+    """Idempotency-Keys first seen over ``hours`` ago, for the API's retention to delete: a
+    repeat within them is replayed, one after them runs afresh."""
+
+    def purge(store: Store, older_than: datetime) -> int:
+        with store.write() as conn:
+            purged = idempotency.purge(conn, older_than=older_than)
+        log.info("idempotency_keys_purged", count=purged)
+        return purged
+
+    return Expiry("idempotency_keys", timedelta(hours=hours), purge)

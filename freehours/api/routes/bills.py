@@ -1,0 +1,54 @@
+"""Bills: ``GET /v1/customers/{nmi}/bill`` (read key), rated from the stored meter data."""
+
+from datetime import date, timedelta
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+
+from freehours.api.auth import requires
+from freehours.api.keys import Scope
+from freehours.api.models import NmiPath
+from freehours.api.problems import Problem, range_problem
+from freehours.api.services import AppServices
+from freehours.domain import reads as rules
+from freehours.domain.bill import make_bill
+from freehours.domain.rating import MeterRating
+from freehours.observability.logging import bind_fields
+from freehours.store import meter
+
+router = APIRouter(tags=["billing"], dependencies=[requires(Scope.READ)])
+
+
+@router.get("/v1/customers/{nmi}/bill")
+def get_bill(
+    nmi: NmiPath,
+    services: AppServices,
+    first: Annotated[date, Query(alias="from", description="first local day, YYYY-MM-DD")],
+    last: Annotated[date, Query(alias="to", description="last local day, YYYY-MM-DD")],
+) -> JSONResponse:
+    """The customer's bill for local days ``from`` to ``to``: the same JSON as ``freehours
+    bill``, rated from the stored meter data."""
+    bind_fields(nmi=nmi)
+    for name, bound in (("from", first), ("to", last)):
+        try:
+            rules.check_date(bound, name)
+        except rules.RangeError as exc:
+            raise range_problem(f"query.{name}", exc) from None
+    if first > last:
+        raise Problem(422, "validation-error", "Empty period", f"from: {first} is after {last}")
+    if (last - first).days > 366:
+        raise Problem(422, "validation-error", "Period too long", "to: at most 367 days")
+    with services.store.read() as conn:
+        customer = services.settlements.customer_plan(conn, nmi)
+        if isinstance(customer, str):
+            raise Problem(404, "customer-not-found", "No bill for this NMI", customer)
+        local_dates = [first + timedelta(days=n) for n in range((last - first).days + 1)]
+        plan = customer.plan
+        nem_dates = {d for day in local_dates for d in plan.nem_dates(day)}
+        days = meter.days_for(conn, nmi, nem_dates)
+    rating = MeterRating(nmi, customer.profiles)
+    for day in days:
+        rating.add(day)
+    bill = make_bill(plan, nmi, rating.days(local_dates).values())
+    return JSONResponse(bill.as_json())

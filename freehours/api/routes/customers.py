@@ -1,0 +1,40 @@
+"""Customers: ``PUT /v1/customers/{nmi}`` (admin), the plan an NMI is on and its region."""
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+
+from freehours.api.auth import requires
+from freehours.api.bodies import body_operation, bounded_body, parse_body
+from freehours.api.keys import Scope
+from freehours.api.models import CustomerIn, CustomerOut, NmiPath
+from freehours.api.problems import Problem
+from freehours.api.services import AppServices, Services
+from freehours.observability.logging import bind_fields
+from freehours.store import catalog
+
+router = APIRouter(tags=["catalogue"], dependencies=[requires(Scope.ADMIN)])
+
+
+@router.put(
+    "/v1/customers/{nmi}", response_model=CustomerOut, openapi_extra=body_operation(CustomerIn)
+)
+async def put_customer(request: Request, nmi: NmiPath, services: AppServices) -> CustomerOut:
+    """Create or update a customer: the plan they are on and their region."""
+    bind_fields(nmi=nmi)
+    raw = await bounded_body(
+        request, services.settings.max_json_body_bytes, title="Body too large", required=None
+    )
+    body = parse_body(CustomerIn, raw)
+    return await run_in_threadpool(_store_customer, services, nmi, body)
+
+
+def _store_customer(services: Services, nmi: str, body: CustomerIn) -> CustomerOut:
+    with services.store.write() as conn:
+        if catalog.get_plan(conn, body.plan_id) is None:
+            raise Problem(422, "unknown-plan", "Unknown plan", f"plan_id: no plan {body.plan_id!r}")
+        catalog.put_customer(
+            conn, nmi, plan_id=body.plan_id, region=body.region, updated_at=services.clock.now()
+        )
+        # Reads may have come first (meter data is never dropped): their days settle now.
+        services.runtime.ingestion.customer_changed(conn, nmi)
+    return CustomerOut(nmi=nmi, plan_id=body.plan_id, region=body.region)

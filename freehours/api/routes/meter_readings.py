@@ -1,0 +1,289 @@
+"""Meter data in (ingest key): ``POST /v1/meter-readings`` (a JSON batch of interval reads) and
+``POST /v1/meter-readings/nem12`` (a NEM12 file), each stored at most once per Idempotency-Key
+(``freehours.api.once``).
+
+A NEM12 upload is refused cheaply first (its name, its key, a free upload slot); then its body
+is read, bounded, and the whole file checked in a worker thread, stopped if the client goes
+away; only then is the database touched, in one transaction: all of the file or none of it.
+"""
+
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Annotated, Any, TypeVar
+
+import anyio
+import sqlalchemy as sa
+from fastapi import APIRouter, Header, Request, Response
+from fastapi.concurrency import run_in_threadpool
+
+from freehours.api.auth import requires
+from freehours.api.bodies import body_operation, bounded_body, parse_body
+from freehours.api.keys import ApiKey, Scope
+from freehours.api.models import IngestCountsOut, MeterReadingsIn, check_read_date
+from freehours.api.once import check_idempotency_key, run_once
+from freehours.api.problems import Problem, client_gone
+from freehours.api.services import AppServices, Services
+from freehours.domain.time import NEM_TIME
+from freehours.errors import NEM12Error
+from freehours.ingest import Ingested
+from freehours.meterdata.nem12 import NEM12Reader, NEM12TooLarge, ReadCancelled, read_days
+from freehours.meterdata.records import IntervalDay, IntervalRead
+from freehours.observability.logging import bind_fields
+from freehours.observability.metrics import UPLOAD_BYTES_READ
+
+#: Longest X-Filename: it names the file in answers, logs and the idempotency record.
+FILENAME_MAX_LENGTH = 255
+#: A JSON body larger than this is parsed in a worker thread, not on the event loop.
+THREADED_PARSE_BYTES = 64 * 1024
+#: A checked NEM12 upload up to this size (decompressed) has its days kept in memory for its
+#: transaction (about 40 MB of them at most); a larger one is read again there instead.
+KEPT_UPLOAD_BYTES = 8 * 1024 * 1024
+
+router = APIRouter(tags=["meter data"])
+
+IngestKey = Annotated[ApiKey, requires(Scope.INGEST)]
+
+
+@router.post(
+    "/v1/meter-readings",
+    response_model=IngestCountsOut,
+    openapi_extra=body_operation(MeterReadingsIn),
+)
+async def post_readings(
+    request: Request,
+    key: IngestKey,
+    services: AppServices,
+    idempotency_key: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Ingest interval reads; never stored twice for one Idempotency-Key."""
+    settings = services.settings
+    limit = settings.batch_body_limit
+    raw = await bounded_body(
+        request,
+        limit,
+        title="Body too large",
+        detail=f"body: over {limit} bytes (at most {settings.max_batch_reads} reads a batch)",
+        required=None,
+    )
+    if len(raw) > THREADED_PARSE_BYTES:
+        body = await anyio.to_thread.run_sync(parse_body, MeterReadingsIn, raw)
+    else:
+        body = parse_body(MeterReadingsIn, raw)
+    return await run_in_threadpool(_ingest_reads, services, body, key, idempotency_key)
+
+
+def _ingest_reads(
+    services: Services, body: MeterReadingsIn, key: ApiKey, idempotency_key: str | None
+) -> Response:
+    settings = services.settings
+    bind_fields(nmi=body.nmi)
+    if len(body.reads) > settings.max_batch_reads:
+        raise Problem(
+            413,
+            "payload-too-large",
+            "Too many reads",
+            f"reads: {len(body.reads)} reads, at most {settings.max_batch_reads} per batch",
+        )
+    today = services.nem_today()
+    for number, read in enumerate(body.reads):
+        check_read_date(read.start.astimezone(NEM_TIME).date(), today, f"reads.{number}.start")
+    step = timedelta(minutes=body.interval_minutes)
+    reads = [
+        IntervalRead(body.nmi, body.suffix, r.start, r.start + step, r.kwh, r.quality)
+        for r in body.reads
+    ]
+
+    def work(conn: sa.Connection) -> tuple[int, dict[str, Any], Ingested]:
+        ingested = services.runtime.ingestion.reads(conn, reads)
+        counts = ingested.counts
+        answer = {
+            "accepted": counts.accepted,
+            "superseded": counts.superseded,
+            "unchanged": counts.unchanged,
+        }
+        return 200, answer, ingested
+
+    return run_once(
+        services,
+        key,
+        idempotency_key=idempotency_key,
+        route="/v1/meter-readings",
+        payload=body.model_dump_json().encode(),
+        work=work,
+        committed=services.runtime.ingestion.committed,
+    )
+
+
+@router.post(
+    "/v1/meter-readings/nem12",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "text/csv": {"schema": {"type": "string"}},
+                "application/zip": {"schema": {"type": "string", "format": "binary"}},
+            },
+        }
+    },
+)
+async def post_nem12(
+    request: Request,
+    key: IngestKey,
+    services: AppServices,
+    idempotency_key: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Ingest a NEM12 file (CSV, zip or gzip): all of it, or, on one bad line, none of it."""
+    name = _filename(request.headers.get("x-filename"))
+    check_idempotency_key(idempotency_key)
+    uploads = services.uploads
+    try:
+        uploads.acquire_nowait()
+    except anyio.WouldBlock:
+        raise Problem(
+            503,
+            "busy",
+            "Too many uploads at once",
+            f"this server reads {services.settings.upload_concurrency} NEM12 uploads at once;"
+            " retry",
+            headers={"Retry-After": "5"},
+        ) from None
+    try:
+        body = await bounded_body(request, services.settings.max_upload_bytes)
+        stop = threading.Event()
+        error: NEM12Error | None = None
+        kept: list[IntervalDay] | None = None
+        try:
+            kept = await _while_connected(request, stop, _check_upload, services, body, name, stop)
+        except ReadCancelled:
+            raise client_gone() from None
+        except NEM12TooLarge as exc:
+            raise Problem(413, "payload-too-large", "File too large", str(exc)) from exc
+        except NEM12Error as exc:
+            error = exc  # the request's final answer, kept for its Idempotency-Key below
+        return await run_in_threadpool(
+            _ingest_upload,
+            services,
+            body,
+            name,
+            kept=kept,
+            error=error,
+            key=key,
+            idempotency_key=idempotency_key,
+        )
+    finally:
+        uploads.release()
+
+
+def _check_upload(
+    services: Services, body: bytes, name: str, stop: threading.Event
+) -> list[IntervalDay] | None:
+    """Every limit and record of the file checked (``NEM12Error`` at the first problem),
+    keeping nothing (``NEM12Reader.check``); then, for a small file, its days, kept for the
+    transaction (a large one is read again there)."""
+    reader = NEM12Reader(
+        body, name=name, today=services.nem_today(), limits=services.nem12_limits, stop=stop
+    )
+    try:
+        reader.check()
+        if reader.bytes_read > 2 * KEPT_UPLOAD_BYTES:  # check() read it twice
+            return None
+        return list(reader.days())
+    finally:
+        UPLOAD_BYTES_READ.inc(reader.bytes_read)
+
+
+def _ingest_upload(
+    services: Services,
+    body: bytes,
+    name: str,
+    *,
+    kept: list[IntervalDay] | None,
+    error: NEM12Error | None,
+    key: ApiKey,
+    idempotency_key: str | None,
+) -> Response:
+    def work(conn: sa.Connection) -> tuple[int, dict[str, Any], Ingested]:
+        if error is not None:
+            raise error
+        days = (
+            kept
+            if kept is not None
+            else read_days(
+                body, name=name, today=services.nem_today(), limits=services.nem12_limits
+            )
+        )
+        ingested = services.runtime.ingestion.days(conn, days)
+        counts = ingested.counts
+        answer = {
+            "file": name,
+            "accepted": counts.accepted,
+            "superseded": counts.superseded,
+            "unchanged": counts.unchanged,
+            "stale": counts.stale,
+        }
+        return 200, answer, ingested
+
+    return run_once(
+        services,
+        key,
+        idempotency_key=idempotency_key,
+        route="/v1/meter-readings/nem12",
+        payload=body,
+        work=work,
+        committed=services.runtime.ingestion.committed,
+    )
+
+
+def _filename(header: str | None) -> str:
+    """The file's name from ``X-Filename`` (default ``upload.csv``): at most
+    ``FILENAME_MAX_LENGTH`` characters, no control characters, else a 400."""
+    if header is None:
+        return "upload.csv"
+    if len(header) > FILENAME_MAX_LENGTH:
+        raise Problem(
+            400,
+            "bad-request",
+            "X-Filename is too long",
+            f"X-Filename: {len(header)} characters, at most {FILENAME_MAX_LENGTH}",
+        )
+    if not header.strip() or any(ord(char) < 32 or ord(char) == 127 for char in header):
+        raise Problem(
+            400,
+            "bad-request",
+            "X-Filename is not a file name",
+            "X-Filename: empty, or holds control characters",
+        )
+    return header
+
+
+_Result = TypeVar("_Result")
+
+
+async def _while_connected(
+    request: Request,
+    stop: threading.Event,
+    call: Callable[..., _Result],
+    *args: Any,
+) -> _Result:
+    """``call(*args)`` in a worker thread, with ``stop`` set as soon as the client goes away
+    (looked at every 0.1 s), for ``call`` to end early."""
+
+    async def watch() -> None:
+        while not await request.is_disconnected():
+            await anyio.sleep(0.1)
+        stop.set()
+
+    outcome: list[_Result] = []
+    failure: list[Exception] = []
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch)
+        try:
+            outcome.append(await anyio.to_thread.run_sync(call, *args))
+        except Exception as exc:  # noqa: BLE001 - raised below, outside the group
+            # (raised inside, it would come out wrapped in an ExceptionGroup)
+            failure.append(exc)
+        group.cancel_scope.cancel()
+    if failure:
+        raise failure[0]
+    return outcome[0]

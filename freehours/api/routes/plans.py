@@ -1,0 +1,47 @@
+"""Tariff plans: ``PUT /v1/plans/{plan_id}`` (admin)."""
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Request
+from fastapi.concurrency import run_in_threadpool
+
+from freehours.api.auth import requires
+from freehours.api.bodies import body_operation, bounded_body, parse_body
+from freehours.api.keys import Scope
+from freehours.api.models import PLAN_DOCUMENT
+from freehours.api.problems import Problem
+from freehours.api.services import AppServices, Services
+from freehours.domain.plan import PLAN_ID_MAX_LENGTH, PLAN_ID_PATTERN, parse_plan
+from freehours.errors import InputError
+from freehours.store import catalog
+
+router = APIRouter(tags=["catalogue"], dependencies=[requires(Scope.ADMIN)])
+
+
+@router.put("/v1/plans/{plan_id}", openapi_extra=body_operation(PLAN_DOCUMENT))
+async def put_plan(
+    request: Request,
+    plan_id: Annotated[
+        str, Path(pattern=PLAN_ID_PATTERN, max_length=PLAN_ID_MAX_LENGTH, description="plan id")
+    ],
+    services: AppServices,
+) -> dict[str, Any]:
+    """Create or replace a tariff plan: the plan file's fields as JSON."""
+    raw = await bounded_body(
+        request, services.settings.max_json_body_bytes, title="Body too large", required=None
+    )
+    document = parse_body(PLAN_DOCUMENT, raw)
+    return await run_in_threadpool(_store_plan, services, plan_id, document)
+
+
+def _store_plan(services: Services, plan_id: str, document: dict[str, Any]) -> dict[str, Any]:
+    document = {**document, "id": document.get("id", plan_id)}
+    if document["id"] != plan_id:
+        raise Problem(422, "validation-error", "Plan id mismatch", "body id differs from path")
+    try:
+        parse_plan(document, source=f"plan {plan_id}")
+    except InputError as exc:
+        raise Problem(422, "invalid-plan", "The plan is not valid", str(exc)) from exc
+    with services.store.write() as conn:
+        stored = catalog.put_plan(conn, plan_id, document, updated_at=services.clock.now())
+    return stored.document

@@ -1,0 +1,125 @@
+"""The settlement request, ``POST /v1/free-energy/settlements``: the API's hot path.
+
+It reads its request itself: FastAPI's dependency solving cost this route more CPU than
+everything else it does on the event loop (measured), so its route class (``ReadsItself``)
+hands the request straight to the endpoint, after the access its route declares (the same
+``Requires`` object that FastAPI runs for every other route). Its answers, and its OpenAPI
+description, are those of a declared ``Authorization`` header and ``SettlementIn`` body
+(tests/api/test_settle_route.py holds the two together). Its answer is built by hand too
+(``quota_body``): the quota, as ``QuotaOut`` declares it.
+"""
+
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any
+
+import anyio
+from fastapi import Request, Response
+from fastapi.params import Depends
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+
+from freehours.api.auth import Requires
+from freehours.api.bodies import body_operation, parse_body
+from freehours.api.models import SettlementIn, check_read_date
+from freehours.api.services import services_of
+from freehours.domain.settlement import Quota
+from freehours.observability.logging import bind_fields
+from freehours.settlement import Answer, Outcome
+
+#: The OpenAPI description of the ``Authorization`` header that ``ReadsItself`` reads for its
+#: route's access.
+AUTHORIZATION_HEADER = {
+    "name": "authorization",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string"},
+}
+
+
+class ReadsItself(APIRoute):
+    """A route whose endpoint, ``async (request) -> Response``, reads the request itself: no
+    dependency solved, no body read for it. The ``Requires`` in its ``dependencies`` are
+    checked before it, and described (the ``Authorization`` header) in its OpenAPI operation."""
+
+    def __init__(
+        self,
+        path: str,
+        endpoint: Callable[..., Any],
+        *,
+        dependencies: Sequence[Depends] | None = None,
+        openapi_extra: dict[str, Any] | None = None,
+        **options: Any,
+    ) -> None:
+        self.access: list[Requires] = []
+        for dependency in dependencies or ():
+            if not isinstance(dependency.dependency, Requires):
+                raise TypeError(f"{path}: a route that reads itself takes only access checks")
+            self.access.append(dependency.dependency)
+        extra = dict(openapi_extra or {})
+        if self.access:
+            extra["parameters"] = [*extra.get("parameters", []), AUTHORIZATION_HEADER]
+        super().__init__(path, endpoint, openapi_extra=extra, **options)
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        access = tuple(self.access)
+        endpoint: Callable[[Request], Awaitable[Response]] = self.endpoint
+
+        async def handle(request: Request) -> Response:
+            for check in access:
+                await check(request, request.headers.get("authorization"))
+            return await endpoint(request)
+
+        return handle
+
+
+#: The operation's body, as FastAPI would describe ``body: SettlementIn``.
+OPENAPI = body_operation(SettlementIn)
+
+
+async def post_settlement(request: Request) -> JSONResponse:
+    """Settle one day's quota exactly once; every answer says to stop, or when to retry."""
+    services = services_of(request)
+    body = parse_body(SettlementIn, await request.body())
+    bind_fields(nmi=body.nmi, date=body.date.isoformat())
+    check_read_date(body.date, services.nem_today(), "date")
+    await services.limits.check_nmi(body.nmi)
+    answer = await anyio.to_thread.run_sync(
+        services.settlements.settle, body.nmi, body.date, limiter=services.settling
+    )
+    bind_fields(quota_state=answer.quota.status.value)
+    return settlement_response(answer)
+
+
+def quota_body(quota: Quota) -> dict[str, Any]:
+    """The contract's quota body (``QuotaOut``), decimals as strings, times ISO 8601 with
+    offset."""
+    return {
+        "nmi": quota.nmi,
+        "date": quota.date.isoformat(),
+        "version": quota.version,
+        "status": quota.status.value,
+        "free_kwh": None if quota.free_kwh is None else str(quota.free_kwh),
+        "attempts": quota.attempts,
+        "completed_at": None if quota.completed_at is None else quota.completed_at.isoformat(),
+        "reason": quota.reason,
+    }
+
+
+_STATUS_CODES = {
+    Outcome.SETTLED: 200,
+    Outcome.REPLAYED: 200,
+    Outcome.LOCKED: 409,
+    Outcome.NOT_DUE: 409,
+    Outcome.RETRY: 409,
+    Outcome.ABORTED: 422,
+}
+
+
+def settlement_response(answer: Answer) -> JSONResponse:
+    """The contract's answer to a settlement request."""
+    headers: dict[str, str] = {}
+    if answer.retry_after is not None:
+        headers["Retry-After"] = str(answer.retry_after)
+    if answer.outcome is Outcome.REPLAYED:
+        headers["Idempotent-Replayed"] = "true"
+    return JSONResponse(quota_body(answer.quota), _STATUS_CODES[answer.outcome], headers=headers)
