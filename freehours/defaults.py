@@ -1,8 +1,8 @@
 """The defaults that a setting and the object it configures share: written once, with their reasons.
 
 An operator changes them through ``Settings`` (``FREEHOURS_*``), which maps itself onto the
-policies in one place (``Settings.settlement_policy()``, ``.worker_config()``,
-``.retry_policy()``); tests and simulations build the policies directly and get the same values.
+policies in one place (``freehours.runtime``: ``settlement_policy``, ``worker_config``,
+``retry_policy``); tests and simulations build the policies directly and get the same values.
 Both read this table, so a default cannot drift between the two. Stdlib only: the settings, the
 settlement service, the job queue and the agent all import it.
 """

@@ -9,18 +9,58 @@ runtime.close()
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
+from random import Random
 
+from freehours.backoff import RandomSource
 from freehours.cache.breaker import RedisBreaker
 from freehours.cache.quota import open_quota_cache
 from freehours.clock import Clock, SystemClock
 from freehours.domain.rating import load_holiday_calendars
 from freehours.ingest import Ingestion
+from freehours.jobs.retry import RetryPolicy
 from freehours.jobs.settle import SettlementJobs, settlement_tasks
-from freehours.jobs.worker import Worker
+from freehours.jobs.worker import Worker, WorkerConfig
 from freehours.settings import Settings
-from freehours.settlement import Faults, Settlements
+from freehours.settlement import Faults, SettlementPolicy, Settlements
 from freehours.store.database import Store
 from freehours.store.engine import Timeouts
+
+
+# The settings mapped onto the policies they configure: here, where the parts are built, so that
+# the settings (read by every part) depend on none of them.
+def settlement_policy(settings: Settings) -> SettlementPolicy:
+    """The settlement's limits as configured."""
+    return SettlementPolicy(
+        lock_timeout=timedelta(seconds=settings.lock_timeout_seconds),
+        max_attempts=settings.settlement_max_attempts,
+        grace=timedelta(seconds=settings.settlement_grace_seconds),
+        data_deadline=timedelta(hours=settings.data_deadline_hours),
+    )
+
+
+def worker_config(settings: Settings, concurrency: int | None = None) -> WorkerConfig:
+    """How a job worker runs as configured; ``concurrency`` (a command's option) overrides
+    ``worker_concurrency``."""
+    return WorkerConfig(
+        concurrency=concurrency or settings.worker_concurrency,
+        lease=timedelta(seconds=settings.job_lease_seconds),
+        poll=timedelta(seconds=settings.job_poll_seconds),
+        retention=timedelta(hours=settings.job_retention_hours),
+    )
+
+
+def retry_policy(
+    settings: Settings, clock: Clock, random: RandomSource | None = None
+) -> RetryPolicy:
+    """The job retry policy as configured, drawing its jitter from ``random`` (default: the
+    system's ``random.Random``)."""
+    return RetryPolicy(
+        clock,
+        random or Random(),
+        base=timedelta(seconds=settings.job_retry_base_seconds),
+        cap=timedelta(seconds=settings.job_retry_cap_seconds),
+    )
 
 
 @dataclass
@@ -63,7 +103,7 @@ class Runtime:
             timeout=settings.redis_timeout_seconds,
             breaker=breaker,
         )
-        settlements = Settlements(store, cache, clock, settings.settlement_policy(), faults)
+        settlements = Settlements(store, cache, clock, settlement_policy(settings), faults)
         ingestion = Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements))
         return cls(settings, store, clock, settlements, ingestion, breaker)
 
@@ -72,9 +112,9 @@ class Runtime:
         return Worker(
             self.store,
             settlement_tasks(self.settlements),
-            config=self.settings.worker_config(concurrency),
+            config=worker_config(self.settings, concurrency),
             clock=self.clock,
-            retry=self.settings.retry_policy(self.clock),
+            retry=retry_policy(self.settings, self.clock),
         )
 
     def close(self) -> None:

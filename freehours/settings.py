@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 from functools import lru_cache
-from random import Random
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
@@ -13,12 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from freehours import defaults
 
 if TYPE_CHECKING:
-    from freehours.backoff import RandomSource
-    from freehours.clock import Clock
-    from freehours.jobs.retry import RetryPolicy
-    from freehours.jobs.worker import WorkerConfig
     from freehours.meterdata.nem12 import ReadLimits
-    from freehours.settlement import SettlementPolicy
 
 #: Hours in a ``timedelta``: the ``*_hours`` settings are read in them.
 _HOUR = timedelta(hours=1)
@@ -282,41 +276,6 @@ class Settings(BaseSettings):
             max_members=self.nem12_max_members,
             max_lines=self.nem12_max_lines,
             max_line=self.nem12_max_line_chars,
-        )
-
-    def settlement_policy(self) -> SettlementPolicy:
-        """The settlement's limits as configured."""
-        from freehours.settlement import SettlementPolicy  # noqa: PLC0415 - only its users pay
-
-        return SettlementPolicy(
-            lock_timeout=timedelta(seconds=self.lock_timeout_seconds),
-            max_attempts=self.settlement_max_attempts,
-            grace=timedelta(seconds=self.settlement_grace_seconds),
-            data_deadline=timedelta(hours=self.data_deadline_hours),
-        )
-
-    def worker_config(self, concurrency: int | None = None) -> WorkerConfig:
-        """How a job worker runs as configured; ``concurrency`` (a command's option) overrides
-        ``worker_concurrency``."""
-        from freehours.jobs.worker import WorkerConfig  # noqa: PLC0415 - only its users pay
-
-        return WorkerConfig(
-            concurrency=concurrency or self.worker_concurrency,
-            lease=timedelta(seconds=self.job_lease_seconds),
-            poll=timedelta(seconds=self.job_poll_seconds),
-            retention=timedelta(hours=self.job_retention_hours),
-        )
-
-    def retry_policy(self, clock: Clock, random: RandomSource | None = None) -> RetryPolicy:
-        """The job retry policy as configured, drawing its jitter from ``random`` (default: the
-        system's ``random.Random``)."""
-        from freehours.jobs.retry import RetryPolicy  # noqa: PLC0415 - only its users pay
-
-        return RetryPolicy(
-            clock,
-            random or Random(),
-            base=timedelta(seconds=self.job_retry_base_seconds),
-            cap=timedelta(seconds=self.job_retry_cap_seconds),
         )
 
     @property

@@ -114,7 +114,8 @@ class Answer:
 @dataclass(frozen=True, slots=True)
 class SettlementPolicy:
     """The settlement's limits, each with its reason. The first four are settings
-    (``Settings.settlement_policy()``); their defaults and reasons are in ``freehours.defaults``."""
+    (``runtime.settlement_policy(settings)``); their defaults and reasons are in
+    ``freehours.defaults``."""
 
     #: How long a holder's lock lasts before another may take over
     #: (``FREEHOURS_LOCK_TIMEOUT_SECONDS``).

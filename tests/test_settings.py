@@ -11,6 +11,7 @@ import pytest
 from freehours.clock import ManualClock
 from freehours.jobs.retry import RetryPolicy
 from freehours.jobs.worker import WorkerConfig
+from freehours.runtime import retry_policy, settlement_policy, worker_config
 from freehours.settings import Settings
 from freehours.settlement import SettlementPolicy
 
@@ -27,9 +28,9 @@ def test_the_default_settings_make_the_default_policies(clean_env: pytest.Monkey
     settings = Settings()
     clock = ManualClock(datetime(2026, 7, 1, tzinfo=UTC))
     jitter = random.Random(1)
-    assert settings.settlement_policy() == SettlementPolicy()
-    assert settings.worker_config() == WorkerConfig()
-    assert settings.retry_policy(clock, jitter) == RetryPolicy(clock, jitter)
+    assert settlement_policy(settings) == SettlementPolicy()
+    assert worker_config(settings) == WorkerConfig()
+    assert retry_policy(settings, clock, jitter) == RetryPolicy(clock, jitter)
 
 
 def test_the_variables_reach_the_policies(clean_env: pytest.MonkeyPatch) -> None:
@@ -48,26 +49,26 @@ def test_the_variables_reach_the_policies(clean_env: pytest.MonkeyPatch) -> None
         clean_env.setenv(f"FREEHOURS_{name}", value)
     settings = Settings()
     clock = ManualClock(datetime(2026, 7, 1, tzinfo=UTC))
-    assert settings.settlement_policy() == SettlementPolicy(
+    assert settlement_policy(settings) == SettlementPolicy(
         lock_timeout=timedelta(seconds=12),
         max_attempts=3,
         grace=timedelta(minutes=1),
         data_deadline=timedelta(minutes=90),
     )
-    assert settings.worker_config() == WorkerConfig(
+    assert worker_config(settings) == WorkerConfig(
         concurrency=7,
         lease=timedelta(seconds=9),
         poll=timedelta(seconds=0.25),
         retention=timedelta(hours=2),
     )
-    retry = settings.retry_policy(clock)
+    retry = retry_policy(settings, clock)
     assert (retry.base, retry.cap) == (timedelta(seconds=0.5), timedelta(seconds=20))
 
 
 def test_a_commands_concurrency_overrides_the_setting(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("FREEHOURS_WORKER_CONCURRENCY", "7")
-    assert Settings().worker_config(concurrency=2).concurrency == 2
-    assert Settings().worker_config().concurrency == 7
+    assert worker_config(Settings(), concurrency=2).concurrency == 2
+    assert worker_config(Settings()).concurrency == 7
 
 
 def test_the_documented_defaults_hold(clean_env: pytest.MonkeyPatch) -> None:

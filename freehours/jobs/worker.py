@@ -74,8 +74,8 @@ _LEVELS = {"failed": logging.WARNING, "discarded": logging.ERROR}
 
 @dataclass(frozen=True, slots=True)
 class WorkerConfig:
-    """How a worker runs. ``Settings.worker_config()`` maps the ``FREEHOURS_*`` values onto it;
-    the defaults of those four, and their reasons, are in ``freehours.defaults``."""
+    """How a worker runs. ``runtime.worker_config(settings)`` maps the ``FREEHOURS_*`` values onto
+    it; the defaults of those four, and their reasons, are in ``freehours.defaults``."""
 
     #: Handlers run at once (``FREEHOURS_WORKER_CONCURRENCY``).
     concurrency: int = defaults.WORKER_CONCURRENCY

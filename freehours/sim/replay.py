@@ -54,7 +54,7 @@ from freehours.jobs.rescuer import STUCK_AFTER
 from freehours.jobs.settle import settlement_tasks
 from freehours.jobs.worker import Worker
 from freehours.plans import builtin_document
-from freehours.runtime import Runtime
+from freehours.runtime import Runtime, retry_policy, worker_config
 from freehours.settings import Settings
 from freehours.settlement import FaultPoint
 from freehours.sim.agent_meters import INTERVAL, SimulatedMeters
@@ -141,9 +141,9 @@ class SettlementWorkers:
         self._faults = faults
         self._workload = workload
         self._retries = retries
-        self._config = settings.worker_config()
+        self._config = worker_config(settings)
         seeded = random.Random(f"jobs:{workload.seed}")
-        self._retry = settings.retry_policy(runtime.clock, seeded)
+        self._retry = retry_policy(settings, runtime.clock, seeded)
         self._tasks: dict[str, Task] = {
             kind: partial(self._observed, task)
             for kind, task in settlement_tasks(runtime.settlements).items()
