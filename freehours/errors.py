@@ -1,10 +1,28 @@
-"""The one exception root of freehours.
+"""The one exception tree of freehours, drawn whole.
 
-    FreehoursError                  anything freehours raises on purpose
-    +-- InputError                  bad input from a user or a file: exit 2, HTTP 4xx
-    |   +-- NEM12Error              a NEM12 file that cannot be read; names file, line and field
-    |   +-- PlanError               a tariff plan that is not valid; names file and key
-    +-- ConfigurationError          settings or environment that cannot work (exit 1)
+    FreehoursError              anything freehours raises on purpose
+    +-- InputError              bad input from a user or a file: exit 2, HTTP 4xx
+    |   +-- NEM12Error          a NEM12 file that cannot be read; names file, line and field
+    |   |   +-- NEM12TooLarge   past one of its ReadLimits: HTTP 413       [meterdata.nem12]
+    |   +-- PlanError           a tariff plan that is not valid; names file and key
+    +-- ConfigurationError      settings or an environment that cannot work: exit 1
+    |   +-- SpoolOwned          the agent's spool holds another API's batches  [agent.spool]
+    |   +-- KeyRefused          the API refused the agent's key (401, 403)    [agent.sender]
+    +-- CacheUnavailable        Redis not reached: go on with the database     [cache.quota]
+    +-- RetryAfter              a job's attempt, not to be retried sooner         [jobs.job]
+    +-- Unreachable             no answer from the API                          [agent.http]
+    +-- Unsendable              a batch that cannot be made into a request      [agent.http]
+
+    ValueError
+    +-- RangeError              a value outside its range; names the field   [domain.reads]
+
+The root and the branches that pure rules raise (``FreehoursError``, ``InputError``,
+``PlanError``) are defined in ``freehours.domain.errors``, so that the domain imports nothing from
+outside itself; everything else imports them from here. A subclass that concerns one package is
+defined there, beside what raises it (the module in brackets, under ``freehours``).
+``RangeError`` is a ``ValueError`` so that inside a pydantic model it becomes a 422 naming its
+field; every other caller translates it into one of the tree's errors with what it knows (a
+file's line, a read's number). ``tests/test_errors.py`` keeps this drawing true.
 
 Library errors are translated at the seam where they arise (``raise ... from exc``), so callers
 only ever catch these.
@@ -12,13 +30,9 @@ only ever catch these.
 
 from __future__ import annotations
 
+from freehours.domain.errors import FreehoursError, InputError, PlanError
 
-class FreehoursError(Exception):
-    """Root of every error freehours raises on purpose."""
-
-
-class InputError(FreehoursError):
-    """Input that freehours refuses: the message says what is wrong and where."""
+__all__ = ["ConfigurationError", "FreehoursError", "InputError", "NEM12Error", "PlanError"]
 
 
 class NEM12Error(InputError):
@@ -38,17 +52,6 @@ class NEM12Error(InputError):
         where = source if line is None else f"{source}:{line}"
         what = f" (field {field})" if field else ""
         super().__init__(f"{where}: {message}{what}")
-
-
-class PlanError(InputError):
-    """A tariff plan that is not valid: ``source`` is the file or plan id, ``key`` the TOML key."""
-
-    def __init__(self, message: str, *, source: str, key: str | None = None) -> None:
-        self.reason = message
-        self.source = source
-        self.key = key
-        where = source if key is None else f"{source}: {key}"
-        super().__init__(f"{where}: {message}")
 
 
 class ConfigurationError(FreehoursError):
