@@ -16,11 +16,11 @@ from freehours.backoff import RandomSource
 from freehours.cache.breaker import RedisBreaker
 from freehours.cache.quota import open_quota_cache
 from freehours.clock import Clock, SystemClock
-from freehours.domain.rating import load_holiday_calendars
 from freehours.ingest import Ingestion
 from freehours.jobs.retry import RetryPolicy
 from freehours.jobs.settle import SettlementJobs, settlement_tasks
 from freehours.jobs.worker import Worker, WorkerConfig
+from freehours.plans.calendars import load_holiday_calendars
 from freehours.settings import Settings
 from freehours.settlement import Faults, SettlementPolicy, Settlements
 from freehours.store.database import Store

@@ -44,7 +44,7 @@ from freehours import defaults
 from freehours.backoff import ceiling
 from freehours.cache.quota import CacheUnavailable, QuotaCache
 from freehours.clock import Clock
-from freehours.domain.plan import Plan, parse_plan
+from freehours.domain.plan import Plan
 from freehours.domain.rating import DayProfiles, rate
 from freehours.domain.settlement import (
     Busy,
@@ -71,6 +71,7 @@ from freehours.observability.metrics import (
     SETTLEMENT_SECONDS,
 )
 from freehours.observability.tracing import child_span
+from freehours.plans.document import parse_plan
 from freehours.store import catalog, locks, meter, quotas
 from freehours.store.database import Store
 from freehours.store.meter import DayKey

@@ -23,9 +23,9 @@ from pydantic import (
 
 from freehours.api.problems import range_problem
 from freehours.domain import reads as rules
-from freehours.domain.plan import PlanId
 from freehours.domain.reads import NMI_PATTERN, SUFFIX_PATTERN
 from freehours.domain.time import Region
+from freehours.plans.document import PlanId
 
 NmiPath = Annotated[str, Path(pattern=NMI_PATTERN, description="the 10-character NMI")]
 

@@ -1,52 +1,31 @@
-"""Tariff plans: the plan document and the immutable plan it validates into.
+"""Tariff plans: the immutable plan that rating and billing work with.
 
-A plan file (TOML) and the body of ``PUT /v1/plans/{id}`` (JSON) are the same document,
-``PlanDocument``, with the fields of DESIGN.md section 4. Validating it checks every field and the
-plan as a whole (every moment of the week has a band); ``PlanDocument.to_plan`` then turns it into
-a ``Plan`` of frozen dataclasses, the form rating works with. ``parse_plan`` does both and reports
-the first problem as a ``PlanError`` that names the source and the dotted key, such as
-``time_of_use[1].periods[0].start``.
+A ``Plan`` is made of frozen dataclasses (bands, periods, the free window, the feed-in price),
+built from a validated plan document by ``freehours.plans.document`` (a plan file and the body of
+``PUT /v1/plans/{id}`` are that document, with the fields of DESIGN.md section 4); the domain
+only reads the plan, it never parses one.
 
 Conventions:
 
-- Money and energy are ``Decimal``. In the document they are strings (``"0.4800"``) or integers;
-  floats are refused, because a binary float cannot hold most decimal prices exactly.
-- Times of day are ``"HH:MM"`` on the customer's clock; ``"24:00"`` may end a period. In the
-  domain they are minutes since local midnight (0 to 1440). A period never crosses midnight: write
-  22:00-06:00 as 22:00-24:00 and 00:00-06:00.
+- Money and energy are ``Decimal``.
+- Times of day are minutes since local midnight (0 to 1440) on the customer's clock. A period
+  never crosses midnight: 22:00-06:00 is 22:00-24:00 and 00:00-06:00.
 - Bands are matched in the order listed: where periods of several bands cover a moment, the first
   listed band wins. ``PUBLIC_HOLIDAYS`` adds the region's public holidays to the days a period
-  applies on; to make holidays off-peak, list a holiday band before the weekday bands.
+  applies on; to make holidays off-peak, list a holiday band before the weekday bands. Which days
+  are public holidays the plan is told by whoever made it (``Plan.holiday_calendar``): the domain
+  imports nothing from outside ``freehours.domain``.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Container
+from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, tzinfo
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from enum import StrEnum
-from typing import Annotated, Any
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    PlainSerializer,
-    PlainValidator,
-    StrictBool,
-    ValidationError,
-    ValidationInfo,
-    WithJsonSchema,
-    field_validator,
-)
-from pydantic_core import PydanticCustomError
-
-from freehours.domain import reads
 from freehours.domain.time import NEM_TIME, REGION_ZONES, Region
-from freehours.errors import PlanError
 
 DAY_MINUTES = 24 * 60
 
@@ -64,7 +43,7 @@ class DayName(StrEnum):
     WEEKDAYS = "WEEKDAYS"  # MON to FRI
     WEEKENDS = "WEEKENDS"  # SAT and SUN
     ALL = "ALL"  # every day
-    PUBLIC_HOLIDAYS = "PUBLIC_HOLIDAYS"  # the region's public holidays (the ``holidays`` package)
+    PUBLIC_HOLIDAYS = "PUBLIC_HOLIDAYS"  # the region's public holidays (``Plan.holiday_calendar``)
 
 
 #: Day names by ``date.weekday()``: MON is 0.
@@ -115,6 +94,16 @@ def local_moment(local_date: date, minutes: int, zone: tzinfo) -> datetime:
     days, rest = divmod(minutes, DAY_MINUTES)
     wall = datetime.combine(local_date + timedelta(days=days), time(rest // 60, rest % 60))
     return wall.replace(tzinfo=zone)
+
+
+#: The public holidays of a region, as dates: ``freehours.plans.calendars`` gives the
+#: ``holidays`` package's, so that the domain needs no package of its own.
+HolidayCalendar = Callable[[Region], Container[date]]
+
+
+def no_public_holidays(region: Region) -> Container[date]:
+    """A calendar without public holidays: the default of a plan that lists none."""
+    return frozenset()
 
 
 # --- the domain -----------------------------------------------------------------------------
@@ -194,6 +183,9 @@ class Plan:
     bands: tuple[Band, ...]
     feed_in: FeedIn | None
     description: str = ""
+    #: Makes the calendar of ``region``'s public holidays, once per ``DayProfiles``, when a
+    #: period lists ``PUBLIC_HOLIDAYS``. Not part of the plan's value: plans compare by content.
+    holiday_calendar: HolidayCalendar = field(default=no_public_holidays, compare=False, repr=False)
 
     @property
     def zone(self) -> tzinfo:
@@ -237,300 +229,3 @@ class Plan:
         first = start.astimezone(NEM_TIME).date()
         last = (end.astimezone(NEM_TIME) - timedelta(microseconds=1)).date()
         return tuple(first + timedelta(days=n) for n in range((last - first).days + 1))
-
-
-# --- the document ---------------------------------------------------------------------------
-
-_CLOCK = re.compile(r"(\d\d):(\d\d)")
-_DECIMAL_SCHEMA: dict[str, Any] = {
-    "anyOf": [{"type": "string", "pattern": r"^-?\d+(\.\d+)?$"}, {"type": "integer"}]
-}
-
-
-def _exact_decimal(value: object) -> Decimal:
-    """A Decimal from a string or an integer; floats are refused (binary, inexact)."""
-    # PydanticCustomError, not TypeError: pydantic reports only these and ValueError as invalid.
-    if isinstance(value, bool):
-        raise PydanticCustomError(
-            "decimal_type", f'expected a decimal string such as "0.25", got {value!r}'
-        )
-    if isinstance(value, float):
-        raise PydanticCustomError(
-            "decimal_type",
-            f"got the number {value!r}, a binary float that cannot hold most decimals exactly: "
-            f'write it as a string, "{value!r}"',
-        )
-    if isinstance(value, int):
-        return Decimal(value)
-    if isinstance(value, str | Decimal):
-        try:
-            number = Decimal(value)
-        except InvalidOperation:
-            raise ValueError(f"{value!r} is not a decimal number") from None
-        if not number.is_finite():
-            raise ValueError(f"{value!r} is not a finite decimal number")
-        return number
-    raise PydanticCustomError(
-        "decimal_type", f'expected a decimal string such as "0.25", got {type(value).__name__}'
-    )
-
-
-def _not_negative(value: Decimal) -> Decimal:
-    if value < 0:
-        raise ValueError(f"{value} is negative: prices and rates cannot be")
-    return value
-
-
-def _price_in_range(value: Decimal) -> Decimal:
-    """A price inside ``freehours.domain.reads``' bounds, so that no amount of a bill overflows
-    or is rounded before the cent (a price of 1e999999 would fail every settlement)."""
-    try:
-        return reads.check_price(value)
-    except reads.RangeError as exc:
-        raise ValueError(exc.reason) from None
-
-
-def _kwh_in_range(value: Decimal) -> Decimal:
-    try:
-        return reads.check_kwh(value)
-    except reads.RangeError as exc:
-        raise ValueError(exc.reason) from None
-
-
-def _positive(value: Decimal) -> Decimal:
-    if value <= 0:
-        raise ValueError(f"{value} is not positive")
-    return value
-
-
-def _below_one(value: Decimal) -> Decimal:
-    if value >= 1:
-        raise ValueError(f"{value} is not a rate below 1 (0.10 is 10%)")
-    return value
-
-
-ExactDecimal = Annotated[
-    Decimal,
-    PlainValidator(_exact_decimal),
-    PlainSerializer(str, return_type=str),
-    WithJsonSchema(_DECIMAL_SCHEMA),
-]
-Price = Annotated[ExactDecimal, AfterValidator(_not_negative), AfterValidator(_price_in_range)]
-Rate = Annotated[
-    ExactDecimal,
-    AfterValidator(_not_negative),
-    AfterValidator(_below_one),
-    AfterValidator(_price_in_range),  # for its decimal places
-]
-PositiveKwh = Annotated[ExactDecimal, AfterValidator(_positive), AfterValidator(_kwh_in_range)]
-
-
-def clock_minutes(text: str) -> int:
-    """Minutes since midnight of a validated ``HH:MM``."""
-    hours, minutes = text.split(":")
-    return int(hours) * 60 + int(minutes)
-
-
-def _clock(text: str, *, end: bool) -> str:
-    match = _CLOCK.fullmatch(text)
-    allowed = "00:00 to 23:59, or 24:00 to end a period" if end else "00:00 to 23:59"
-    if match is None:
-        raise ValueError(f"{text!r} is not a time of day as HH:MM ({allowed})")
-    if text == "24:00":
-        if not end:
-            raise ValueError("24:00 can end a period but not start one")
-        return text
-    if int(match.group(1)) > 23 or int(match.group(2)) > 59:
-        raise ValueError(f"{text!r} is not a time of day ({allowed})")
-    return text
-
-
-def _start_clock(text: str) -> str:
-    return _clock(text, end=False)
-
-
-def _end_clock(text: str) -> str:
-    return _clock(text, end=True)
-
-
-def _end_after_start(end: str, info: ValidationInfo) -> str:
-    start = info.data.get("start")
-    if start is not None and clock_minutes(end) <= clock_minutes(start):
-        raise ValueError(
-            f"end {end} is not after start {start} (a period that crosses midnight is two periods, "
-            "one ending at 24:00 and one starting at 00:00)"
-        )
-    return end
-
-
-def _not_export(suffix: str) -> str:
-    if Plan.is_export(suffix):
-        raise ValueError(f"{suffix} is an export channel and cannot count as consumption")
-    return suffix
-
-
-StartClock = Annotated[str, AfterValidator(_start_clock)]
-EndClock = Annotated[str, AfterValidator(_end_clock), AfterValidator(_end_after_start)]
-BandType = Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]*$", max_length=40)]
-Suffix = Annotated[str, Field(pattern=reads.SUFFIX_PATTERN), AfterValidator(_not_export)]
-PLAN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
-PLAN_ID_MAX_LENGTH = 64
-PlanId = Annotated[str, Field(pattern=PLAN_ID_PATTERN, max_length=PLAN_ID_MAX_LENGTH)]
-
-
-class _Document(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class PeriodDocument(_Document):
-    """``{ days = [...], start = "HH:MM", end = "HH:MM" }``"""
-
-    days: list[DayName] = Field(min_length=1)
-    start: StartClock
-    end: EndClock
-
-    def to_period(self) -> Period:
-        return Period(frozenset(self.days), clock_minutes(self.start), clock_minutes(self.end))
-
-
-class TimeOfUseDocument(_Document):
-    """One ``[[time_of_use]]`` band."""
-
-    type: BandType
-    unit_price: Price
-    periods: list[PeriodDocument] = Field(min_length=1)
-
-    def to_band(self) -> Band:
-        return Band(self.type, self.unit_price, tuple(p.to_period() for p in self.periods))
-
-
-class FreeWindowDocument(_Document):
-    """``[free_window]``: every field optional, defaults from the region."""
-
-    enabled: StrictBool = True
-    start: StartClock | None = None
-    end: EndClock | None = None
-    cap_kwh: PositiveKwh | None = None
-
-
-class FeedInDocument(_Document):
-    """``[feed_in]``"""
-
-    unit_price: Price
-
-
-class PlanDocument(_Document):
-    """A plan file, or the body of ``PUT /v1/plans/{id}``: the fields of DESIGN.md section 4.
-
-    Validation covers the document as a whole, so a valid ``PlanDocument`` always makes a plan.
-    """
-
-    id: PlanId
-    description: str = Field(default="", max_length=500)
-    region: Region
-    time_zone: TimeZoneMode = TimeZoneMode.LOCAL
-    daily_supply_charge: Price
-    gst_rate: Rate = Decimal("0.10")
-    consumption_suffixes: list[Suffix] | None = Field(default=None, min_length=1)
-    free_window: FreeWindowDocument | None = None
-    time_of_use: list[TimeOfUseDocument] = Field(min_length=1)
-    feed_in: FeedInDocument | None = None
-
-    @field_validator("free_window")
-    @classmethod
-    def _window_in_order(
-        cls, window: FreeWindowDocument | None, info: ValidationInfo
-    ) -> FreeWindowDocument | None:
-        region = info.data.get("region")
-        if window is None or region is None or not window.enabled:
-            return window
-        start, end = _window_minutes(window, region)
-        if end <= start:
-            raise ValueError(
-                f"the window would run from {clock_text(start)} to {clock_text(end)} "
-                f"(start or end taken from the {region} default): the end must be after the start"
-            )
-        return window
-
-    @field_validator("time_of_use")
-    @classmethod
-    def _bands_cover_the_week(cls, documents: list[TimeOfUseDocument]) -> list[TimeOfUseDocument]:
-        prices: dict[str, Decimal] = {}
-        for index, document in enumerate(documents):
-            price = prices.setdefault(document.type, document.unit_price)
-            if price != document.unit_price:
-                raise ValueError(
-                    f"time_of_use[{index}] gives {document.type} the price {document.unit_price} "
-                    f"but an earlier band gave it {price}: one type, one price"
-                )
-        bands = tuple(document.to_band() for document in documents)
-        for weekday, name in enumerate(WEEKDAY_NAMES):
-            timeline = band_timeline(bands, day_names(weekday, public_holiday=False))
-            if -1 in timeline:
-                start = timeline.index(-1)
-                end = next((m for m in range(start, DAY_MINUTES) if timeline[m] != -1), DAY_MINUTES)
-                raise ValueError(
-                    f"no band covers {name} {clock_text(start)}-{clock_text(end)}: every moment "
-                    'of the week needs a band (end with a fallback: days = ["ALL"], 00:00-24:00)'
-                )
-        return documents
-
-    def to_plan(self) -> Plan:
-        window = None
-        if self.free_window is None or self.free_window.enabled:
-            document = self.free_window or FreeWindowDocument()
-            start, end = _window_minutes(document, self.region)
-            cap = DEFAULT_CAP_KWH if document.cap_kwh is None else document.cap_kwh
-            window = FreeWindow(start, end, cap)
-        return Plan(
-            id=self.id,
-            region=self.region,
-            time_zone=self.time_zone,
-            daily_supply_charge=self.daily_supply_charge,
-            gst_rate=self.gst_rate,
-            consumption_suffixes=(
-                None if self.consumption_suffixes is None else tuple(self.consumption_suffixes)
-            ),
-            free_window=window,
-            bands=tuple(document.to_band() for document in self.time_of_use),
-            feed_in=None if self.feed_in is None else FeedIn(self.feed_in.unit_price),
-            description=self.description,
-        )
-
-
-def _window_minutes(window: FreeWindowDocument, region: Region) -> tuple[int, int]:
-    default_start, default_end = REGION_WINDOWS[region]
-    start = default_start if window.start is None else clock_minutes(window.start)
-    end = default_end if window.end is None else clock_minutes(window.end)
-    return start, end
-
-
-def parse_plan(document: Mapping[str, object], *, source: str) -> Plan:
-    """Validate a plan document (parsed TOML or JSON) into a ``Plan``.
-
-    Raises ``PlanError`` naming ``source`` and the dotted key of the first problem.
-    """
-    try:
-        return PlanDocument.model_validate(document).to_plan()
-    except ValidationError as exc:
-        raise _plan_error(exc, source) from exc
-
-
-def _plan_error(exc: ValidationError, source: str) -> PlanError:
-    errors = exc.errors(include_url=False)
-    first = errors[0]
-    key = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"])
-    if first["type"] == "value_error":
-        message = str(first["ctx"]["error"])
-    elif first["type"] == "missing":
-        message = "is required"
-    elif first["type"] == "enum":
-        message = f"unknown value {first['input']!r}: expected {first['ctx']['expected']}"
-    elif first["type"] == "extra_forbidden":
-        message = "is not a plan key (check its spelling and section)"
-    else:
-        message = first["msg"]
-    if len(errors) > 1:
-        more = len(errors) - 1
-        message += f" (and {more} more problem{'s' if more > 1 else ''})"
-    return PlanError(message, source=source, key=key.lstrip(".") or None)

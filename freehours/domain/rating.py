@@ -36,15 +36,13 @@ is the pro rata share above.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from itertools import islice
 from operator import itemgetter
 from typing import Any, NamedTuple, cast
-
-import holidays
 
 from freehours.domain.plan import DAY_MINUTES, Plan, band_timeline, day_names
 from freehours.domain.time import NEM_TIME
@@ -125,12 +123,6 @@ class DayProfile:
         return 0
 
 
-def load_holiday_calendars() -> None:
-    """Load the public holiday calendars now: the first call imports every country's module
-    (about 0.2 s), which a long-running process should pay at start, not in a request."""
-    holidays.country_holidays("AU")
-
-
 class DayProfiles:
     """The day profiles of one plan, each computed once and shared by every meter rated with it."""
 
@@ -139,9 +131,9 @@ class DayProfiles:
         self._profiles: dict[tuple[date, int], DayProfile] = {}
         self._nem_dates: dict[date, tuple[date, ...]] = {}
         self._timelines: dict[date, tuple[int, ...]] = {}
-        self._holidays: Any = None
+        self._holidays: Container[date] | None = None
         if plan.uses_public_holidays:
-            self._holidays = holidays.country_holidays("AU", subdiv=plan.region.holiday_subdivision)
+            self._holidays = plan.holiday_calendar(plan.region)
 
     def get(self, nem_date: date, interval_minutes: int) -> DayProfile:
         """The profile of ``nem_date`` for data at ``interval_minutes``."""

@@ -12,8 +12,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from freehours.domain.plan import Plan, parse_plan
+from freehours.domain.plan import Plan
 from freehours.errors import PlanError
+from freehours.plans.document import parse_plan
 
 #: The built-in plans, in the order ``freehours plans list`` shows them.
 BUILTIN_IDS = ("sso-nsw", "sso-seq", "sso-sa", "mps-vic")

@@ -7,9 +7,11 @@ from datetime import date
 from decimal import Decimal
 from typing import Any
 
-from freehours.domain.plan import Plan, parse_plan
-from freehours.domain.rating import DayRating
 from freehours.meterdata.records import IntervalDay
+
+from freehours.domain.plan import Plan
+from freehours.domain.rating import DayRating
+from freehours.plans.document import parse_plan
 
 NMI = "NMI0000001"
 

@@ -13,15 +13,14 @@ import pytest
 from freehours.domain.plan import (
     DayName,
     FreeWindow,
-    PlanDocument,
     TimeZoneMode,
     band_timeline,
     day_names,
-    parse_plan,
 )
 from freehours.domain.time import NEM_TIME, Region
 from freehours.errors import PlanError
 from freehours.plans import BUILTIN_IDS, builtin_plans, load_plan, parse_plan_text
+from freehours.plans.document import PlanDocument, parse_plan
 
 DESIGN_EXAMPLE = """
 id = "sso-sa-example"

@@ -11,8 +11,8 @@ from freehours.api.keys import Scope
 from freehours.api.models import PLAN_DOCUMENT
 from freehours.api.problems import Problem
 from freehours.api.services import AppServices, Services
-from freehours.domain.plan import PLAN_ID_MAX_LENGTH, PLAN_ID_PATTERN, parse_plan
 from freehours.errors import InputError
+from freehours.plans.document import PLAN_ID_MAX_LENGTH, PLAN_ID_PATTERN, parse_plan
 from freehours.store import catalog
 
 router = APIRouter(tags=["catalogue"], dependencies=[requires(Scope.ADMIN)])
