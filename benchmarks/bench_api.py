@@ -25,8 +25,8 @@ import httpx
 from benchmarks.bench_ingest import DEFAULT_SERVER, _fresh_postgres_database
 from benchmarks.loadgen import LoadResult, load, request
 from freehours.api.keys import Scope, create_key
+from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME, Region
-from freehours.meterdata.records import IntervalDay
 from freehours.plans import builtin_document
 from freehours.store import catalog, meter
 from freehours.store.database import Store

@@ -17,15 +17,14 @@ from typing import Literal, Protocol
 import sqlalchemy as sa
 
 from freehours.clock import Clock
-from freehours.domain.reads import latest_read_date
+from freehours.domain.reads import DayKey, IntervalDay, IntervalRead, latest_read_date
 from freehours.domain.settlement import Quota
 from freehours.domain.time import NEM_TIME
-from freehours.meterdata.records import IntervalDay, IntervalRead
 from freehours.observability.metrics import INGESTED_VALUES
 from freehours.settlement import Settlements
 from freehours.store import meter
 from freehours.store.database import Store
-from freehours.store.meter import DayKey, IngestCounts
+from freehours.store.meter import IngestCounts
 
 
 class SettlementScheduler(Protocol):

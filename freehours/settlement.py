@@ -46,6 +46,7 @@ from freehours.cache.quota import CacheUnavailable, QuotaCache
 from freehours.clock import Clock
 from freehours.domain.plan import Plan
 from freehours.domain.rating import DayProfiles, rate
+from freehours.domain.reads import DayKey, IntervalDay
 from freehours.domain.settlement import (
     Busy,
     ClaimDecision,
@@ -63,7 +64,6 @@ from freehours.domain.settlement import (
 )
 from freehours.domain.time import NEM_TIME
 from freehours.errors import PlanError
-from freehours.meterdata.records import IntervalDay
 from freehours.observability.metrics import (
     QUOTA_CACHE_REQUESTS,
     QUOTA_CACHE_WRITE_FAILURES,
@@ -74,7 +74,6 @@ from freehours.observability.tracing import child_span
 from freehours.plans.document import parse_plan
 from freehours.store import catalog, locks, meter, quotas
 from freehours.store.database import Store
-from freehours.store.meter import DayKey
 from freehours.store.quotas import LedgerEntry
 
 log = structlog.get_logger("freehours.settlement")

@@ -9,9 +9,9 @@ from decimal import Decimal
 import pytest
 
 from freehours.clock import ManualClock
+from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import QuotaStatus
 from freehours.errors import InputError
-from freehours.meterdata.records import IntervalDay
 from freehours.runtime import Runtime
 from freehours.settings import Settings
 from freehours.settlement import Outcome

@@ -11,13 +11,13 @@ from decimal import Decimal
 
 import pytest
 import sqlalchemy as sa
-from freehours.meterdata.records import IntervalDay
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
 from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import ManualClock
+from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import Quota, QuotaStatus, StaleFence, claim, complete
 from freehours.domain.time import NEM_TIME, Region
 from freehours.plans.document import parse_plan

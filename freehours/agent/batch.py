@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path, PurePath
 
-from freehours.meterdata.records import IntervalRead
+from freehours.domain.reads import IntervalRead
 
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 

@@ -23,7 +23,7 @@ from pydantic import (
 
 from freehours.api.problems import range_problem
 from freehours.domain import reads as rules
-from freehours.domain.reads import NMI_PATTERN, SUFFIX_PATTERN
+from freehours.domain.reads import NMI_PATTERN, SUFFIX_PATTERN, IntervalMinutes, QualityFlag
 from freehours.domain.time import Region
 from freehours.plans.document import PlanId
 
@@ -51,7 +51,7 @@ class ReadIn(BaseModel):
         description="kWh as a decimal string of ASCII digits (below 1000000, at most 6 decimal"
         " places; docs/security.md); null when missing"
     )
-    quality: Literal["A", "E", "S", "F", "N"] = "A"
+    quality: QualityFlag = "A"
 
     @field_validator("kwh", mode="before")
     @classmethod
@@ -79,7 +79,7 @@ class MeterReadingsIn(BaseModel):
 
     nmi: str = Field(pattern=NMI_PATTERN, description="the 10-character NMI")
     suffix: str = Field(pattern=SUFFIX_PATTERN, description="the NEM12 channel suffix, e.g. E1")
-    interval_minutes: Literal[5, 15, 30]
+    interval_minutes: IntervalMinutes
     reads: list[ReadIn]
 
 

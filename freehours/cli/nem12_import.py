@@ -25,9 +25,9 @@ from rich.table import Table
 
 from freehours.cli import err_console
 from freehours.cli.nem12 import nem12_app, summary_console
+from freehours.domain.reads import IntervalDay
 from freehours.errors import InputError
 from freehours.meterdata.nem12 import read_days
-from freehours.meterdata.records import IntervalDay
 from freehours.runtime import Runtime
 from freehours.settings import get_settings
 from freehours.store.meter import IngestCounts

@@ -25,9 +25,8 @@ from datetime import date, datetime, time, timedelta, tzinfo
 from decimal import Decimal
 from enum import StrEnum
 
+from freehours.domain.reads import DAY_MINUTES
 from freehours.domain.time import NEM_TIME, REGION_ZONES, Region
-
-DAY_MINUTES = 24 * 60
 
 
 class DayName(StrEnum):

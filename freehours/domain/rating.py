@@ -44,9 +44,9 @@ from itertools import islice
 from operator import itemgetter
 from typing import Any, NamedTuple, cast
 
-from freehours.domain.plan import DAY_MINUTES, Plan, band_timeline, day_names
+from freehours.domain.plan import Plan, band_timeline, day_names
+from freehours.domain.reads import DAY_MINUTES, IntervalDay
 from freehours.domain.time import NEM_TIME
-from freehours.meterdata.records import IntervalDay
 
 ZERO = Decimal(0)
 #: Resolution of a pro rata share: 10^-9 kWh, a microwatt-hour, far below any meter's resolution.

@@ -1,21 +1,31 @@
-"""What a valid read is made of: the one definition of an NMI, a channel suffix, an interval
-length, a quality flag, a date and a kWh value, used by the NEM12 reader, the JSON API, the store,
-plans and bills alike (docs/security.md, "Ranges of meter data", gives each range its reason).
+"""Meter data's rules, in one place: what a valid NMI, channel suffix, interval length, quality
+flag, date and kWh value are; the value types a day of reads travels in (``IntervalDay``,
+``IntervalRead``, ``DayKey``); and how JSON reads merge into a stored day. The NEM12 reader and
+writer, the JSON API, the store, settlement, plans and bills all use them, and none defines its
+own (docs/security.md, "Ranges of meter data", gives each range its reason).
 
 Data that passes here can be stored, addressed by the API, settled and billed: a value that one
 path accepts and another cannot handle (an NMI the API's pattern cannot name, a date whose day
 after overflows, a kWh whose sum cannot be quantized) is refused where it enters, naming its field.
 
 Each check raises ``RangeError``, a ``ValueError``, so that inside a pydantic model it becomes a
-422 naming the field; the NEM12 reader turns it into a ``NEM12Error`` with its line. This module
-imports nothing outside ``freehours.domain`` (the standard library only).
+422 naming the field; the NEM12 reader turns it into a ``NEM12Error`` with its line, the store
+and the read merge into an ``InputError`` naming the read. This module imports nothing outside
+``freehours.domain`` (the standard library only).
 """
 
 from __future__ import annotations
 
 import re
-from datetime import date, datetime, timedelta
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
+from typing import Literal, NamedTuple, cast, get_args
+
+from freehours.domain.errors import InputError
+from freehours.domain.time import NEM_TIME
 
 #: An NMI: 10 characters, upper-case ASCII letters and digits (AEMO allocates NMIs as 10
 #: characters; NEM12 writes them without their checksum digit). Lower case is refused, not folded:
@@ -25,11 +35,18 @@ NMI_PATTERN = r"^[A-Z0-9]{10}$"
 #: A channel suffix (NMISuffix): a letter (E consumption, B export, Q and K reactive, ...) and a
 #: letter or digit, upper case.
 SUFFIX_PATTERN = r"^[A-Z][A-Z0-9]$"
-#: Interval lengths NEM12 allows, in minutes.
-INTERVAL_MINUTES = (5, 15, 30)
-#: An interval's quality: A actual, E estimated, S substitute, F final substitute, N null. A 300
-#: record may also say V (variable: its 400 records give each interval one of these).
-QUALITY_FLAGS = "AESFN"
+#: The minutes of a NEM day (AEST, so always 24 hours).
+DAY_MINUTES = 24 * 60
+#: Interval lengths NEM12 allows, in minutes: the type (for the API's models) and its values.
+IntervalMinutes = Literal[5, 15, 30]
+INTERVAL_MINUTES: tuple[int, ...] = get_args(IntervalMinutes)
+#: An interval's quality: A an actual read; E a forward estimate, to be replaced by a substitute
+#: or an actual; S a substitute, final until an actual arrives; F a final substitute; N null, no
+#: data (the interval is missing whatever its value says). A 300 record may also say V (variable:
+#: its 400 records give each interval one of these). The type (for the API's models), its flags.
+QualityFlag = Literal["A", "E", "S", "F", "N"]
+QUALITY_FLAGS = "".join(get_args(QualityFlag))
+NULL_QUALITY = "N"
 
 #: The earliest date of a read, a settlement or a bill: interval meter data in the NEM starts
 #: well after it, and with it a date can never be year 1, whose day before cannot be written.
@@ -105,14 +122,24 @@ def check_suffix(text: str, field: str = "suffix") -> str:
     return text
 
 
+def intervals_in_day(minutes: int) -> int:
+    """How many intervals of ``minutes`` a NEM day has; 0 when ``minutes`` is not one of
+    ``INTERVAL_MINUTES``."""
+    return DAY_MINUTES // minutes if minutes in INTERVAL_MINUTES else 0
+
+
 def check_interval_minutes(minutes: int, field: str = "interval_minutes") -> int:
     if minutes not in INTERVAL_MINUTES:
         raise RangeError(field, f"{minutes} is not an interval length of 5, 15 or 30 minutes")
     return minutes
 
 
+def is_quality(flag: str) -> bool:
+    return len(flag) == 1 and flag in QUALITY_FLAGS
+
+
 def check_quality(flag: str, field: str = "quality") -> str:
-    if len(flag) != 1 or flag not in QUALITY_FLAGS:
+    if not is_quality(flag):
         raise RangeError(field, f"{_shown(flag)} is not a quality flag (A, E, S, F or N)")
     return flag
 
@@ -197,3 +224,220 @@ def decimal_of(text: str, field: str) -> Decimal:
 def kwh_of(text: str, field: str = "kwh") -> Decimal:
     """A kWh value written as text: ``decimal_of`` then ``check_kwh``."""
     return check_kwh(decimal_of(text, field), field)
+
+
+# --- a day of reads --------------------------------------------------------------------------
+
+_ZERO = Decimal(0)
+
+#: What a revision replaces, and what settlement looks at again: one (NMI, suffix, NEM date).
+DayKey = tuple[str, str, date]
+
+
+@dataclass(frozen=True, slots=True)
+class IntervalRead:
+    """One interval: [start, end) in NEM time, its energy in kWh (None when missing)."""
+
+    nmi: str
+    suffix: str
+    start: datetime
+    end: datetime
+    kwh: Decimal | None
+    quality: str
+
+
+@dataclass(frozen=True, slots=True)
+class IntervalDay:
+    """One channel's interval values for one NEM date: a NEM12 300 record with its 400 records
+    applied, or a stored day row.
+
+    ``values[i]`` is interval ``i + 1`` of the day, in kWh (units are normalised on reading), or
+    None when missing (quality N, or no value). ``qualities[i]`` is that interval's flag, one of
+    ``QUALITY_FLAGS``. ``uom`` is ``"KWH"`` for energy; other units (kVArh, ...) are kept as
+    written, upper-cased, and are never rated. ``update_datetime`` decides which revision wins;
+    ``source`` and ``line`` say where the day was read, for messages.
+    """
+
+    nmi: str
+    suffix: str
+    day: date
+    interval_minutes: int
+    values: tuple[Decimal | None, ...]
+    qualities: str
+    update_datetime: datetime | None
+    uom: str = "KWH"
+    source: str = ""
+    line: int = 0
+
+    @property
+    def start(self) -> datetime:
+        """Start of the NEM day (00:00 AEST)."""
+        return datetime.combine(self.day, time(0), NEM_TIME)
+
+    @property
+    def is_energy(self) -> bool:
+        return self.uom == "KWH"
+
+    def interval_start(self, index: int) -> datetime:
+        """Start of interval ``index`` (0-based) in NEM time."""
+        return self.start + timedelta(minutes=self.interval_minutes * index)
+
+    def interval_starts(self) -> tuple[datetime, ...]:
+        """Start of every interval of the day in NEM time, in order (``values[i]`` starts at [i]).
+
+        The tuple is shared by every day with the same date and interval length, so a file of a
+        thousand meters builds each day's datetimes once.
+        """
+        return _interval_starts(self.day, self.interval_minutes)
+
+    def total(self) -> Decimal:
+        """The sum of the day's values, exactly; missing intervals add nothing."""
+        try:
+            # Most days miss nothing: sum them as they are, and let a None say otherwise.
+            return sum(cast("tuple[Decimal, ...]", self.values), _ZERO)
+        except TypeError:
+            return sum([value for value in self.values if value is not None], _ZERO)
+
+    def intervals(self) -> Iterator[IntervalRead]:
+        """Every interval of the day as an ``IntervalRead``, in time order."""
+        step = timedelta(minutes=self.interval_minutes)
+        for value, quality, start in zip(
+            self.values, self.qualities, self.interval_starts(), strict=True
+        ):
+            yield IntervalRead(self.nmi, self.suffix, start, start + step, value, quality)
+
+    @property
+    def key(self) -> DayKey:
+        """What a revision replaces: one (NMI, suffix, NEM date)."""
+        return (self.nmi, self.suffix, self.day)
+
+
+# 1,024 (date, length) pairs: almost three years of days, and at most about 14 MB of datetimes
+# (5-minute days), so memory stays flat however long the file.
+@lru_cache(maxsize=1024)
+def _interval_starts(day: date, interval_minutes: int) -> tuple[datetime, ...]:
+    start = datetime.combine(day, time(0), NEM_TIME)
+    step = timedelta(minutes=interval_minutes)
+    return tuple(start + step * index for index in range(DAY_MINUTES // interval_minutes))
+
+
+def check_channel(nmi: str, suffix: str, what: str) -> None:
+    """An ``InputError`` naming ``what`` unless ``nmi`` and ``suffix`` are an NMI and a suffix:
+    only what the API can address again is stored."""
+    try:
+        check_nmi(nmi)
+        check_suffix(suffix)
+    except RangeError as exc:
+        raise InputError(f"{what}: {exc}") from None
+
+
+# --- JSON reads, merged into a day interval by interval ------------------------------------------
+#
+# A JSON read (``POST /v1/meter-readings``) names one interval of a day; a request may cover part
+# of a day or several days. Each read replaces its interval's value and quality in the day, and the
+# last read of an interval in one request counts. The day's values are merged as the store keeps
+# them, decimal texts ("" where missing), so a merge parses only the intervals it touches.
+
+
+class MergeCounts(NamedTuple):
+    """What a merge did, in intervals: ``accepted`` a value where there was none, ``superseded``
+    a different value or quality, ``unchanged`` the same value and quality again."""
+
+    accepted: int
+    superseded: int
+    unchanged: int
+
+    @property
+    def changes(self) -> bool:
+        """Whether the day's fields changed (and so must be written)."""
+        return bool(self.accepted or self.superseded)
+
+
+@dataclass(slots=True)
+class DayReads:
+    """One day's reads from one request: interval index -> (kWh or None, quality)."""
+
+    interval_minutes: int
+    values: dict[int, tuple[Decimal | None, str]]
+
+    def blank(self) -> tuple[list[str], list[str]]:
+        """The fields of a day with nothing read yet: every interval missing, quality N."""
+        intervals = DAY_MINUTES // self.interval_minutes
+        return [""] * intervals, [NULL_QUALITY] * intervals
+
+    def check_stored(self, key: DayKey, interval_minutes: int, uom: str) -> None:
+        """An ``InputError`` unless these reads can merge into the day ``key`` stored with this
+        interval length and unit."""
+        nmi, suffix, day = key
+        if uom != "KWH":
+            raise InputError(
+                f"{nmi} {suffix} {day.isoformat()} is stored in {uom}; "
+                "reads in kWh cannot merge into it"
+            )
+        if interval_minutes != self.interval_minutes:
+            raise InputError(
+                f"{nmi} {suffix} {day.isoformat()} is stored at "
+                f"{interval_minutes}-minute intervals; "
+                f"{self.interval_minutes}-minute reads cannot merge into it"
+            )
+
+    def merge(self, values: list[str], qualities: list[str]) -> MergeCounts:
+        """Apply the reads to a day's fields, changed in place; count what each read did."""
+        accepted = superseded = unchanged = 0
+        for index, (kwh, quality) in self.values.items():
+            old_kwh = Decimal(values[index]) if values[index] else None
+            if old_kwh == kwh and qualities[index] == quality:
+                unchanged += 1
+                continue
+            if old_kwh is None:
+                accepted += 1
+            else:
+                superseded += 1
+            values[index] = "" if kwh is None else str(kwh)
+            qualities[index] = quality
+        return MergeCounts(accepted, superseded, unchanged)
+
+
+def reads_by_day(reads: Iterable[IntervalRead]) -> dict[DayKey, DayReads]:
+    """``reads`` checked and grouped by the day each falls on.
+
+    A read names its interval by ``start`` and ``end`` (any UTC offset; the interval must lie on
+    the NEM day's grid of 5, 15 or 30 minutes). Quality N makes the interval missing whatever
+    ``kwh`` says. Raises ``InputError`` naming the read (0-based) that cannot be merged.
+    """
+    by_day: dict[DayKey, DayReads] = {}
+    for number, read in enumerate(reads):
+        what = f"read {number}"
+        check_channel(read.nmi, read.suffix, what)
+        if read.start.utcoffset() is None or read.end.utcoffset() is None:
+            raise InputError(f"{what}: start and end need a UTC offset")
+        length = read.end - read.start
+        minutes = int(length.total_seconds()) // 60
+        if minutes not in INTERVAL_MINUTES or length != timedelta(minutes=minutes):
+            raise InputError(f"{what}: an interval of {length} is not 5, 15 or 30 minutes")
+        start = read.start.astimezone(NEM_TIME)
+        offset = start - datetime.combine(start.date(), time(0), NEM_TIME)
+        index, rest = divmod(offset, timedelta(minutes=minutes))
+        if rest:
+            raise InputError(
+                f"{what}: start {read.start.isoformat()} is not on the NEM day's "
+                f"{minutes}-minute grid"
+            )
+        if not is_quality(read.quality):
+            raise InputError(f"{what}: quality {read.quality!r} is not one of A, E, S, F, N")
+        kwh = None if read.quality == NULL_QUALITY else read.kwh
+        try:
+            check_moment(read.start, "start")
+            if kwh is not None:
+                check_kwh(kwh)
+        except RangeError as exc:
+            raise InputError(f"{what}: {exc}") from None
+        key = (read.nmi, read.suffix, start.date())
+        day_reads = by_day.setdefault(key, DayReads(minutes, {}))
+        if day_reads.interval_minutes != minutes:
+            raise InputError(
+                f"{what}: {minutes}-minute interval on a day that has "
+                f"{day_reads.interval_minutes}-minute reads in this batch"
+            )
+        day_reads.values[index] = (kwh, read.quality)
+    return by_day

@@ -31,11 +31,11 @@ import sqlalchemy as sa
 import structlog
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from freehours.domain.reads import DayKey
 from freehours.domain.settlement import Quota
 from freehours.jobs import queue
 from freehours.jobs.job import Done, Job, Snooze, Task
 from freehours.settlement import Outcome, Settlements, quota_dates
-from freehours.store.meter import DayKey
 
 log = structlog.get_logger("freehours.jobs")
 

@@ -46,15 +46,11 @@ from pathlib import Path
 from typing import IO, BinaryIO, TextIO, cast
 
 from freehours.domain import reads
-from freehours.domain.reads import RangeError
+from freehours.domain.reads import IntervalDay, RangeError
 from freehours.domain.time import NEM_TIME
 from freehours.errors import NEM12Error
-from freehours.meterdata.records import IntervalDay
 
 Source = Path | str | bytes
-
-#: Interval lengths NEM12 allows, in minutes.
-INTERVAL_LENGTHS = reads.INTERVAL_MINUTES
 
 #: Units of energy, lower-cased, and the power of ten that turns each into kWh.
 ENERGY_UNITS = {"wh": -3, "kwh": 0, "mwh": 3}
@@ -189,7 +185,7 @@ class _Channel:
         self.uom = uom
         self.scale = scale  # power of ten to kWh; None for units that are not energy
         self.minutes = minutes
-        self.count = 24 * 60 // minutes
+        self.count = reads.DAY_MINUTES // minutes
         self.line = line
 
 
@@ -413,7 +409,7 @@ class NEM12Reader:
                     fields = record.split(",")
                     length = fields[8] if len(fields) > 8 else ""
                     minutes = int(length) if _is_digits(length) else 0
-                    count = 24 * 60 // minutes if minutes in INTERVAL_LENGTHS else count
+                    count = reads.intervals_in_day(minutes) or count
         return ranks
 
     def _texts(self) -> Iterator[tuple[str, TextIO]]:
@@ -801,6 +797,7 @@ class _Scanner:
         self.source = source
         losers = self.losers
         methods = _QUALITY_METHODS
+        null = reads.NULL_QUALITY
         dates = self.dates
         stamps = self.stamps
         seq = self.seq
@@ -882,7 +879,7 @@ class _Scanner:
                     continue
                 if loser:
                     continue
-                if flag == "N":
+                if flag == null:
                     values = (None,) * count
                     channel_stats.missing += count
                 else:
@@ -1020,7 +1017,7 @@ class _Scanner:
         scale = ENERGY_UNITS.get(unit.lower())
         length = fields[8]
         minutes = int(length) if _is_digits(length) else 0
-        if minutes not in INTERVAL_LENGTHS:
+        if minutes not in reads.INTERVAL_MINUTES:
             raise self.error(
                 f"IntervalLength {length[:20]!r} is not 5, 15 or 30 minutes",
                 line,
@@ -1168,9 +1165,10 @@ class _Scanner:
             return None
         qualities = "".join(flag * (end - first) for first, end, flag in waiting.runs)
         values = waiting.values
-        if "N" in qualities:
+        null = reads.NULL_QUALITY
+        if null in qualities:
             values = tuple(
-                None if flag == "N" else value
+                None if flag == null else value
                 for value, flag in zip(values, qualities, strict=True)
             )
         stats = self.stats.channels[(channel.nmi, channel.suffix)]

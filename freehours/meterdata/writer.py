@@ -18,8 +18,8 @@ from typing import TextIO
 
 from freehours.clock import SystemClock
 from freehours.domain import reads
+from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME
-from freehours.meterdata.records import IntervalDay
 
 #: QualityMethod for each flag. ``IntervalDay`` keeps the flag only, and the format wants a
 #: method with E, S and F: these are the commonest in AEMO's own example files (52: previous
@@ -105,7 +105,7 @@ def _records(day: IntervalDay) -> Iterator[str]:
 
 
 def _check(day: IntervalDay) -> None:
-    count = 24 * 60 // day.interval_minutes if day.interval_minutes in (5, 15, 30) else 0
+    count = reads.intervals_in_day(day.interval_minutes)
     if not count:
         raise ValueError(f"{day.key}: interval length {day.interval_minutes} is not 5, 15 or 30")
     if len(day.values) != count or len(day.qualities) != count:
@@ -113,7 +113,7 @@ def _check(day: IntervalDay) -> None:
             f"{day.key}: {len(day.values)} values and {len(day.qualities)} qualities where"
             f" {day.interval_minutes}-minute intervals need {count}"
         )
-    if not set(day.qualities) <= QUALITY_METHODS.keys():
+    if not set(day.qualities) <= set(reads.QUALITY_FLAGS):
         raise ValueError(f"{day.key}: qualities {day.qualities!r} are not all A, E, F, N or S")
     reads.check_nmi(day.nmi, "nmi")
     reads.check_suffix(day.suffix, "suffix")
@@ -124,8 +124,8 @@ def _check(day: IntervalDay) -> None:
 def _value(value: Decimal | None, quality: str) -> str:
     if value is None:
         # A missing interval: NEM12 writes 0 with quality N; any other quality keeps it empty.
-        return "0" if quality == "N" else ""
-    if quality == "N":
+        return "0" if quality == reads.NULL_QUALITY else ""
+    if quality == reads.NULL_QUALITY:
         raise ValueError(f"an interval of quality N has no value, not {value}")
     if not value.is_finite() or value.is_signed():
         raise ValueError(f"interval value {value} is not a non-negative number")

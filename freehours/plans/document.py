@@ -41,7 +41,6 @@ from pydantic_core import PydanticCustomError
 
 from freehours.domain import reads
 from freehours.domain.plan import (
-    DAY_MINUTES,
     DEFAULT_CAP_KWH,
     REGION_WINDOWS,
     WEEKDAY_NAMES,
@@ -56,6 +55,7 @@ from freehours.domain.plan import (
     clock_text,
     day_names,
 )
+from freehours.domain.reads import DAY_MINUTES
 from freehours.domain.time import Region
 from freehours.errors import PlanError
 from freehours.plans.calendars import public_holidays

@@ -14,8 +14,8 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 
 from freehours.agent.batch import Batch, readings_batch
+from freehours.domain.reads import IntervalRead
 from freehours.domain.time import NEM_TIME
-from freehours.meterdata.records import IntervalRead
 from freehours.sim.meters import Household, households, meter_days
 
 INTERVAL_MINUTES = 30

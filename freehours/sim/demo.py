@@ -62,11 +62,11 @@ from freehours.api.ratelimit import RateLimits
 from freehours.api.services import Services
 from freehours.cache.quota import CacheUnavailable
 from freehours.clock import SystemClock
+from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import Quota, QuotaStatus, new_quota
 from freehours.domain.time import NEM_TIME, Region
 from freehours.jobs.job import JobState
 from freehours.jobs.worker import Worker
-from freehours.meterdata.records import IntervalDay
 from freehours.meterdata.writer import write_nem12
 from freehours.plans import builtin_document
 from freehours.runtime import Runtime

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 
+from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME
-from freehours.meterdata.records import IntervalDay
 
 #: The first day of the Solar Sharer Offer: the default first day of simulated data.
 SOLAR_SHARER_START = date(2026, 7, 1)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -38,24 +38,23 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from freehours.domain.reads import (
-    INTERVAL_MINUTES,
     LATEST_DATE,
+    DayKey,
+    DayReads,
+    IntervalDay,
+    IntervalRead,
+    MergeCounts,
     RangeError,
+    check_channel,
     check_date,
-    check_kwh,
     check_moment,
-    check_nmi,
-    check_suffix,
+    intervals_in_day,
+    reads_by_day,
 )
-from freehours.domain.time import NEM_TIME
 from freehours.errors import InputError
-from freehours.meterdata.records import IntervalDay, IntervalRead, Quality
 from freehours.store.engine import without_statement_timeout
 from freehours.store.prepared import Prepared
 from freehours.store.tables import UOM_LENGTH, UtcDateTime, meter_days
-
-#: A NEM day is 1440 minutes (interval lengths: freehours.domain.reads.INTERVAL_MINUTES).
-_DAY_MINUTES = 1440
 
 #: Rows sent to a SQLite staging table per executemany: bounds memory, not the transaction.
 _SQLITE_STAGING_BATCH = 5_000
@@ -63,10 +62,6 @@ _SQLITE_STAGING_BATCH = 5_000
 _KEY = ("nmi", "suffix", "day")
 _CONTENT = ("interval_minutes", "uom", "interval_values", "qualities")
 _COLUMNS = (*_KEY, *_CONTENT, "update_datetime", "received_at")
-_QUALITIES = frozenset(Quality)
-_BLANK = (None, Quality.NULL.value)
-
-DayKey = tuple[str, str, date]
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,9 +169,9 @@ def _staging_rows(days: Iterable[IntervalDay], received_at: datetime) -> Iterato
 def _check_day(day: IntervalDay) -> None:
     where = f"{day.source}:{day.line}: " if day.source else ""
     what = f"{where}{day.nmi} {day.suffix} {day.day.isoformat()}"
-    if day.interval_minutes not in INTERVAL_MINUTES:
+    intervals = intervals_in_day(day.interval_minutes)
+    if not intervals:
         raise InputError(f"{what}: interval length {day.interval_minutes} is not 5, 15 or 30")
-    intervals = _DAY_MINUTES // day.interval_minutes
     if len(day.values) != intervals or len(day.qualities) != intervals:
         raise InputError(
             f"{what}: {len(day.values)} values and {len(day.qualities)} qualities, "
@@ -193,16 +188,7 @@ def _check_day(day: IntervalDay) -> None:
             check_moment(stamp, "UpdateDateTime")
     except RangeError as exc:
         raise InputError(f"{what}: {exc}") from None
-    _check_channel(day.nmi, day.suffix, what)
-
-
-def _check_channel(nmi: str, suffix: str, what: str) -> None:
-    """The last guard before a row is stored: only what the API can address again."""
-    try:
-        check_nmi(nmi)
-        check_suffix(suffix)
-    except RangeError as exc:
-        raise InputError(f"{what}: {exc}") from None
+    check_channel(day.nmi, day.suffix, what)
 
 
 def _copy_to_staging(
@@ -371,35 +357,28 @@ def _upsert_sqlite(conn: sa.Connection, rows: int) -> tuple[int, int, frozenset[
 # --- JSON reads, merged interval by interval ---------------------------------------------------
 
 
-@dataclass(slots=True)
-class _DayReads:
-    interval_minutes: int
-    values: dict[int, tuple[Decimal | None, str]]
-
-
 def ingest_reads(
     conn: sa.Connection, reads: Iterable[IntervalRead], *, received_at: datetime
 ) -> IngestCounts:
     """Merge interval reads into their day rows; counts are in intervals.
 
-    A read names its interval by ``start`` and ``end`` (any UTC offset; the interval must lie on
-    the NEM day's grid of 5, 15 or 30 minutes). Quality N makes the interval missing whatever
-    ``kwh`` says. Reads for one interval in one call: the last one counts. Raises ``InputError``
-    naming the read (0-based) that cannot be stored, and for a day row stored at another
-    interval length.
+    The reads are checked, grouped and merged by the rule of ``freehours.domain.reads``
+    (``reads_by_day``, ``DayReads.merge``): reads for one interval in one call, the last one
+    counts. Raises ``InputError`` naming the read (0-based) that cannot be stored, and for a day
+    row stored at another interval length or in another unit.
     """
     if received_at.utcoffset() is None:
         raise ValueError("received_at must be an aware datetime")
-    by_day = _reads_by_day(reads)
+    by_day = reads_by_day(reads)
     if not by_day:
         return IngestCounts()
     counts = IngestCounts()
     fresh: dict[DayKey, tuple[list[str], list[str], IngestCounts]] = {}
     for key, day_reads in sorted(by_day.items()):
-        intervals = _DAY_MINUTES // day_reads.interval_minutes
-        merged = _merge([""] * intervals, [_BLANK[1]] * intervals, day_reads)
-        if merged[2].accepted or merged[2].superseded:
-            fresh[key] = merged
+        values, qualities = day_reads.blank()
+        merged = day_reads.merge(values, qualities)
+        if merged.changes:
+            fresh[key] = (values, qualities, _counted(merged))
     created = _create_days(conn, by_day, fresh, received_at)
     for key in created:
         counts += fresh[key][2]
@@ -410,67 +389,13 @@ def ingest_reads(
     return counts
 
 
-def _reads_by_day(reads: Iterable[IntervalRead]) -> dict[DayKey, _DayReads]:
-    by_day: dict[DayKey, _DayReads] = {}
-    for number, read in enumerate(reads):
-        what = f"read {number}"
-        _check_channel(read.nmi, read.suffix, what)
-        if read.start.utcoffset() is None or read.end.utcoffset() is None:
-            raise InputError(f"{what}: start and end need a UTC offset")
-        length = read.end - read.start
-        minutes = int(length.total_seconds()) // 60
-        if minutes not in INTERVAL_MINUTES or length != timedelta(minutes=minutes):
-            raise InputError(f"{what}: an interval of {length} is not 5, 15 or 30 minutes")
-        start = read.start.astimezone(NEM_TIME)
-        offset = start - datetime.combine(start.date(), time(0), NEM_TIME)
-        index, rest = divmod(offset, timedelta(minutes=minutes))
-        if rest:
-            raise InputError(
-                f"{what}: start {read.start.isoformat()} is not on the NEM day's "
-                f"{minutes}-minute grid"
-            )
-        if read.quality not in _QUALITIES:
-            raise InputError(f"{what}: quality {read.quality!r} is not one of A, E, S, F, N")
-        kwh = None if read.quality == Quality.NULL else read.kwh
-        try:
-            check_moment(read.start, "start")
-            if kwh is not None:
-                check_kwh(kwh)
-        except RangeError as exc:
-            raise InputError(f"{what}: {exc}") from None
-        key = (read.nmi, read.suffix, start.date())
-        day_reads = by_day.setdefault(key, _DayReads(minutes, {}))
-        if day_reads.interval_minutes != minutes:
-            raise InputError(
-                f"{what}: {minutes}-minute interval on a day that has "
-                f"{day_reads.interval_minutes}-minute reads in this batch"
-            )
-        day_reads.values[index] = (kwh, read.quality)
-    return by_day
-
-
-def _merge(
-    values: list[str], qualities: list[str], day_reads: _DayReads
-) -> tuple[list[str], list[str], IngestCounts]:
-    """Apply ``day_reads`` to a day's stored fields (changed in place); count what each did."""
-    accepted = superseded = unchanged = 0
-    for index, (kwh, quality) in day_reads.values.items():
-        old_kwh = Decimal(values[index]) if values[index] else None
-        if old_kwh == kwh and qualities[index] == quality:
-            unchanged += 1
-            continue
-        if old_kwh is None:
-            accepted += 1
-        else:
-            superseded += 1
-        values[index] = "" if kwh is None else str(kwh)
-        qualities[index] = quality
-    return values, qualities, IngestCounts(accepted, superseded, unchanged)
+def _counted(merged: MergeCounts) -> IngestCounts:
+    return IngestCounts(merged.accepted, merged.superseded, merged.unchanged)
 
 
 def _create_days(
     conn: sa.Connection,
-    by_day: dict[DayKey, _DayReads],
+    by_day: dict[DayKey, DayReads],
     fresh: dict[DayKey, tuple[list[str], list[str], IngestCounts]],
     received_at: datetime,
 ) -> set[DayKey]:
@@ -519,7 +444,7 @@ _update_day = (
 def _merge_into_stored(
     conn: sa.Connection,
     keys: Sequence[DayKey],
-    by_day: dict[DayKey, _DayReads],
+    by_day: dict[DayKey, DayReads],
     received_at: datetime,
 ) -> IngestCounts:
     key_columns = [meter_days.c[name] for name in _KEY]
@@ -536,22 +461,11 @@ def _merge_into_stored(
         key = (row.nmi, row.suffix, row.day)
         found.add(key)
         day_reads = by_day[key]
-        if row.uom != "KWH":
-            raise InputError(
-                f"{row.nmi} {row.suffix} {row.day.isoformat()} is stored in {row.uom}; "
-                "reads in kWh cannot merge into it"
-            )
-        if row.interval_minutes != day_reads.interval_minutes:
-            raise InputError(
-                f"{row.nmi} {row.suffix} {row.day.isoformat()} is stored at "
-                f"{row.interval_minutes}-minute intervals; "
-                f"{day_reads.interval_minutes}-minute reads cannot merge into it"
-            )
-        values, qualities, merged = _merge(
-            row.interval_values.split(","), list(row.qualities), day_reads
-        )
-        counts += merged
-        if merged.accepted or merged.superseded:
+        day_reads.check_stored(key, row.interval_minutes, row.uom)
+        values, qualities = row.interval_values.split(","), list(row.qualities)
+        merged = day_reads.merge(values, qualities)
+        counts += _counted(merged)
+        if merged.changes:
             counts += IngestCounts(changed=frozenset({key}))
             stamp = row.update_datetime
             updates.append(

@@ -11,8 +11,8 @@ from urllib.parse import unquote
 import pytest
 
 from freehours.agent.batch import MAX_UPLOAD_NAME, Route, nem12_batch, readings_batch, upload_name
+from freehours.domain.reads import IntervalRead
 from freehours.domain.time import NEM_TIME
-from freehours.meterdata.records import IntervalRead
 
 START = datetime(2026, 7, 1, 11, 0, tzinfo=NEM_TIME)
 

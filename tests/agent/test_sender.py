@@ -32,8 +32,8 @@ from freehours.agent.sender import (
 from freehours.agent.tally import Tally
 from freehours.backoff import RandomSource
 from freehours.clock import ManualClock
+from freehours.domain.reads import IntervalRead
 from freehours.domain.time import NEM_TIME
-from freehours.meterdata.records import IntervalRead
 from tests.tracing import Spans
 
 NOW = datetime(2026, 7, 1, 2, 0, tzinfo=UTC)

@@ -10,9 +10,9 @@ import pytest
 
 from freehours.agent.batch import Batch, nem12_batch, readings_batch
 from freehours.agent.spool import Spool, SpoolOwned
+from freehours.domain.reads import IntervalRead
 from freehours.domain.time import NEM_TIME
 from freehours.errors import ConfigurationError
-from freehours.meterdata.records import IntervalRead
 
 NOW = datetime(2026, 7, 1, 2, 0, tzinfo=UTC)
 

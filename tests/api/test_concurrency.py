@@ -13,8 +13,8 @@ from decimal import Decimal
 import httpx
 import pytest
 
+from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME, Region
-from freehours.meterdata.records import IntervalDay
 from freehours.store import catalog, meter, quotas
 from freehours.store.database import Store
 from tests.api.conftest import PLAN

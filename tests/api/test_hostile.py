@@ -23,8 +23,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
 
+from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME
-from freehours.meterdata.records import IntervalDay
 from freehours.meterdata.writer import write_nem12
 from freehours.store.tables import idempotency_keys, meter_days
 from tests.bombs import blank_line_bomb, gzipped, overlapping_zip, short_rows_bomb

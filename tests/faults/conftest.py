@@ -18,8 +18,8 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME, Region
-from freehours.meterdata.records import IntervalDay
 from freehours.store import catalog, meter
 from freehours.store.database import Store
 from tests.api.conftest import PLAN

@@ -20,12 +20,12 @@ import sqlalchemy as sa
 
 from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import SystemClock
+from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import QuotaStatus
 from freehours.ingest import Ingestion
 from freehours.jobs import queue
 from freehours.jobs.job import JobState
 from freehours.jobs.settle import KIND, SettlementJobs
-from freehours.meterdata.records import IntervalDay
 from freehours.observability.exposition import MULTIPROC_DIR
 from freehours.settlement import Settlements
 from freehours.store import quotas

@@ -17,6 +17,7 @@ from structlog.testing import capture_logs
 
 from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import ManualClock
+from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import Claimed, Quota, QuotaStatus, claim
 from freehours.ingest import Ingestion
 from freehours.jobs import queue
@@ -24,7 +25,6 @@ from freehours.jobs.job import Job, JobState
 from freehours.jobs.retry import RetryPolicy
 from freehours.jobs.settle import KIND, SETTLEMENT_JOB_SLACK, SettlementJobs, settlement_tasks
 from freehours.jobs.worker import Worker
-from freehours.meterdata.records import IntervalDay
 from freehours.observability.logging import add_trace_context
 from freehours.settlement import FaultPoint, SettlementPolicy, Settlements
 from freehours.store import quotas

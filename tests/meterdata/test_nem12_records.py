@@ -7,9 +7,9 @@ from decimal import Decimal
 
 import pytest
 
+from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.nem12 import NEM12Reader, read_days
-from freehours.meterdata.records import IntervalDay
 from tests.meterdata.nem12_text import channel, day, nem12
 
 

@@ -13,10 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from freehours.domain.reads import KWH_PLACES, MAX_KWH
+from freehours.domain.reads import KWH_PLACES, MAX_KWH, IntervalDay
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.nem12 import NEM12Reader, read_days
-from freehours.meterdata.records import IntervalDay
 from freehours.meterdata.writer import write_nem12
 
 CREATED = datetime(2026, 7, 3, 4, 5, tzinfo=NEM_TIME)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from freehours.cli import main
+from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME
-from freehours.meterdata.records import IntervalDay
 from freehours.meterdata.writer import write_nem12
 from freehours.settings import get_settings
 from freehours.store import meter, schema

@@ -11,9 +11,9 @@ from decimal import Decimal
 import pytest
 import sqlalchemy as sa
 
+from freehours.domain.reads import IntervalDay, IntervalRead
 from freehours.domain.time import NEM_TIME
 from freehours.errors import InputError, NEM12Error
-from freehours.meterdata.records import IntervalDay, IntervalRead
 from freehours.store import meter
 from freehours.store.database import Store
 from freehours.store.meter import IngestCounts

@@ -24,11 +24,11 @@ from freehours.api.models import IngestCountsOut, MeterReadingsIn, check_read_da
 from freehours.api.once import check_idempotency_key, run_once
 from freehours.api.problems import Problem, client_gone
 from freehours.api.services import AppServices, Services
+from freehours.domain.reads import IntervalDay, IntervalRead
 from freehours.domain.time import NEM_TIME
 from freehours.errors import NEM12Error
 from freehours.ingest import Ingested
 from freehours.meterdata.nem12 import NEM12Reader, NEM12TooLarge, ReadCancelled, read_days
-from freehours.meterdata.records import IntervalDay, IntervalRead
 from freehours.observability.logging import bind_fields
 from freehours.observability.metrics import UPLOAD_BYTES_READ
 
