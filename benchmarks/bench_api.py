@@ -28,7 +28,6 @@ from freehours.api.keys import Scope, create_key
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME, Region
 from freehours.plans import builtin_document
-from freehours.store import catalog, meter
 from freehours.store.database import Store
 from tests.servers import free_port
 
@@ -105,11 +104,11 @@ def prepare(url: str, nmis: int = NMIS, days: int = DAYS, scope: Scope = Scope.S
     key of ``scope``: its secret."""
     now = datetime.now(UTC)
     stamp = datetime.combine(FIRST_DAY + timedelta(days=days + 2), datetime.min.time(), NEM_TIME)
-    with Store.open(url) as store, store.write() as conn:
-        catalog.put_plan(conn, "sso-nsw", builtin_document("sso-nsw"), updated_at=now)
+    with Store.open(url) as store, store.write() as unit:
+        unit.catalog.put_plan("sso-nsw", builtin_document("sso-nsw"), updated_at=now)
         for n in range(nmis):
             nmi = f"BENCH{n:05d}"
-            catalog.put_customer(conn, nmi, plan_id="sso-nsw", region=Region.NSW, updated_at=now)
+            unit.catalog.put_customer(nmi, plan_id="sso-nsw", region=Region.NSW, updated_at=now)
         readings = (
             IntervalDay(
                 f"BENCH{n:05d}",
@@ -123,8 +122,8 @@ def prepare(url: str, nmis: int = NMIS, days: int = DAYS, scope: Scope = Scope.S
             for n in range(nmis)
             for d in range(days + 1)
         )
-        meter.ingest_days(conn, readings, received_at=now)
-        _, secret = create_key(conn, frozenset({scope}), "bench", now)
+        unit.meter.ingest_days(readings, received_at=now)
+        _, secret = create_key(unit.keys, frozenset({scope}), "bench", now)
     return secret
 
 

@@ -21,7 +21,6 @@ import sqlalchemy as sa
 
 from benchmarks.bench_nem12 import bench_file
 from freehours.meterdata.nem12 import read_days
-from freehours.store import meter
 from freehours.store.database import Store
 from freehours.store.tables import meter_days
 
@@ -53,11 +52,13 @@ def _ingest(url: str, path: Path) -> tuple[int, float]:
     """Import ``path`` into the new database at ``url``; return values stored and seconds taken."""
     with Store.open(url) as store:
         started = time.perf_counter()
-        with store.write() as conn:
-            counts = meter.ingest_days(conn, read_days(path), received_at=datetime.now(UTC))
+        with store.write() as unit:
+            counts = unit.meter.ingest_days(read_days(path), received_at=datetime.now(UTC))
         seconds = time.perf_counter() - started
-        with store.read() as conn:
-            intervals = conn.scalar(sa.select(sa.func.sum(sa.func.length(meter_days.c.qualities))))
+        with store.read() as unit:
+            intervals = unit.connection.scalar(
+                sa.select(sa.func.sum(sa.func.length(meter_days.c.qualities)))
+            )
     if counts.accepted != counts.total or not intervals:
         raise RuntimeError(f"{url}: expected every day new, got {counts}")
     return int(intervals), seconds

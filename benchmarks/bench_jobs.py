@@ -38,6 +38,7 @@ from freehours.jobs import queue
 from freehours.jobs.job import Done, Job, JobState
 from freehours.jobs.worker import Worker
 from freehours.store.database import Store
+from freehours.store.jobs import NOTIFY_CHANNEL
 from freehours.store.tables import jobs
 
 DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -72,8 +73,8 @@ def run() -> None:
 
 
 def _measure(store: Store, url: str, processes: int) -> None:
-    with store.write() as conn:
-        conn.execute(jobs.delete())
+    with store.write() as unit:
+        unit.connection.execute(jobs.delete())
     workers = [_start_worker(url) for _ in range(processes)]
     try:
         for worker in workers:
@@ -119,16 +120,16 @@ def _enqueue(store: Store, due: list[datetime], *, phase: str) -> None:
         }
         for n, run_at in enumerate(due)
     ]
-    with store.write() as conn:
-        conn.execute(jobs.insert(), rows)
-        conn.execute(sa.select(sa.func.pg_notify(queue.NOTIFY_CHANNEL, "")))
+    with store.write() as unit:
+        unit.connection.execute(jobs.insert(), rows)
+        store.driver.notify(unit.connection, NOTIFY_CHANNEL)
 
 
 def _await_completed(store: Store, total: int) -> None:
     deadline = time.monotonic() + RUN_TIMEOUT
     while time.monotonic() < deadline:
-        with store.read() as conn:
-            completed = conn.scalar(
+        with store.read() as unit:
+            completed = unit.connection.scalar(
                 sa.select(sa.func.count()).where(jobs.c.state == JobState.COMPLETED.value)
             )
         if completed == total:

@@ -28,8 +28,8 @@ def main(port: int) -> None:
     app = create_app(services)
 
     def select_one() -> None:
-        with services.store.read() as conn:
-            conn.exec_driver_sql("SELECT 1")
+        with services.store.read() as unit:
+            unit.connection.exec_driver_sql("SELECT 1")
 
     @app.get("/bench/floor", include_in_schema=False)
     def floor() -> JSONResponse:

@@ -14,25 +14,20 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Literal, Protocol
 
-import sqlalchemy as sa
-
 from freehours.clock import Clock
 from freehours.domain.reads import DayKey, IntervalDay, IntervalRead, latest_read_date
 from freehours.domain.settlement import Quota
 from freehours.domain.time import NEM_TIME
 from freehours.observability.metrics import INGESTED_VALUES
 from freehours.settlement import Settlements
-from freehours.store import meter
-from freehours.store.database import Store
+from freehours.store.database import Store, Unit
 from freehours.store.meter import IngestCounts
 
 
 class SettlementScheduler(Protocol):
     """Schedules the settlement of the days that changed rows touch, in the caller's transaction."""
 
-    def __call__(
-        self, conn: sa.Connection, changed: frozenset[DayKey], reopened: list[Quota]
-    ) -> None: ...
+    def __call__(self, unit: Unit, changed: frozenset[DayKey], reopened: list[Quota]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +56,7 @@ class Ingestion:
         self.clock = clock
         self.schedule = schedule
 
-    def days(self, conn: sa.Connection, days: Iterable[IntervalDay]) -> Ingested:
+    def days(self, unit: Unit, days: Iterable[IntervalDay]) -> Ingested:
         """NEM12 day rows, in the caller's transaction. Call ``committed`` after the commit."""
         values = 0
 
@@ -71,23 +66,23 @@ class Ingestion:
                 values += len(day.values)
                 yield day
 
-        counts = meter.ingest_days(conn, counted(days), received_at=self.clock.now())
-        return self._follow(conn, counts, "nem12", values)
+        counts = unit.meter.ingest_days(counted(days), received_at=self.clock.now())
+        return self._follow(unit, counts, "nem12", values)
 
-    def reads(self, conn: sa.Connection, reads: Iterable[IntervalRead]) -> Ingested:
+    def reads(self, unit: Unit, reads: Iterable[IntervalRead]) -> Ingested:
         """Interval reads, in the caller's transaction. Call ``committed`` after the commit."""
-        counts = meter.ingest_reads(conn, reads, received_at=self.clock.now())
+        counts = unit.meter.ingest_reads(reads, received_at=self.clock.now())
         # Reads count in intervals: every interval the batch named once.
-        return self._follow(conn, counts, "reads", counts.total)
+        return self._follow(unit, counts, "reads", counts.total)
 
     def file(self, days: Iterable[IntervalDay]) -> Ingested:
         """A whole NEM12 file in a transaction of its own: all of it, or nothing."""
-        with self.store.write() as conn:
-            ingested = self.days(conn, days)
+        with self.store.write() as unit:
+            ingested = self.days(unit, days)
         self.committed(ingested)
         return ingested
 
-    def customer_changed(self, conn: sa.Connection, nmi: str) -> None:
+    def customer_changed(self, unit: Unit, nmi: str) -> None:
         """After a customer is created or moved to another plan, in that transaction: schedule
         the settlement of the days whose reads arrived before it, back to the data deadline
         (older days are past settling by job; their bills still rate them)."""
@@ -98,9 +93,9 @@ class Ingestion:
         # Up to the last day a read may have: a row dated later, stored before the reader refused
         # such dates (9999-12-31, say), is no day to settle, and would overflow the date arithmetic.
         last = latest_read_date(now.astimezone(NEM_TIME).date())
-        changed = frozenset(meter.day_keys_since(conn, nmi, first - timedelta(days=1), last))
+        changed = frozenset(unit.meter.day_keys_since(nmi, first - timedelta(days=1), last))
         if changed:
-            self.schedule(conn, changed, [])
+            self.schedule(unit, changed, [])
 
     def committed(self, ingested: Ingested) -> None:
         """After the commit: the cache learns of the reopened quotas; the values are counted."""
@@ -109,14 +104,14 @@ class Ingestion:
 
     def _follow(
         self,
-        conn: sa.Connection,
+        unit: Unit,
         counts: IngestCounts,
         path: Literal["reads", "nem12"],
         values: int,
     ) -> Ingested:
         if not counts.changed:
             return Ingested(counts, values=values, path=path)
-        reopened = self.settlements.reopen(conn, counts.changed)
+        reopened = self.settlements.reopen(unit, counts.changed)
         if self.schedule is not None:
-            self.schedule(conn, counts.changed, reopened)
+            self.schedule(unit, counts.changed, reopened)
         return Ingested(counts, reopened, values, path)

@@ -29,14 +29,13 @@ in the trace of the job that settles. Where that trace is not recorded, they are
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
 from typing import Protocol
 
-import sqlalchemy as sa
 import structlog
 from opentelemetry import trace
 
@@ -44,7 +43,7 @@ from freehours import defaults
 from freehours.backoff import ceiling
 from freehours.cache.quota import CacheUnavailable, QuotaCache
 from freehours.clock import Clock
-from freehours.domain.plan import Plan
+from freehours.domain.plan import FreeWindow, Plan
 from freehours.domain.rating import DayProfiles, rate
 from freehours.domain.reads import DayKey, IntervalDay
 from freehours.domain.settlement import (
@@ -72,8 +71,7 @@ from freehours.observability.metrics import (
 )
 from freehours.observability.tracing import child_span
 from freehours.plans.document import parse_plan
-from freehours.store import catalog, locks, meter, quotas
-from freehours.store.database import Store
+from freehours.store.database import Store, Unit
 from freehours.store.quotas import LedgerEntry
 
 log = structlog.get_logger("freehours.settlement")
@@ -163,10 +161,29 @@ class NoFaults:
 
 @dataclass(frozen=True, slots=True)
 class CustomerPlan:
-    """A customer's plan, parsed, with the day profiles its ratings share."""
+    """A customer's plan, parsed, with the day profiles its ratings share and its free window
+    (a plan without one gives ``NoQuotas``)."""
 
     plan: Plan
     profiles: DayProfiles
+    window: FreeWindow
+
+
+@dataclass(frozen=True, slots=True)
+class NoQuotas:
+    """Why an NMI has no quotas to settle: no customer, a stored plan that no longer parses, or a
+    plan without a free window."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class AffectedDays:
+    """The quota days of one NMI that changed meter data touches, and its customer's plan."""
+
+    nmi: str
+    customer: CustomerPlan
+    days: list[date]
 
 
 class Settlements:
@@ -185,7 +202,7 @@ class Settlements:
         self.clock = clock
         self.policy = policy or SettlementPolicy()
         self.faults: Faults = faults or NoFaults()
-        self._plans: dict[tuple[str, datetime], CustomerPlan] = {}
+        self._plans: dict[tuple[str, datetime], CustomerPlan | NoQuotas] = {}
         self._plans_lock = threading.Lock()
 
     def settle(self, nmi: str, day: date, *, version: int = 1) -> Answer:
@@ -204,7 +221,7 @@ class Settlements:
                 return self._answered(self._terminal(cached, replay=True), cached=cached)
             return self._answered(self._claim(nmi, day, cached), cached=cached)
 
-    def reopen(self, conn: sa.Connection, changed: Iterable[DayKey]) -> list[Quota]:
+    def reopen(self, unit: Unit, changed: Iterable[DayKey]) -> list[Quota]:
         """After new meter data, in the ingest's transaction: open the next version of every
         settled quota whose free energy the changed consumption day rows change.
 
@@ -212,33 +229,40 @@ class Settlements:
         that leaves the window's free energy as it was settled, reopens nothing: only a real
         difference is worth an adjustment. Call ``publish`` with the result after the commit.
         """
-        by_nmi: dict[str, set[tuple[str, date]]] = {}
-        for nmi, suffix, nem_date in changed:
-            by_nmi.setdefault(nmi, set()).add((suffix, nem_date))
         reopened = []
-        for nmi, rows in sorted(by_nmi.items()):
-            customer = self.customer_plan(conn, nmi)
-            if isinstance(customer, str):
-                continue  # no customer, no quotas
-            plan = customer.plan
-            nem_dates = {nem_date for suffix, nem_date in rows if plan.is_consumption(suffix)}
-            local_dates = sorted(quota_dates(plan, nem_dates))
+        for affected in self.affected_days(unit, changed):
+            nmi, customer = affected.nmi, affected.customer
             # Until this commits, a settlement of these days waits before it reads them (and if
             # one is reading them, this waits for it to finish): see freehours.store.locks.
-            locks.hold_shared(conn, [day_lock(nmi, day) for day in local_dates])
-            for day in local_dates:
-                settled = quotas.latest(conn, nmi, day, for_update=True)
+            unit.hold_shared([day_lock(nmi, day) for day in affected.days])
+            for day in affected.days:
+                settled = unit.quotas.latest(nmi, day, for_update=True)
                 if settled is None or settled.status is not QuotaStatus.COMPLETED:
                     continue  # not settled yet: it will read the new data when it is
-                days = meter.days_for(conn, nmi, plan.nem_dates(day))
-                now_free = free_energy(plan, customer.profiles, days, day)
+                days = unit.meter.days_for(nmi, customer.plan.nem_dates(day))
+                now_free = free_energy(customer.plan, customer.profiles, days, day)
                 if now_free == (settled.free_kwh, settled.free_value):
                     continue
-                successor = quotas.reopen_if_settled(conn, nmi, day)
+                successor = unit.quotas.reopen_if_settled(nmi, day)
                 if successor is not None:
                     log.info("quota_reopened", quota_key=successor.key, version=successor.version)
                     reopened.append(successor)
         return reopened
+
+    def affected_days(self, unit: Unit, changed: Iterable[DayKey]) -> Iterator[AffectedDays]:
+        """The quota days (local dates, sorted) whose free window the changed consumption day
+        rows (NMI, suffix, NEM date) touch, NMI by NMI in order; an NMI without quotas (no
+        customer, or a plan without a free window) is left out."""
+        by_nmi: dict[str, set[tuple[str, date]]] = {}
+        for nmi, suffix, nem_date in changed:
+            by_nmi.setdefault(nmi, set()).add((suffix, nem_date))
+        for nmi, rows in sorted(by_nmi.items()):
+            customer = self.customer_plan(unit, nmi)
+            if isinstance(customer, NoQuotas):
+                continue
+            plan = customer.plan
+            nem_dates = {nem_date for suffix, nem_date in rows if plan.is_consumption(suffix)}
+            yield AffectedDays(nmi, customer, sorted(quota_dates(plan, nem_dates)))
 
     def publish(self, changed: Iterable[Quota]) -> None:
         """Write quotas to the cache after the commit that changed them."""
@@ -247,8 +271,8 @@ class Settlements:
 
     def state(self, nmi: str, day: date) -> Quota | None:
         """The quota's newest version as the database has it, or None when there is none."""
-        with self.store.read() as conn:
-            return quotas.latest(conn, nmi, day)
+        with self.store.read() as unit:
+            return unit.quotas.latest(nmi, day)
 
     # --- A: claim -------------------------------------------------------------------------
 
@@ -258,35 +282,35 @@ class Settlements:
         with child_span(tracer, "settlement.claim"):
             # The common case, a due quota nobody has asked for, is one statement of its own:
             # version 1 inserted already LOCKED.
-            with self.store.autocommit() as conn:
-                customer = self.customer_plan(conn, nmi)
-                if isinstance(customer, str):
-                    return Answer(Outcome.ABORTED, _unsettleable(nmi, day, customer, now))
+            with self.store.autocommit() as unit:
+                customer = self.customer_plan(unit, nmi)
+                if isinstance(customer, NoQuotas):
+                    return Answer(Outcome.ABORTED, _unsettleable(nmi, day, customer.reason, now))
                 # Whether the window has ended is known here; whether its data is complete is
                 # checked by the holder, which reads the data anyway (B).
-                wait = self._wait(customer.plan, day, now, data_complete=True)
+                wait = self._wait(customer, day, now, data_complete=True)
                 decision: ClaimDecision | None = (
-                    None if wait is not None else self._claim_new(conn, nmi, day, now)
+                    None if wait is not None else self._claim_new(unit, nmi, day, now)
                 )
             if decision is not None:
                 self._count_revalidation(cached, decision.quota)
             else:
-                with self.store.write() as conn:
+                with self.store.write() as unit:
                     # Due: the quota exists, lock it. Not due: create it PENDING if new, to
                     # answer with.
-                    quota = quotas.latest(conn, nmi, day, for_update=True) if wait is None else None
-                    quota = quota or quotas.latest_or_new(conn, nmi, day)
+                    quota = unit.quotas.latest(nmi, day, for_update=True) if wait is None else None
+                    quota = quota or unit.quotas.latest_or_new(nmi, day)
                     self._count_revalidation(cached, quota)
-                    if quota.status.is_terminal:
-                        return self._terminal(quota, replay=True)
-                    if quota.is_locked_at(now):
-                        return Answer(Outcome.LOCKED, quota, quota.lock_seconds_left(now))
-                    if wait is not None:
-                        return Answer(Outcome.NOT_DUE, quota, wait)
                     decision = claim(quota, now, policy.lock_timeout, policy.max_attempts)
+                    if isinstance(decision, Settled) and not decision.changed:
+                        return self._terminal(quota, replay=True)
                     if isinstance(decision, Busy):
                         return Answer(Outcome.LOCKED, decision.quota, decision.retry_after)
-                    quotas.save(conn, decision.quota)
+                    if wait is not None:
+                        # Not due: nothing is taken over or aborted; the quota is answered as
+                        # it stands.
+                        return Answer(Outcome.NOT_DUE, quota, wait)
+                    unit.quotas.save(decision.quota)
                     if isinstance(decision, Settled):
                         log.error(
                             "quota_aborted", quota_key=quota.key, reason=decision.quota.reason
@@ -299,19 +323,20 @@ class Settlements:
         log.debug("quota_claimed", quota_key=held.key, version=held.version, fence=held.fence)
         return self._settle_claimed(held, customer, claimed_at=self.clock.monotonic())
 
-    def _claim_new(self, conn: sa.Connection, nmi: str, day: date, now: datetime) -> Claimed | None:
+    def _claim_new(self, unit: Unit, nmi: str, day: date, now: datetime) -> Claimed | None:
         """The common case, a due quota nobody has asked for: version 1 inserted already LOCKED,
         one statement where an existing quota takes three. None when the quota exists."""
         first = claim(new_quota(nmi, day), now, self.policy.lock_timeout, self.policy.max_attempts)
         assert isinstance(first, Claimed), "a new quota can always be claimed"
-        return first if quotas.insert_if_absent(conn, first.quota) else None
+        return first if unit.quotas.insert_if_absent(first.quota) else None
 
     # --- B: complete, or C: release ---------------------------------------------------------
 
-    def _wait(self, plan: Plan, day: date, now: datetime, *, data_complete: bool) -> int | None:
-        assert plan.free_window is not None, "checked by customer_plan"
+    def _wait(
+        self, customer: CustomerPlan, day: date, now: datetime, *, data_complete: bool
+    ) -> int | None:
         return seconds_until_settleable(
-            plan.free_window.bounds(day, plan.zone)[1],
+            customer.window.bounds(day, customer.plan.zone)[1],
             now,
             grace=self.policy.grace,
             data_deadline=self.policy.data_deadline,
@@ -342,28 +367,24 @@ class Settlements:
         the data deadline, postponed (an Answer to come back later)."""
         plan = customer.plan
         lock = day_lock(held.nmi, held.date)
-        with child_span(tracer, "settlement.complete"), self.store.write(lock) as conn:
-            quota = quotas.latest(conn, held.nmi, held.date, for_update=True)
+        with child_span(tracer, "settlement.complete"), self.store.write(lock) as unit:
+            quota = unit.quotas.latest(held.nmi, held.date, for_update=True)
             if quota is None or quota.version != held.version:
                 raise StaleFence(quota or held, held.fence)
-            days = meter.days_for(conn, held.nmi, plan.nem_dates(held.date))
-            assert plan.free_window is not None, "checked by customer_plan"
-            start, end = plan.free_window.bounds(held.date, plan.zone)
+            days = unit.meter.days_for(held.nmi, plan.nem_dates(held.date))
+            start, end = customer.window.bounds(held.date, plan.zone)
             if not window_complete(plan, days, start, end):
-                wait = self._wait(plan, held.date, self.clock.now(), data_complete=False)
+                wait = self._wait(customer, held.date, self.clock.now(), data_complete=False)
                 if wait is not None:
                     waiting = postpone(quota, held.fence, "waiting for the window's meter data")
-                    quotas.save(conn, waiting)
+                    unit.quotas.save(waiting)
                     return Answer(Outcome.NOT_DUE, waiting, wait)
             free_kwh, free_value = free_energy(plan, customer.profiles, days, held.date)
             self.faults.check(FaultPoint.BEFORE_COMPLETE, quota)
             now = self.clock.now()
             done = complete(quota, held.fence, free_kwh, free_value, now)
-            booked_kwh, booked_amount = quotas.booked_before(
-                conn, held.nmi, held.date, done.version
-            )
-            quotas.save_and_book(
-                conn,
+            booked_kwh, booked_amount = unit.quotas.booked_before(held.nmi, held.date, done.version)
+            unit.quotas.save_and_book(
                 done,
                 LedgerEntry(
                     nmi=done.nmi,
@@ -380,14 +401,14 @@ class Settlements:
         reason = ATTEMPT_FAILED
         log.warning("quota_attempt_failed", quota_key=held.key, fence=held.fence, exc_info=failure)
         now = self.clock.now()
-        with self.store.write() as conn:
-            quota = quotas.latest(conn, held.nmi, held.date, for_update=True)
+        with self.store.write() as unit:
+            quota = unit.quotas.latest(held.nmi, held.date, for_update=True)
             if quota is None or quota.version != held.version or quota.fence != held.fence:
                 return self._after_stale(quota or held)
             if quota.status is not QuotaStatus.LOCKED:
                 return self._after_stale(quota)
             released = release(quota, held.fence, reason, now, self.policy.max_attempts)
-            quotas.save(conn, released)
+            unit.quotas.save(released)
         if released.status is QuotaStatus.ABORTED:
             log.error("quota_aborted", quota_key=released.key, reason=released.reason)
             return self._terminal(released, replay=False)
@@ -435,27 +456,28 @@ class Settlements:
             self._cache_put(quota)
         return answer
 
-    def customer_plan(self, conn: sa.Connection, nmi: str) -> CustomerPlan | str:
-        """The customer's parsed plan (parsed once per stored version), or the reason there is
-        none: what makes a quota impossible to settle."""
-        version = catalog.plan_version_of(conn, nmi)
+    def customer_plan(self, unit: Unit, nmi: str) -> CustomerPlan | NoQuotas:
+        """The customer's parsed plan (parsed once per stored version), or why there is none
+        with a free window: what makes a quota impossible to settle."""
+        version = unit.catalog.plan_version_of(nmi)
         if version is None:
-            return f"unknown NMI {nmi}: no customer"
+            return NoQuotas(f"unknown NMI {nmi}: no customer")
         with self._plans_lock:
             known = self._plans.get(version)
         if known is None:
-            stored = catalog.get_plan(conn, version[0])
+            stored = unit.catalog.get_plan(version[0])
             assert stored is not None, "a customer's plan is kept by its foreign key"
             try:
                 plan = parse_plan(stored.document, source=f"plan {stored.plan_id}")
             except PlanError as exc:
                 log.warning("stored_plan_not_valid", plan_id=stored.plan_id, error=str(exc))
-                return PLAN_NOT_VALID
-            known = CustomerPlan(plan, DayProfiles(plan))
+                return NoQuotas(PLAN_NOT_VALID)
+            if plan.free_window is None:
+                known = NoQuotas(f"plan {version[0]!r} has no free window")
+            else:
+                known = CustomerPlan(plan, DayProfiles(plan), plan.free_window)
             with self._plans_lock:
                 self._plans[version] = known
-        if known.plan.free_window is None:
-            return f"plan {version[0]!r} has no free window"
         return known
 
     def _cached(self, key: str) -> Quota | None:

@@ -29,7 +29,7 @@ from freehours.settlement import (
     Settlements,
     window_complete,
 )
-from freehours.store import catalog, meter, quotas
+from freehours.store import quotas
 from freehours.store.database import Store
 
 NMI = "4102000001"
@@ -93,9 +93,9 @@ def faults() -> Faults:
 
 def add_customer(store: Store, now: datetime) -> None:
     """The test plan, and customer ``NMI`` on it."""
-    with store.write() as conn:
-        catalog.put_plan(conn, "test-nsw", PLAN, updated_at=now)
-        catalog.put_customer(conn, NMI, plan_id="test-nsw", region=Region.NSW, updated_at=now)
+    with store.write() as unit:
+        unit.catalog.put_plan("test-nsw", PLAN, updated_at=now)
+        unit.catalog.put_customer(NMI, plan_id="test-nsw", region=Region.NSW, updated_at=now)
 
 
 @pytest.fixture
@@ -105,16 +105,16 @@ def service(store: Store, clock: ManualClock, faults: Faults) -> Settlements:
 
 
 def ingest(store: Store, *days: IntervalDay, at: datetime) -> None:
-    with store.write() as conn:
-        meter.ingest_days(conn, days, received_at=at)
+    with store.write() as unit:
+        unit.meter.ingest_days(days, received_at=at)
 
 
 STAMP = datetime(2026, 7, 1, 15, 0, tzinfo=NEM_TIME)
 
 
 def ledger(store: Store) -> list[quotas.LedgerEntry]:
-    with store.read() as conn:
-        return quotas.ledger(conn, NMI)
+    with store.read() as unit:
+        return unit.quotas.ledger(NMI)
 
 
 def test_settles_once_and_books_the_window_energy(service: Settlements, store: Store) -> None:
@@ -211,14 +211,14 @@ def test_a_stale_holder_cannot_complete_or_book_after_a_takeover(
     service: Settlements, store: Store, clock: ManualClock
 ) -> None:
     ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
-    with store.write() as conn:
-        pending = quotas.latest_or_new(conn, NMI, DAY)
+    with store.write() as unit:
+        pending = unit.quotas.latest_or_new(NMI, DAY)
         first = claim(pending, clock.now(), POLICY.lock_timeout, POLICY.max_attempts)
-        quotas.save(conn, first.quota)
+        unit.quotas.save(first.quota)
     clock.advance(POLICY.lock_timeout.total_seconds())
     assert service.settle(NMI, DAY).outcome is Outcome.SETTLED  # the successor, fence 2
-    with store.write() as conn:
-        current = quotas.latest(conn, NMI, DAY, for_update=True)
+    with store.write() as unit:
+        current = unit.quotas.latest(NMI, DAY, for_update=True)
         assert current is not None
         with pytest.raises(StaleFence):
             complete(current, first.quota.fence, Decimal(9), Decimal(9), clock.now())
@@ -267,12 +267,12 @@ def test_a_stale_non_terminal_cache_entry_is_re_read_from_the_database(
     service: Settlements, store: Store, clock: ManualClock
 ) -> None:
     ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
-    with store.write() as conn:
-        pending = quotas.latest_or_new(conn, NMI, DAY)
+    with store.write() as unit:
+        pending = unit.quotas.latest_or_new(NMI, DAY)
     service.cache.put(pending, 30)  # the incident: "pending" cached, then settled elsewhere
-    with store.write() as conn:
+    with store.write() as unit:
         locked = claim(pending, clock.now(), POLICY.lock_timeout, 5).quota
-        quotas.save(conn, complete(locked, locked.fence, Decimal(3), Decimal("0.9"), clock.now()))
+        unit.quotas.save(complete(locked, locked.fence, Decimal(3), Decimal("0.9"), clock.now()))
     stale = _cache_count("stale")
     answer = service.settle(NMI, DAY)
     assert answer.outcome is Outcome.REPLAYED
@@ -285,11 +285,11 @@ def test_a_revision_after_completion_settles_a_new_version_booking_the_differenc
 ) -> None:
     ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
     assert service.settle(NMI, DAY).quota.free_kwh == Decimal("3.000")
-    with store.write() as conn:
-        meter.ingest_days(
-            conn, [day_row("0.600", stamp=STAMP + timedelta(days=1))], received_at=clock.now()
+    with store.write() as unit:
+        unit.meter.ingest_days(
+            [day_row("0.600", stamp=STAMP + timedelta(days=1))], received_at=clock.now()
         )
-        reopened = service.reopen(conn, [(NMI, "E1", DAY)])
+        reopened = service.reopen(unit, [(NMI, "E1", DAY)])
     service.publish(reopened)
     assert [(q.version, q.status) for q in reopened] == [(2, QuotaStatus.PENDING)]
     answer = service.settle(NMI, DAY)
@@ -306,11 +306,11 @@ def test_a_job_for_a_new_version_is_not_fooled_by_a_cached_older_version(
 ) -> None:
     ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
     assert service.settle(NMI, DAY).outcome is Outcome.SETTLED  # v1 COMPLETED, cached
-    with store.write() as conn:
-        meter.ingest_days(
-            conn, [day_row("0.600", stamp=STAMP + timedelta(days=1))], received_at=clock.now()
+    with store.write() as unit:
+        unit.meter.ingest_days(
+            [day_row("0.600", stamp=STAMP + timedelta(days=1))], received_at=clock.now()
         )
-        (reopened,) = service.reopen(conn, [(NMI, "E1", DAY)])
+        (reopened,) = service.reopen(unit, [(NMI, "E1", DAY)])
     faults.add(FaultPoint.CACHE_WRITE, ConnectionError("redis down"))
     service.publish([reopened])  # lost: the cache still says v1 COMPLETED
     assert service.settle(NMI, DAY).quota.version == 1  # a client may see v1 until the TTL
@@ -323,8 +323,8 @@ def test_an_export_revision_does_not_reopen_a_settled_quota(
 ) -> None:
     ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
     service.settle(NMI, DAY)
-    with store.write() as conn:
-        assert service.reopen(conn, [(NMI, "B1", DAY)]) == []
+    with store.write() as unit:
+        assert service.reopen(unit, [(NMI, "B1", DAY)]) == []
 
 
 def test_a_revision_racing_the_first_settlement_is_settled_by_one_or_reopens_it(
@@ -343,16 +343,16 @@ def test_a_revision_racing_the_first_settlement_is_settled_by_one_or_reopens_it(
         # SQLite runs nothing beside a writer: there is no race to hold open.
         if store.dialect != "postgresql":
             return True
-        with store.read() as conn:
+        with store.read() as unit:
             waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-            return bool(conn.execute(sa.text(waiting)).scalar())
+            return bool(unit.connection.execute(sa.text(waiting)).scalar())
 
     def revise() -> None:
-        with store.write() as conn:
-            meter.ingest_days(
-                conn, [day_row("0.600", stamp=STAMP + timedelta(days=1))], received_at=DUE
+        with store.write() as unit:
+            unit.meter.ingest_days(
+                [day_row("0.600", stamp=STAMP + timedelta(days=1))], received_at=DUE
             )
-            reopened.extend(service.reopen(conn, [(NMI, "E1", DAY)]))
+            reopened.extend(service.reopen(unit, [(NMI, "E1", DAY)]))
             revised.set()
             # Uncommitted until the settlement has finished without it, or waits for it.
             deadline = time.monotonic() + 10
@@ -374,8 +374,8 @@ def test_a_revision_racing_the_first_settlement_is_settled_by_one_or_reopens_it(
         assert first.quota.free_kwh == Decimal("3.000")
         assert [(q.version, q.status) for q in reopened] == [(2, QuotaStatus.PENDING)]
         assert service.settle(NMI, DAY).quota.free_kwh == Decimal("3.600")
-    with store.read() as conn:
-        assert sum(entry.kwh for entry in quotas.ledger(conn, NMI)) == Decimal("3.600")
+    with store.read() as unit:
+        assert sum(entry.kwh for entry in unit.quotas.ledger(NMI)) == Decimal("3.600")
 
 
 @settings(max_examples=300, deadline=None)

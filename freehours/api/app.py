@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-import sqlalchemy as sa
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -45,6 +44,7 @@ from freehours.api.routes import (
 from freehours.api.services import Services
 from freehours.api.telemetry import RequestTelemetry
 from freehours.maintenance import Retention
+from freehours.store.errors import UNAVAILABLE, DataError
 
 
 def create_app(services: Services) -> FastAPI:
@@ -88,8 +88,8 @@ def create_app(services: Services) -> FastAPI:
     app.add_exception_handler(Problem, problem_handler)
     app.add_exception_handler(StarletteHTTPException, http_exception_handler)
     app.add_exception_handler(RequestValidationError, validation_handler)
-    app.add_exception_handler(sa.exc.DataError, data_error_handler)
-    for unavailable in (sa.exc.OperationalError, sa.exc.TimeoutError, sa.exc.DisconnectionError):
+    app.add_exception_handler(DataError, data_error_handler)
+    for unavailable in UNAVAILABLE:
         app.add_exception_handler(unavailable, database_unavailable_handler)
     app.add_exception_handler(Exception, internal_error_handler)
     app.add_middleware(RequestTelemetry)

@@ -54,5 +54,5 @@ class KeyCache:
         return len(self._known)
 
     def _load(self, secret: str) -> ApiKey | None:
-        with self._store.read() as conn:
-            return find_key(conn, secret)
+        with self._store.read() as unit:
+            return find_key(unit.keys, secret)

@@ -1,7 +1,8 @@
 """API keys: made once, shown once, stored only as a hash, each with its scopes.
 
 A key is ``fh_`` and 32 random bytes (URL-safe base64). Keys carry that much entropy, so one
-SHA-256 is the right hash: a slow password hash would only slow every request.
+SHA-256 is the right hash: a slow password hash would only slow every request. The table is
+``freehours.store.keys``'s (``unit.keys``).
 """
 
 from __future__ import annotations
@@ -12,10 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-import sqlalchemy as sa
-
 from freehours.errors import InputError
-from freehours.store.tables import api_keys
+from freehours.store.keys import Keys, StoredKey
 
 
 class Scope(StrEnum):
@@ -61,60 +60,40 @@ def hash_secret(secret: str) -> str:
 
 
 def create_key(
-    conn: sa.Connection, scopes: frozenset[Scope], name: str, now: datetime
+    keys: Keys, scopes: frozenset[Scope], name: str, now: datetime
 ) -> tuple[ApiKey, str]:
     """Store a new key; return it and its secret, which is never stored or shown again."""
     secret = "fh_" + secrets.token_urlsafe(32)
-    key = ApiKey(
-        id="key_" + secrets.token_hex(6),
+    stored = keys.add(
+        "key_" + secrets.token_hex(6),
         name=name,
-        scopes=scopes,
+        key_hash=hash_secret(secret),
+        scopes=frozenset(scope.value for scope in scopes),
         created_at=now,
-        revoked_at=None,
     )
-    conn.execute(
-        api_keys.insert().values(
-            id=key.id,
-            name=name,
-            key_hash=hash_secret(secret),
-            scopes=" ".join(sorted(scopes)),
-            created_at=now,
-        )
-    )
-    return key, secret
+    return _key(stored), secret
 
 
-def list_keys(conn: sa.Connection) -> list[ApiKey]:
-    rows = conn.execute(sa.select(api_keys).order_by(api_keys.c.created_at, api_keys.c.id))
-    return [_key(row) for row in rows]
+def list_keys(keys: Keys) -> list[ApiKey]:
+    return [_key(stored) for stored in keys.every()]
 
 
-def revoke_key(conn: sa.Connection, key_id: str, now: datetime) -> bool:
+def revoke_key(keys: Keys, key_id: str, now: datetime) -> bool:
     """Revoke a key; False when there is no such live key."""
-    result = conn.execute(
-        api_keys.update()
-        .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
-        .values(revoked_at=now)
-    )
-    return result.rowcount == 1
+    return keys.revoke(key_id, now)
 
 
-def find_key(conn: sa.Connection, secret: str) -> ApiKey | None:
+def find_key(keys: Keys, secret: str) -> ApiKey | None:
     """The live key with this secret, or None."""
-    row = conn.execute(
-        sa.select(api_keys).where(
-            api_keys.c.key_hash == hash_secret(secret), api_keys.c.revoked_at.is_(None)
-        )
-    ).first()
-    return None if row is None else _key(row)
+    stored = keys.live_by_hash(hash_secret(secret))
+    return None if stored is None else _key(stored)
 
 
-def _key(row: sa.Row[tuple[object, ...]]) -> ApiKey:
-    m = row._mapping
+def _key(stored: StoredKey) -> ApiKey:
     return ApiKey(
-        id=m["id"],
-        name=m["name"],
-        scopes=frozenset(Scope(s) for s in m["scopes"].split()),
-        created_at=m["created_at"],
-        revoked_at=m["revoked_at"],
+        id=stored.id,
+        name=stored.name,
+        scopes=frozenset(Scope(name) for name in stored.scopes),
+        created_at=stored.created_at,
+        revoked_at=stored.revoked_at,
     )

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-import sqlalchemy as sa
 import structlog
 from fastapi import Response
 from fastapi.concurrency import run_in_threadpool
@@ -21,7 +20,8 @@ from freehours.api.problems import Problem
 from freehours.api.services import Services
 from freehours.errors import InputError
 from freehours.maintenance import Expiry
-from freehours.store.database import Store
+from freehours.store.database import Store, Unit
+from freehours.store.idempotency import SavedResponse
 
 log = structlog.get_logger("freehours.api")
 
@@ -44,7 +44,7 @@ def run_once(
     idempotency_key: str | None,
     route: str,
     payload: bytes,
-    work: Callable[[sa.Connection], tuple[int, dict[str, Any], _Result]],
+    work: Callable[[Unit], tuple[int, dict[str, Any], _Result]],
     committed: Callable[[_Result], None],
 ) -> Response:
     """Run ``work`` at most once per Idempotency-Key; replay its answer to repeats.
@@ -54,9 +54,9 @@ def run_once(
     idempotency_key = check_idempotency_key(idempotency_key)
     settings = services.settings
     request_hash = idempotency.fingerprint("POST", route, payload)
-    with services.store.write() as conn:
+    with services.store.write() as unit:
         saved = idempotency.begin(
-            conn,
+            unit.idempotency,
             principal=key.id,
             key=idempotency_key,
             request_hash=request_hash,
@@ -73,12 +73,11 @@ def run_once(
     try:
         with (
             services.in_flight.hold(key.id, idempotency_key),
-            services.store.write() as conn,
+            services.store.write() as unit,
         ):
-            status, answer_payload, result = work(conn)
+            status, answer_payload, result = work(unit)
             answer = idempotency.json_response(status, answer_payload)
-            idempotency.finish(
-                conn,
+            unit.idempotency.finish(
                 principal=key.id,
                 key=idempotency_key,
                 response=answer,
@@ -87,20 +86,19 @@ def run_once(
     except InputError as exc:
         # Bad input is the request's final answer: saved, so a repeat gets the same 422.
         problem = Problem(422, "invalid-input", "The input is not valid", str(exc))
-        with services.store.write() as conn:
-            idempotency.finish(
-                conn,
+        with services.store.write() as unit:
+            unit.idempotency.finish(
                 principal=key.id,
                 key=idempotency_key,
-                response=idempotency.SavedResponse(
+                response=SavedResponse(
                     422, bytes(problem.response(route).body).decode(), "application/problem+json"
                 ),
                 now=services.clock.now(),
             )
         raise problem from exc
     except BaseException:
-        with services.store.write() as conn:
-            idempotency.forget(conn, principal=key.id, key=idempotency_key)
+        with services.store.write() as unit:
+            unit.idempotency.forget(principal=key.id, key=idempotency_key)
         raise
     committed(result)
     return Response(answer.body, status, media_type=answer.media_type)
@@ -117,8 +115,8 @@ async def renew_leases(services: Services) -> None:
             continue
 
         def renew(held: list[tuple[str, str]] = held) -> int:
-            with services.store.write() as conn:
-                return idempotency.renew(conn, held, now=services.clock.now())
+            with services.store.write() as unit:
+                return unit.idempotency.renew(held, now=services.clock.now())
 
         try:
             await run_in_threadpool(renew)
@@ -131,8 +129,8 @@ def purge_keys(hours: float) -> Expiry:
     repeat within them is replayed, one after them runs afresh."""
 
     def purge(store: Store, older_than: datetime) -> int:
-        with store.write() as conn:
-            purged = idempotency.purge(conn, older_than=older_than)
+        with store.write() as unit:
+            purged = unit.idempotency.purge(older_than=older_than)
         log.info("idempotency_keys_purged", count=purged)
         return purged
 

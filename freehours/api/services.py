@@ -101,7 +101,7 @@ class Services:
         configured = self.settings.settle_threads
         if configured is not None:
             return configured
-        return 2 if self.store.dialect == "sqlite" else 4
+        return 4 if self.store.parallel_writers else 2
 
     def nem_today(self) -> date:
         """Today's NEM date on the clock: what reads and settlements are dated against."""

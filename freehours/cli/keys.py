@@ -33,16 +33,16 @@ def create(
 ) -> None:
     """Make a key and print it alone on stdout, once: only its hash is stored."""
     scopes = parse_scopes(scope)
-    with Store.open(get_settings().database_url) as store, store.write() as conn:
-        _, secret = create_key(conn, scopes, name or "unnamed", SystemClock().now())
+    with Store.open(get_settings().database_url) as store, store.write() as unit:
+        _, secret = create_key(unit.keys, scopes, name or "unnamed", SystemClock().now())
     typer.echo(secret)
 
 
 @keys_app.command("list")
 def list_() -> None:
     """Every key: id, name, scopes, created, revoked."""
-    with Store.open(get_settings().database_url) as store, store.read() as conn:
-        keys = list_keys(conn)
+    with Store.open(get_settings().database_url) as store, store.read() as unit:
+        keys = list_keys(unit.keys)
     table = Table("id", "name", "scopes", "created", "revoked")
     for key in keys:
         table.add_row(
@@ -60,7 +60,7 @@ def revoke(
     key_id: Annotated[str, typer.Argument(help="the key's id, as `keys list` shows")],
 ) -> None:
     """Revoke a key: API processes refuse it within FREEHOURS_API_KEY_CACHE_SECONDS."""
-    with Store.open(get_settings().database_url) as store, store.write() as conn:
-        if not revoke_key(conn, key_id, SystemClock().now()):
+    with Store.open(get_settings().database_url) as store, store.write() as unit:
+        if not revoke_key(unit.keys, key_id, SystemClock().now()):
             raise InputError(f"no live key with id {key_id!r}")
     Console(stderr=True).print(f"revoked {key_id}")

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 import structlog
 
-from freehours.jobs import queue, telemetry
+from freehours.jobs import telemetry
 from freehours.jobs.queue import Finish
 from freehours.jobs.retry import RetryPolicy
 from freehours.observability.metrics import JOBS_RESCUED, JOBS_STUCK
@@ -36,8 +36,8 @@ def rescue(store: Store, retry: RetryPolicy) -> list[Finish]:
     rescued: list[Finish] = []
     while True:
         now = retry.clock.now()
-        with store.write() as conn:
-            expired = queue.expired(conn, now=now, limit=RESCUE_BATCH)
+        with store.write() as unit:
+            expired = unit.jobs.expired(now=now, limit=RESCUE_BATCH)
             finishes = [
                 Finish(
                     job,
@@ -46,7 +46,7 @@ def rescue(store: Store, retry: RetryPolicy) -> list[Finish]:
                 )
                 for job in expired
             ]
-            written = queue.finish(conn, finishes, now=now)
+            written = unit.jobs.finish(finishes, now=now)
         for item in finishes:
             if item.job.id in written:
                 JOBS_RESCUED.labels(item.job.kind).inc()
@@ -72,8 +72,8 @@ def prune(store: Store, finished_before: datetime) -> int:
     """Delete every job finished before ``finished_before``; how many went."""
     pruned = 0
     while True:
-        with store.write() as conn:
-            deleted = queue.prune(conn, finished_before=finished_before, limit=PRUNE_BATCH)
+        with store.write() as unit:
+            deleted = unit.jobs.prune(finished_before=finished_before, limit=PRUNE_BATCH)
         pruned += deleted
         if deleted < PRUNE_BATCH:
             if pruned:
@@ -83,7 +83,7 @@ def prune(store: Store, finished_before: datetime) -> int:
 
 def measure_stuck(store: Store, retry: RetryPolicy) -> int:
     """Count the stuck jobs into ``freehours_jobs_stuck``; the count."""
-    with store.read() as conn:
-        stuck = queue.count_stuck(conn, now=retry.clock.now(), waiting_over=STUCK_AFTER)
+    with store.read() as unit:
+        stuck = unit.jobs.count_stuck(now=retry.clock.now(), waiting_over=STUCK_AFTER)
     JOBS_STUCK.set(stuck)
     return stuck

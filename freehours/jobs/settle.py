@@ -27,15 +27,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import date, timedelta
 
-import sqlalchemy as sa
 import structlog
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from freehours.domain.reads import DayKey
 from freehours.domain.settlement import Quota
-from freehours.jobs import queue
 from freehours.jobs.job import Done, Job, Snooze, Task
-from freehours.settlement import Outcome, Settlements, quota_dates
+from freehours.settlement import Outcome, Settlements
+from freehours.store.database import Unit
 
 log = structlog.get_logger("freehours.jobs")
 
@@ -88,17 +87,15 @@ class SettlementJobs:
     def __init__(self, settlements: Settlements) -> None:
         self.settlements = settlements
 
-    def __call__(
-        self, conn: sa.Connection, changed: frozenset[DayKey], reopened: list[Quota]
-    ) -> None:
+    def __call__(self, unit: Unit, changed: frozenset[DayKey], reopened: list[Quota]) -> None:
         # A reopened quota's day is among the changed ones: its job is scheduled with them, told
         # the new version so that a cached older one cannot answer it.
         versions = {quota.key: quota.version for quota in reopened}
-        schedule_settlements(conn, self.settlements, changed, versions=versions)
+        schedule_settlements(unit, self.settlements, changed, versions=versions)
 
 
 def schedule_settlements(
-    conn: sa.Connection,
+    unit: Unit,
     settlements: Settlements,
     changed: Iterable[DayKey],
     *,
@@ -109,7 +106,7 @@ def schedule_settlements(
     free window the changed consumption day rows (NMI, suffix, NEM date) touch; the quota keys.
 
     Each job runs at its window's end plus the settlement grace, or is told so if it is waiting
-    already (see ``freehours.jobs.queue``). Call it after ``Settlements.reopen`` in the same
+    already (see ``freehours.store.jobs``). Call it after ``Settlements.reopen`` in the same
     transaction, so that a reopened day's next version gets its job. An NMI without a customer, or
     whose plan has no free window, has no quotas: nothing is scheduled for it. ``versions`` gives
     the version of quotas the caller just reopened (by quota key). ``traceparent`` defaults to
@@ -119,22 +116,13 @@ def schedule_settlements(
     policy = settlements.policy
     now = settlements.clock.now()
     traceparent = traceparent or _current_traceparent()
-    by_nmi: dict[str, set[tuple[str, date]]] = {}
-    for nmi, suffix, nem_date in changed:
-        by_nmi.setdefault(nmi, set()).add((suffix, nem_date))
     scheduled = []
-    for nmi, rows in sorted(by_nmi.items()):
-        customer = settlements.customer_plan(conn, nmi)
-        if isinstance(customer, str):
-            continue  # no customer, or no free window: no quotas
-        plan = customer.plan
-        assert plan.free_window is not None, "customer_plan refuses a plan without a window"
-        nem_dates = {nem_date for suffix, nem_date in rows if plan.is_consumption(suffix)}
-        for day in sorted(quota_dates(plan, nem_dates)):
-            window_end = plan.free_window.bounds(day, plan.zone)[1]
+    for affected in settlements.affected_days(unit, changed):
+        nmi, customer = affected.nmi, affected.customer
+        for day in affected.days:
+            window_end = customer.window.bounds(day, customer.plan.zone)[1]
             key = f"{nmi}:{day.isoformat()}"
-            queue.enqueue(
-                conn,
+            unit.jobs.enqueue(
                 KIND,
                 key,
                 {"nmi": nmi, "date": day.isoformat(), "version": versions.get(key, 1)},

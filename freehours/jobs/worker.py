@@ -37,10 +37,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
-import psycopg
-import sqlalchemy as sa
 import structlog
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -48,12 +45,14 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from freehours import defaults
 from freehours.clock import Clock, SystemClock
-from freehours.jobs import queue, rescuer, telemetry
+from freehours.jobs import rescuer, telemetry
 from freehours.jobs.job import Job, JobId, RetryAfter, Snooze, Task
 from freehours.jobs.queue import Complete, Finish, Release
 from freehours.jobs.retry import RetryPolicy
 from freehours.maintenance import Expiry, Retention
 from freehours.store.database import Store
+from freehours.store.errors import DatabaseError
+from freehours.store.jobs import NOTIFY_CHANNEL
 
 log = structlog.get_logger("freehours.jobs")
 tracer = trace.get_tracer("freehours.jobs")
@@ -156,7 +155,7 @@ class Worker:
         threads = {"dispatcher": self._dispatch, "keeper": self._keep}
         for n in range(self.config.concurrency):
             threads[f"runner-{n}"] = self._run
-        if self.config.listen and self.store.dialect == "postgresql":
+        if self.config.listen and self.store.listens:
             threads["listener"] = self._listen
         for role, target in threads.items():
             thread = threading.Thread(target=target, name=f"{self.name} {role}", daemon=True)
@@ -195,7 +194,7 @@ class Worker:
             self._ready.put(None)
         try:
             self._cycle(claim=False)
-        except sa.exc.SQLAlchemyError:
+        except DatabaseError:
             # Their leases run out and the rescuer retries them: late, never lost.
             log.exception("worker_final_write_failed", worker=self.name)
         self._keeper_stop.set()
@@ -212,9 +211,8 @@ class Worker:
         ``limit`` attempts ran); how many attempts ran."""
         ran = 0
         while ran < limit:
-            with self.store.write() as conn:
-                claimed = queue.claim(
-                    conn,
+            with self.store.write() as unit:
+                claimed = unit.jobs.claim(
                     self.name,
                     self.tasks,
                     min(self.config.batch, limit - ran),
@@ -224,8 +222,8 @@ class Worker:
             if not claimed:
                 break
             finished = [self._perform(job) for job in claimed]
-            with self.store.write() as conn:
-                written = queue.finish(conn, finished, now=self.clock.now())
+            with self.store.write() as unit:
+                written = unit.jobs.finish(finished, now=self.clock.now())
             telemetry.record(finished, written)
             ran += len(claimed)
         return ran
@@ -259,14 +257,14 @@ class Worker:
         now = self.clock.now()
         if finished or room > 0:
             try:
-                with self.store.write() as conn:
-                    written = queue.finish(conn, finished, now=now) if finished else set()
+                with self.store.write() as unit:
+                    written = unit.jobs.finish(finished, now=now) if finished else set()
                     if room > 0:
-                        claimed = queue.claim(
-                            conn, self.name, self.tasks, room, now=now, lease=self.config.lease
+                        claimed = unit.jobs.claim(
+                            self.name, self.tasks, room, now=now, lease=self.config.lease
                         )
                         if len(claimed) < room:
-                            upcoming = queue.next_due(conn, self.tasks)
+                            upcoming = unit.jobs.next_due(self.tasks)
             except BaseException:
                 with self._lock:
                     self._finished[:0] = finished  # fenced: writing them again later is safe
@@ -384,8 +382,8 @@ class Worker:
         )
         while not self._keeper_stop.wait(heartbeat):
             try:
-                with self.store.write() as conn:
-                    queue.renew(conn, self.name, now=self.clock.now(), lease=self.config.lease)
+                with self.store.write() as unit:
+                    unit.jobs.renew(self.name, now=self.clock.now(), lease=self.config.lease)
                 if self.clock.monotonic() >= next_rescue:
                     next_rescue = self.clock.monotonic() + rescue_every
                     rescuer.rescue(self.store, self.retry)
@@ -399,24 +397,16 @@ class Worker:
         while not self._stopping.is_set():
             try:
                 self._listen_once()
-            except (psycopg.Error, sa.exc.SQLAlchemyError) as exc:
+            except self.store.errors as exc:
                 log.warning("worker_listen_failed", worker=self.name, error=str(exc))
                 self._stopping.wait(poll)
 
     def _listen_once(self) -> None:
-        pooled = self.store.engine.raw_connection()
-        connection: Any = pooled.driver_connection
-        pooled.detach()  # a connection of its own, LISTENing, never returned to the pool
-        try:
-            connection.rollback()
-            connection.autocommit = True
-            connection.execute(f"LISTEN {queue.NOTIFY_CHANNEL}")
+        with self.store.listen(NOTIFY_CHANNEL) as notifications:
             self._wake.set()  # whatever was enqueued while nobody listened
             while not self._stopping.is_set():
-                for _ in connection.notifies(timeout=_LISTEN_CHECK_SECONDS, stop_after=1):
+                if notifications.wait(_LISTEN_CHECK_SECONDS):
                     self._wake.set()
-        finally:
-            pooled.close()
 
 
 def _describe(exc: BaseException) -> str:

@@ -49,7 +49,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
-import sqlalchemy as sa
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -74,9 +73,7 @@ from freehours.settings import Settings
 from freehours.settlement import FaultPoint
 from freehours.sim.meters import SOLAR_SHARER_START, households
 from freehours.sim.replay import WorkerDied
-from freehours.store import meter, quotas
-from freehours.store.tables import idempotency_keys, jobs, ledger_entries
-from freehours.store.tables import quotas as quota_rows
+from freehours.store.errors import connection_lost
 
 #: Each region's built-in plan.
 REGION_PLANS = {
@@ -155,9 +152,7 @@ class DemoFaults:
             if self._strikes("database", quota.key, DATABASE_ERROR_RATE):
                 with self._lock:
                     self.database_errors.add(quota.key)
-                raise sa.exc.OperationalError(
-                    "COMMIT", None, Exception("injected: the connection was lost")
-                )
+                raise connection_lost("COMMIT", "injected: the connection was lost")
         elif point is FaultPoint.CACHE_WRITE and self._strikes(
             "cache", f"{quota.key}:{quota.revision}", CACHE_FAILURE_RATE
         ):
@@ -393,9 +388,9 @@ def _keys(runtime: Runtime) -> tuple[str, str]:
     """An admin key for the demo and an ingest key for the agent, as ``freehours keys create``
     makes them."""
     now = runtime.clock.now()
-    with runtime.store.write() as conn:
-        _, admin = create_key(conn, frozenset({KeyScope.ADMIN}), "demo", now)
-        _, agent = create_key(conn, frozenset({KeyScope.INGEST}), "demo agent", now)
+    with runtime.store.write() as unit:
+        _, admin = create_key(unit.keys, frozenset({KeyScope.ADMIN}), "demo", now)
+        _, agent = create_key(unit.keys, frozenset({KeyScope.INGEST}), "demo agent", now)
     return admin, agent
 
 
@@ -418,10 +413,8 @@ class _Sampler:
         self._started = time.monotonic()
 
     def sample(self) -> None:
-        with self._runtime.store.read() as conn:
-            reruns = conn.scalar(
-                sa.select(sa.func.coalesce(sa.func.sum(jobs.c.runs - 1), 0)).where(jobs.c.runs > 0)
-            )
+        with self._runtime.store.read() as unit:
+            reruns = unit.jobs.reruns()
         self._result.retry_samples.append(
             (time.monotonic() - self._started, self._gateway.repeats, int(reruns or 0))
         )
@@ -496,8 +489,8 @@ def _deliver(
 
     def poll() -> None:
         sample.sample()
-        with runtime.store.read() as conn:
-            stored = conn.scalar(sa.select(sa.func.count()).select_from(idempotency_keys))
+        with runtime.store.read() as unit:
+            stored = unit.idempotency.count()
         progress.update(
             stored or 0,
             f"{gateway.refused} refused while down, {gateway.repeats} re-sent",
@@ -570,22 +563,18 @@ def _settle(
             break
         time.sleep(POLL_SECONDS)
     offset = runtime.clock.now() - timedelta(seconds=time.monotonic() - pool_started)
-    with runtime.store.read() as conn:
-        rows = conn.execute(
-            sa.select(quota_rows.c.completed_at).where(
-                quota_rows.c.version == 1, quota_rows.c.status == QuotaStatus.COMPLETED.value
-            )
-        ).scalars()
-        result.settle_seconds = [(at - offset).total_seconds() for at in rows]
+    with runtime.store.read() as unit:
+        completed = unit.quotas.first_versions_completed_at()
+    result.settle_seconds = [(at - offset).total_seconds() for at in completed]
     return pool
 
 
 def _settled(runtime: Runtime, keys: list[tuple[str, date]]) -> dict[tuple[str, date], Quota]:
     """The customer-days whose newest version is terminal."""
     found = {}
-    with runtime.store.read() as conn:
+    with runtime.store.read() as unit:
         for nmi, day in keys:
-            quota = quotas.latest(conn, nmi, day)
+            quota = unit.quotas.latest(nmi, day)
             if quota is not None and quota.status.is_terminal:
                 found[nmi, day] = quota
     return found
@@ -604,9 +593,9 @@ def _revise(
 ) -> None:
     """The provider revises one settled day: a NEM12 file through the agent; version 2."""
     nmi, day = keys[random.Random(config.seed).randrange(len(keys))]
-    with runtime.store.read() as conn:
-        before = quotas.latest(conn, nmi, day)
-        stored = [d for d in meter.days_for(conn, nmi, [day]) if d.suffix == "E1"]
+    with runtime.store.read() as unit:
+        before = unit.quotas.latest(nmi, day)
+        stored = [d for d in unit.meter.days_for(nmi, [day]) if d.suffix == "E1"]
     if before is None or before.status is not QuotaStatus.COMPLETED or not stored:
         result.failures.append(f"{nmi}:{day}: not settled, so it cannot be revised")
         return
@@ -631,8 +620,8 @@ def _revise(
     deadline = time.monotonic() + SETTLE_DEADLINE
     while time.monotonic() < deadline:
         sample.sample()
-        with runtime.store.read() as conn:
-            after = quotas.latest(conn, nmi, day)
+        with runtime.store.read() as unit:
+            after = unit.quotas.latest(nmi, day)
         if after is not None and after.version > before.version and after.status.is_terminal:
             progress.update(1, f"version {after.version}: {after.status.value}")
             if before.free_kwh is not None and after.free_kwh is not None:
@@ -690,23 +679,20 @@ def _check(
 ) -> None:
     """The invariants; each one broken is a sentence in ``result.failures``."""
     settled = _settled(runtime, keys)
-    with runtime.store.read() as conn:
-        result.versions = conn.scalar(sa.select(sa.func.count()).select_from(quota_rows)) or 0
-        credits = conn.execute(
-            sa.select(ledger_entries.c.nmi, ledger_entries.c.day, ledger_entries.c.kwh)
-        ).all()
-        job_rows = conn.execute(sa.select(jobs.c.key, jobs.c.state, jobs.c.outcome, jobs.c.runs))
-        for job_key, state, outcome, runs in job_rows:
-            result.job_runs += runs
-            result.job_retries += max(0, runs - 1)
-            if state == JobState.DISCARDED.value:
-                result.discarded.append(f"job {job_key}: {outcome}")
-        result.failed_settlement_attempts = (
-            conn.scalar(sa.select(sa.func.sum(quota_rows.c.attempts))) or 0
-        )
+    with runtime.store.read() as unit:
+        result.versions = unit.quotas.count_versions()
+        credits = unit.quotas.every_credit()
+        every_job = unit.jobs.every()
+        result.failed_settlement_attempts = unit.quotas.sum_attempts()
+    for job in every_job:
+        result.job_runs += job.runs
+        result.job_retries += max(0, job.runs - 1)
+        if job.state is JobState.DISCARDED:
+            result.discarded.append(f"job {job.key}: {job.outcome}")
     booked: dict[tuple[str, date], Decimal] = {}
-    for nmi, day, kwh in credits:
-        booked[nmi, day] = booked.get((nmi, day), Decimal(0)) + kwh
+    for credit in credits:
+        key = (credit.nmi, credit.date)
+        booked[key] = booked.get(key, Decimal(0)) + credit.kwh
     for nmi, day in keys:
         quota = settled.get((nmi, day))
         where = f"{nmi}:{day.isoformat()}"

@@ -30,8 +30,6 @@ from datetime import date, datetime
 from functools import partial
 from pathlib import Path
 
-import sqlalchemy as sa
-
 from freehours.agent.batch import Batch
 from freehours.agent.breaker import Breaker, BreakerConfig
 from freehours.agent.http import IngestApi, Timeouts
@@ -48,7 +46,7 @@ from freehours.clock import Clock, ManualClock
 from freehours.domain.settlement import Quota, QuotaStatus, new_quota
 from freehours.domain.time import Region
 from freehours.errors import ConfigurationError
-from freehours.jobs import queue, rescuer
+from freehours.jobs import rescuer
 from freehours.jobs.job import Done, Job, JobState, Snooze, Task
 from freehours.jobs.rescuer import STUCK_AFTER
 from freehours.jobs.settle import settlement_tasks
@@ -70,9 +68,9 @@ from freehours.sim.clients import (
 from freehours.sim.figures import STUCK_SECONDS, RetryLog, RunFigures
 from freehours.sim.timeline import Timeline
 from freehours.sim.workload import PLAN_ID, FaultPlan, QuotaFault, Workload
-from freehours.store import catalog, quotas
-from freehours.store.database import Store
-from freehours.store.tables import customers, ledger_entries
+from freehours.store.database import Store, Unit
+from freehours.store.engine import shown_url
+from freehours.store.errors import connection_lost
 
 #: Rate limits count wall-clock seconds (the ``limits`` package), on which a replay's requests
 #: crowd together: set out of reach, so that the replay does not depend on the machine's speed.
@@ -104,9 +102,7 @@ class IncidentFaults:
                 raise WorkerDied(quota.key)
         elif point is FaultPoint.BEFORE_COMPLETE and fault is QuotaFault.DATABASE_ERROR:
             if first_holder:
-                raise sa.exc.OperationalError(
-                    "COMMIT", None, Exception("simulated: the connection was lost")
-                )
+                raise connection_lost("COMMIT", "simulated: the connection was lost")
         elif (
             point is FaultPoint.CACHE_WRITE
             and fault is QuotaFault.STALE_CACHE
@@ -158,8 +154,8 @@ class SettlementWorkers:
 
     def wake(self) -> None:
         """Run the worker when the next job falls due (jobs may have been enqueued)."""
-        with self._store.read() as conn:
-            due = queue.next_due(conn, self._tasks)
+        with self._store.read() as unit:
+            due = unit.jobs.next_due(self._tasks)
         if due is not None:
             self._plan_run(self._workload.seconds(due))
 
@@ -201,8 +197,8 @@ class SettlementWorkers:
         self._keeping = False
         rescuer.rescue(self._store, self._retry)
         self.wake()
-        with self._store.read() as conn:
-            held = queue.count_by_state(conn)[JobState.RUNNING]
+        with self._store.read() as unit:
+            held = unit.jobs.count_by_state()[JobState.RUNNING]
         if held:
             self._keep_soon()
 
@@ -353,9 +349,9 @@ def _breaker(clock: Clock, name: str, trips: Tally) -> Breaker:
 
 
 def _require_empty(store: Store, url: str) -> None:
-    with store.read() as conn:
-        if conn.scalar(sa.select(sa.func.count()).select_from(customers)):
-            shown = sa.make_url(url).render_as_string(hide_password=True)
+    with store.read() as unit:
+        if unit.catalog.count_customers():
+            shown = shown_url(url)
             raise ConfigurationError(
                 f"{shown}: the replay needs an empty database (this one has customers)"
             )
@@ -365,12 +361,12 @@ def _set_up(runtime: Runtime, workload: Workload, faults: FaultPlan) -> tuple[st
     """The plan, a customer per meter, the clients' keys, and the stale cache entries; the
     ingest key and the settle key."""
     now = runtime.clock.now()
-    with runtime.store.write() as conn:
-        catalog.put_plan(conn, PLAN_ID, builtin_document(PLAN_ID), updated_at=now)
+    with runtime.store.write() as unit:
+        unit.catalog.put_plan(PLAN_ID, builtin_document(PLAN_ID), updated_at=now)
         for nmi in workload.nmis:
-            catalog.put_customer(conn, nmi, plan_id=PLAN_ID, region=Region.NSW, updated_at=now)
-        _, ingest_key = create_key(conn, frozenset({Scope.INGEST}), "simulated agent", now)
-        _, settle_key = create_key(conn, frozenset({Scope.SETTLE}), "simulated meters", now)
+            unit.catalog.put_customer(nmi, plan_id=PLAN_ID, region=Region.NSW, updated_at=now)
+        _, ingest_key = create_key(unit.keys, frozenset({Scope.INGEST}), "simulated agent", now)
+        _, settle_key = create_key(unit.keys, frozenset({Scope.SETTLE}), "simulated meters", now)
     lasting = workload.seconds(workload.horizon)
     for nmi, fault in faults.quotas.items():
         if fault is QuotaFault.STALE_CACHE:
@@ -387,21 +383,15 @@ def _figures(
     breaker_trips: int,
 ) -> RunFigures:
     now = runtime.clock.now()
-    with runtime.store.read() as conn:
-        settled = [_settled_at(conn, nmi, workload.day) for nmi in workload.nmis]
-        credits = ledger_entries.c
-        repeated = conn.execute(
-            sa.select(sa.func.count())
-            .select_from(ledger_entries)
-            .group_by(credits.nmi, credits.day, credits.version)
-            .having(sa.func.count() > 1)
-        ).scalars()
-        waiting = queue.count_stuck(conn, now=now, waiting_over=STUCK_AFTER)
+    with runtime.store.read() as unit:
+        settled = [_settled_at(unit, nmi, workload.day) for nmi in workload.nmis]
+        duplicate_credits = unit.quotas.duplicate_credits()
+        waiting = unit.jobs.count_stuck(now=now, waiting_over=STUCK_AFTER)
     return RunFigures(
         requests=counts.requests,
         retries=counts.retries.count,
         job_runs=workers.runs,
-        duplicate_credits=sum(count - 1 for count in repeated),
+        duplicate_credits=duplicate_credits,
         jobs_stuck=len(workers.stuck) + waiting,
         quotas=workload.meters,
         settle_seconds=tuple(
@@ -412,8 +402,8 @@ def _figures(
     )
 
 
-def _settled_at(conn: sa.Connection, nmi: str, day: date) -> datetime | None:
-    quota = quotas.latest(conn, nmi, day)
+def _settled_at(unit: Unit, nmi: str, day: date) -> datetime | None:
+    quota = unit.quotas.latest(nmi, day)
     if quota is None or quota.status is not QuotaStatus.COMPLETED:
         return None
     return quota.completed_at

@@ -1,11 +1,25 @@
-"""The persistent store: SQLAlchemy Core tables, Alembic migrations, repositories.
+"""The persistent store: the only package that speaks SQL.
 
-    database.Store      one database, opened ready to use; ``read()`` and ``write()`` transactions
-    engine              the engine factory: SQLite (embedded default) or PostgreSQL via psycopg 3
+    database.Store      one database, opened ready to use; ``read()``, ``write()`` and
+                        ``autocommit()`` yield a ``Unit`` of work whose repositories share its
+                        connection
+    driver              what PostgreSQL and SQLite do differently, behind one interface:
+      postgresql        psycopg 3: timeouts, COPY, advisory locks, NOTIFY/LISTEN
+      sqlite            the embedded default: BEGIN IMMEDIATE, one writer at a time
+    engine              which driver a URL names, and how long to wait on the database
+    errors              the database's failures, for callers that import no SQLAlchemy
+    quotas              quota versions and the ledger (``unit.quotas``)
+    meter               meter data: NEM12 day rows in bulk, JSON reads merged (``unit.meter``)
+    catalog             plans and customers (``unit.catalog``)
+    jobs                the job table (``unit.jobs``)
+    keys                API keys, hashed (``unit.keys``)
+    idempotency         Idempotency-Keys and their saved answers (``unit.idempotency``)
+    locks               names of locks that order work sharing no row
+    prepared            hot-path statements compiled once per dialect
     schema              migrations: ``upgrade``, ``prepare``, ``require_current``
     tables              the one ``metadata`` every migration is checked against
-    meter               meter data: NEM12 day rows in bulk, JSON reads merged per interval
-    catalog             plans and customers
 
-Repositories are functions of a connection, so that one transaction can span several.
+A new table gets a repository here (a ``Repository`` subclass, and a ``Unit`` attribute); a
+statement that must differ between the databases gets a ``Driver`` method, written in both
+drivers, and a case in ``tests/store/test_conformance.py``.
 """

@@ -2,7 +2,7 @@
 
 A plan is stored as its document (the plan file's fields as JSON, decimals as strings), so that
 the store keeps exactly what was put and ``freehours.domain.plan`` stays the one place that
-reads plans. Functions take the caller's connection and run in the caller's transaction.
+reads plans. ``Catalog`` runs in its unit of work's transaction.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from decimal import Decimal
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from freehours.domain import reads
 from freehours.domain.time import Region
 from freehours.errors import InputError
 from freehours.store.prepared import Prepared
+from freehours.store.repository import Repository
 from freehours.store.tables import PLAN_ID_LENGTH, customers, plans
 
 
@@ -50,68 +50,6 @@ def _json_value(value: object) -> str:
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
-def _upsert(conn: sa.Connection, table: sa.Table, row: dict[str, Any]) -> None:
-    insert = (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
-    statement = insert.values(row)
-    key = [column.name for column in table.primary_key]
-    conn.execute(
-        statement.on_conflict_do_update(
-            index_elements=key,
-            set_={name: statement.excluded[name] for name in row if name not in key},
-        )
-    )
-
-
-def put_plan(
-    conn: sa.Connection, plan_id: str, document: Mapping[str, Any], *, updated_at: datetime
-) -> StoredPlan:
-    """Create or replace a plan."""
-    if not 0 < len(plan_id) <= PLAN_ID_LENGTH:
-        raise InputError(f"plan id {plan_id!r} is not 1 to {PLAN_ID_LENGTH} characters")
-    text = json.dumps(document, default=_json_value, sort_keys=True, separators=(",", ":"))
-    _upsert(conn, plans, {"plan_id": plan_id, "document": text, "updated_at": updated_at})
-    return StoredPlan(plan_id, json.loads(text), updated_at)
-
-
-def get_plan(conn: sa.Connection, plan_id: str) -> StoredPlan | None:
-    """The plan ``plan_id``, or None."""
-    row = conn.execute(sa.select(plans).where(plans.c.plan_id == plan_id)).one_or_none()
-    return (
-        None if row is None else StoredPlan(row.plan_id, json.loads(row.document), row.updated_at)
-    )
-
-
-def list_plans(conn: sa.Connection) -> list[StoredPlan]:
-    """Every plan, by id."""
-    rows = conn.execute(sa.select(plans).order_by(plans.c.plan_id))
-    return [StoredPlan(row.plan_id, json.loads(row.document), row.updated_at) for row in rows]
-
-
-def put_customer(
-    conn: sa.Connection, nmi: str, *, plan_id: str, region: Region, updated_at: datetime
-) -> Customer:
-    """Create or update the customer of ``nmi``; ``InputError`` when the plan is not stored."""
-    try:
-        reads.check_nmi(nmi)
-    except reads.RangeError as exc:
-        raise InputError(str(exc)) from None
-    # Checked first, not left to the foreign key: on PostgreSQL a violated constraint would
-    # abort the caller's whole transaction. Plans are never deleted, so the check holds.
-    if conn.scalar(sa.select(sa.exists().where(plans.c.plan_id == plan_id))) is not True:
-        raise InputError(f"customer {nmi}: plan {plan_id!r} is not known")
-    row = {"nmi": nmi, "plan_id": plan_id, "region": region.value, "updated_at": updated_at}
-    _upsert(conn, customers, row)
-    return Customer(nmi, plan_id, region, updated_at)
-
-
-def get_customer(conn: sa.Connection, nmi: str) -> Customer | None:
-    """The customer of ``nmi``, or None."""
-    row = conn.execute(sa.select(customers).where(customers.c.nmi == nmi)).one_or_none()
-    if row is None:
-        return None
-    return Customer(row.nmi, row.plan_id, Region(row.region), row.updated_at)
-
-
 _PLAN_OF = Prepared(
     sa.select(plans.c.plan_id, plans.c.updated_at)
     .select_from(customers.join(plans, customers.c.plan_id == plans.c.plan_id))
@@ -119,8 +57,69 @@ _PLAN_OF = Prepared(
 )
 
 
-def plan_version_of(conn: sa.Connection, nmi: str) -> tuple[str, datetime] | None:
-    """The id and last update of the plan of ``nmi``'s customer, or None without a customer:
-    one round trip, for callers that keep parsed plans by version."""
-    row = _PLAN_OF.first(conn, {"nmi": nmi})
-    return None if row is None else (row[0], row[1])
+class Catalog(Repository):
+    """Plans and customers, in the unit of work's transaction."""
+
+    __slots__ = ()
+
+    def put_plan(
+        self, plan_id: str, document: Mapping[str, Any], *, updated_at: datetime
+    ) -> StoredPlan:
+        """Create or replace a plan."""
+        if not 0 < len(plan_id) <= PLAN_ID_LENGTH:
+            raise InputError(f"plan id {plan_id!r} is not 1 to {PLAN_ID_LENGTH} characters")
+        text = json.dumps(document, default=_json_value, sort_keys=True, separators=(",", ":"))
+        self._upsert(plans, {"plan_id": plan_id, "document": text, "updated_at": updated_at})
+        return StoredPlan(plan_id, json.loads(text), updated_at)
+
+    def get_plan(self, plan_id: str) -> StoredPlan | None:
+        """The plan ``plan_id``, or None."""
+        row = self._conn.execute(sa.select(plans).where(plans.c.plan_id == plan_id)).one_or_none()
+        if row is None:
+            return None
+        return StoredPlan(row.plan_id, json.loads(row.document), row.updated_at)
+
+    def list_plans(self) -> list[StoredPlan]:
+        """Every plan, by id."""
+        rows = self._conn.execute(sa.select(plans).order_by(plans.c.plan_id))
+        return [StoredPlan(row.plan_id, json.loads(row.document), row.updated_at) for row in rows]
+
+    def put_customer(
+        self, nmi: str, *, plan_id: str, region: Region, updated_at: datetime
+    ) -> Customer:
+        """Create or update the customer of ``nmi``; ``InputError`` when the plan is not
+        stored."""
+        try:
+            reads.check_nmi(nmi)
+        except reads.RangeError as exc:
+            raise InputError(str(exc)) from None
+        # Checked first, not left to the foreign key: on PostgreSQL a violated constraint would
+        # abort the caller's whole transaction. Plans are never deleted, so the check holds.
+        known = self._conn.scalar(sa.select(sa.exists().where(plans.c.plan_id == plan_id)))
+        if known is not True:
+            raise InputError(f"customer {nmi}: plan {plan_id!r} is not known")
+        row = {"nmi": nmi, "plan_id": plan_id, "region": region.value, "updated_at": updated_at}
+        self._upsert(customers, row)
+        return Customer(nmi, plan_id, region, updated_at)
+
+    def get_customer(self, nmi: str) -> Customer | None:
+        """The customer of ``nmi``, or None."""
+        row = self._conn.execute(sa.select(customers).where(customers.c.nmi == nmi)).one_or_none()
+        if row is None:
+            return None
+        return Customer(row.nmi, row.plan_id, Region(row.region), row.updated_at)
+
+    def count_customers(self) -> int:
+        """How many customers there are."""
+        return int(self._conn.scalar(sa.select(sa.func.count()).select_from(customers)) or 0)
+
+    def plan_version_of(self, nmi: str) -> tuple[str, datetime] | None:
+        """The id and last update of the plan of ``nmi``'s customer, or None without a customer:
+        one round trip, for callers that keep parsed plans by version."""
+        row = _PLAN_OF.first(self._conn, {"nmi": nmi})
+        return None if row is None else (row[0], row[1])
+
+    def _upsert(self, table: sa.Table, row: dict[str, Any]) -> None:
+        key = [column.name for column in table.primary_key]
+        upsert = self._driver.upsert(table, key=key, update=[n for n in row if n not in key])
+        self._conn.execute(upsert.values(row))

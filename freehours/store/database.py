@@ -1,37 +1,109 @@
-"""``Store``: one database, opened ready to use, and the transactions the rest of freehours runs in.
+"""``Store``: one database, opened ready to use, and the units of work the rest of freehours runs.
 
     store = Store.open(settings.database_url)   # migrates a new database, checks an old one
-    with store.write() as conn:                  # BEGIN IMMEDIATE on SQLite
-        quota = conn.execute(select(...).with_for_update()).one()
-        ...
-    with store.read() as conn:
-        days = meter.days_for(conn, nmi, dates)
+    with store.write() as unit:                  # BEGIN IMMEDIATE on SQLite
+        quota = unit.quotas.latest(nmi, day, for_update=True)
+        unit.quotas.save_and_book(done, entry)
+    with store.read() as unit:
+        days = unit.meter.days_for(nmi, dates)
 
-The repositories (``meter``, ``catalog``) are functions of a connection, so that one transaction
-can span several of them: the settlement writes its state and its ledger in one.
+A ``Unit`` is one transaction (or one autocommit connection) and the repositories bound to it,
+so that the repositories a caller uses together write together: the settlement writes its state
+and its ledger in one transaction. Outside ``freehours.store`` nobody sees a connection or SQL;
+what the two databases do differently is their driver's (``freehours.store.driver``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
+from functools import cached_property
+from types import TracebackType
 
 import sqlalchemy as sa
 
-from freehours.store import schema
-from freehours.store.engine import (
-    Timeouts,
-    autocommit_connection,
-    create_engine,
-    read_transaction,
-    write_transaction,
-)
+from freehours.store import locks, schema
+from freehours.store.catalog import Catalog
+from freehours.store.driver import Driver, Notifications
+from freehours.store.engine import Timeouts, create_engine, driver_of
+from freehours.store.errors import DatabaseError
+from freehours.store.idempotency import Idempotency
+from freehours.store.jobs import Jobs
+from freehours.store.keys import Keys
+from freehours.store.meter import Meter
+from freehours.store.quotas import Quotas
+
+
+class Unit:
+    """One transaction's repositories; each made when first used, all on one connection."""
+
+    def __init__(self, connection: sa.Connection, driver: Driver) -> None:
+        #: For freehours.store and its tests only: everything else goes through a repository.
+        self.connection = connection
+        self._driver = driver
+
+    @cached_property
+    def quotas(self) -> Quotas:
+        return Quotas(self.connection, self._driver)
+
+    @cached_property
+    def meter(self) -> Meter:
+        return Meter(self.connection, self._driver)
+
+    @cached_property
+    def catalog(self) -> Catalog:
+        return Catalog(self.connection, self._driver)
+
+    @cached_property
+    def jobs(self) -> Jobs:
+        return Jobs(self.connection, self._driver)
+
+    @cached_property
+    def keys(self) -> Keys:
+        return Keys(self.connection, self._driver)
+
+    @cached_property
+    def idempotency(self) -> Idempotency:
+        return Idempotency(self.connection, self._driver)
+
+    def hold_shared(self, names: Iterable[str]) -> None:
+        """Hold the named locks (``freehours.store.locks``) shared until the transaction ends
+        (in key order, one statement); waits while a transaction holds one exclusively."""
+        self._driver.hold_shared(self.connection, sorted({locks.key(name) for name in names}))
+
+    def ping(self) -> None:
+        """One round trip to the database: raises when it cannot be reached."""
+        self.connection.exec_driver_sql("SELECT 1")
+
+
+class _Opening:
+    """The driver's transaction, entered as a ``Unit``: a class, not a generator, since every
+    settlement enters two."""
+
+    __slots__ = ("_connection", "_driver")
+
+    def __init__(self, connection: AbstractContextManager[sa.Connection], driver: Driver) -> None:
+        self._connection = connection
+        self._driver = driver
+
+    def __enter__(self) -> Unit:
+        return Unit(self._connection.__enter__(), self._driver)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        return self._connection.__exit__(kind, error, traceback)
 
 
 class Store:
-    """A database freehours can use: an engine whose schema is current."""
+    """A database freehours can use: an engine whose schema is current, and its driver."""
 
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
+        self.driver = driver_of(engine)
 
     @classmethod
     def open(cls, url: str, timeouts: Timeouts | None = None) -> Store:
@@ -51,25 +123,52 @@ class Store:
 
     @property
     def dialect(self) -> str:
-        """``"sqlite"`` or ``"postgresql"``."""
-        return self.engine.dialect.name
+        """``"sqlite"`` or ``"postgresql"``: for messages, labels and tuning, not for SQL."""
+        return self.driver.name
 
-    def write(self, lock: str | None = None) -> AbstractContextManager[sa.Connection]:
+    def write(self, lock: str | None = None) -> AbstractContextManager[Unit]:
         """A write transaction: ``BEGIN IMMEDIATE`` on SQLite, READ COMMITTED on PostgreSQL,
         holding the named ``lock`` (``freehours.store.locks``) exclusively from its start.
 
-        Committed when the block ends, rolled back when it raises.
+        Anything that reads in order to write belongs here: the settlement's claim (which also
+        selects ``FOR UPDATE``, a no-op on SQLite, where the whole database is locked already),
+        ingestion, migrations. Committed when the block ends, rolled back when it raises.
         """
-        return write_transaction(self.engine, lock)
+        return self._unit(self.driver.write(self.engine, lock))
 
-    def autocommit(self) -> AbstractContextManager[sa.Connection]:
+    def autocommit(self) -> AbstractContextManager[Unit]:
         """A connection whose statements each commit on their own: for a one-statement write
-        (and the reads before it) without a transaction's ``BEGIN`` and ``COMMIT``."""
-        return autocommit_connection(self.engine)
+        (and the reads before it) without a transaction's ``BEGIN`` and ``COMMIT``. Nothing is
+        rolled back on an exception, so two writes that must stand or fall together belong in
+        ``write``. On SQLite it holds this process's writer lock, as ``write`` does."""
+        return self._unit(self.driver.autocommit(self.engine))
 
-    def read(self) -> AbstractContextManager[sa.Connection]:
+    def read(self) -> AbstractContextManager[Unit]:
         """A transaction that only reads; on SQLite it never waits for a writer (WAL)."""
-        return read_transaction(self.engine)
+        return self._unit(self.driver.read(self.engine))
+
+    def listen(self, channel: str) -> AbstractContextManager[Notifications]:
+        """A connection of its own listening on ``channel`` (where ``listens``)."""
+        return self.driver.listen(self.engine, channel)
+
+    @property
+    def errors(self) -> tuple[type[Exception], ...]:
+        """What a failure of this database raises: SQLAlchemy's errors, and those of its driver
+        on a connection of its own (``listen``)."""
+        return (DatabaseError, *self.driver.errors)
+
+    @property
+    def parallel_writers(self) -> bool:
+        """Whether writers run side by side (PostgreSQL), or take turns (SQLite)."""
+        return self.driver.parallel_writers
+
+    @property
+    def listens(self) -> bool:
+        """Whether ``listen`` is there to wake workers (PostgreSQL), or they must poll."""
+        return self.driver.listens
+
+    def _unit(self, connection: AbstractContextManager[sa.Connection]) -> _Opening:
+        return _Opening(connection, self.driver)
 
     def close(self) -> None:
         """Close every pooled connection."""

@@ -9,6 +9,7 @@ before it completed, and be settled by nobody. So the settlement's completing tr
 its quota day's name exclusively, from its ``BEGIN``, and an ingest holds the names of the quota
 days it touches, shared, before it checks their quotas: one waits for the other's commit.
 
+Held with ``Store.write(lock=name)`` (exclusively, from the ``BEGIN``) and ``unit.hold_shared``.
 PostgreSQL: advisory transaction locks on a 64-bit hash of the name (a collision only makes two
 unrelated days wait for each other). SQLite needs none: every write transaction holds the
 database's one write lock.
@@ -17,33 +18,8 @@ database's one write lock.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
-
-import sqlalchemy as sa
-
-from freehours.store.prepared import Prepared
-
-_HOLD_SHARED = Prepared(
-    sa.text("SELECT pg_advisory_xact_lock_shared(k) FROM unnest(CAST(:keys AS bigint[])) AS k")
-)
 
 
 def key(name: str) -> int:
     """The advisory lock key of ``name``: a signed 64-bit hash."""
     return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), signed=True)
-
-
-def begin_exclusive(name: str) -> str:
-    """PostgreSQL: ``BEGIN`` and the exclusive lock of ``name`` in one round trip (a script
-    without parameters: the key is an integer computed here)."""
-    return f"BEGIN; SELECT pg_advisory_xact_lock({key(name)})"
-
-
-def hold_shared(conn: sa.Connection, names: Iterable[str]) -> None:
-    """Hold ``names`` shared until the transaction ends (in key order, one statement); waits
-    while a transaction holds one of them exclusively. A no-op on SQLite."""
-    if conn.dialect.name != "postgresql":
-        return
-    keys = sorted({key(name) for name in names})
-    if keys:
-        _HOLD_SHARED.rows(conn, {"keys": keys})

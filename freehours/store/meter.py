@@ -1,7 +1,7 @@
 """Meter data in the database: NEM12 day rows in bulk, JSON reads merged interval by interval.
 
-Every function takes the caller's connection and writes within the caller's transaction, so a
-file or a request is stored all or nothing. Writers belong in ``Store.write()``.
+``Meter`` writes within its unit of work's transaction, so a file or a request is stored all or
+nothing. Writers belong in ``Store.write()``.
 
 The revision rule (DESIGN.md section 1) is applied by the database, in the upsert's own
 ``ON CONFLICT (nmi, suffix, day) DO UPDATE ... WHERE``, so concurrent ingests cannot undo each
@@ -26,16 +26,13 @@ that race merges into the winner's row instead.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-import psycopg
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from freehours.domain.reads import (
     LATEST_DATE,
@@ -52,12 +49,10 @@ from freehours.domain.reads import (
     reads_by_day,
 )
 from freehours.errors import InputError
-from freehours.store.engine import without_statement_timeout
+from freehours.store.driver import Driver
 from freehours.store.prepared import Prepared
+from freehours.store.repository import Repository
 from freehours.store.tables import UOM_LENGTH, UtcDateTime, meter_days
-
-#: Rows sent to a SQLite staging table per executemany: bounds memory, not the transaction.
-_SQLITE_STAGING_BATCH = 5_000
 
 _KEY = ("nmi", "suffix", "day")
 _CONTENT = ("interval_minutes", "uom", "interval_values", "qualities")
@@ -124,27 +119,17 @@ _staging = sa.Table(
 )
 
 
-def ingest_days(
-    conn: sa.Connection, days: Iterable[IntervalDay], *, received_at: datetime
+def _ingest_days(
+    conn: sa.Connection, driver: Driver, days: Iterable[IntervalDay], received_at: datetime
 ) -> IngestCounts:
-    """Store NEM12 day rows under the revision rule; all or nothing with the caller's transaction.
-
-    ``days`` is consumed once, streaming (a ``read_days`` iterator: a ``NEM12Error`` it raises
-    propagates, and the caller's rollback discards everything). On PostgreSQL the rows are
-    ``COPY``-ed into a temporary table and upserted in one statement; on SQLite the temporary table
-    is filled by executemany.
-    """
     if received_at.utcoffset() is None:
         raise ValueError("received_at must be an aware datetime")
     # Created and dropped in the caller's transaction: if anything here raises, the caller's
     # rollback takes the staging table away with the rest.
-    with without_statement_timeout(conn):
+    with driver.without_statement_timeout(conn):
         _staging.create(conn)
-        if conn.dialect.name == "postgresql":
-            staged = _copy_to_staging(conn, days, received_at)
-        else:
-            staged = _insert_into_staging(conn, days, received_at)
-        counts = _upsert_from_staging(conn, staged) if staged else IngestCounts()
+        staged = driver.stage(conn, _staging, _staging_rows(days, received_at))
+        counts = _upsert_from_staging(conn, driver, staged) if staged else IngestCounts()
         _staging.drop(conn)
     return counts
 
@@ -191,60 +176,6 @@ def _check_day(day: IntervalDay) -> None:
     check_channel(day.nmi, day.suffix, what)
 
 
-def _copy_to_staging(
-    conn: sa.Connection, days: Iterable[IntervalDay], received_at: datetime
-) -> int:
-    driver = conn.connection.driver_connection
-    if not isinstance(driver, psycopg.Connection):
-        raise TypeError(f"PostgreSQL through psycopg 3 expected, not {type(driver).__name__}")
-    columns = ", ".join(column.name for column in _staging.columns)
-    staged = 0
-    with (
-        driver.cursor() as cursor,
-        cursor.copy(f"COPY {_staging.name} ({columns}) FROM STDIN") as copy,
-    ):
-        for row in _staging_rows(days, received_at):
-            copy.write_row(row)
-            staged += 1
-    return staged
-
-
-def _insert_into_staging(
-    conn: sa.Connection, days: Iterable[IntervalDay], received_at: datetime
-) -> int:
-    # SQLAlchemy's parameter handling per row cost more than SQLite's inserts (2 s of 8 for the
-    # reference file): the statement is compiled once and each value converted by its column's
-    # own bind processor, remembered per value, since a file's dates and stamps repeat.
-    insert = str(_staging.insert().compile(dialect=conn.dialect))
-    converters = [
-        _remembered(column.type.bind_processor(conn.dialect)) for column in _staging.columns
-    ]
-    staged = 0
-    batch: list[tuple[Any, ...]] = []
-    for row in _staging_rows(days, received_at):
-        batch.append(
-            tuple([convert(value) for convert, value in zip(converters, row, strict=True)])
-        )
-        if len(batch) == _SQLITE_STAGING_BATCH:
-            conn.exec_driver_sql(insert, batch)
-            staged += len(batch)
-            batch = []
-    if batch:
-        conn.exec_driver_sql(insert, batch)
-        staged += len(batch)
-    return staged
-
-
-def _remembered(processor: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
-    if processor is None:
-        return _same
-    return functools.lru_cache(maxsize=4096)(processor)
-
-
-def _same(value: Any) -> Any:
-    return value
-
-
 def _keys_equal(
     a: sa.ColumnCollection[str, Any], b: sa.ColumnCollection[str, Any]
 ) -> sa.ColumnElement[bool]:
@@ -271,7 +202,7 @@ def _replaces(
     )
 
 
-def _upsert_from_staging(conn: sa.Connection, staged: int) -> IngestCounts:
+def _upsert_from_staging(conn: sa.Connection, driver: Driver, staged: int) -> IngestCounts:
     staging = _staging.c
     losers = 0
     duplicated = (
@@ -295,10 +226,17 @@ def _upsert_from_staging(conn: sa.Connection, staged: int) -> IngestCounts:
         beaten = sa.select(ranked.c.seq).where(ranked.c.rank > 1)
         losers = conn.execute(sa.delete(_staging).where(staging.seq.in_(beaten))).rowcount
     rows = staged - losers
-    if conn.dialect.name == "postgresql":
-        accepted, superseded, changed = _upsert_postgresql(conn)
-    else:
-        accepted, superseded, changed = _upsert_sqlite(conn, rows)
+    accepted, written = driver.upsert_counting(
+        conn,
+        _upsert_statement(driver),
+        _WRITTEN_KEY,
+        incoming=rows,
+        existing=sa.select(sa.func.count()).select_from(
+            _staging.join(meter_days, _keys_equal(meter_days.c, staging))
+        ),
+    )
+    superseded = len(written) - accepted
+    changed = frozenset((row.nmi, row.suffix, row.day) for row in written)
     stale = conn.scalar(
         sa.select(sa.func.count())
         .select_from(_staging.join(meter_days, _keys_equal(meter_days.c, staging)))
@@ -314,51 +252,25 @@ def _upsert_from_staging(conn: sa.Connection, staged: int) -> IngestCounts:
     )
 
 
-def _upsert_statement(insert: Any) -> Any:
+def _upsert_statement(driver: Driver) -> sa.Insert:
     columns = [_staging.c[name] for name in _COLUMNS]
     # SQLite needs a WHERE in INSERT ... SELECT ... ON CONFLICT, or it reads ON as a join's.
-    statement = insert(meter_days).from_select(_COLUMNS, sa.select(*columns).where(sa.true()))
-    excluded = statement.excluded
-    return statement.on_conflict_do_update(
-        index_elements=list(_KEY),
-        set_={name: excluded[name] for name in _COLUMNS if name not in _KEY},
-        where=_replaces(meter_days.c, excluded),
-    )
+    return driver.upsert(
+        meter_days,
+        key=_KEY,
+        update=[name for name in _COLUMNS if name not in _KEY],
+        where=lambda excluded: _replaces(meter_days.c, excluded),
+    ).from_select(_COLUMNS, sa.select(*columns).where(sa.true()))
 
 
 _WRITTEN_KEY = [meter_days.c[name] for name in _KEY]
 
 
-def _upsert_postgresql(conn: sa.Connection) -> tuple[int, int, frozenset[DayKey]]:
-    # xmax is 0 on a row version this statement inserted, the locker's id on one it updated.
-    written = conn.execute(
-        _upsert_statement(postgresql.insert).returning(
-            sa.literal_column("xmax = 0", sa.Boolean).label("inserted"), *_WRITTEN_KEY
-        )
-    ).all()
-    accepted = sum(1 for row in written if row.inserted)
-    changed = frozenset((row.nmi, row.suffix, row.day) for row in written)
-    return accepted, len(written) - accepted, changed
-
-
-def _upsert_sqlite(conn: sa.Connection, rows: int) -> tuple[int, int, frozenset[DayKey]]:
-    # The write transaction holds the database, so what is stored now is what the upsert meets.
-    existing = conn.scalar(
-        sa.select(sa.func.count()).select_from(
-            _staging.join(meter_days, _keys_equal(meter_days.c, _staging.c))
-        )
-    )
-    written = conn.execute(_upsert_statement(sqlite.insert).returning(*_WRITTEN_KEY)).all()
-    accepted = rows - int(existing or 0)
-    changed = frozenset((row.nmi, row.suffix, row.day) for row in written)
-    return accepted, len(written) - accepted, changed
-
-
 # --- JSON reads, merged interval by interval ---------------------------------------------------
 
 
-def ingest_reads(
-    conn: sa.Connection, reads: Iterable[IntervalRead], *, received_at: datetime
+def _ingest_reads(
+    conn: sa.Connection, driver: Driver, reads: Iterable[IntervalRead], received_at: datetime
 ) -> IngestCounts:
     """Merge interval reads into their day rows; counts are in intervals.
 
@@ -379,7 +291,7 @@ def ingest_reads(
         merged = day_reads.merge(values, qualities)
         if merged.changes:
             fresh[key] = (values, qualities, _counted(merged))
-    created = _create_days(conn, by_day, fresh, received_at)
+    created = _create_days(conn, driver, by_day, fresh, received_at)
     for key in created:
         counts += fresh[key][2]
     counts += IngestCounts(changed=frozenset(created))
@@ -395,6 +307,7 @@ def _counted(merged: MergeCounts) -> IngestCounts:
 
 def _create_days(
     conn: sa.Connection,
+    driver: Driver,
     by_day: dict[DayKey, DayReads],
     fresh: dict[DayKey, tuple[list[str], list[str], IngestCounts]],
     received_at: datetime,
@@ -402,7 +315,6 @@ def _create_days(
     """Insert the day rows not stored yet; return the keys inserted (not those found stored)."""
     if not fresh:
         return set()
-    insert = (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(meter_days)
     rows = [
         {
             "nmi": key[0],
@@ -418,8 +330,8 @@ def _create_days(
         for key, (values, qualities, _) in fresh.items()
     ]
     statement = (
-        insert.values(rows)
-        .on_conflict_do_nothing(index_elements=list(_KEY))
+        driver.insert_or_ignore(meter_days, index_elements=_KEY)
+        .values(rows)
         .returning(*(meter_days.c[name] for name in _KEY))
     )
     return {(row.nmi, row.suffix, row.day) for row in conn.execute(statement)}
@@ -512,47 +424,73 @@ _DAYS_FOR = Prepared(
 )
 
 
-def days_for(conn: sa.Connection, nmi: str, nem_dates: Iterable[date]) -> list[IntervalDay]:
-    """The stored day rows of ``nmi`` (every suffix) on ``nem_dates``, by date, then suffix."""
-    wanted = set(nem_dates)
-    if not wanted:
-        return []
-    rows = _DAYS_FOR.rows(conn, {"nmi": nmi, "first": min(wanted), "last": max(wanted)})
-    return [
-        IntervalDay(
-            nmi=nmi,
-            suffix=suffix,
-            day=day,
-            interval_minutes=interval_minutes,
-            values=decode_values(interval_values),
-            qualities=qualities,
-            update_datetime=update_datetime,
-            uom=uom,
+class Meter(Repository):
+    """Meter data, in the unit of work's transaction."""
+
+    __slots__ = ()
+
+    def ingest_days(self, days: Iterable[IntervalDay], *, received_at: datetime) -> IngestCounts:
+        """Store NEM12 day rows under the revision rule; all or nothing with the unit's
+        transaction.
+
+        ``days`` is consumed once, streaming (a ``read_days`` iterator: a ``NEM12Error`` it
+        raises propagates, and the caller's rollback discards everything). The rows are loaded
+        into a temporary table as fast as the database takes them (``COPY`` on PostgreSQL) and
+        upserted in one statement.
+        """
+        return _ingest_days(self._conn, self._driver, days, received_at)
+
+    def ingest_reads(self, reads: Iterable[IntervalRead], *, received_at: datetime) -> IngestCounts:
+        """Merge interval reads into their day rows; counts are in intervals.
+
+        A read names its interval by ``start`` and ``end`` (any UTC offset; the interval must
+        lie on the NEM day's grid of 5, 15 or 30 minutes). Quality N makes the interval missing
+        whatever ``kwh`` says. Reads for one interval in one call: the last one counts. Raises
+        ``InputError`` naming the read (0-based) that cannot be stored, and for a day row stored
+        at another interval length.
+        """
+        return _ingest_reads(self._conn, self._driver, reads, received_at)
+
+    def days_for(self, nmi: str, nem_dates: Iterable[date]) -> list[IntervalDay]:
+        """The stored day rows of ``nmi`` (every suffix) on ``nem_dates``, by date, then
+        suffix."""
+        wanted = set(nem_dates)
+        if not wanted:
+            return []
+        rows = _DAYS_FOR.rows(self._conn, {"nmi": nmi, "first": min(wanted), "last": max(wanted)})
+        return [
+            IntervalDay(
+                nmi=nmi,
+                suffix=suffix,
+                day=day,
+                interval_minutes=interval_minutes,
+                values=decode_values(interval_values),
+                qualities=qualities,
+                update_datetime=update_datetime,
+                uom=uom,
+            )
+            for suffix, day, interval_minutes, interval_values, qualities, update_datetime, uom in (
+                rows
+            )
+            if day in wanted
+        ]
+
+    def day_keys_since(self, nmi: str, first: date, last: date = LATEST_DATE) -> list[DayKey]:
+        """The (NMI, suffix, NEM date) of every day row of ``nmi`` from ``first`` to ``last``."""
+        rows = self._conn.execute(
+            sa.select(meter_days.c.nmi, meter_days.c.suffix, meter_days.c.day).where(
+                meter_days.c.nmi == nmi, meter_days.c.day >= first, meter_days.c.day <= last
+            )
         )
-        for suffix, day, interval_minutes, interval_values, qualities, update_datetime, uom in rows
-        if day in wanted
-    ]
+        return [(row.nmi, row.suffix, row.day) for row in rows]
 
-
-def day_keys_since(
-    conn: sa.Connection, nmi: str, first: date, last: date = LATEST_DATE
-) -> list[DayKey]:
-    """The (NMI, suffix, NEM date) of every day row of ``nmi`` from ``first`` to ``last``."""
-    rows = conn.execute(
-        sa.select(meter_days.c.nmi, meter_days.c.suffix, meter_days.c.day).where(
-            meter_days.c.nmi == nmi, meter_days.c.day >= first, meter_days.c.day <= last
+    def nmis_with_data_on(self, nem_date: date) -> list[str]:
+        """The NMIs with at least one day row (any suffix) on ``nem_date``, sorted."""
+        return list(
+            self._conn.scalars(
+                sa.select(meter_days.c.nmi)
+                .where(meter_days.c.day == nem_date)
+                .distinct()
+                .order_by(meter_days.c.nmi)
+            )
         )
-    )
-    return [(row.nmi, row.suffix, row.day) for row in rows]
-
-
-def nmis_with_data_on(conn: sa.Connection, nem_date: date) -> list[str]:
-    """The NMIs with at least one day row (any suffix) on ``nem_date``, sorted."""
-    return list(
-        conn.scalars(
-            sa.select(meter_days.c.nmi)
-            .where(meter_days.c.day == nem_date)
-            .distinct()
-            .order_by(meter_days.c.nmi)
-        )
-    )

@@ -24,7 +24,7 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 
 from freehours.errors import ConfigurationError
-from freehours.store.engine import read_transaction, write_transaction
+from freehours.store.engine import driver_of
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
@@ -70,9 +70,9 @@ def _reaching(engine: sa.Engine) -> Iterator[None]:
 
 def upgrade(engine: sa.Engine) -> str:
     """Apply every pending migration in one transaction; return the revision reached."""
-    with _reaching(engine), write_transaction(engine) as connection:
-        if connection.dialect.name == "postgresql":
-            connection.execute(sa.select(sa.func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
+    driver = driver_of(engine)
+    with _reaching(engine), driver.write(engine) as connection:
+        driver.hold_exclusive(connection, _MIGRATION_LOCK)
         _refuse_unknown(engine, current_revision(connection))
         try:
             command.upgrade(_config(connection), "head")
@@ -83,7 +83,7 @@ def upgrade(engine: sa.Engine) -> str:
 
 def require_current(engine: sa.Engine) -> None:
     """Raise ``ConfigurationError`` unless the database is at this freehours' revision."""
-    with _reaching(engine), read_transaction(engine) as connection:
+    with _reaching(engine), driver_of(engine).read(engine) as connection:
         current = current_revision(connection)
     head = head_revision()
     if current == head:
@@ -102,7 +102,7 @@ def require_current(engine: sa.Engine) -> None:
 
 def prepare(engine: sa.Engine) -> None:
     """Make ``engine``'s database usable: migrate it if it is new, else require it current."""
-    with _reaching(engine), read_transaction(engine) as connection:
+    with _reaching(engine), driver_of(engine).read(engine) as connection:
         current = current_revision(connection)
     if current is None:
         upgrade(engine)

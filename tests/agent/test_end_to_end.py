@@ -21,7 +21,6 @@ from freehours.meterdata.nem12 import read_days
 from freehours.meterdata.writer import write_nem12
 from freehours.sim.agent_meters import SimulatedMeters
 from freehours.sim.meters import households, meter_days
-from freehours.store import meter
 from freehours.store.tables import idempotency_keys
 from tests.agent.conftest import AgentProcess, ApiSite
 from tests.metrics import Samples
@@ -50,8 +49,8 @@ def poll(condition: Callable[[], bool], deadline_s: float, what: str) -> None:
 
 def saved_answers(site: ApiSite) -> list[tuple[int, dict[str, Any]]]:
     """Every Idempotency-Key the API answered, with its saved answer: one per request it ran."""
-    with site.store() as store, store.read() as conn:
-        rows = conn.execute(
+    with site.store() as store, store.read() as unit:
+        rows = unit.connection.execute(
             sa.select(idempotency_keys.c.status_code, idempotency_keys.c.response_body)
         ).all()
     return [(row.status_code, json.loads(row.response_body)) for row in rows]
@@ -60,9 +59,9 @@ def saved_answers(site: ApiSite) -> list[tuple[int, dict[str, Any]]]:
 def stored_reads(site: ApiSite, nmis: list[str], days: list[date]) -> dict[Any, Decimal]:
     """(nmi, suffix, interval start ISO) -> kWh for every stored interval that has a value."""
     found: dict[Any, Decimal] = {}
-    with site.store() as store, store.read() as conn:
+    with site.store() as store, store.read() as unit:
         for nmi in nmis:
-            for day in meter.days_for(conn, nmi, days):
+            for day in unit.meter.days_for(nmi, days):
                 for index, value in enumerate(day.values):
                     if value is not None:
                         found[nmi, day.suffix, day.interval_start(index).isoformat()] = value
@@ -191,11 +190,11 @@ def test_an_agent_killed_mid_send_and_restarted_stores_every_file_exactly_once(
     # Every day of every file is stored with exactly the file's values...
     nmis = sorted({nmi for nmi, _, _ in expected})
     days = sorted({day for _, _, day in expected})
-    with api.store() as store, store.read() as conn:
+    with api.store() as store, store.read() as unit:
         stored = {
             (day.nmi, day.suffix, day.day): day.values
             for nmi in nmis
-            for day in meter.days_for(conn, nmi, days)
+            for day in unit.meter.days_for(nmi, days)
         }
     assert stored == expected
     assert sum(sum(filter(None, v), Decimal(0)) for v in stored.values()) == sum(

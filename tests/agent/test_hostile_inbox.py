@@ -24,7 +24,6 @@ from freehours.domain.time import NEM_TIME
 from freehours.meterdata.nem12 import read_days
 from freehours.meterdata.writer import write_nem12
 from freehours.sim.meters import households, meter_days
-from freehours.store import meter
 from tests.agent.conftest import AgentProcess, ApiSite
 from tests.agent.test_end_to_end import poll, saved_answers
 
@@ -147,11 +146,11 @@ def test_every_bad_file_goes_to_rejected_and_every_good_one_arrives(
         for name in [*good, growing_name]
         for day in read_days(done / name)
     }
-    with api_site.store() as store, store.read() as conn:
+    with api_site.store() as store, store.read() as unit:
         stored = {
             (day.nmi, day.suffix, day.day): day.values
             for nmi in sorted({nmi for nmi, _, _ in expected})
-            for day in meter.days_for(conn, nmi, sorted({day for _, _, day in expected}))
+            for day in unit.meter.days_for(nmi, sorted({day for _, _, day in expected}))
         }
     assert stored == expected
 

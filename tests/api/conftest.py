@@ -63,11 +63,11 @@ def serving(store: Store, settings: Settings) -> Iterator[Api]:
     limits = RateLimits.open(None, "1000/minute", "20/minute")
     services = Services(Runtime.on(store, settings, clock), limits)
     keys = {}
-    with store.write() as conn:
+    with store.write() as unit:
         for scope in Scope:
-            _, keys[scope.value] = create_key(conn, frozenset({scope}), scope.value, START)
+            _, keys[scope.value] = create_key(unit.keys, frozenset({scope}), scope.value, START)
         _, keys["ingest+read"] = create_key(
-            conn, frozenset({Scope.INGEST, Scope.READ}), "both", START
+            unit.keys, frozenset({Scope.INGEST, Scope.READ}), "both", START
         )
     with TestClient(create_app(services), client=LOOPBACK) as client:
         yield Api(client, services, clock, keys)

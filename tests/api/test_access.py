@@ -57,9 +57,9 @@ def test_admin_key_may_use_every_scope(api: Api) -> None:
 def test_a_revoked_key_is_refused_once_the_key_cache_forgets_it(api: Api) -> None:
     path = "/v1/free-energy/settlements/4102000001/2026-07-01"
     assert api.client.get(path, headers=api.auth("read")).status_code == 404
-    with api.services.store.write() as conn:
-        key_id = next(k.id for k in list_keys(conn) if k.name == "read")
-        assert revoke_key(conn, key_id, api.clock.now())
+    with api.services.store.write() as unit:
+        key_id = next(k.id for k in list_keys(unit.keys) if k.name == "read")
+        assert revoke_key(unit.keys, key_id, api.clock.now())
     api.clock.advance(api.services.settings.api_key_cache_seconds)
     assert api.client.get(path, headers=api.auth("read")).status_code == 401
 
@@ -95,9 +95,9 @@ def test_a_client_sending_unknown_keys_is_refused_before_each_costs_a_lookup(
     lookups: list[str] = []
     real_find_key = keycache.find_key
 
-    def counting_find_key(conn, secret):  # type: ignore[no-untyped-def]
+    def counting_find_key(keys, secret):  # type: ignore[no-untyped-def]
         lookups.append(secret)
-        return real_find_key(conn, secret)
+        return real_find_key(keys, secret)
 
     monkeypatch.setattr(keycache, "find_key", counting_find_key)
     path = "/v1/free-energy/settlements/4102000001/2026-07-01"

@@ -15,7 +15,6 @@ import pytest
 
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME, Region
-from freehours.store import catalog, meter, quotas
 from freehours.store.database import Store
 from tests.api.conftest import PLAN
 from tests.servers import api_server, freehours
@@ -41,9 +40,9 @@ def deployment(postgres_url: str, redis_url: str) -> Iterator[dict[str, str]]:
 
 def prepare(env: dict[str, str], nmi: str) -> str:
     now = datetime.now(UTC)
-    with Store.open(env["FREEHOURS_DATABASE_URL"]) as store, store.write() as conn:
-        catalog.put_plan(conn, "test-nsw", PLAN, updated_at=now)
-        catalog.put_customer(conn, nmi, plan_id="test-nsw", region=Region.NSW, updated_at=now)
+    with Store.open(env["FREEHOURS_DATABASE_URL"]) as store, store.write() as unit:
+        unit.catalog.put_plan("test-nsw", PLAN, updated_at=now)
+        unit.catalog.put_customer(nmi, plan_id="test-nsw", region=Region.NSW, updated_at=now)
         day = IntervalDay(
             nmi,
             "E1",
@@ -53,7 +52,7 @@ def prepare(env: dict[str, str], nmi: str) -> str:
             "A" * 48,
             datetime(2026, 7, 2, tzinfo=NEM_TIME),
         )
-        meter.ingest_days(conn, [day], received_at=now)
+        unit.meter.ingest_days([day], received_at=now)
     return freehours("keys", "create", "--scope", "settle", env=env)
 
 
@@ -81,8 +80,8 @@ def check(env: dict[str, str], nmi: str, answers: list[httpx.Response]) -> None:
     for answer in locked:
         assert answer.json()["status"] == "LOCKED"
         assert int(answer.headers["Retry-After"]) >= 1
-    with Store.open(env["FREEHOURS_DATABASE_URL"]) as store, store.read() as conn:
-        entries = quotas.ledger(conn, nmi)
+    with Store.open(env["FREEHOURS_DATABASE_URL"]) as store, store.read() as unit:
+        entries = unit.quotas.ledger(nmi)
     assert [(e.version, e.kwh) for e in entries] == [(1, Decimal("2.400"))]
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from freehours.api import idempotency
 from freehours.api.keys import find_key
 from freehours.api.once import purge_keys
 from freehours.maintenance import Retention
@@ -18,8 +17,8 @@ def test_a_key_is_replayed_within_the_retention_and_forgotten_after_the_purge(ap
     assert post(api, batch("0.412"), key="kept").headers["Idempotent-Replayed"] == "true"
     api.clock.advance(2 * 3600)
     retention = timedelta(hours=api.services.settings.idempotency_retention_hours)
-    with api.services.store.write() as conn:
-        purged = idempotency.purge(conn, older_than=api.clock.now() - retention)
+    with api.services.store.write() as unit:
+        purged = unit.idempotency.purge(older_than=api.clock.now() - retention)
     assert purged == 1
     again = post(api, batch("0.412"), key="kept")
     assert "Idempotent-Replayed" not in again.headers
@@ -29,10 +28,10 @@ def test_a_key_is_replayed_within_the_retention_and_forgotten_after_the_purge(ap
 
 def test_the_purge_keeps_keys_younger_than_the_retention(api: Api) -> None:
     post(api, batch("0.412"), key="young")
-    with api.services.store.write() as conn:
-        key = find_key(conn, api.keys["ingest"])
+    with api.services.store.write() as unit:
+        key = find_key(unit.keys, api.keys["ingest"])
         assert key is not None
-        purged = idempotency.purge(conn, older_than=api.clock.now() - timedelta(hours=24))
+        purged = unit.idempotency.purge(older_than=api.clock.now() - timedelta(hours=24))
     assert purged == 0
 
 

@@ -17,7 +17,6 @@ from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.writer import write_nem12
 from freehours.settings import Settings
-from freehours.store import meter
 from freehours.store.database import Store
 from freehours.store.tables import idempotency_keys
 from tests.api.conftest import Api, serving
@@ -48,8 +47,8 @@ def post(api: Api, body: object, key: str | None = "k1", scope: str = "ingest"):
 
 
 def stored(api: Api) -> list[IntervalDay]:
-    with api.services.store.read() as conn:
-        return meter.days_for(conn, NMI, [date(2026, 7, 1)])
+    with api.services.store.read() as unit:
+        return unit.meter.days_for(NMI, [date(2026, 7, 1)])
 
 
 def test_reads_are_stored_and_counted(api: Api) -> None:
@@ -104,13 +103,13 @@ def test_same_key_different_payload_is_422(api: Api) -> None:
 
 def test_same_key_while_the_first_is_in_flight_is_409(api: Api) -> None:
     body = batch("0.412")
-    with api.services.store.write() as conn:
-        key = find_key(conn, api.keys["ingest"])
+    with api.services.store.write() as unit:
+        key = find_key(unit.keys, api.keys["ingest"])
         assert key is not None
         # The first request has begun and not finished: its key is recorded as in flight.
         payload = MeterReadingsIn.model_validate(body).model_dump_json().encode()
         idempotency.begin(
-            conn,
+            unit.idempotency,
             principal=key.id,
             key="k1",
             request_hash=idempotency.fingerprint("POST", "/v1/meter-readings", payload),
@@ -247,11 +246,11 @@ def test_a_key_stays_held_while_its_request_runs_however_long(
         real_reads = ingestion.reads
         runs: list[int] = []
 
-        def slow_reads(conn, reads):  # type: ignore[no-untyped-def]
+        def slow_reads(unit, reads):  # type: ignore[no-untyped-def]
             runs.append(len(reads))
             entered.set()
             assert release.wait(30)
-            return real_reads(conn, reads)
+            return real_reads(unit, reads)
 
         monkeypatch.setattr(ingestion, "reads", slow_reads)
         body = batch("0.412")
@@ -264,8 +263,8 @@ def test_a_key_stays_held_while_its_request_runs_however_long(
             api.clock.advance(10 * lease)  # ten leases later by the clock: only renewal holds it
 
             def renewed() -> bool:
-                with api.services.store.read() as conn:
-                    (locked_at,) = conn.execute(
+                with api.services.store.read() as unit:
+                    (locked_at,) = unit.connection.execute(
                         sa.select(idempotency_keys.c.locked_at).where(
                             idempotency_keys.c.key == "k1"
                         )

@@ -11,7 +11,6 @@ import pytest
 import sqlalchemy as sa
 
 from freehours.settlement import PLAN_NOT_VALID
-from freehours.store import catalog
 from freehours.store.tables import meter_days, plans, quotas
 from tests.api.conftest import PLAN, START, Api
 from tests.meterdata.nem12_text import channel, day, nem12
@@ -22,8 +21,8 @@ FAR = (START + timedelta(days=30)).date()
 
 
 def rows(api: Api, table: sa.Table) -> int:
-    with api.services.store.read() as conn:
-        return conn.scalar(sa.select(sa.func.count()).select_from(table)) or 0
+    with api.services.store.read() as unit:
+        return unit.connection.scalar(sa.select(sa.func.count()).select_from(table)) or 0
 
 
 def put_customer(api: Api, nmi: str = NMI):
@@ -253,8 +252,8 @@ def test_a_stored_plan_that_no_longer_parses_aborts_with_a_fixed_reason(api: Api
     """A plan stored before its price was refused (put straight into the store here): the
     settlement is a 422 ABORTED saying so, without the parser's text, and stores no quota."""
     bad = {**PLAN, "daily_supply_charge": "1e999999"}
-    with api.services.store.write() as conn:
-        catalog.put_plan(conn, "test-nsw", bad, updated_at=api.clock.now())
+    with api.services.store.write() as unit:
+        unit.catalog.put_plan("test-nsw", bad, updated_at=api.clock.now())
     assert put_customer(api).status_code == 200
     response = api.client.post(
         "/v1/free-energy/settlements",
@@ -270,8 +269,8 @@ def test_a_stored_plan_that_no_longer_parses_aborts_with_a_fixed_reason(api: Api
 def test_a_far_day_stored_before_the_ranges_does_not_break_its_customer(api: Api) -> None:
     """A row dated 9999-12-31, stored before the reader refused it (written straight into the
     table here): creating the customer of its NMI answers, and so do its bills."""
-    with api.services.store.write() as conn:
-        conn.execute(
+    with api.services.store.write() as unit:
+        unit.connection.execute(
             meter_days.insert().values(
                 nmi=NMI,
                 suffix="E1",

@@ -17,7 +17,6 @@ from freehours.domain.settlement import claim
 from freehours.domain.time import NEM_TIME
 from freehours.runtime import Runtime
 from freehours.settings import Settings
-from freehours.store import meter, quotas
 from freehours.store.database import Store
 from tests.api.conftest import PLAN, Api
 
@@ -42,8 +41,8 @@ def set_up(api: Api, *, with_data: bool = True) -> None:
             "A" * 48,
             datetime(2026, 7, 1, 14, 30, tzinfo=NEM_TIME),
         )
-        with api.services.store.write() as conn:
-            meter.ingest_days(conn, [day], received_at=api.clock.now())
+        with api.services.store.write() as unit:
+            unit.meter.ingest_days([day], received_at=api.clock.now())
 
 
 def settle(api: Api, nmi: str = NMI, day: str = "2026-07-01"):
@@ -91,9 +90,9 @@ def test_while_the_window_is_open_it_is_409_pending_with_retry_after(api: Api) -
 
 def test_a_live_lock_is_409_locked_with_the_seconds_left(api: Api) -> None:
     set_up(api)
-    with api.services.store.write() as conn:
-        pending = quotas.latest_or_new(conn, NMI, DAY)
-        quotas.save(conn, claim(pending, api.clock.now(), timedelta(seconds=30), 5).quota)
+    with api.services.store.write() as unit:
+        pending = unit.quotas.latest_or_new(NMI, DAY)
+        unit.quotas.save(claim(pending, api.clock.now(), timedelta(seconds=30), 5).quota)
     api.clock.advance(12)
     response = settle(api)
     assert response.status_code == 409

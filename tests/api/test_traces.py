@@ -26,7 +26,6 @@ from freehours.agent.tally import Tally
 from freehours.api.app import create_app
 from freehours.domain.reads import IntervalRead
 from freehours.domain.time import NEM_TIME
-from freehours.jobs import queue
 from freehours.observability.logging import add_trace_context
 from tests.api.conftest import Api
 from tests.api.test_settlements import NMI, set_up
@@ -86,8 +85,8 @@ def test_one_trace_runs_from_the_agents_request_through_the_api_and_the_job_to_t
     batch = readings_batch(NMI, "E1", 30, reads)
     with capture_logs(processors=[merge_contextvars, add_trace_context]) as logs:
         assert sender.send(batch, on_attempt=lambda: None).outcome is Outcome.DELIVERED
-        with api.services.store.read() as conn:
-            (job,) = queue.history(conn, "settle", f"{NMI}:2026-07-01")
+        with api.services.store.read() as unit:
+            (job,) = unit.jobs.history("settle", f"{NMI}:2026-07-01")
         assert api.services.runtime.worker().run_due() == 1
 
     # One trace: the one the batch was given when it was spooled.

@@ -20,7 +20,6 @@ import sqlalchemy as sa
 
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME, Region
-from freehours.store import catalog, meter
 from freehours.store.database import Store
 from tests.api.conftest import PLAN
 from tests.faults.proxy import FaultProxy, fault_proxy
@@ -58,9 +57,9 @@ class Deployment:
 
 def _prepare(url: str) -> None:
     now = datetime.now(UTC)
-    with Store.open(url) as store, store.write() as conn:
-        catalog.put_plan(conn, "test-nsw", PLAN, updated_at=now)
-        catalog.put_customer(conn, NMI, plan_id="test-nsw", region=Region.NSW, updated_at=now)
+    with Store.open(url) as store, store.write() as unit:
+        unit.catalog.put_plan("test-nsw", PLAN, updated_at=now)
+        unit.catalog.put_customer(NMI, plan_id="test-nsw", region=Region.NSW, updated_at=now)
         days = [
             IntervalDay(
                 NMI,
@@ -73,7 +72,7 @@ def _prepare(url: str) -> None:
             )
             for n in range(DAYS + 1)
         ]
-        meter.ingest_days(conn, days, received_at=now)
+        unit.meter.ingest_days(days, received_at=now)
 
 
 @pytest.fixture

@@ -28,8 +28,8 @@ from freehours.jobs.job import JobState
 from freehours.jobs.settle import KIND, SettlementJobs
 from freehours.observability.exposition import MULTIPROC_DIR
 from freehours.settlement import Settlements
-from freehours.store import quotas
 from freehours.store.database import Store
+from freehours.store.jobs import NOTIFY_CHANNEL
 from freehours.store.tables import jobs
 from tests.jobs.support import eventually, postgres_only
 from tests.metrics import Samples
@@ -102,8 +102,8 @@ def processes(store: Store, store_url: str) -> Iterator[Processes]:
 
 
 def count(store: Store, statement: str) -> int:
-    with store.read() as conn:
-        return int(conn.execute(sa.text(statement)).scalar_one())
+    with store.read() as unit:
+        return int(unit.connection.execute(sa.text(statement)).scalar_one())
 
 
 def bulk_enqueue(store: Store, kind: str, total: int, payload: dict[str, object]) -> None:
@@ -127,9 +127,9 @@ def bulk_enqueue(store: Store, kind: str, total: int, payload: dict[str, object]
         }
         for n in range(total)
     ]
-    with store.write() as conn:
-        conn.execute(jobs.insert(), rows)
-        conn.execute(sa.select(sa.func.pg_notify(queue.NOTIFY_CHANNEL, "")))
+    with store.write() as unit:
+        unit.connection.execute(jobs.insert(), rows)
+        store.driver.notify(unit.connection, NOTIFY_CHANNEL)
 
 
 def test_ten_thousand_jobs_over_four_processes_each_run_and_complete_exactly_once(
@@ -164,9 +164,9 @@ def test_a_worker_killed_mid_settlement_is_rescued_and_the_quota_booked_once(
     )
     doomed = processes.start("--hang-after-claim", "--lease", "1")
     processes.ready(doomed, marker="hanging")  # its claim of the quota is committed
-    with store.read() as conn:
-        (running,) = queue.history(conn, KIND, f"{NMI}:{DAY.isoformat()}")
-        held = quotas.latest(conn, NMI, DAY)
+    with store.read() as unit:
+        (running,) = unit.jobs.history(KIND, f"{NMI}:{DAY.isoformat()}")
+        held = unit.quotas.latest(NMI, DAY)
     assert running.state is JobState.RUNNING
     assert held is not None
     assert held.status is QuotaStatus.LOCKED
@@ -177,16 +177,16 @@ def test_a_worker_killed_mid_settlement_is_rescued_and_the_quota_booked_once(
     processes.ready(rescuer)
 
     def settled() -> bool:
-        with store.read() as conn:
-            (job,) = queue.history(conn, KIND, f"{NMI}:{DAY.isoformat()}")
+        with store.read() as unit:
+            (job,) = unit.jobs.history(KIND, f"{NMI}:{DAY.isoformat()}")
         return job.state is JobState.COMPLETED
 
     eventually(settled, within=60.0, what="the rescued settlement")
     assert processes.terminate(rescuer) == 0
-    with store.read() as conn:
-        (job,) = queue.history(conn, KIND, f"{NMI}:{DAY.isoformat()}")
-        quota = quotas.latest(conn, NMI, DAY)
-        ledger = quotas.ledger(conn, NMI)
+    with store.read() as unit:
+        (job,) = unit.jobs.history(KIND, f"{NMI}:{DAY.isoformat()}")
+        quota = unit.quotas.latest(NMI, DAY)
+        ledger = unit.quotas.ledger(NMI)
     assert (job.outcome, job.attempts) == ("settled", 1)  # the killed run: one failed attempt
     assert job.error is not None
     assert job.error.startswith("lease expired")
@@ -206,8 +206,8 @@ def test_sigterm_lets_the_running_job_finish_releases_the_rest_and_exits_zero(
         what="both jobs claimed",
     )
     assert processes.terminate(worker) == 0
-    with store.read() as conn:
-        finished = dict(conn.execute(sa.select(jobs.c.key, jobs.c.state)).all())
+    with store.read() as unit:
+        finished = dict(unit.connection.execute(sa.select(jobs.c.key, jobs.c.state)).all())
     # One ran and finished within the grace period; the other was claimed but not started, and
     # was given back for another worker.
     assert sorted(finished.values()) == ["AVAILABLE", "COMPLETED"]
@@ -234,8 +234,8 @@ def test_two_freehours_workers_each_serve_the_metrics_of_both(
         for d in range(1, 5)
     ]
     Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements)).file(days)
-    with store.write() as conn:  # a job of a kind no worker runs, due an hour ago: stuck
-        queue.enqueue(conn, "orphan", "orphan-1", {}, run_at=clock.now() - timedelta(hours=1))
+    with store.write() as unit:  # a job of a kind no worker runs, due an hour ago: stuck
+        unit.jobs.enqueue("orphan", "orphan-1", {}, run_at=clock.now() - timedelta(hours=1))
     shared = tmp_path / "metrics"
     shared.mkdir()
     ports = [free_port(), free_port()]

@@ -15,6 +15,7 @@ from freehours.jobs.job import Job, JobId, JobState
 from freehours.jobs.queue import Complete, Finish, Release
 from freehours.jobs.retry import Discard, DiscardReason, RetryAt, RetryPolicy, SnoozeUntil
 from freehours.store.database import Store
+from freehours.store.jobs import Jobs
 from tests.jobs.support import postgres_only
 
 NOW = datetime(2026, 7, 1, 4, 15, tzinfo=UTC)
@@ -22,23 +23,23 @@ LEASE = timedelta(seconds=30)
 
 
 def add(store: Store, key: str, *, run_at: datetime = NOW, kind: str = "settle") -> JobId | None:
-    with store.write() as conn:
-        return queue.enqueue(conn, kind, key, {"key": key}, run_at=run_at, now=NOW)
+    with store.write() as unit:
+        return unit.jobs.enqueue(kind, key, {"key": key}, run_at=run_at, now=NOW)
 
 
 def claim(store: Store, limit: int = 10, *, at: datetime = NOW, worker: str = "w1") -> list[Job]:
-    with store.write() as conn:
-        return queue.claim(conn, worker, {"settle"}, limit, now=at, lease=LEASE)
+    with store.write() as unit:
+        return unit.jobs.claim(worker, {"settle"}, limit, now=at, lease=LEASE)
 
 
 def finish(store: Store, *finishes: Finish, at: datetime = NOW) -> set[JobId]:
-    with store.write() as conn:
-        return queue.finish(conn, finishes, now=at)
+    with store.write() as unit:
+        return unit.jobs.finish(finishes, now=at)
 
 
 def history(store: Store, key: str) -> list[Job]:
-    with store.read() as conn:
-        return queue.history(conn, "settle", key)
+    with store.read() as unit:
+        return unit.jobs.history("settle", key)
 
 
 def only(store: Store, key: str) -> Job:
@@ -47,16 +48,16 @@ def only(store: Store, key: str) -> Job:
 
 
 def ingest_that_fails(store: Store) -> None:
-    with store.write() as conn:
-        assert queue.enqueue(conn, "settle", "a", {}, run_at=NOW, now=NOW) is not None
+    with store.write() as unit:
+        assert unit.jobs.enqueue("settle", "a", {}, run_at=NOW, now=NOW) is not None
         raise RuntimeError("ingest failed")
 
 
 def test_a_job_enqueued_in_a_transaction_that_rolls_back_does_not_exist(store: Store) -> None:
     with pytest.raises(RuntimeError, match="ingest failed"):
         ingest_that_fails(store)
-    with store.read() as conn:
-        assert sum(queue.count_by_state(conn).values()) == 0
+    with store.read() as unit:
+        assert sum(unit.jobs.count_by_state().values()) == 0
 
 
 def test_enqueue_stores_an_available_job_with_default_attempts_and_deadline(store: Store) -> None:
@@ -119,9 +120,9 @@ def test_claim_takes_due_jobs_of_its_kinds_oldest_first_up_to_the_limit(store: S
     assert all(job.worker == "w1" and job.lease_until == NOW + LEASE for job in claimed)
     assert [job.key for job in claim(store)] == ["now"]
     assert claim(store) == []
-    with store.read() as conn:
-        assert queue.next_due(conn, {"settle"}) == NOW + timedelta(seconds=1)
-        assert queue.next_due(conn, {"absent"}) is None
+    with store.read() as unit:
+        assert unit.jobs.next_due({"settle"}) == NOW + timedelta(seconds=1)
+        assert unit.jobs.next_due({"absent"}) is None
 
 
 def test_a_result_with_a_stale_fence_is_not_written(store: Store) -> None:
@@ -178,12 +179,12 @@ def test_renew_extends_only_this_workers_leases_and_none_past_the_deadline(
     (mine,) = claim(store, limit=1, worker="w1")
     claim(store, limit=1, worker="w2")
     later = NOW + timedelta(seconds=20)
-    with store.write() as conn:
-        assert queue.renew(conn, "w1", now=later, lease=LEASE) == 1
+    with store.write() as unit:
+        assert unit.jobs.renew("w1", now=later, lease=LEASE) == 1
     assert only(store, "mine").lease_until == later + LEASE
     assert only(store, "theirs").lease_until == NOW + LEASE
-    with store.write() as conn:
-        assert queue.renew(conn, "w1", now=mine.deadline, lease=LEASE) == 0
+    with store.write() as unit:
+        assert unit.jobs.renew("w1", now=mine.deadline, lease=LEASE) == 0
 
 
 def _rescued(kind: str) -> float:
@@ -197,8 +198,8 @@ def test_the_rescuer_retries_a_job_whose_lease_ran_out_and_counts_it(store: Stor
     add(store, "b")
     (dead,) = claim(store, limit=1, worker="dead")
     claim(store, limit=1, worker="alive")
-    with store.write() as conn:
-        queue.renew(conn, "alive", now=NOW + timedelta(seconds=20), lease=LEASE)
+    with store.write() as unit:
+        unit.jobs.renew("alive", now=NOW + timedelta(seconds=20), lease=LEASE)
     before = _rescued("settle")
     clock.advance(30)
     assert rescuer.rescue(store, policy) == []  # the lease ends at +30 s, not before
@@ -216,8 +217,8 @@ def test_the_rescuer_retries_a_job_whose_lease_ran_out_and_counts_it(store: Stor
 
 def test_a_rescued_job_on_its_last_attempt_is_discarded(store: Store) -> None:
     clock = ManualClock(NOW)
-    with store.write() as conn:
-        queue.enqueue(conn, "settle", "a", {}, run_at=NOW, max_attempts=1, now=NOW)
+    with store.write() as unit:
+        unit.jobs.enqueue("settle", "a", {}, run_at=NOW, max_attempts=1, now=NOW)
     claim(store)
     clock.advance(LEASE.total_seconds() + 1)
     rescuer.rescue(store, RetryPolicy(clock, random.Random(1)))
@@ -229,9 +230,9 @@ def test_cancel_ends_a_waiting_job_but_not_a_running_one(store: Store) -> None:
     add(store, "waiting", run_at=NOW + timedelta(hours=1))
     add(store, "running")
     claim(store)
-    with store.write() as conn:
-        assert queue.cancel(conn, "settle", "waiting", now=NOW) is not None
-        assert queue.cancel(conn, "settle", "running", now=NOW) is None
+    with store.write() as unit:
+        assert unit.jobs.cancel("settle", "waiting", now=NOW) is not None
+        assert unit.jobs.cancel("settle", "running", now=NOW) is None
     cancelled = only(store, "waiting")
     assert (cancelled.state, cancelled.outcome) == (JobState.CANCELLED, "cancelled")
     assert only(store, "running").state is JobState.RUNNING
@@ -246,12 +247,12 @@ def test_concurrent_claims_on_postgresql_skip_each_others_rows_without_waiting(
     for key in keys:
         add(store, key)
     with store.engine.connect() as first, first.begin():
-        held = queue.claim(first, "w1", {"settle"}, 2, now=NOW, lease=LEASE)
+        held = Jobs(first, store.driver).claim("w1", {"settle"}, 2, now=NOW, lease=LEASE)
         # The first claim's transaction is still open, its rows locked: the second claim
         # neither waits for them (it would fail after the lock timeout) nor takes them.
         with store.engine.connect() as second, second.begin():
             second.exec_driver_sql("SET LOCAL lock_timeout = '2s'")
-            others = queue.claim(second, "w2", {"settle"}, 10, now=NOW, lease=LEASE)
+            others = Jobs(second, store.driver).claim("w2", {"settle"}, 10, now=NOW, lease=LEASE)
     assert sorted(job.key for job in held + others) == keys
     assert not {job.id for job in held} & {job.id for job in others}
 
@@ -282,8 +283,8 @@ def test_enqueue_refuses_a_job_that_could_never_run(
     store: Store, kwargs: dict[str, object], message: str
 ) -> None:
     arguments: dict[str, object] = {"kind": "settle", "key": "a", "payload": {}, "run_at": NOW}
-    with pytest.raises(ValueError, match=message), store.write() as conn:
-        queue.enqueue(conn, **{**arguments, **kwargs})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=message), store.write() as unit:
+        unit.jobs.enqueue(**{**arguments, **kwargs})  # type: ignore[arg-type]
 
 
 def test_prune_deletes_finished_jobs_older_than_the_cutoff_and_nothing_unfinished(

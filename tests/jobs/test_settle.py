@@ -20,7 +20,6 @@ from freehours.clock import ManualClock
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import Claimed, Quota, QuotaStatus, claim
 from freehours.ingest import Ingestion
-from freehours.jobs import queue
 from freehours.jobs.job import Job, JobState
 from freehours.jobs.retry import RetryPolicy
 from freehours.jobs.settle import KIND, SETTLEMENT_JOB_SLACK, SettlementJobs, settlement_tasks
@@ -64,9 +63,9 @@ class System:
 
     def new_job(self) -> None:
         """A new settle job for the day, due now, as a client enqueueing one per request would."""
-        with self.store.write() as conn:
-            job_id = queue.enqueue(
-                conn, KIND, KEY, {"nmi": NMI, "date": DAY.isoformat()}, run_at=self.clock.now()
+        with self.store.write() as unit:
+            job_id = unit.jobs.enqueue(
+                KIND, KEY, {"nmi": NMI, "date": DAY.isoformat()}, run_at=self.clock.now()
             )
         assert job_id is not None
 
@@ -74,8 +73,8 @@ class System:
         return self.worker.run_due()
 
     def jobs(self) -> list[Job]:
-        with self.store.read() as conn:
-            return queue.history(conn, KIND, KEY)
+        with self.store.read() as unit:
+            return unit.jobs.history(KIND, KEY)
 
     def job(self) -> Job:
         return self.jobs()[-1]
@@ -86,8 +85,8 @@ class System:
         return quota
 
     def ledger(self) -> list[quotas.LedgerEntry]:
-        with self.store.read() as conn:
-            return quotas.ledger(conn, NMI)
+        with self.store.read() as unit:
+            return unit.quotas.ledger(NMI)
 
 
 def system(store: Store, start: datetime, faults: AlwaysFailing | None = None) -> System:
@@ -172,11 +171,11 @@ def test_a_quota_locked_by_another_holder_snoozes_the_job_until_the_lock_expires
     due: System,
 ) -> None:
     due.ingest(day_row("0.500", stamp=STAMP))
-    with due.store.write() as conn:
-        pending = quotas.latest_or_new(conn, NMI, DAY)
+    with due.store.write() as unit:
+        pending = unit.quotas.latest_or_new(NMI, DAY)
         held = claim(pending, DUE, POLICY.lock_timeout, POLICY.max_attempts)
         assert isinstance(held, Claimed)
-        quotas.save(conn, held.quota)  # another holder: its lock lasts until DUE + 30 s
+        unit.quotas.save(held.quota)  # another holder: its lock lasts until DUE + 30 s
     assert due.run_due() == 1
     snoozed = due.job()
     assert (snoozed.state, snoozed.run_at, snoozed.attempts) == (
@@ -197,9 +196,8 @@ def test_a_quota_locked_by_another_holder_snoozes_the_job_until_the_lock_expires
 def test_a_quota_that_can_never_be_settled_completes_its_job_with_the_reason(
     due: System,
 ) -> None:
-    with due.store.write() as conn:
-        queue.enqueue(
-            conn,
+    with due.store.write() as unit:
+        unit.jobs.enqueue(
             KIND,
             "NOBODY0001:2026-07-01",
             {"nmi": "NOBODY0001", "date": "2026-07-01"},
@@ -207,8 +205,8 @@ def test_a_quota_that_can_never_be_settled_completes_its_job_with_the_reason(
             now=DUE,
         )
     assert due.run_due() == 1
-    with due.store.read() as conn:
-        (job,) = queue.history(conn, KIND, "NOBODY0001:2026-07-01")
+    with due.store.read() as unit:
+        (job,) = unit.jobs.history(KIND, "NOBODY0001:2026-07-01")
     assert (job.state, job.outcome, job.attempts) == (
         JobState.COMPLETED,
         "aborted: unknown NMI NOBODY0001: no customer",
@@ -219,10 +217,9 @@ def test_a_quota_that_can_never_be_settled_completes_its_job_with_the_reason(
 def test_snoozes_end_at_the_jobs_deadline_with_a_discard(due: System) -> None:
     due.ingest(day_row("0.500", stamp=STAMP, missing=range(22, 23)))
     (job,) = due.jobs()
-    with due.store.write() as conn:
-        queue.cancel(conn, KIND, KEY, now=DUE)
-        queue.enqueue(
-            conn,
+    with due.store.write() as unit:
+        unit.jobs.cancel(KIND, KEY, now=DUE)
+        unit.jobs.enqueue(
             KIND,
             KEY,
             dict(job.payload),
@@ -251,14 +248,14 @@ def test_however_many_jobs_a_failing_quota_gets_its_attempts_never_reset_and_wor
     faults = AlwaysFailing()
     failing = system(store, DUE, faults)
     failing.ingest(day_row("0.500", stamp=STAMP))
-    with store.write() as conn:
-        queue.cancel(conn, KIND, KEY, now=DUE)  # the ingest's own job: the loop makes its own
+    with store.write() as unit:
+        unit.jobs.cancel(KIND, KEY, now=DUE)  # the ingest's own job: the loop makes its own
     attempts = []
     for _ in range(50):
         failing.new_job()
         assert failing.run_due() == 1
-        with store.write() as conn:
-            queue.cancel(conn, KIND, KEY, now=failing.clock.now())
+        with store.write() as unit:
+            unit.jobs.cancel(KIND, KEY, now=failing.clock.now())
         attempts.append(failing.quota().attempts)
         failing.clock.advance(60)
     max_attempts = POLICY.max_attempts

@@ -14,7 +14,6 @@ from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
 from freehours.clock import SystemClock
-from freehours.jobs import queue
 from freehours.jobs.job import Done, Job, JobId, JobState, Snooze, Task
 from freehours.jobs.retry import RetryPolicy
 from freehours.jobs.worker import Worker, WorkerConfig
@@ -29,23 +28,23 @@ BLOCK_SECONDS = 30.0
 
 def enqueue(store: Store, kind: str, *keys: str, **options: object) -> JobId:
     """Jobs due now, in one transaction; the last one's id."""
-    with store.write() as conn:
+    with store.write() as unit:
         for key in keys:
-            job_id = queue.enqueue(conn, kind, key, {}, run_at=datetime.now(UTC), **options)  # type: ignore[arg-type]
+            job_id = unit.jobs.enqueue(kind, key, {}, run_at=datetime.now(UTC), **options)  # type: ignore[arg-type]
     assert job_id is not None
     return job_id
 
 
 def job(store: Store, job_id: int) -> Job:
-    with store.read() as conn:
-        found = queue.get(conn, job_id)
+    with store.read() as unit:
+        found = unit.jobs.get(job_id)
     assert found is not None
     return found
 
 
 def states(store: Store) -> Counter[JobState]:
-    with store.read() as conn:
-        return Counter({s: n for s, n in queue.count_by_state(conn).items() if n})
+    with store.read() as unit:
+        return Counter({s: n for s, n in unit.jobs.count_by_state().items() if n})
 
 
 @pytest.fixture
@@ -220,8 +219,8 @@ def test_on_postgresql_an_enqueue_wakes_an_idle_worker_at_once(
 ) -> None:
     slow_poll = WorkerConfig(concurrency=1, poll=timedelta(seconds=60))
     start(workers, store, {"record": lambda job: Done()}, config=slow_poll)
-    with store.read() as conn:
-        assert queue.next_due(conn, {"record"}) is None  # the worker now waits up to 60 s
+    with store.read() as unit:
+        assert unit.jobs.next_due({"record"}) is None  # the worker now waits up to 60 s
     job_id = enqueue(store, "record", "a")
     eventually(
         lambda: job(store, job_id).state is JobState.COMPLETED,

@@ -9,7 +9,6 @@ import pytest
 
 from freehours.domain.time import NEM_TIME, Region
 from freehours.errors import InputError
-from freehours.store import catalog
 from freehours.store.catalog import Customer, StoredPlan
 from freehours.store.database import Store
 
@@ -24,10 +23,10 @@ PLAN = {
 
 
 def test_a_plan_round_trips_with_decimals_as_exact_strings(store: Store) -> None:
-    with store.write() as conn:
-        put = catalog.put_plan(conn, "sso-sa-example", PLAN, updated_at=AT)
-    with store.read() as conn:
-        got = catalog.get_plan(conn, "sso-sa-example")
+    with store.write() as unit:
+        put = unit.catalog.put_plan("sso-sa-example", PLAN, updated_at=AT)
+    with store.read() as unit:
+        got = unit.catalog.get_plan("sso-sa-example")
 
     assert got == put
     assert got == StoredPlan(
@@ -37,59 +36,53 @@ def test_a_plan_round_trips_with_decimals_as_exact_strings(store: Store) -> None
 
 def test_putting_a_plan_again_replaces_it(store: Store) -> None:
     later = AT + timedelta(days=1)
-    with store.write() as conn:
-        catalog.put_plan(conn, "p", {"version": 1}, updated_at=AT)
-        catalog.put_plan(conn, "p", {"version": 2}, updated_at=later)
-    with store.read() as conn:
-        assert catalog.get_plan(conn, "p") == StoredPlan("p", {"version": 2}, later)
+    with store.write() as unit:
+        unit.catalog.put_plan("p", {"version": 1}, updated_at=AT)
+        unit.catalog.put_plan("p", {"version": 2}, updated_at=later)
+    with store.read() as unit:
+        assert unit.catalog.get_plan("p") == StoredPlan("p", {"version": 2}, later)
 
 
 def test_plans_are_listed_by_id_and_an_unknown_one_is_none(store: Store) -> None:
-    with store.write() as conn:
+    with store.write() as unit:
         for plan_id in ("sso-sa", "mps-vic", "sso-nsw"):
-            catalog.put_plan(conn, plan_id, {"id": plan_id}, updated_at=AT)
-    with store.read() as conn:
-        assert [plan.plan_id for plan in catalog.list_plans(conn)] == [
+            unit.catalog.put_plan(plan_id, {"id": plan_id}, updated_at=AT)
+    with store.read() as unit:
+        assert [plan.plan_id for plan in unit.catalog.list_plans()] == [
             "mps-vic",
             "sso-nsw",
             "sso-sa",
         ]
-        assert catalog.get_plan(conn, "nope") is None
+        assert unit.catalog.get_plan("nope") is None
 
 
 def test_a_customer_is_created_then_moved_to_another_plan(store: Store) -> None:
-    with store.write() as conn:
-        catalog.put_plan(conn, "sso-nsw", {}, updated_at=AT)
-        catalog.put_plan(conn, "sso-seq", {}, updated_at=AT)
-        catalog.put_customer(
-            conn, "4103035611", plan_id="sso-nsw", region=Region.NSW, updated_at=AT
-        )
-        catalog.put_customer(
-            conn, "4103035611", plan_id="sso-seq", region=Region.SEQ, updated_at=AT
-        )
-    with store.read() as conn:
-        assert catalog.get_customer(conn, "4103035611") == Customer(
+    with store.write() as unit:
+        unit.catalog.put_plan("sso-nsw", {}, updated_at=AT)
+        unit.catalog.put_plan("sso-seq", {}, updated_at=AT)
+        unit.catalog.put_customer("4103035611", plan_id="sso-nsw", region=Region.NSW, updated_at=AT)
+        unit.catalog.put_customer("4103035611", plan_id="sso-seq", region=Region.SEQ, updated_at=AT)
+    with store.read() as unit:
+        assert unit.catalog.get_customer("4103035611") == Customer(
             "4103035611", "sso-seq", Region.SEQ, AT
         )
-        assert catalog.get_customer(conn, "4103035612") is None
+        assert unit.catalog.get_customer("4103035612") is None
 
 
 def test_a_customer_on_an_unknown_plan_is_refused_and_the_transaction_goes_on(
     store: Store,
 ) -> None:
-    with store.write() as conn:
+    with store.write() as unit:
         with pytest.raises(InputError, match="customer 4103035611: plan 'nope' is not known"):
-            catalog.put_customer(
-                conn, "4103035611", plan_id="nope", region=Region.SA, updated_at=AT
-            )
-        catalog.put_plan(conn, "sso-sa", {}, updated_at=AT)
-    with store.read() as conn:
-        assert [plan.plan_id for plan in catalog.list_plans(conn)] == ["sso-sa"]
+            unit.catalog.put_customer("4103035611", plan_id="nope", region=Region.SA, updated_at=AT)
+        unit.catalog.put_plan("sso-sa", {}, updated_at=AT)
+    with store.read() as unit:
+        assert [plan.plan_id for plan in unit.catalog.list_plans()] == ["sso-sa"]
 
 
 @pytest.mark.parametrize("nmi", ["", "41030356110", "nlower0001", "ABC", "NMI000000\u0661"])
 def test_a_nmi_that_is_not_an_nmi_is_refused(store: Store, nmi: str) -> None:
-    with store.write() as conn:
-        catalog.put_plan(conn, "p", {}, updated_at=AT)
+    with store.write() as unit:
+        unit.catalog.put_plan("p", {}, updated_at=AT)
         with pytest.raises(InputError, match=r"^nmi: .* is not an NMI"):
-            catalog.put_customer(conn, nmi, plan_id="p", region=Region.VIC, updated_at=AT)
+            unit.catalog.put_customer(nmi, plan_id="p", region=Region.VIC, updated_at=AT)

@@ -15,7 +15,7 @@ from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.writer import write_nem12
 from freehours.settings import get_settings
-from freehours.store import meter, schema
+from freehours.store import schema
 from freehours.store.database import Store
 from freehours.store.engine import create_engine
 
@@ -72,12 +72,12 @@ def spoil_a_value(path: Path, nmi: str) -> int:
 
 
 def stored_nmis(url: str) -> list[str]:
-    with Store.open(url) as store, store.read() as conn:
+    with Store.open(url) as store, store.read() as unit:
         return sorted(
             {
                 nmi
                 for day in range(3)
-                for nmi in meter.nmis_with_data_on(conn, date(2026, 7, 1 + day))
+                for nmi in unit.meter.nmis_with_data_on(date(2026, 7, 1 + day))
             }
         )
 

@@ -10,12 +10,9 @@ import sqlalchemy as sa
 
 from freehours.errors import ConfigurationError
 from freehours.store.database import Store
-from freehours.store.engine import (
-    SQLITE_BUSY_TIMEOUT_MS,
-    Timeouts,
-    create_engine,
-    without_statement_timeout,
-)
+from freehours.store.engine import Timeouts, create_engine
+from freehours.store.postgresql import POSTGRESQL
+from freehours.store.sqlite import SQLITE_BUSY_TIMEOUT_MS
 
 
 @pytest.mark.parametrize(
@@ -62,8 +59,8 @@ def test_a_sqlite_write_transaction_holds_the_write_lock_from_its_start(tmp_path
 
 def test_a_sqlite_read_transaction_takes_no_write_lock(tmp_path: Path) -> None:
     path = tmp_path / "f.db"
-    with Store.open(f"sqlite:///{path}") as store, store.read() as conn:
-        conn.execute(sa.text("SELECT count(*) FROM plans"))
+    with Store.open(f"sqlite:///{path}") as store, store.read() as unit:
+        unit.connection.execute(sa.text("SELECT count(*) FROM plans"))
         other = sqlite3.connect(path, timeout=0, isolation_level=None)
         other.execute("BEGIN IMMEDIATE")
         assert other.in_transaction
@@ -87,7 +84,7 @@ def test_postgresql_statements_have_a_timeout_that_bulk_ingest_lifts_for_its_tra
             engine.begin() as conn,
         ):
             conn.exec_driver_sql("SELECT pg_sleep(0.5)")
-        with engine.begin() as conn, without_statement_timeout(conn):
+        with engine.begin() as conn, POSTGRESQL.without_statement_timeout(conn):
             conn.exec_driver_sql("SELECT pg_sleep(0.5)")  # not cancelled
         with engine.connect() as conn:  # the next transaction has its timeout back
             assert conn.exec_driver_sql("SHOW statement_timeout").scalar() == "200ms"

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from freehours.domain.settlement import new_quota
-from freehours.store import locks, quotas
+from freehours.store import locks
 from freehours.store.database import Store
 
 DAY = date(2026, 7, 1)
@@ -27,21 +27,21 @@ def test_keys_are_stable_64_bit_hashes() -> None:
 
 
 def test_a_locked_write_commits_or_rolls_back_as_a_whole(store: Store) -> None:
-    with store.write(lock="day") as conn:
-        quotas.insert(conn, new_quota("NMI0000001", DAY))
+    with store.write(lock="day") as unit:
+        unit.quotas.insert(new_quota("NMI0000001", DAY))
 
     def version_2_twice(lock: str | None) -> None:
-        with store.write(lock) as conn:
-            quotas.insert(conn, new_quota("NMI0000001", DAY, version=2))
-            quotas.insert(conn, new_quota("NMI0000001", DAY, version=2))
+        with store.write(lock) as unit:
+            unit.quotas.insert(new_quota("NMI0000001", DAY, version=2))
+            unit.quotas.insert(new_quota("NMI0000001", DAY, version=2))
 
     with pytest.raises(sa.exc.IntegrityError):
         version_2_twice("day")
     # The connection went back to the pool transactional: a plain write still rolls back whole.
     with pytest.raises(sa.exc.IntegrityError):
         version_2_twice(None)
-    with store.read() as conn:
-        assert quotas.latest(conn, "NMI0000001", DAY) == new_quota("NMI0000001", DAY)
+    with store.read() as unit:
+        assert unit.quotas.latest("NMI0000001", DAY) == new_quota("NMI0000001", DAY)
 
 
 @pytest.mark.postgres
@@ -60,26 +60,26 @@ def test_sharing_a_name_waits_for_the_transaction_that_holds_it(store: Store) ->
     holder = threading.Thread(target=hold)
     holder.start()
     assert holding.wait(timeout=5)
-    with store.write() as conn:
-        locks.hold_shared(conn, ["quota-day:y", "quota-day:x"])
+    with store.write() as unit:
+        unit.hold_shared(["quota-day:y", "quota-day:x"])
         events.append("shared")
-        locks.hold_shared(conn, ["quota-day:x"])  # shared twice is still shared
+        unit.hold_shared(["quota-day:x"])  # shared twice is still shared
     holder.join()
     assert waited == [True]
     assert events == ["released", "shared"]
     # Shared holders do not wait for each other.
     with store.write() as first, store.write() as second:
-        locks.hold_shared(first, ["quota-day:x"])
-        locks.hold_shared(second, ["quota-day:x"])
+        first.hold_shared(["quota-day:x"])
+        second.hold_shared(["quota-day:x"])
 
 
 def _someone_waits_for_a_lock(store: Store) -> bool:
     """Whether a transaction waits for an advisory lock within 10 s (polled)."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        with store.read() as conn:
+        with store.read() as unit:
             waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-            if conn.execute(sa.text(waiting)).scalar():
+            if unit.connection.execute(sa.text(waiting)).scalar():
                 return True
         time.sleep(0.01)
     return False

@@ -14,7 +14,6 @@ import sqlalchemy as sa
 from freehours.domain.reads import IntervalDay, IntervalRead
 from freehours.domain.time import NEM_TIME
 from freehours.errors import InputError, NEM12Error
-from freehours.store import meter
 from freehours.store.database import Store
 from freehours.store.meter import IngestCounts
 from freehours.store.tables import meter_days
@@ -44,13 +43,13 @@ def make_day(
 
 
 def ingest(store: Store, *days: IntervalDay, at: datetime = RECEIVED) -> IngestCounts:
-    with store.write() as conn:
-        return meter.ingest_days(conn, days, received_at=at)
+    with store.write() as unit:
+        return unit.meter.ingest_days(days, received_at=at)
 
 
 def stored(store: Store, nmi: str = NMI, *days: date) -> list[IntervalDay]:
-    with store.read() as conn:
-        return meter.days_for(conn, nmi, days or [DAY])
+    with store.read() as unit:
+        return unit.meter.days_for(nmi, days or [DAY])
 
 
 def read(start: datetime, kwh: str | None, quality: str = "A", minutes: int = 30) -> IntervalRead:
@@ -59,8 +58,8 @@ def read(start: datetime, kwh: str | None, quality: str = "A", minutes: int = 30
 
 
 def merge(store: Store, *reads: IntervalRead, at: datetime = RECEIVED) -> IngestCounts:
-    with store.write() as conn:
-        return meter.ingest_reads(conn, reads, received_at=at)
+    with store.write() as unit:
+        return unit.meter.ingest_reads(reads, received_at=at)
 
 
 def at_nem(hour: int, minute: int = 0, day: date = DAY) -> datetime:
@@ -122,8 +121,8 @@ def test_nmis_with_data_on_a_date(store: Store) -> None:
         make_day(nmi="A000000001"),
         make_day(nmi="C000000003", day=DAY + timedelta(days=1)),
     )
-    with store.read() as conn:
-        assert meter.nmis_with_data_on(conn, DAY) == ["A000000001", "B000000002"]
+    with store.read() as unit:
+        assert unit.meter.nmis_with_data_on(DAY) == ["A000000001", "B000000002"]
 
 
 def test_a_newer_revision_supersedes_and_an_older_one_is_stale(store: Store) -> None:
@@ -141,8 +140,8 @@ def test_an_identical_resend_is_unchanged_and_keeps_the_first_arrival(store: Sto
     ingest(store, make_day(), at=RECEIVED)
 
     assert ingest(store, make_day(), at=RECEIVED + timedelta(days=1)) == IngestCounts(unchanged=1)
-    with store.read() as conn:
-        assert conn.scalar(sa.select(meter_days.c.received_at)) == RECEIVED
+    with store.read() as unit:
+        assert unit.connection.scalar(sa.select(meter_days.c.received_at)) == RECEIVED
 
 
 def test_equal_stamps_with_different_content_the_later_arrival_wins(store: Store) -> None:
@@ -197,8 +196,8 @@ def test_an_error_in_the_stream_stores_nothing_of_it(store: Store) -> None:
         yield make_day(suffix="B1", stamp=STAMP + timedelta(days=1))
         raise NEM12Error("bad interval value 'x'", source="bad.csv", line=7)
 
-    with pytest.raises(NEM12Error, match=r"bad\.csv:7"), store.write() as conn:
-        meter.ingest_days(conn, days(), received_at=RECEIVED)
+    with pytest.raises(NEM12Error, match=r"bad\.csv:7"), store.write() as unit:
+        unit.meter.ingest_days(days(), received_at=RECEIVED)
 
     assert stored(store) == [make_day(suffix="B1")]
 
@@ -207,7 +206,7 @@ def test_a_day_with_the_wrong_number_of_values_is_refused(store: Store) -> None:
     short = IntervalDay(NMI, "E1", DAY, 30, (Decimal(1),) * 47, "A" * 47, STAMP, source="f", line=3)
 
     with pytest.raises(InputError, match=r"f:3: .* 47 values and 47 qualities"), store.write() as c:
-        meter.ingest_days(c, [short], received_at=RECEIVED)
+        c.meter.ingest_days([short], received_at=RECEIVED)
 
 
 def test_an_empty_batch_counts_nothing(store: Store) -> None:
@@ -219,8 +218,8 @@ def test_two_ingests_of_one_day_keep_the_newest_whatever_the_commit_order(store:
     older = make_day([Decimal("0.1")] * 48)
     results: list[IngestCounts] = []
 
-    with store.write() as conn:
-        meter.ingest_days(conn, [newer], received_at=RECEIVED)
+    with store.write() as unit:
+        unit.meter.ingest_days([newer], received_at=RECEIVED)
         worker = threading.Thread(target=lambda: results.append(ingest(store, older)))
         worker.start()
         wait_until_blocked(store)
@@ -418,8 +417,8 @@ def test_concurrent_merges_into_one_day_lose_no_interval(store: Store, day_exist
         merge(store, read(at_nem(0), "0.1"))
     results: list[IngestCounts] = []
 
-    with store.write() as conn:
-        meter.ingest_reads(conn, [read(at_nem(1), "0.2")], received_at=RECEIVED)
+    with store.write() as unit:
+        unit.meter.ingest_reads([read(at_nem(1), "0.2")], received_at=RECEIVED)
         worker = threading.Thread(
             target=lambda: results.append(merge(store, read(at_nem(2), "0.3")))
         )

@@ -61,9 +61,13 @@ def test_migrations_build_exactly_the_tables_schema(engine: sa.Engine) -> None:
 
 
 def test_opening_a_new_database_migrates_it_to_head(store_url: str) -> None:
-    with Store.open(store_url) as store, store.read() as conn:
-        assert schema.current_revision(conn) == schema.head_revision()
-        assert set(sa.inspect(conn).get_table_names()) >= {"meter_days", "plans", "customers"}
+    with Store.open(store_url) as store, store.read() as unit:
+        assert schema.current_revision(unit.connection) == schema.head_revision()
+        assert set(sa.inspect(unit.connection).get_table_names()) >= {
+            "meter_days",
+            "plans",
+            "customers",
+        }
 
 
 def test_upgrading_a_current_database_changes_nothing(engine: sa.Engine) -> None:
@@ -88,8 +92,8 @@ def test_an_out_of_date_database_is_refused_until_upgraded(
     ):
         Store.open(store_url)
     assert schema.upgrade(engine) == "0099"
-    with Store.open(store_url) as store, store.read() as conn:
-        assert schema.current_revision(conn) == "0099"
+    with Store.open(store_url) as store, store.read() as unit:
+        assert schema.current_revision(unit.connection) == "0099"
 
 
 def test_a_database_migrated_by_a_later_release_is_refused(

@@ -15,7 +15,7 @@ from freehours.domain import reads as rules
 from freehours.domain.bill import make_bill
 from freehours.domain.rating import MeterRating
 from freehours.observability.logging import bind_fields
-from freehours.store import meter
+from freehours.settlement import NoQuotas
 
 router = APIRouter(tags=["billing"], dependencies=[requires(Scope.READ)])
 
@@ -39,14 +39,14 @@ def get_bill(
         raise Problem(422, "validation-error", "Empty period", f"from: {first} is after {last}")
     if (last - first).days > 366:
         raise Problem(422, "validation-error", "Period too long", "to: at most 367 days")
-    with services.store.read() as conn:
-        customer = services.settlements.customer_plan(conn, nmi)
-        if isinstance(customer, str):
-            raise Problem(404, "customer-not-found", "No bill for this NMI", customer)
+    with services.store.read() as unit:
+        customer = services.settlements.customer_plan(unit, nmi)
+        if isinstance(customer, NoQuotas):
+            raise Problem(404, "customer-not-found", "No bill for this NMI", customer.reason)
         local_dates = [first + timedelta(days=n) for n in range((last - first).days + 1)]
         plan = customer.plan
         nem_dates = {d for day in local_dates for d in plan.nem_dates(day)}
-        days = meter.days_for(conn, nmi, nem_dates)
+        days = unit.meter.days_for(nmi, nem_dates)
     rating = MeterRating(nmi, customer.profiles)
     for day in days:
         rating.add(day)

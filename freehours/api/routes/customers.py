@@ -10,7 +10,6 @@ from freehours.api.models import CustomerIn, CustomerOut, NmiPath
 from freehours.api.problems import Problem
 from freehours.api.services import AppServices, Services
 from freehours.observability.logging import bind_fields
-from freehours.store import catalog
 
 router = APIRouter(tags=["catalogue"], dependencies=[requires(Scope.ADMIN)])
 
@@ -29,12 +28,12 @@ async def put_customer(request: Request, nmi: NmiPath, services: AppServices) ->
 
 
 def _store_customer(services: Services, nmi: str, body: CustomerIn) -> CustomerOut:
-    with services.store.write() as conn:
-        if catalog.get_plan(conn, body.plan_id) is None:
+    with services.store.write() as unit:
+        if unit.catalog.get_plan(body.plan_id) is None:
             raise Problem(422, "unknown-plan", "Unknown plan", f"plan_id: no plan {body.plan_id!r}")
-        catalog.put_customer(
-            conn, nmi, plan_id=body.plan_id, region=body.region, updated_at=services.clock.now()
+        unit.catalog.put_customer(
+            nmi, plan_id=body.plan_id, region=body.region, updated_at=services.clock.now()
         )
         # Reads may have come first (meter data is never dropped): their days settle now.
-        services.runtime.ingestion.customer_changed(conn, nmi)
+        services.runtime.ingestion.customer_changed(unit, nmi)
     return CustomerOut(nmi=nmi, plan_id=body.plan_id, region=body.region)

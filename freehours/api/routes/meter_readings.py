@@ -13,7 +13,6 @@ from datetime import timedelta
 from typing import Annotated, Any, TypeVar
 
 import anyio
-import sqlalchemy as sa
 from fastapi import APIRouter, Header, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
@@ -31,6 +30,7 @@ from freehours.ingest import Ingested
 from freehours.meterdata.nem12 import NEM12Reader, NEM12TooLarge, ReadCancelled, read_days
 from freehours.observability.logging import bind_fields
 from freehours.observability.metrics import UPLOAD_BYTES_READ
+from freehours.store.database import Unit
 
 #: Longest X-Filename: it names the file in answers, logs and the idempotency record.
 FILENAME_MAX_LENGTH = 255
@@ -94,8 +94,8 @@ def _ingest_reads(
         for r in body.reads
     ]
 
-    def work(conn: sa.Connection) -> tuple[int, dict[str, Any], Ingested]:
-        ingested = services.runtime.ingestion.reads(conn, reads)
+    def work(unit: Unit) -> tuple[int, dict[str, Any], Ingested]:
+        ingested = services.runtime.ingestion.reads(unit, reads)
         counts = ingested.counts
         answer = {
             "accepted": counts.accepted,
@@ -203,7 +203,7 @@ def _ingest_upload(
     key: ApiKey,
     idempotency_key: str | None,
 ) -> Response:
-    def work(conn: sa.Connection) -> tuple[int, dict[str, Any], Ingested]:
+    def work(unit: Unit) -> tuple[int, dict[str, Any], Ingested]:
         if error is not None:
             raise error
         days = (
@@ -213,7 +213,7 @@ def _ingest_upload(
                 body, name=name, today=services.nem_today(), limits=services.nem12_limits
             )
         )
-        ingested = services.runtime.ingestion.days(conn, days)
+        ingested = services.runtime.ingestion.days(unit, days)
         counts = ingested.counts
         answer = {
             "file": name,

@@ -61,8 +61,8 @@ async def metrics() -> Response:
 
 
 def _select_one(store: Store) -> None:
-    with store.read() as conn:
-        conn.exec_driver_sql("SELECT 1")
+    with store.read() as unit:
+        unit.ping()
 
 
 async def _check_ready(limiter: anyio.CapacityLimiter, check: Callable[[], None]) -> str:

@@ -13,7 +13,6 @@ from freehours.api.problems import Problem
 from freehours.api.services import AppServices, Services
 from freehours.errors import InputError
 from freehours.plans.document import PLAN_ID_MAX_LENGTH, PLAN_ID_PATTERN, parse_plan
-from freehours.store import catalog
 
 router = APIRouter(tags=["catalogue"], dependencies=[requires(Scope.ADMIN)])
 
@@ -42,6 +41,6 @@ def _store_plan(services: Services, plan_id: str, document: dict[str, Any]) -> d
         parse_plan(document, source=f"plan {plan_id}")
     except InputError as exc:
         raise Problem(422, "invalid-plan", "The plan is not valid", str(exc)) from exc
-    with services.store.write() as conn:
-        stored = catalog.put_plan(conn, plan_id, document, updated_at=services.clock.now())
+    with services.store.write() as unit:
+        stored = unit.catalog.put_plan(plan_id, document, updated_at=services.clock.now())
     return stored.document

@@ -1,0 +1,191 @@
+"""The dialect driver: everything freehours does differently on PostgreSQL and on SQLite.
+
+The repositories (``quotas``, ``meter``, ``catalog``, ``jobs``, ``keys``, ``idempotency``) write
+SQL once, in SQLAlchemy Core, and ask their ``Driver`` for the few things the two databases do
+differently: how a write transaction begins and what it locks, the conflict-handling insert,
+the bulk load of a staging table, advisory locks, notifications, and the statements PostgreSQL
+runs in one where SQLite needs two. ``freehours.store.postgresql`` and ``freehours.store.sqlite``
+implement it; they are the only modules that name a dialect, and the conformance suite
+(``tests/store/test_conformance.py``) runs every repository on both.
+
+A driver is stateless apart from the statements it prepares (``prepared``), so each dialect has
+one, shared by every engine of that dialect.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+import sqlalchemy as sa
+from sqlalchemy.sql.expression import ClauseElement
+
+from freehours.store.prepared import Prepared
+
+if TYPE_CHECKING:
+    from freehours.store.engine import Timeouts
+
+
+class Notifications(Protocol):
+    """A connection listening on a channel (``Driver.listen``)."""
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a notification; whether one came."""
+
+
+class Driver(ABC):
+    """What one database dialect does its own way. See the module docstring."""
+
+    #: ``"postgresql"`` or ``"sqlite"``: for messages and metrics labels, never for branching.
+    name: ClassVar[str]
+    #: Whether ``listen`` can wake a worker (else workers poll).
+    listens: ClassVar[bool]
+    #: Whether writers run side by side (else they take turns, and more threads only queue).
+    parallel_writers: ClassVar[bool]
+    #: The driver-level exceptions a connection used outside SQLAlchemy (``listen``) raises.
+    errors: ClassVar[tuple[type[Exception], ...]]
+
+    def __init__(self) -> None:
+        self._prepared: dict[Callable[[Driver], ClauseElement], Prepared] = {}
+        self._prepared_lock = threading.Lock()
+
+    # --- engines and transactions --------------------------------------------------------------
+
+    @abstractmethod
+    def create_engine(self, url: sa.URL, timeouts: Timeouts) -> sa.Engine:
+        """An engine for ``url``, configured for freehours."""
+
+    @abstractmethod
+    def write(
+        self, engine: sa.Engine, lock: str | None = None
+    ) -> AbstractContextManager[sa.Connection]:
+        """A transaction that will write, holding the named ``lock`` (``freehours.store.locks``)
+        exclusively from its ``BEGIN``; committed on exit, rolled back on an exception."""
+
+    @abstractmethod
+    def autocommit(self, engine: sa.Engine) -> AbstractContextManager[sa.Connection]:
+        """A connection whose statements each commit on their own."""
+
+    @contextmanager
+    def read(self, engine: sa.Engine) -> Iterator[sa.Connection]:
+        """A transaction that only reads; committed on exit."""
+        with engine.begin() as connection:
+            yield connection
+
+    @abstractmethod
+    def without_statement_timeout(self, conn: sa.Connection) -> AbstractContextManager[None]:
+        """Lift the statement timeout, and the client's wait for an answer, for the rest of the
+        transaction on ``conn``: for bulk statements whose time grows with their input."""
+
+    # --- statements ----------------------------------------------------------------------------
+
+    @abstractmethod
+    def _insert(self, table: sa.Table) -> Any:
+        """The dialect's ``INSERT`` construct, which has ``ON CONFLICT``."""
+
+    def insert_or_ignore(
+        self,
+        table: sa.Table,
+        *,
+        index_elements: Sequence[str] | None = None,
+        index_where: sa.ColumnElement[bool] | sa.TextClause | None = None,
+    ) -> sa.Insert:
+        """``INSERT ... ON CONFLICT DO NOTHING`` into ``table`` (give it ``values``)."""
+        insert: sa.Insert = self._insert(table).on_conflict_do_nothing(
+            index_elements=index_elements, index_where=index_where
+        )
+        return insert
+
+    def upsert(
+        self,
+        table: sa.Table,
+        *,
+        key: Sequence[str],
+        update: Iterable[str],
+        where: Callable[[sa.ColumnCollection[str, Any]], sa.ColumnElement[bool]] | None = None,
+    ) -> sa.Insert:
+        """``INSERT ... ON CONFLICT (key) DO UPDATE`` setting the ``update`` columns to the
+        incoming row's, where ``where(excluded)`` holds (give it ``values`` or ``from_select``)."""
+        insert = self._insert(table)
+        excluded = insert.excluded
+        upsert: sa.Insert = insert.on_conflict_do_update(
+            index_elements=list(key),
+            set_={name: excluded[name] for name in update},
+            where=None if where is None else where(excluded),
+        )
+        return upsert
+
+    def prepared(self, build: Callable[[Driver], ClauseElement]) -> Prepared:
+        """The ``Prepared`` statement ``build`` makes for this driver: built once, then kept
+        (``build`` is a module-level function, so it is its own key)."""
+        prepared = self._prepared.get(build)
+        if prepared is None:
+            with self._prepared_lock:
+                prepared = self._prepared.setdefault(build, Prepared(build(self)))
+        return prepared
+
+    @abstractmethod
+    def where_pairs(
+        self,
+        statement: sa.Update,
+        columns: tuple[sa.Column[int], sa.Column[int]],
+        pairs: Collection[tuple[int, int]],
+    ) -> sa.Update:
+        """``statement`` restricted to rows whose two integer ``columns`` are one of ``pairs``."""
+
+    @abstractmethod
+    def update_and_insert(
+        self,
+        conn: sa.Connection,
+        params: dict[str, Any],
+        *,
+        together: Prepared,
+        update: Prepared,
+        insert: Prepared,
+    ) -> bool:
+        """An update and the insert keyed by the row it wrote: ``together`` (one statement
+        whose update is a ``WITH``, returning a row when it inserted) where the database
+        allows it, else ``update`` then ``insert``. Whether the update found its row (always
+        True where two statements run: the caller holds the row)."""
+
+    @abstractmethod
+    def upsert_counting(
+        self,
+        conn: sa.Connection,
+        upsert: sa.Insert,
+        returning: Sequence[sa.ColumnElement[Any]],
+        *,
+        incoming: int,
+        existing: sa.Select[Any],
+    ) -> tuple[int, Sequence[sa.Row[Any]]]:
+        """Run ``upsert`` of ``incoming`` rows: how many it inserted (not updated), and the
+        ``returning`` columns of every row it wrote. ``existing`` counts the incoming rows
+        already stored, for a database that cannot tell an insert from an update afterwards."""
+
+    # --- bulk load -----------------------------------------------------------------------------
+
+    @abstractmethod
+    def stage(self, conn: sa.Connection, table: sa.Table, rows: Iterable[tuple[Any, ...]]) -> int:
+        """Load ``rows`` (in ``table``'s column order) into the empty table ``table`` as fast as
+        the database can take them; how many. ``rows`` is consumed once, streaming."""
+
+    # --- locks and notifications ---------------------------------------------------------------
+
+    @abstractmethod
+    def hold_shared(self, conn: sa.Connection, keys: Sequence[int]) -> None:
+        """Hold the advisory locks ``keys`` (sorted) shared until the transaction ends."""
+
+    @abstractmethod
+    def hold_exclusive(self, conn: sa.Connection, key: int) -> None:
+        """Hold the advisory lock ``key`` exclusively until the transaction ends."""
+
+    @abstractmethod
+    def notify(self, conn: sa.Connection, channel: str) -> None:
+        """Wake the listeners of ``channel`` when the transaction commits."""
+
+    @abstractmethod
+    def listen(self, engine: sa.Engine, channel: str) -> AbstractContextManager[Notifications]:
+        """A connection of its own listening on ``channel`` (only where ``listens``)."""

@@ -1,0 +1,231 @@
+"""The PostgreSQL driver (psycopg 3): timeouts on every wait, ``COPY``, advisory locks, LISTEN.
+
+Every wait on the server is bounded (``Timeouts``): a connection, a statement (the server's
+``statement_timeout``, and the client's own deadline one second later, for a server that cannot
+even cancel), a pooled connection, and TCP. A write transaction is an ordinary READ COMMITTED
+one: rows are locked with ``SELECT ... FOR UPDATE``; a named lock (``freehours.store.locks``)
+is an advisory transaction lock taken with the ``BEGIN``, in the same round trip.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, ClassVar
+
+import psycopg
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.dialects import postgresql
+
+from freehours.store import locks
+from freehours.store.driver import Driver, Notifications
+from freehours.store.engine import Timeouts
+from freehours.store.prepared import Prepared, run_script
+
+_AUTOCOMMIT = "AUTOCOMMIT"
+
+_HOLD_SHARED = Prepared(
+    sa.text("SELECT pg_advisory_xact_lock_shared(k) FROM unnest(CAST(:keys AS bigint[])) AS k")
+)
+_HOLD_EXCLUSIVE = Prepared(sa.text("SELECT pg_advisory_xact_lock(:key)"))
+_NOTIFY = Prepared(sa.text("SELECT pg_notify(:channel, '')"))
+
+
+@functools.cache
+def _answering_connection() -> type[Any]:
+    """A psycopg connection class that waits for an answer at most ``answer_timeout`` seconds.
+
+    libpq has no read timeout: a server that stops answering (black-holed behind a proxy that
+    still acknowledges, or past what keepalives notice) holds the calling thread for ever. Past
+    the deadline the connection is closed (its state is unknown), so SQLAlchemy invalidates it
+    rather than pooling it, and the caller gets an OperationalError."""
+
+    class AnsweringConnection(psycopg.Connection[Any]):
+        answer_timeout: float | None = None
+
+        def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
+            if timeout is not None:
+                # The caller's own deadline (``notifies(timeout=...)``: no notification within
+                # it is an answer, not a failure): psycopg handles its expiry.
+                return super().wait(gen, interval, timeout)
+            try:
+                return super().wait(gen, interval, self.answer_timeout)
+            except psycopg.errors._WaitTimeout as exc:  # psycopg's own deadline
+                self.pgconn.finish()
+                raise psycopg.OperationalError(
+                    f"the database did not answer within {self.answer_timeout} s"
+                ) from exc
+
+    return AnsweringConnection
+
+
+class _Listening:
+    def __init__(self, connection: psycopg.Connection[Any]) -> None:
+        self._connection = connection
+
+    def wait(self, timeout: float) -> bool:
+        return any(True for _ in self._connection.notifies(timeout=timeout, stop_after=1))
+
+
+class PostgreSQL(Driver):
+    name: ClassVar[str] = "postgresql"
+    listens: ClassVar[bool] = True
+    parallel_writers: ClassVar[bool] = True
+    errors: ClassVar[tuple[type[Exception], ...]] = (psycopg.Error,)
+
+    def create_engine(self, url: sa.URL, timeouts: Timeouts) -> sa.Engine:
+        # The URL may carry libpq ``options`` of its own (a search_path): the timeout is added.
+        options = url.query.get("options", "")
+        if isinstance(options, tuple):
+            options = " ".join(options)
+        statement_ms = max(1, int(timeouts.statement * 1000))
+        keepalive_idle = max(1, timeouts.tcp // 3)
+        engine = sa.create_engine(
+            url,
+            pool_timeout=timeouts.pool,
+            connect_args={
+                "connect_timeout": timeouts.connect,
+                "options": f"{options} -c statement_timeout={statement_ms}".strip(),
+                "keepalives": 1,
+                "keepalives_idle": keepalive_idle,
+                "keepalives_interval": keepalive_idle,
+                "keepalives_count": 3,
+                "tcp_user_timeout": timeouts.tcp * 1000,
+            },
+        )
+
+        @event.listens_for(engine, "do_connect")
+        def _connect(_dialect: Any, _record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
+            connection = _answering_connection().connect(*cargs, **cparams)
+            connection.answer_timeout = timeouts.answer
+            return connection
+
+        return engine
+
+    @contextmanager
+    def write(self, engine: sa.Engine, lock: str | None = None) -> Iterator[sa.Connection]:
+        if lock is None:
+            with engine.begin() as connection:
+                yield connection
+            return
+        # freehours begins and ends this one itself, so that its BEGIN and the lock take one
+        # round trip (psycopg would send its own BEGIN alone). A statement through ``execute``
+        # may begin SQLAlchemy's own (empty) transaction: ending it when the connection closes
+        # sends nothing.
+        with self.autocommit(engine) as connection:
+            run_script(connection, f"BEGIN; SELECT pg_advisory_xact_lock({locks.key(lock)})")
+            try:
+                yield connection
+                run_script(connection, "COMMIT")
+            except BaseException:
+                if not connection.invalidated:
+                    run_script(connection, "ROLLBACK")
+                raise
+
+    @contextmanager
+    def autocommit(self, engine: sa.Engine) -> Iterator[sa.Connection]:
+        with engine.connect() as connection:
+            connection.execution_options(isolation_level=_AUTOCOMMIT)
+            yield connection
+
+    @contextmanager
+    def without_statement_timeout(self, conn: sa.Connection) -> Iterator[None]:
+        run_script(conn, "SET LOCAL statement_timeout = 0")
+        driver = conn.connection.driver_connection
+        saved = getattr(driver, "answer_timeout", None)
+        driver.answer_timeout = None  # type: ignore[union-attr]
+        try:
+            yield
+        finally:
+            driver.answer_timeout = saved  # type: ignore[union-attr]
+
+    def _insert(self, table: sa.Table) -> Any:
+        return postgresql.insert(table)
+
+    def where_pairs(
+        self,
+        statement: sa.Update,
+        columns: tuple[sa.Column[int], sa.Column[int]],
+        pairs: Collection[tuple[int, int]],
+    ) -> sa.Update:
+        # A join with the pairs as two arrays: one statement text whatever their number (so
+        # psycopg prepares it once), and a plan of primary-key lookups, which is what PostgreSQL
+        # picks for a handful of rows joined by the key.
+        first, second = columns
+        pair = (
+            sa.func.unnest(
+                sa.literal([a for a, _ in pairs], postgresql.ARRAY(sa.BigInteger)),
+                sa.literal([b for _, b in pairs], postgresql.ARRAY(sa.Integer)),
+            )
+            .table_valued("a", "b")
+            .render_derived(name="pair")
+        )
+        return statement.where(first == pair.c.a, second == pair.c.b)
+
+    def update_and_insert(
+        self,
+        conn: sa.Connection,
+        params: dict[str, Any],
+        *,
+        together: Prepared,
+        update: Prepared,
+        insert: Prepared,
+    ) -> bool:
+        return bool(together.rows(conn, params))
+
+    def upsert_counting(
+        self,
+        conn: sa.Connection,
+        upsert: sa.Insert,
+        returning: Sequence[sa.ColumnElement[Any]],
+        *,
+        incoming: int,
+        existing: sa.Select[Any],
+    ) -> tuple[int, Sequence[sa.Row[Any]]]:
+        # xmax is 0 on a row version this statement inserted, the locker's id on one it updated.
+        inserted = sa.literal_column("xmax = 0", sa.Boolean).label("freehours_inserted")
+        written = conn.execute(upsert.returning(inserted, *returning)).all()
+        return sum(1 for row in written if row.freehours_inserted), written
+
+    def stage(self, conn: sa.Connection, table: sa.Table, rows: Iterable[tuple[Any, ...]]) -> int:
+        driver = conn.connection.driver_connection
+        if not isinstance(driver, psycopg.Connection):
+            raise TypeError(f"PostgreSQL through psycopg 3 expected, not {type(driver).__name__}")
+        columns = ", ".join(column.name for column in table.columns)
+        staged = 0
+        with (
+            driver.cursor() as cursor,
+            cursor.copy(f"COPY {table.name} ({columns}) FROM STDIN") as copy,
+        ):
+            for row in rows:
+                copy.write_row(row)
+                staged += 1
+        return staged
+
+    def hold_shared(self, conn: sa.Connection, keys: Sequence[int]) -> None:
+        if keys:
+            _HOLD_SHARED.rows(conn, {"keys": list(keys)})
+
+    def hold_exclusive(self, conn: sa.Connection, key: int) -> None:
+        _HOLD_EXCLUSIVE.rows(conn, {"key": key})
+
+    def notify(self, conn: sa.Connection, channel: str) -> None:
+        _NOTIFY.rows(conn, {"channel": channel})
+
+    @contextmanager
+    def listen(self, engine: sa.Engine, channel: str) -> Iterator[Notifications]:
+        pooled = engine.raw_connection()
+        connection: Any = pooled.driver_connection
+        pooled.detach()  # a connection of its own, LISTENing, never returned to the pool
+        try:
+            connection.rollback()
+            connection.autocommit = True
+            connection.execute(f"LISTEN {channel}")
+            yield _Listening(connection)
+        finally:
+            pooled.close()
+
+
+POSTGRESQL = PostgreSQL()
