@@ -1,0 +1,321 @@
+"""Every repository method, through the ``store`` fixture: the same answers on SQLite and
+PostgreSQL.
+
+Each test runs once per backend and asserts literal results, so a driver that answers differently
+fails it. A new repository method, or a new ``Driver`` method, gets a case here. Behaviour in
+depth (the revision rule, the job life cycle, races) is tested beside each repository; this suite
+is the contract the two drivers share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from freehours.domain.settlement import claim, complete, new_quota
+from freehours.domain.time import NEM_TIME, Region
+from freehours.errors import InputError
+from freehours.jobs.job import JobState
+from freehours.jobs.queue import Complete, Finish, Release
+from freehours.jobs.retry import Discard, DiscardReason, RetryAt, SnoozeUntil
+from freehours.meterdata.records import IntervalDay, IntervalRead
+from freehours.store.catalog import Customer, StoredPlan
+from freehours.store.database import Store, Unit
+from freehours.store.idempotency import SavedResponse, StoredIdempotencyKey
+from freehours.store.jobs import NOTIFY_CHANNEL
+from freehours.store.keys import StoredKey
+from freehours.store.meter import IngestCounts
+from freehours.store.quotas import LedgerEntry
+
+NMI = "4102000001"
+OTHER = "4102000002"
+DAY = date(2026, 7, 1)
+NOW = datetime(2026, 7, 2, 9, 0, tzinfo=UTC)
+STAMP = datetime(2026, 7, 2, 6, 0, tzinfo=NEM_TIME)
+LEASE = timedelta(minutes=5)
+
+
+def write_then_fail(store: Store, write: Callable[[Unit], object], lock: str | None = None) -> None:
+    """A write transaction that fails after ``write``: it must leave nothing behind."""
+    with pytest.raises(RuntimeError), store.write(lock) as unit:  # noqa: PT012 - the point
+        write(unit)
+        raise RuntimeError("the transaction fails after the write")
+
+
+def nem12_day(nmi: str, value: str, stamp: datetime = STAMP, suffix: str = "E1") -> IntervalDay:
+    return IntervalDay(nmi, suffix, DAY, 30, (Decimal(value),) * 48, "A" * 48, stamp)
+
+
+# --- quotas and the ledger ----------------------------------------------------------------------
+
+
+def test_quotas(store: Store) -> None:
+    first = new_quota(NMI, DAY)
+    with store.autocommit() as unit:
+        assert unit.quotas.insert_if_absent(first) is True
+        assert unit.quotas.insert_if_absent(first) is False
+    with store.write() as unit:
+        assert unit.quotas.latest(NMI, DAY) == first
+        assert unit.quotas.latest(OTHER, DAY) is None
+        assert unit.quotas.latest_or_new(NMI, DAY) == first
+        assert unit.quotas.latest_or_new(OTHER, DAY) == new_quota(OTHER, DAY)
+        held = claim(first, NOW, timedelta(seconds=30), 5)
+        unit.quotas.save(held.quota)
+        done = complete(held.quota, held.quota.fence, Decimal("1.5"), Decimal("0.75"), NOW)
+        unit.quotas.save_and_book(
+            done, LedgerEntry(NMI, DAY, 1, Decimal("1.5"), Decimal("0.75"), NOW)
+        )
+        assert unit.quotas.latest(NMI, DAY, for_update=True) == done
+    with store.write() as unit:
+        successor = unit.quotas.reopen_if_settled(NMI, DAY)
+        assert successor == new_quota(NMI, DAY, version=2)
+        assert unit.quotas.reopen_if_settled(NMI, DAY) is None  # version 2 is not settled
+        assert unit.quotas.reopen_if_settled(OTHER, DAY) is None
+        unit.quotas.book(LedgerEntry(NMI, DAY, 2, Decimal("0.5"), Decimal("0.25"), NOW))
+        unit.quotas.insert(new_quota(OTHER, DAY, version=2))
+    with store.read() as unit:
+        assert unit.quotas.booked_before(NMI, DAY, 1) == (Decimal(0), Decimal(0))
+        assert unit.quotas.booked_before(NMI, DAY, 3) == (Decimal("2.0"), Decimal("1.00"))
+        assert unit.quotas.ledger(NMI) == [
+            LedgerEntry(NMI, DAY, 1, Decimal("1.5"), Decimal("0.75"), NOW),
+            LedgerEntry(NMI, DAY, 2, Decimal("0.5"), Decimal("0.25"), NOW),
+        ]
+        assert unit.quotas.ledger(NMI, DAY + timedelta(days=1)) == []
+        assert unit.quotas.every_credit() == unit.quotas.ledger(NMI)
+        assert unit.quotas.duplicate_credits() == 0
+        assert unit.quotas.count_versions() == 4
+        assert unit.quotas.sum_attempts() == 0
+        assert unit.quotas.first_versions_completed_at() == [NOW]
+
+
+def test_a_transition_and_its_entry_stand_or_fall_together(store: Store) -> None:
+    first = new_quota(NMI, DAY)
+    held = claim(first, NOW, timedelta(seconds=30), 5).quota
+    with store.write() as unit:
+        unit.quotas.insert(held)
+    done = complete(held, held.fence, Decimal(1), Decimal("0.5"), NOW)
+    entry = LedgerEntry(NMI, DAY, 1, Decimal(1), Decimal("0.5"), NOW)
+    write_then_fail(store, lambda unit: unit.quotas.save_and_book(done, entry))
+    with store.read() as unit:
+        assert unit.quotas.latest(NMI, DAY) == held
+        assert unit.quotas.ledger(NMI) == []
+
+
+# --- meter data ---------------------------------------------------------------------------------
+
+
+def test_meter(store: Store) -> None:
+    with store.write() as unit:
+        counts = unit.meter.ingest_days(
+            [nem12_day(NMI, "0.1"), nem12_day(OTHER, "0.2")], received_at=NOW
+        )
+        assert counts == IngestCounts(accepted=2)
+        assert counts.changed == {(NMI, "E1", DAY), (OTHER, "E1", DAY)}
+    with store.write() as unit:
+        later = STAMP + timedelta(hours=1)
+        counts = unit.meter.ingest_days(
+            [
+                nem12_day(NMI, "0.3", later),
+                nem12_day(OTHER, "0.2"),
+                nem12_day(OTHER, "0.9", STAMP - timedelta(hours=1)),
+            ],
+            received_at=NOW,
+        )
+        assert counts == IngestCounts(superseded=1, unchanged=1, stale=1)
+        assert counts.changed == {(NMI, "E1", DAY)}
+    start = datetime(2026, 7, 1, 0, 0, tzinfo=NEM_TIME)
+    with store.write() as unit:
+        counts = unit.meter.ingest_reads(
+            [
+                IntervalRead(NMI, "E1", start, start + timedelta(minutes=30), Decimal("0.5"), "A"),
+                IntervalRead(NMI, "B1", start, start + timedelta(minutes=30), Decimal("0.4"), "A"),
+            ],
+            received_at=NOW,
+        )
+        assert counts == IngestCounts(accepted=1, superseded=1)
+        assert counts.changed == {(NMI, "E1", DAY), (NMI, "B1", DAY)}
+    with store.read() as unit:
+        days = unit.meter.days_for(NMI, [DAY, DAY + timedelta(days=5)])
+        assert [(d.suffix, d.values[:2]) for d in days] == [
+            ("B1", (Decimal("0.4"), None)),
+            ("E1", (Decimal("0.5"), Decimal("0.3"))),
+        ]
+        assert unit.meter.days_for(NMI, []) == []
+        assert sorted(unit.meter.day_keys_since(NMI, DAY)) == [(NMI, "B1", DAY), (NMI, "E1", DAY)]
+        assert unit.meter.day_keys_since(NMI, DAY + timedelta(days=1)) == []
+        assert unit.meter.nmis_with_data_on(DAY) == [NMI, OTHER]
+
+
+def test_a_failed_ingest_leaves_nothing_behind(store: Store) -> None:
+    bad = IntervalDay(NMI, "E1", DAY, 30, (Decimal(1),) * 47, "A" * 47, STAMP)
+    with pytest.raises(InputError), store.write() as unit:
+        unit.meter.ingest_days([nem12_day(OTHER, "0.1"), bad], received_at=NOW)
+    with store.write() as unit:  # the staging table went with the rollback
+        assert unit.meter.ingest_days([nem12_day(OTHER, "0.1")], received_at=NOW).accepted == 1
+
+
+# --- the catalogue ------------------------------------------------------------------------------
+
+
+def test_catalog(store: Store) -> None:
+    with store.write() as unit:
+        plan = unit.catalog.put_plan("p", {"price": Decimal("0.25")}, updated_at=NOW)
+        assert plan == StoredPlan("p", {"price": "0.25"}, NOW)
+        unit.catalog.put_plan("p", {"price": Decimal("0.30")}, updated_at=NOW + timedelta(1))
+        unit.catalog.put_plan("a", {}, updated_at=NOW)
+        customer = unit.catalog.put_customer(NMI, plan_id="p", region=Region.NSW, updated_at=NOW)
+        assert customer == Customer(NMI, "p", Region.NSW, NOW)
+        unit.catalog.put_customer(NMI, plan_id="a", region=Region.VIC, updated_at=NOW)
+        with pytest.raises(InputError, match="not known"):
+            unit.catalog.put_customer(OTHER, plan_id="nope", region=Region.NSW, updated_at=NOW)
+    with store.read() as unit:
+        assert unit.catalog.get_plan("p") == StoredPlan("p", {"price": "0.30"}, NOW + timedelta(1))
+        assert unit.catalog.get_plan("nope") is None
+        assert [p.plan_id for p in unit.catalog.list_plans()] == ["a", "p"]
+        assert unit.catalog.get_customer(NMI) == Customer(NMI, "a", Region.VIC, NOW)
+        assert unit.catalog.get_customer(OTHER) is None
+        assert unit.catalog.count_customers() == 1
+        assert unit.catalog.plan_version_of(NMI) == ("a", NOW)
+        assert unit.catalog.plan_version_of(OTHER) is None
+
+
+# --- jobs ---------------------------------------------------------------------------------------
+
+
+def test_jobs(store: Store) -> None:
+    with store.write() as unit:
+        first = unit.jobs.enqueue("settle", "a", {"n": 1}, run_at=NOW, now=NOW)
+        second = unit.jobs.enqueue("settle", "b", {"n": 2}, run_at=NOW, now=NOW)
+        later = unit.jobs.enqueue("settle", "c", {}, run_at=NOW + timedelta(hours=1), now=NOW)
+        assert unit.jobs.enqueue("settle", "a", {"n": 1}, run_at=NOW, now=NOW) is None
+        assert None not in (first, second, later)
+    with store.write() as unit:
+        assert unit.jobs.next_due({"settle"}) == NOW
+        assert unit.jobs.next_due({"other"}) is None
+        claimed = unit.jobs.claim("w1", {"settle"}, 10, now=NOW, lease=LEASE)
+        assert [(j.key, j.state, j.runs, j.worker) for j in claimed] == [
+            ("a", JobState.RUNNING, 1, "w1"),
+            ("b", JobState.RUNNING, 1, "w1"),
+        ]
+        assert unit.jobs.renew("w1", now=NOW, lease=LEASE) == 2
+        assert unit.jobs.renew("w2", now=NOW, lease=LEASE) == 0
+        (expired,) = unit.jobs.expired(now=NOW + 2 * LEASE, limit=1)
+        assert expired in claimed
+        assert unit.jobs.expired(now=NOW, limit=10) == []
+    job_a, job_b = claimed
+    with store.write() as unit:
+        written = unit.jobs.finish(
+            [Finish(job_a, Complete("done")), Finish(job_b, Release())], now=NOW
+        )
+        assert written == {job_a.id, job_b.id}
+        assert unit.jobs.finish([Finish(job_a, Complete("again"))], now=NOW) == set()  # stale
+        assert unit.jobs.cancel("settle", "c", now=NOW) == later
+        assert unit.jobs.cancel("settle", "c", now=NOW) is None
+    with store.write() as unit:
+        (job_b,) = unit.jobs.claim("w1", {"settle"}, 10, now=NOW, lease=LEASE)
+        retry = RetryAt(NOW + timedelta(seconds=5), 1)
+        assert unit.jobs.finish([Finish(job_b, retry, "Boom: failed")], now=NOW) == {job_b.id}
+    with store.write() as unit:
+        (job_b,) = unit.jobs.claim("w1", {"settle"}, 10, now=NOW + LEASE, lease=LEASE)
+        snooze = SnoozeUntil(NOW + LEASE)
+        assert unit.jobs.finish([Finish(job_b, snooze, "later")], now=NOW) == {job_b.id}
+    with store.write() as unit:
+        (job_b,) = unit.jobs.claim("w1", {"settle"}, 10, now=NOW + LEASE, lease=LEASE)
+        discard = Discard(DiscardReason.ATTEMPTS, 2)
+        assert unit.jobs.finish([Finish(job_b, discard, "Boom")], now=NOW) == {job_b.id}
+    with store.read() as unit:
+        assert [(j.key, j.state, j.runs) for j in unit.jobs.every()] == [
+            ("a", JobState.COMPLETED, 1),
+            ("b", JobState.DISCARDED, 4),
+            ("c", JobState.CANCELLED, 0),
+        ]
+        assert [j.key for j in unit.jobs.history("settle", "b")] == ["b"]
+        assert unit.jobs.get(10_000) is None
+        assert unit.jobs.reruns() == 3
+        counts = unit.jobs.count_by_state()
+        assert counts[JobState.COMPLETED] == counts[JobState.DISCARDED] == 1
+        assert counts[JobState.AVAILABLE] == 0
+        assert unit.jobs.count_stuck(now=NOW + timedelta(days=1), waiting_over=LEASE) == 0
+    with store.write() as unit:
+        assert unit.jobs.prune(finished_before=NOW + timedelta(seconds=1), limit=2) == 2
+        assert unit.jobs.prune(finished_before=NOW + timedelta(seconds=1), limit=2) == 1
+        unit.jobs.enqueue("settle", "d", {}, run_at=NOW, now=NOW)
+        assert unit.jobs.count_stuck(now=NOW + 2 * LEASE, waiting_over=LEASE) == 1
+
+
+# --- keys and idempotency -----------------------------------------------------------------------
+
+
+def test_keys(store: Store) -> None:
+    with store.write() as unit:
+        added = unit.keys.add(
+            "key_1", name="one", key_hash="h1", scopes=frozenset({"read"}), created_at=NOW
+        )
+        assert added == StoredKey("key_1", "one", frozenset({"read"}), NOW, None)
+        unit.keys.add("key_2", name="two", key_hash="h2", scopes=frozenset(), created_at=NOW)
+        assert unit.keys.revoke("key_2", NOW) is True
+        assert unit.keys.revoke("key_2", NOW) is False
+    with store.read() as unit:
+        assert unit.keys.every() == [added, StoredKey("key_2", "two", frozenset(), NOW, NOW)]
+        assert unit.keys.live_by_hash("h1") == added
+        assert unit.keys.live_by_hash("h2") is None
+
+
+def test_idempotency(store: Store) -> None:
+    answer = SavedResponse(200, "{}", "application/json")
+    with store.write() as unit:
+        assert unit.idempotency.insert_if_absent(principal="p", key="k", fingerprint="f", now=NOW)
+        assert not unit.idempotency.insert_if_absent(
+            principal="p", key="k", fingerprint="g", now=NOW
+        )
+        assert unit.idempotency.insert_if_absent(principal="p", key="j", fingerprint="f", now=NOW)
+        assert unit.idempotency.locked(principal="p", key="k") == StoredIdempotencyKey(
+            "f", NOW, None
+        )
+        later = NOW + timedelta(seconds=10)
+        unit.idempotency.take_over(principal="p", key="k", now=later)
+        assert unit.idempotency.renew([("p", "k"), ("p", "nope")], now=later) == 1
+        assert unit.idempotency.renew([], now=later) == 0
+        unit.idempotency.finish(principal="p", key="k", response=answer, now=later)
+        assert unit.idempotency.renew([("p", "k")], now=later) == 0  # answered: not in flight
+        unit.idempotency.forget(principal="p", key="j")
+        unit.idempotency.forget(principal="p", key="k")  # answered: kept
+    with store.read() as unit:
+        assert unit.idempotency.locked(principal="p", key="k") == StoredIdempotencyKey(
+            "f", later, answer
+        )
+        assert unit.idempotency.count() == 1
+    with store.write() as unit:
+        assert unit.idempotency.purge(older_than=NOW) == 0
+        assert unit.idempotency.purge(older_than=later) == 1
+
+
+# --- the unit of work and the driver -----------------------------------------------------------
+
+
+def test_units_commit_roll_back_and_lock(store: Store) -> None:
+    write_then_fail(store, lambda unit: unit.quotas.insert(new_quota(NMI, DAY)))
+    write_then_fail(store, lambda unit: unit.quotas.insert(new_quota(OTHER, DAY)), "quota-day:x")
+    with store.write(lock="quota-day:x") as unit:
+        unit.hold_shared(["quota-day:y"])
+        unit.quotas.insert(new_quota(OTHER, DAY))
+        store.driver.notify(unit.connection, NOTIFY_CHANNEL)
+    with store.read() as unit:
+        unit.ping()
+        assert unit.quotas.latest(NMI, DAY) is None
+        assert unit.quotas.latest(OTHER, DAY) == new_quota(OTHER, DAY)
+
+
+def test_listening_wakes_on_a_committed_notification(store: Store) -> None:
+    if not store.listens:
+        with pytest.raises(NotImplementedError):
+            store.listen(NOTIFY_CHANNEL)
+        return
+    with store.listen(NOTIFY_CHANNEL) as notifications:
+        assert notifications.wait(0.05) is False
+        with store.write() as unit:
+            unit.jobs.enqueue("settle", "a", {}, run_at=NOW, now=NOW)
+        assert notifications.wait(5) is True
