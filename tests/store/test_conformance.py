@@ -15,13 +15,13 @@ from decimal import Decimal
 
 import pytest
 
+from freehours.domain.reads import IntervalDay, IntervalRead
 from freehours.domain.settlement import claim, complete, new_quota
 from freehours.domain.time import NEM_TIME, Region
 from freehours.errors import InputError
 from freehours.jobs.job import JobState
 from freehours.jobs.queue import Complete, Finish, Release
 from freehours.jobs.retry import Discard, DiscardReason, RetryAt, SnoozeUntil
-from freehours.meterdata.records import IntervalDay, IntervalRead
 from freehours.store.catalog import Customer, StoredPlan
 from freehours.store.database import Store, Unit
 from freehours.store.idempotency import SavedResponse, StoredIdempotencyKey
