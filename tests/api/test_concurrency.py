@@ -18,7 +18,7 @@ from freehours.domain.time import NEM_TIME, Region
 from freehours.store.database import Store
 from tests.api.conftest import PLAN
 from tests.servers import api_server, freehours
-from tests.store.fixtures import postgres_schema
+from tests.store.fixtures import PostgresSchemas
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -27,9 +27,9 @@ REQUESTS = 50
 
 
 @pytest.fixture
-def deployment(postgres_url: str, redis_url: str) -> Iterator[dict[str, str]]:
-    """A fresh PostgreSQL schema with a customer and a day of reads, and the env to serve it."""
-    with postgres_schema(postgres_url, "conc") as url:
+def deployment(postgres_schemas: PostgresSchemas, redis_url: str) -> Iterator[dict[str, str]]:
+    """A fresh, migrated PostgreSQL schema with a customer and a day of reads, and the env."""
+    with postgres_schemas.migrated() as url:
         yield {
             "FREEHOURS_DATABASE_URL": url,
             "FREEHOURS_REDIS_URL": redis_url,

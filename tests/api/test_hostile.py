@@ -29,7 +29,7 @@ from freehours.meterdata.writer import write_nem12
 from freehours.store.tables import idempotency_keys, meter_days
 from tests.bombs import blank_line_bomb, gzipped, overlapping_zip, short_rows_bomb
 from tests.servers import api_server, freehours
-from tests.store.fixtures import postgres_schema
+from tests.store.fixtures import PostgresSchemas
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
@@ -63,8 +63,8 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def server(postgres_url: str, redis_url: str) -> Iterator[Server]:
-    with postgres_schema(postgres_url) as url:
+def server(postgres_schemas: PostgresSchemas, redis_url: str) -> Iterator[Server]:
+    with postgres_schemas.migrated() as url:
         env = {
             "FREEHOURS_DATABASE_URL": url,
             "FREEHOURS_REDIS_URL": redis_url,

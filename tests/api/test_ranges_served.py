@@ -16,7 +16,7 @@ from sqlalchemy.pool import NullPool
 from tests.api.conftest import PLAN
 from tests.meterdata.nem12_text import channel, day, nem12
 from tests.servers import api_server, freehours
-from tests.store.fixtures import postgres_schema
+from tests.store.fixtures import PostgresSchemas
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -24,15 +24,14 @@ NMI = "4102000077"
 
 
 @pytest.fixture
-def deployment(postgres_url: str, redis_url: str) -> Iterator[dict[str, str]]:
-    """A fresh PostgreSQL schema, and the env to serve it."""
-    with postgres_schema(postgres_url, "ranges") as url:
+def deployment(postgres_schemas: PostgresSchemas, redis_url: str) -> Iterator[dict[str, str]]:
+    """A fresh, migrated PostgreSQL schema, and the env to serve it."""
+    with postgres_schemas.migrated() as url:
         env = {
             "FREEHOURS_DATABASE_URL": url,
             "FREEHOURS_REDIS_URL": redis_url,
             "FREEHOURS_REDIS_PREFIX": f"test:{uuid.uuid4().hex[:12]}:",
         }
-        freehours("db", "upgrade", env=env)
         yield env
 
 

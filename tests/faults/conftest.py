@@ -24,7 +24,7 @@ from freehours.store.database import Store
 from tests.api.conftest import PLAN
 from tests.faults.proxy import FaultProxy, fault_proxy
 from tests.servers import api_server, freehours
-from tests.store.fixtures import postgres_schema
+from tests.store.fixtures import PostgresSchemas
 
 NMI = "FAULT00001"
 FIRST_DAY = date(2026, 6, 1)  # long past: every day is due and its data complete
@@ -76,9 +76,9 @@ def _prepare(url: str) -> None:
 
 
 @pytest.fixture
-def deployment(postgres_url: str, redis_url: str) -> Iterator[Deployment]:
+def deployment(postgres_schemas: PostgresSchemas, redis_url: str) -> Iterator[Deployment]:
     redis_target = urlsplit(redis_url)
-    with postgres_schema(postgres_url, "faults") as direct_url:
+    with postgres_schemas.migrated() as direct_url:
         direct = sa.make_url(direct_url)
         _prepare(direct_url)
         key = freehours(

@@ -22,13 +22,24 @@ from freehours.store.engine import create_engine
 STAMP = datetime(2026, 7, 2, 6, 30, tzinfo=NEM_TIME)
 
 
+def configured(url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """``url`` as FREEHOURS_DATABASE_URL, for commands that read the settings."""
+    monkeypatch.setenv("FREEHOURS_DATABASE_URL", url)
+    get_settings.cache_clear()
+    yield url
+    get_settings.cache_clear()
+
+
 @pytest.fixture
 def database_url(store_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """``store_url`` as FREEHOURS_DATABASE_URL, for commands that read the settings."""
-    monkeypatch.setenv("FREEHOURS_DATABASE_URL", store_url)
-    get_settings.cache_clear()
-    yield store_url
-    get_settings.cache_clear()
+    """A migrated database, configured."""
+    yield from configured(store_url, monkeypatch)
+
+
+@pytest.fixture
+def empty_database_url(empty_store_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A database with no schema yet, configured."""
+    yield from configured(empty_store_url, monkeypatch)
 
 
 def freehours(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
@@ -83,12 +94,12 @@ def stored_nmis(url: str) -> list[str]:
 
 
 def test_db_upgrade_brings_the_configured_database_to_head(
-    database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    empty_database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert freehours(monkeypatch, "db", "upgrade") == 0
 
     assert f"schema revision {schema.head_revision()}" in capsys.readouterr().out
-    engine = create_engine(database_url)
+    engine = create_engine(empty_database_url)
     schema.require_current(engine)
     engine.dispose()
 

@@ -37,8 +37,8 @@ def downgrade() -> None:
 
 
 @pytest.fixture
-def engine(store_url: str) -> Iterator[sa.Engine]:
-    engine = create_engine(store_url)
+def engine(empty_store_url: str) -> Iterator[sa.Engine]:
+    engine = create_engine(empty_store_url)
     yield engine
     engine.dispose()
 
@@ -60,8 +60,8 @@ def test_migrations_build_exactly_the_tables_schema(engine: sa.Engine) -> None:
     assert differences == []
 
 
-def test_opening_a_new_database_migrates_it_to_head(store_url: str) -> None:
-    with Store.open(store_url) as store, store.read() as unit:
+def test_opening_a_new_database_migrates_it_to_head(empty_store_url: str) -> None:
+    with Store.open(empty_store_url) as store, store.read() as unit:
         assert schema.current_revision(unit.connection) == schema.head_revision()
         assert set(sa.inspect(unit.connection).get_table_names()) >= {
             "meter_days",
@@ -81,7 +81,7 @@ def test_require_current_on_an_empty_database_names_db_upgrade(engine: sa.Engine
 
 
 def test_an_out_of_date_database_is_refused_until_upgraded(
-    store_url: str, engine: sa.Engine, later_migrations: Path, monkeypatch: pytest.MonkeyPatch
+    empty_store_url: str, engine: sa.Engine, later_migrations: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     current = schema.upgrade(engine)
     monkeypatch.setattr(schema, "MIGRATIONS", later_migrations)
@@ -90,21 +90,21 @@ def test_an_out_of_date_database_is_refused_until_upgraded(
         ConfigurationError,
         match=rf"revision {current}, this freehours needs 0099: run `freehours db upgrade`",
     ):
-        Store.open(store_url)
+        Store.open(empty_store_url)
     assert schema.upgrade(engine) == "0099"
-    with Store.open(store_url) as store, store.read() as unit:
+    with Store.open(empty_store_url) as store, store.read() as unit:
         assert schema.current_revision(unit.connection) == "0099"
 
 
 def test_a_database_migrated_by_a_later_release_is_refused(
-    store_url: str, engine: sa.Engine, later_migrations: Path, monkeypatch: pytest.MonkeyPatch
+    empty_store_url: str, engine: sa.Engine, later_migrations: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(schema, "MIGRATIONS", later_migrations)
     schema.upgrade(engine)
     monkeypatch.undo()
 
     with pytest.raises(ConfigurationError, match="0099, which this freehours does not know"):
-        Store.open(store_url)
+        Store.open(empty_store_url)
     with pytest.raises(ConfigurationError, match="does not know"):
         schema.upgrade(engine)
 

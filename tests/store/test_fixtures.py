@@ -1,0 +1,20 @@
+"""The databases the fixtures hand out: a copy of the migrated template is what migrating gives."""
+
+from __future__ import annotations
+
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from freehours.store import schema
+from freehours.store.engine import create_engine
+from freehours.store.tables import metadata
+
+
+def test_a_copied_database_is_at_head_with_exactly_the_tables_schema(store_url: str) -> None:
+    engine = create_engine(store_url)
+    try:
+        with engine.connect() as conn:
+            assert schema.current_revision(conn) == schema.head_revision()
+            assert compare_metadata(MigrationContext.configure(conn), metadata) == []
+    finally:
+        engine.dispose()
