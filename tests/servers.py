@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
@@ -17,6 +16,8 @@ from pathlib import Path
 from typing import TypeVar
 
 import httpx
+
+from tests.support import eventually
 
 S = TypeVar("S", bound=HTTPServer)
 
@@ -41,18 +42,16 @@ def freehours(*args: str, env: dict[str, str]) -> str:
 
 
 def wait_until_up(url: str, process: subprocess.Popen[bytes], deadline_s: float = 30.0) -> None:
-    """Poll /healthz until it answers, the process exits, or the deadline passes."""
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"the API process exited with {process.returncode}")
+    """Poll /healthz until it answers; fail if the process exits or the deadline passes."""
+
+    def up() -> bool:
+        assert process.poll() is None, f"the API process exited with {process.returncode}"
         try:
-            if httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200:
-                return
+            return httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200
         except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"the API at {url} did not come up within {deadline_s} s")
+            return False
+
+    eventually(up, within=deadline_s, what=f"the API at {url} coming up", every=0.05)
 
 
 class StubServer(ThreadingHTTPServer):

@@ -4,7 +4,6 @@ state machine, including the failure paths, settles a quota exactly once."""
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -31,6 +30,7 @@ from freehours.settlement import (
 )
 from freehours.store import quotas
 from freehours.store.database import Store
+from tests.support import eventually
 
 NMI = "4102000001"
 DAY = date(2026, 7, 1)  # winter: Sydney is on AEST, so the window 11:00-14:00 is 01:00-04:00 UTC
@@ -355,11 +355,12 @@ def test_a_revision_racing_the_first_settlement_is_settled_by_one_or_reopens_it(
             reopened.extend(service.reopen(unit, [(NMI, "E1", DAY)]))
             revised.set()
             # Uncommitted until the settlement has finished without it, or waits for it.
-            deadline = time.monotonic() + 10
-            while not settled.is_set() and time.monotonic() < deadline:
-                if settlement_waits_for_the_ingest():
-                    break
-                time.sleep(0.01)
+            eventually(
+                lambda: settled.is_set() or settlement_waits_for_the_ingest(),
+                within=10,
+                what="the settlement finished, or waiting for the ingest",
+                every=0.01,
+            )
 
     ingesting = threading.Thread(target=revise)
     ingesting.start()

@@ -26,6 +26,7 @@ from tests.agent.conftest import AgentProcess, ApiSite
 from tests.metrics import Samples
 from tests.servers import free_port
 from tests.sim.test_agent_meters import reads_of
+from tests.support import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -36,15 +37,6 @@ BREAKER_FAILURES = 3
 BREAKER_RESET_SECONDS = 1.0
 
 StartAgent = Callable[..., AgentProcess]
-
-
-def poll(condition: Callable[[], bool], deadline_s: float, what: str) -> None:
-    """Return once ``condition()`` holds; fail when it has not within ``deadline_s``."""
-    deadline = time.monotonic() + deadline_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {deadline_s} s")
-        time.sleep(0.002)
 
 
 def saved_answers(site: ApiSite) -> list[tuple[int, dict[str, Any]]]:
@@ -90,9 +82,14 @@ def test_an_api_down_for_the_first_ten_seconds_gets_every_read_exactly_once(
 
     # The outage is counted from the agent's start, not its process's: on a loaded machine
     # Python takes a while to import freehours.
-    poll(logged("agent_started"), 60, "the agent started")
+    eventually(logged("agent_started"), within=60, what="the agent started", every=0.002)
     started = time.monotonic()
-    poll(logged("breaker_state_changed", new="open"), OUTAGE_SECONDS, "the breaker opened")
+    eventually(
+        logged("breaker_state_changed", new="open"),
+        within=OUTAGE_SECONDS,
+        what="the breaker opened",
+        every=0.002,
+    )
     metrics = Samples.scrape(metrics_port)
     assert metrics.only("freehours_circuit_breaker_state") >= 1  # open, or half-open for a trial
     assert metrics.value("freehours_agent_breaker_trips_total") >= 1
@@ -173,7 +170,7 @@ def test_an_agent_killed_mid_send_and_restarted_stores_every_file_exactly_once(
         return len(list(done.iterdir())) if done.exists() else 0
 
     first = start_agent(api, *options)
-    poll(lambda: done_count() >= 5, 60, "the first agent sent five files")
+    eventually(lambda: done_count() >= 5, within=60, what="the first agent sent five files")
     first.process.kill()  # SIGKILL: no chance to tidy up
     first.process.wait()
     killed_at = done_count()

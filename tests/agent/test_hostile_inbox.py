@@ -25,7 +25,8 @@ from freehours.meterdata.nem12 import read_days
 from freehours.meterdata.writer import write_nem12
 from freehours.sim.meters import households, meter_days
 from tests.agent.conftest import AgentProcess, ApiSite
-from tests.agent.test_end_to_end import poll, saved_answers
+from tests.agent.test_end_to_end import saved_answers
+from tests.support import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -112,18 +113,19 @@ def test_every_bad_file_goes_to_rejected_and_every_good_one_arrives(
             return {path.name for path in folder.iterdir()} if folder.exists() else set()
 
         bad = {"not-nem12.csv", "over-the-apis-limit.csv", "huge.csv", "locked.csv"}
-        deadline = time.monotonic() + 90
-        while not (names(done) >= set(good) and names(rejected) >= bad):
+
+        def all_moved_but_the_growing_one() -> bool:
             # The writer of the growing file is still at it: it is touched, never taken.
             assert agent.process.poll() is None, agent.stderr.read_text()
             assert growing_name not in names(done) | names(rejected)
-            assert time.monotonic() < deadline, f"files not moved:\n{agent.stderr.read_text()}"
             os.utime(inbox / growing_name)
-            time.sleep(0.3)
+            return names(done) >= set(good) and names(rejected) >= bad
+
+        eventually(all_moved_but_the_growing_one, within=90, what="files moved", every=0.3)
         assert (inbox / growing_name).exists()
         with (inbox / growing_name).open("ab") as file:  # finished
             file.write(growing[half:])
-        poll(lambda: growing_name in names(done), 30, "the finished file was sent")
+        eventually(lambda: growing_name in names(done), within=30, what="the finished file sent")
         assert agent.process.poll() is None  # still watching
         agent.process.send_signal(signal.SIGTERM)
         assert agent.wait(30) == 0

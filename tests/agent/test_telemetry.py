@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 
 from tests.metrics import Samples
 from tests.servers import FREEHOURS, JsonHandler, StubServer, free_port, serving
+from tests.support import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -75,17 +75,16 @@ def test_the_agents_metrics_move_with_its_sends_and_its_requests_carry_its_spans
             stderr=err,
         )
     try:
-        deadline = time.monotonic() + 60
-        samples = Samples.scrape(port)
-        # Sent at once; the spool's gauge follows on the agent's next look (every 0.2 s).
-        while (
-            samples.count("freehours_agent_sent_total"),
-            samples.get(("freehours_agent_spooled", frozenset())),
-        ) != (2, 0):
-            assert time.monotonic() < deadline, f"two files not sent in time: {samples}"
+
+        def both_sent() -> Samples | None:
             assert agent.poll() is None, stderr.read_text()
-            time.sleep(0.05)
             samples = Samples.scrape(port)
+            sent = samples.count("freehours_agent_sent_total")
+            spooled = samples.get(("freehours_agent_spooled", frozenset()))
+            return samples if (sent, spooled) == (2, 0) else None
+
+        # Sent at once; the spool's gauge follows on the agent's next look (every 0.2 s).
+        samples = eventually(both_sent, within=60, what="two files sent", every=0.05)
     finally:
         agent.send_signal(signal.SIGTERM)
         agent.wait(timeout=30)

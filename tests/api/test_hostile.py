@@ -30,6 +30,7 @@ from freehours.store.tables import idempotency_keys, meter_days
 from tests.bombs import blank_line_bomb, gzipped, overlapping_zip, short_rows_bomb
 from tests.servers import api_server, freehours
 from tests.store.fixtures import PostgresSchemas
+from tests.support import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
@@ -271,10 +272,9 @@ def test_an_abandoned_upload_stops_being_read(server: Server) -> None:
     with socket.create_connection((parts.hostname, parts.port), timeout=15) as sock:
         sock.sendall(head + data)
         time.sleep(0.2)
-    deadline = time.monotonic() + 60
-    while server.bytes_read() == before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    read = server.bytes_read() - before
+    read = eventually(
+        lambda: server.bytes_read() - before, within=60, what="the abandoned upload read", every=0.1
+    )
     assert 0 < read < 2 * len(text)
     assert server.rows(meter_days) == stored
 

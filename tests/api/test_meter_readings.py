@@ -20,7 +20,8 @@ from freehours.settings import Settings
 from freehours.store.database import Store
 from freehours.store.tables import idempotency_keys
 from tests.api.conftest import Api, serving
-from tests.jobs.support import eventually, postgres_only
+from tests.jobs.support import postgres_only
+from tests.support import eventually
 
 NMI = "4102000001"
 

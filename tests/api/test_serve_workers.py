@@ -3,7 +3,6 @@ call to the settlement API, settled by the server's own workers."""
 
 from __future__ import annotations
 
-import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from freehours.domain.time import NEM_TIME
 from tests.api.conftest import PLAN
 from tests.servers import api_server, freehours
+from tests.support import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -37,14 +37,16 @@ def test_posted_reads_are_settled_by_the_servers_own_workers(tmp_path: Path) -> 
             "/v1/meter-readings", json=body, headers={**auth, "Idempotency-Key": "day-1"}
         )
         assert posted.json() == {"accepted": 48, "superseded": 0, "unchanged": 0}
-        deadline = time.monotonic() + 30
-        state: dict[str, object] = {}
-        while time.monotonic() < deadline:
+
+        def settled() -> dict[str, object] | None:
             answer = api.get(f"/v1/free-energy/settlements/{NMI}/2026-07-01", headers=auth)
-            if answer.status_code == 200:
-                state = answer.json()
-                if state["status"] == "COMPLETED":
-                    break
-            time.sleep(0.1)
+            if answer.status_code != 200:
+                return None
+            state: dict[str, object] = answer.json()
+            return state if state["status"] == "COMPLETED" else None
+
+        state = eventually(
+            settled, within=30, what="the settlement by the servers' workers", every=0.1
+        )
     assert state["status"] == "COMPLETED"
     assert state["free_kwh"] == "1.500"  # six half-hours of 0.25 kWh in 11:00-14:00

@@ -22,8 +22,8 @@ import pytest
 from tests.api.conftest import PLAN
 from tests.faults.conftest import DAYS, FIRST_DAY, NMI, Deployment
 from tests.faults.proxy import Mode
-from tests.jobs.support import eventually
 from tests.meterdata.nem12_text import channel, day, nem12
+from tests.support import eventually
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -167,10 +167,12 @@ def test_without_the_database_every_route_is_a_503_problem_and_recovers_by_itsel
         }
 
         deployment.database.set_mode("pass")
-        deadline = time.monotonic() + 30
-        while api.get("/readyz").status_code != 200:
-            assert time.monotonic() < deadline, "the server did not recover by itself"
-            time.sleep(0.2)
+        eventually(
+            lambda: api.get("/readyz").status_code == 200,
+            within=30,
+            what="the server recovering by itself",
+            every=0.2,
+        )
         after = all_at_once(routes)
         assert {name: a.status_code for name, a in after.items()} == dict.fromkeys(routes, 200)
         assert settle(api, 2).json()["status"] == "COMPLETED"

@@ -31,9 +31,10 @@ from freehours.settlement import Settlements
 from freehours.store.database import Store
 from freehours.store.jobs import NOTIFY_CHANNEL
 from freehours.store.tables import jobs
-from tests.jobs.support import eventually, postgres_only
+from tests.jobs.support import postgres_only
 from tests.metrics import Samples
 from tests.servers import FREEHOURS, free_port
+from tests.support import eventually
 from tests.test_settlement import DAY, NMI, STAMP, add_customer, day_row
 
 pytestmark = [pytest.mark.slow, postgres_only]

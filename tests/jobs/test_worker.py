@@ -18,7 +18,8 @@ from freehours.jobs.job import Done, Job, JobId, JobState, Snooze, Task
 from freehours.jobs.retry import RetryPolicy
 from freehours.jobs.worker import Worker, WorkerConfig
 from freehours.store.database import Store
-from tests.jobs.support import eventually, postgres_only
+from tests.jobs.support import postgres_only
+from tests.support import eventually
 
 #: Short enough that a test sees leases renewed and retries run within a second or two.
 FAST = WorkerConfig(concurrency=2, lease=timedelta(seconds=1), poll=timedelta(seconds=0.05))

@@ -5,7 +5,6 @@ rolls back as a whole."""
 from __future__ import annotations
 
 import threading
-import time
 from datetime import date
 
 import pytest
@@ -14,6 +13,7 @@ import sqlalchemy as sa
 from freehours.domain.settlement import new_quota
 from freehours.store import locks
 from freehours.store.database import Store
+from tests.support import eventually
 
 DAY = date(2026, 7, 1)
 
@@ -75,11 +75,10 @@ def test_sharing_a_name_waits_for_the_transaction_that_holds_it(store: Store) ->
 
 def _someone_waits_for_a_lock(store: Store) -> bool:
     """Whether a transaction waits for an advisory lock within 10 s (polled)."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+
+    def waiting() -> bool:
         with store.read() as unit:
             waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-            if unit.connection.execute(sa.text(waiting)).scalar():
-                return True
-        time.sleep(0.01)
-    return False
+            return bool(unit.connection.execute(sa.text(waiting)).scalar())
+
+    return eventually(waiting, within=10, what="a transaction waiting for the lock", every=0.01)

@@ -17,6 +17,7 @@ from freehours.errors import InputError, NEM12Error
 from freehours.store.database import Store
 from freehours.store.meter import IngestCounts
 from freehours.store.tables import meter_days
+from tests.support import eventually
 
 NMI = "4103035611"
 DAY = date(2026, 7, 1)
@@ -234,20 +235,19 @@ def wait_until_blocked(store: Store) -> None:
     test wants it). SQLite cannot be asked; there the worker waits on the write lock anyway."""
     if store.dialect != "postgresql":
         return
-    deadline = datetime.now(UTC) + timedelta(seconds=10)
     probe = sa.create_engine(store.engine.url, poolclass=sa.pool.NullPool)
-    try:
-        while datetime.now(UTC) < deadline:
-            with probe.connect() as conn:
-                waiting = conn.scalar(
-                    sa.text(
-                        "SELECT count(*) FROM pg_stat_activity "
-                        "WHERE wait_event_type = 'Lock' AND datname = current_database()"
-                    )
+
+    def waiting() -> int | None:
+        with probe.connect() as conn:
+            return conn.scalar(
+                sa.text(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE wait_event_type = 'Lock' AND datname = current_database()"
                 )
-            if waiting:
-                return
-        pytest.fail("the second session never waited for the lock")
+            )
+
+    try:
+        eventually(waiting, within=10, what="the second session waiting for the lock")
     finally:
         probe.dispose()
 

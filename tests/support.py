@@ -1,0 +1,40 @@
+"""What every suite's tests share: waiting, with a deadline, for what another thread or process
+is doing.
+
+A test that looks again and again writes ``eventually(look, within=..., what=...)`` rather than
+its own loop, so that every wait has a deadline, fails saying what did not happen and what was
+last seen, and does not spin.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import pytest
+
+T = TypeVar("T")
+
+#: Between two looks at something another thread or process is doing.
+POLL_SECONDS = 0.02
+
+
+def eventually(
+    look: Callable[[], T | None],
+    *,
+    within: float = 20.0,
+    what: str = "it",
+    every: float = POLL_SECONDS,
+) -> T:
+    """Look every ``every`` s until ``look`` answers something truthy, and return it; fail
+    after ``within`` s. ``look`` may itself fail (assert) to give up early: a process that
+    exited, say."""
+    deadline = time.monotonic() + within
+    while True:
+        seen = look()
+        if seen:
+            return seen
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} did not happen within {within:g} s (last seen: {seen!r})")
+        time.sleep(every)
