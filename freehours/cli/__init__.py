@@ -13,14 +13,16 @@ from __future__ import annotations
 import importlib
 import sys
 from dataclasses import dataclass
-from typing import Annotated, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 import typer
 from rich.console import Console
-from rich.progress import Progress
 from typer.core import TyperCommand, TyperGroup
 
 from freehours.errors import FreehoursError, InputError
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from freehours.cli import app
+from freehours.cli.tables import Column, plain_console, plain_table, rich_table
 from freehours.meterdata.nem12 import NEM12Reader, ReadStats
 
 #: Width of the summary when the output is not a terminal: a row of the table is about 130.
@@ -101,16 +101,19 @@ def summary_console() -> Console:
 
 def print_summary(summary: dict[str, Any], console: Console) -> None:
     """``summary`` (from ``summarize``) as a Rich table with a line of totals under it."""
-    table = Table(title=summary["source"], title_justify="left")
-    for name in ("NMI", "suffix", "unit", "min", "from", "to"):
-        table.add_column(name, no_wrap=True, min_width=len(name))
-    for name in ("days", "superseded"):
-        table.add_column(name, justify="right", no_wrap=True)
-    table.add_column("qualities")
-    table.add_column("missing", justify="right", no_wrap=True)
-    table.add_column("total", justify="right", no_wrap=True)
-    for channel in summary["channels"]:
-        table.add_row(
+    columns = [
+        *(
+            Column(name, min_width=len(name), no_wrap=True)
+            for name in ("NMI", "suffix", "unit", "min", "from", "to")
+        ),
+        Column("days", "right", no_wrap=True),
+        Column("superseded", "right", no_wrap=True),
+        Column("qualities"),
+        Column("missing", "right", no_wrap=True),
+        Column("total", "right", no_wrap=True),
+    ]
+    rows = [
+        [
             channel["nmi"],
             channel["suffix"],
             ", ".join(channel["units"]),
@@ -122,8 +125,16 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
             _qualities(channel["qualities"]),
             f"{channel['missing']:,}",
             channel["total"],
-        )
-    console.print(table)
+        ]
+        for channel in summary["channels"]
+    ]
+    drawn = None
+    if plain_console(console):
+        drawn = plain_table(summary["source"], columns, rows, width=console.width)
+    if drawn is not None:
+        console.file.write(drawn)
+    else:
+        console.print(rich_table(summary["source"], columns, rows))
     notes = [
         f"{len(summary['nmis']):,} NMIs",
         f"{len(summary['channels']):,} channels",

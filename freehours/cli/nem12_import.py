@@ -2,6 +2,9 @@
 
 One transaction per file: a file with a bad line is not stored at all (its error names the file
 and line), and the files around it are imported all the same; the exit status is then 2.
+
+What the import needs (the runtime and its database, Rich's progress and tables) is imported when
+it runs: the ``nem12`` group loads this module for ``nem12 inspect`` too, which needs none of it.
 """
 
 from __future__ import annotations
@@ -9,31 +12,31 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
 
 from freehours.cli import err_console
 from freehours.cli.nem12 import nem12_app, summary_console
 from freehours.domain.reads import IntervalDay
 from freehours.errors import InputError
 from freehours.meterdata.nem12 import read_days
-from freehours.runtime import Runtime
-from freehours.settings import get_settings
-from freehours.store.meter import IngestCounts
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+    from rich.table import Table
+
+    from freehours.runtime import Runtime
+    from freehours.store.meter import IngestCounts
 
 #: Days between progress updates: often enough to watch, rare enough to cost nothing.
 _PROGRESS_EVERY = 1_000
+
+
+def _no_counts() -> IngestCounts:
+    from freehours.store.meter import IngestCounts
+
+    return IngestCounts()
 
 
 @dataclass(slots=True)
@@ -44,7 +47,7 @@ class FileImport:
     days: int = 0
     values: int = 0
     seconds: float = 0.0
-    counts: IngestCounts = field(default_factory=IngestCounts)
+    counts: IngestCounts = field(default_factory=_no_counts)
     error: str | None = None
 
 
@@ -65,6 +68,9 @@ def import_files(
 
     A stored day is replaced only by a later UpdateDateTime, or the same stamp with other values.
     """
+    from freehours.runtime import Runtime
+    from freehours.settings import get_settings
+
     runtime = Runtime.open(get_settings())
     imports: list[FileImport] = []
     try:
@@ -82,6 +88,15 @@ def import_files(
 
 
 def _progress() -> Progress:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     return Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -125,6 +140,8 @@ def _tallied(
 
 
 def _summary(imports: list[FileImport]) -> Table:
+    from rich.table import Table
+
     table = Table(title="NEM12 import")
     table.add_column("file")
     for heading in ("days", "values", "new", "superseded", "unchanged", "stale", "seconds"):

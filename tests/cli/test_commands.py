@@ -5,11 +5,24 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
 from freehours.cli import COMMANDS, load
+from freehours.domain.reads import IntervalDay
+from freehours.domain.time import NEM_TIME
+from freehours.meterdata.writer import write_nem12
 from tests.servers import FREEHOURS
+
+
+def one_day() -> IntervalDay:
+    stamp = datetime(2026, 7, 2, 6, 30, tzinfo=NEM_TIME)
+    return IntervalDay(
+        "4103035611", "E1", date(2026, 7, 1), 30, (Decimal("0.100"),) * 48, "A" * 48, stamp
+    )
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))
@@ -31,6 +44,27 @@ def test_the_listing_imports_no_command() -> None:
         "assert 'simulate' in result.output\n"
         "heavy = ['sqlalchemy', 'fastapi', 'httpx', 'redis', 'pydantic', 'freehours.cli.agent',"
         " 'freehours.cli.serve', 'freehours.api', 'freehours.store']\n"
+        "print(sorted(name for name in heavy if name in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
+
+
+def test_nem12_inspect_imports_no_database_nor_service(tmp_path: Path) -> None:
+    """``nem12 inspect`` reads a file: the ``nem12`` group's other command (``import``) is
+    loaded with it, but not the database, the runtime or the services behind that one."""
+    path = tmp_path / "one.csv"
+    write_nem12([one_day()], path)
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from freehours.cli import app\n"
+        f"result = CliRunner().invoke(app, ['nem12', 'inspect', {str(path)!r}])\n"
+        "assert result.exit_code == 0, result.output\n"
+        "heavy = ['sqlalchemy', 'fastapi', 'redis', 'pydantic_settings', 'structlog',"
+        " 'opentelemetry', 'rich.progress', 'freehours.runtime', 'freehours.store']\n"
         "print(sorted(name for name in heavy if name in sys.modules))\n"
     )
     result = subprocess.run(
