@@ -11,6 +11,10 @@ changes least).
 The goals: rating and billing add no more time than reading takes (a bill throughput of at least
 half the reader's), and rate at least 1.2 million values per second on top of reading, the
 reader's own target.
+
+Then ``freehours bill`` as a user runs it, a whole process with its start-up and its output,
+against nemreader's whole process only reading the same file (``benchmarks.processes``): at
+least five times faster.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from benchmarks.bench_nem12 import bench_file
+from benchmarks.processes import best_of, freehours, nemreader_process
 from freehours.cli import app
 from freehours.meterdata.nem12 import read_days
 
@@ -29,6 +34,8 @@ from freehours.meterdata.nem12 import read_days
 RATIO_GOAL = 0.5
 #: Values per second that rating and billing must sustain on top of reading.
 ADDED_GOAL = 1_200_000
+#: ``freehours bill`` as a whole process, against nemreader's reading the file.
+PROCESS_GOAL = 5.0
 RUNS = 2
 
 
@@ -52,6 +59,10 @@ def run() -> None:
             f"{read_seconds / bill_seconds:.2f} (goal >= {RATIO_GOAL}); rating and billing "
             f"{added:,.0f} values/s on top of reading (goal >= {ADDED_GOAL:,})"
         )
+    whole = best_of(
+        freehours("bill", "--plan", "sso-nsw", "--nem12", str(path), "--format", "json")
+    )
+    print(whole.ratio_line("bill", nemreader_process(path), PROCESS_GOAL))
 
 
 def _bill(path: Path) -> None:

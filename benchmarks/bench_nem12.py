@@ -12,6 +12,9 @@ interval (``read_value``, ``t_start``, ``quality_method``) with ``NEMFile(path).
 freehours sums its Decimals exactly; nemreader's values are floats, summed with ``math.fsum`` and
 rounded to three decimals, which gives the exact decimal sum back for values that have three
 decimals. The two readers' sums must agree exactly.
+
+Then the same file as a user reads it: ``freehours nem12 inspect FILE`` as a whole process,
+start-up and output included, against nemreader's own command line (``benchmarks.processes``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
 
+from benchmarks.processes import best_of, freehours, nemreader_process
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.nem12 import NEM12Reader
 from freehours.meterdata.writer import write_nem12
@@ -42,6 +46,8 @@ FILE = OUT / f"nem12-{NMIS}nmi-{DAYS}d-E1B1-30min-seed{SEED}.csv"
 #: The goals: at least ten times nemreader's values per second, at most a tenth of its memory.
 SPEED_GOAL = 10.0
 MEMORY_GOAL = 0.10
+#: ``freehours nem12 inspect`` as a whole process, against nemreader's (``benchmarks.processes``).
+PROCESS_GOAL = 10.0
 
 
 def run() -> None:
@@ -77,6 +83,8 @@ def run() -> None:
         f"sums: {len(ours.sums):,} NMI/channel totals of {ours.values:,} values agree exactly"
         " (nemreader's floats: math.fsum, rounded to 3 decimals)"
     )
+    inspect = best_of(freehours("nem12", "inspect", str(path)))
+    print(inspect.ratio_line("nem12 inspect", nemreader_process(path), PROCESS_GOAL))
 
 
 def bench_file() -> Path:
