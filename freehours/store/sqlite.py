@@ -14,7 +14,7 @@ import functools
 import threading
 import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import sqlalchemy as sa
@@ -171,8 +171,21 @@ class SQLite(Driver):
     def notify(self, conn: sa.Connection, channel: str) -> None:
         return None  # no listeners: SQLite workers poll
 
-    def listen(self, engine: sa.Engine, channel: str) -> AbstractContextManager[Notifications]:
-        raise NotImplementedError("SQLite has no notifications: workers poll")
+    @contextmanager
+    def listen(self, engine: sa.Engine, channel: str) -> Iterator[Notifications]:
+        yield _Unnotified()  # nothing is ever notified (``listens`` is False): workers poll
+
+
+class _Unnotified:
+    """A listener on a database without notifications: waiting is sleeping, and no wait ends in
+    a notification."""
+
+    def __init__(self) -> None:
+        self._never = threading.Event()
+
+    def wait(self, timeout: float) -> bool:
+        self._never.wait(timeout)
+        return False
 
 
 @contextmanager
