@@ -188,4 +188,5 @@ class Driver(ABC):
 
     @abstractmethod
     def listen(self, engine: sa.Engine, channel: str) -> AbstractContextManager[Notifications]:
-        """A connection of its own listening on ``channel`` (only where ``listens``)."""
+        """A connection of its own listening on ``channel``; where the database has no
+        notifications (``listens`` is False), a listener that is never notified."""
