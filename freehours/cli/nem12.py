@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from rich.console import Console
@@ -16,6 +16,7 @@ from freehours.meterdata.nem12 import NEM12Reader, ReadStats
 
 #: Width of the summary when the output is not a terminal: a row of the table is about 130.
 _PIPE_WIDTH = 160
+_ZERO = Decimal(0)
 
 nem12_app = typer.Typer(
     help="NEM12 interval meter data files (CSV, zip or gzip).", no_args_is_help=True
@@ -51,7 +52,13 @@ def summarize(reader: NEM12Reader) -> dict[str, Any]:
     totals: dict[tuple[str, str], Decimal] = {}
     for day in reader.days():
         key = (day.nmi, day.suffix)
-        totals[key] = totals.get(key, Decimal(0)) + day.total()
+        total = totals.get(key, _ZERO)
+        try:
+            # Most days miss nothing: their values go straight onto the channel's total, one
+            # addition each (exact, like any Decimal sum here: the totals are far from 28 digits).
+            totals[key] = sum(cast("tuple[Decimal, ...]", day.values), total)
+        except TypeError:  # a missing value (None) adds nothing
+            totals[key] = total + day.total()
     return _as_json(reader.stats, totals)
 
 
