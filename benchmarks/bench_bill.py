@@ -26,7 +26,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from benchmarks.bench_nem12 import bench_file
-from benchmarks.processes import best_of, freehours, nemreader_process
+from benchmarks.processes import against_nemreader, freehours
 from freehours.cli import app
 from freehours.meterdata.nem12 import read_days
 
@@ -59,10 +59,10 @@ def run() -> None:
             f"{read_seconds / bill_seconds:.2f} (goal >= {RATIO_GOAL}); rating and billing "
             f"{added:,.0f} values/s on top of reading (goal >= {ADDED_GOAL:,})"
         )
-    whole = best_of(
-        freehours("bill", "--plan", "sso-nsw", "--nem12", str(path), "--format", "json")
+    whole, reference = against_nemreader(
+        freehours("bill", "--plan", "sso-nsw", "--nem12", str(path), "--format", "json"), path
     )
-    print(whole.ratio_line("bill", nemreader_process(path), PROCESS_GOAL))
+    print(whole.ratio_line("bill", reference, PROCESS_GOAL))
 
 
 def _bill(path: Path) -> None:

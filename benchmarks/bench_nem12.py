@@ -31,7 +31,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
 
-from benchmarks.processes import best_of, freehours, nemreader_process
+from benchmarks.processes import against_nemreader, freehours
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.nem12 import NEM12Reader
 from freehours.meterdata.writer import write_nem12
@@ -83,8 +83,8 @@ def run() -> None:
         f"sums: {len(ours.sums):,} NMI/channel totals of {ours.values:,} values agree exactly"
         " (nemreader's floats: math.fsum, rounded to 3 decimals)"
     )
-    inspect = best_of(freehours("nem12", "inspect", str(path)))
-    print(inspect.ratio_line("nem12 inspect", nemreader_process(path), PROCESS_GOAL))
+    inspect, reference = against_nemreader(freehours("nem12", "inspect", str(path)), path)
+    print(inspect.ratio_line("nem12 inspect", reference, PROCESS_GOAL))
 
 
 def bench_file() -> Path:
