@@ -93,3 +93,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         reasons[reason] = reasons.get(reason, 0) + 1
     for reason, count in sorted(reasons.items()):
         terminalreporter.write_line(f"SKIPPED {count} tests: {reason}", yellow=True)
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """No FREEHOURS_* of the developer's leaks into the settings."""
+    for name in [name for name in os.environ if name.startswith("FREEHOURS_")]:
+        monkeypatch.delenv(name)
+    return monkeypatch

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -14,14 +13,6 @@ from freehours.jobs.worker import WorkerConfig
 from freehours.runtime import retry_policy, settlement_policy, worker_config
 from freehours.settings import Settings
 from freehours.settlement import SettlementPolicy
-
-
-@pytest.fixture
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    """No FREEHOURS_* of the developer's leaks into the settings."""
-    for name in [name for name in os.environ if name.startswith("FREEHOURS_")]:
-        monkeypatch.delenv(name)
-    return monkeypatch
 
 
 def test_the_default_settings_make_the_default_policies(clean_env: pytest.MonkeyPatch) -> None:

@@ -3,7 +3,6 @@ the command line's options."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -14,14 +13,6 @@ from freehours.agent.http import Timeouts
 from freehours.agent.meter_agent import AgentConfig
 from freehours.agent.settings import AgentSettings
 from freehours.cli import main
-
-
-@pytest.fixture
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    """No FREEHOURS_* of the developer's leaks into the settings."""
-    for name in [name for name in os.environ if name.startswith("FREEHOURS_")]:
-        monkeypatch.delenv(name)
-    return monkeypatch
 
 
 def test_the_defaults_are_those_of_the_parts(clean_env: pytest.MonkeyPatch) -> None:
