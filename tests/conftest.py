@@ -1,4 +1,4 @@
-"""Shared fixtures: the real services (PostgreSQL, Redis) and the shared NEM12 examples.
+"""Shared fixtures: the real services (PostgreSQL, Redis) and the real NEM12 example files.
 
 A test that needs PostgreSQL or Redis asks for ``postgres_url`` or ``redis_url``. Where the service
 is not reachable the test is skipped with one line saying so, unless FREEHOURS_REQUIRE_SERVICES is
@@ -20,7 +20,8 @@ import sqlalchemy as sa
 # ``spans``: the spans a test finished (the OpenTelemetry SDK, in memory).
 pytest_plugins = ["tests.store.fixtures", "tests.tracing"]
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "nem12-examples"
+#: Real NEM12 files (nem-reader's examples, MIT), kept in the repository with their licence.
+NEM12_EXAMPLES = Path(__file__).resolve().parent / "data" / "nem12-examples"
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 
@@ -32,11 +33,9 @@ def _unavailable(what: str, detail: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """../shared/data/nem12-examples, or a skip where a fresh clone does not have it."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared NEM12 examples not present at {SHARED_DATA}")
-    return SHARED_DATA
+def nem12_examples() -> Path:
+    """tests/data/nem12-examples: real NEM12 files (see its README)."""
+    return NEM12_EXAMPLES
 
 
 @pytest.fixture(scope="session")
@@ -83,8 +82,8 @@ def redis_url() -> str:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """One line per reason tests were skipped (a service not reachable, the shared examples
-    absent), instead of one line per test."""
+    """One line per reason tests were skipped (a service not reachable), instead of one line
+    per test."""
     reasons: dict[str, int] = {}
     for report in terminalreporter.stats.get("skipped", []):
         longrepr = report.longrepr

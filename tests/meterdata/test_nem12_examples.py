@@ -1,4 +1,4 @@
-"""The shared example files (../shared/data/nem12-examples): every invalid one is refused with
+"""The real example files (tests/data/nem12-examples): every invalid one is refused with
 its line and field; every NEM12 one is read, or refused for a reason pinned here; a few exact
 totals, worked out by hand from the files, pin the values themselves."""
 
@@ -157,20 +157,20 @@ def assert_read(path: Path, days: int, qualities: dict[str, int]) -> None:
     ("folder", "expected"),
     [("invalid", INVALID), ("unzipped", UNZIPPED), ("aemo-scenarios", SCENARIOS)],
 )
-def test_every_shared_file_has_a_pinned_outcome(
-    shared_data: Path, folder: str, expected: dict[str, object]
+def test_every_example_file_has_a_pinned_outcome(
+    nem12_examples: Path, folder: str, expected: dict[str, object]
 ) -> None:
-    assert sorted(path.name for path in (shared_data / folder).iterdir()) == sorted(expected)
+    assert sorted(path.name for path in (nem12_examples / folder).iterdir()) == sorted(expected)
 
 
 @pytest.mark.parametrize("name", sorted(INVALID))
-def test_invalid_file_is_refused_with_its_line_and_field(shared_data: Path, name: str) -> None:
-    assert_refused(shared_data / "invalid" / name, *INVALID[name])
+def test_invalid_file_is_refused_with_its_line_and_field(nem12_examples: Path, name: str) -> None:
+    assert_refused(nem12_examples / "invalid" / name, *INVALID[name])
 
 
 @pytest.mark.parametrize("name", sorted(UNZIPPED))
-def test_unzipped_file_is_read_or_refused_as_pinned(shared_data: Path, name: str) -> None:
-    path = shared_data / "unzipped" / name
+def test_unzipped_file_is_read_or_refused_as_pinned(nem12_examples: Path, name: str) -> None:
+    path = nem12_examples / "unzipped" / name
     outcome = UNZIPPED[name]
     if isinstance(outcome[1], dict):
         assert_read(path, outcome[0], outcome[1])
@@ -180,48 +180,48 @@ def test_unzipped_file_is_read_or_refused_as_pinned(shared_data: Path, name: str
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_scenario_file_is_read_as_pinned(shared_data: Path, name: str) -> None:
-    assert_read(shared_data / "aemo-scenarios" / name, *SCENARIOS[name])
+def test_scenario_file_is_read_as_pinned(nem12_examples: Path, name: str) -> None:
+    assert_read(nem12_examples / "aemo-scenarios" / name, *SCENARIOS[name])
 
 
 def totals(path: Path) -> dict[tuple[str, str, str], Decimal]:
     return {(d.nmi, d.suffix, d.day.isoformat()): d.total() for d in read_days(path)}
 
 
-def test_wh_file_values_are_kwh_to_the_watt_hour(shared_data: Path) -> None:
+def test_wh_file_values_are_kwh_to_the_watt_hour(nem12_examples: Path) -> None:
     # 96 intervals of 10 Wh on E1 and 100 Wh on E2 each day
-    got = totals(shared_data / "unzipped" / "Example_NEM12_multiple_meters.csv")
+    got = totals(nem12_examples / "unzipped" / "Example_NEM12_multiple_meters.csv")
     assert got[("NCDE001111", "E1", "2003-12-04")] == Decimal("0.960")
     assert got[("NCDE001111", "E2", "2003-12-05")] == Decimal("9.600")
     assert got[("NCDE001111", "Q1", "2003-12-04")] == Decimal(4800)  # VArh, not scaled
 
 
-def test_multiple_quality_day_total(shared_data: Path) -> None:
-    got = totals(shared_data / "unzipped" / "Example_NEM12_multiple_quality.csv")
+def test_multiple_quality_day_total(nem12_examples: Path) -> None:
+    got = totals(nem12_examples / "unzipped" / "Example_NEM12_multiple_quality.csv")
     assert got == {("CCCC123456", "E1", "2004-04-17"): Decimal("896.990")}
 
 
-def test_actual_interval_day_totals(shared_data: Path) -> None:
-    got = totals(shared_data / "unzipped" / "Example_NEM12_actual_interval.csv")
+def test_actual_interval_day_totals(nem12_examples: Path) -> None:
+    got = totals(nem12_examples / "unzipped" / "Example_NEM12_actual_interval.csv")
     assert got[("VABD000163", "E1", "2004-02-01")] == Decimal("53.328")  # 48 x 1.111
     assert got[("VABD000163", "Q1", "2004-02-01")] == Decimal("106.656")  # 48 x 2.222
 
 
-def test_month_of_5_minute_solar_export_total(shared_data: Path) -> None:
-    got = totals(shared_data / "unzipped" / "Example_NEM12_month_solar.csv")
+def test_month_of_5_minute_solar_export_total(nem12_examples: Path) -> None:
+    got = totals(nem12_examples / "unzipped" / "Example_NEM12_month_solar.csv")
     assert sum(got.values()) == Decimal("859.910")
 
 
-def test_null_intervals_are_missing(shared_data: Path) -> None:
-    path = shared_data / "aemo-scenarios" / "NEM12#SCENARIO1005032705#ENERGEXM#NEMMCO.zip"
+def test_null_intervals_are_missing(nem12_examples: Path) -> None:
+    path = nem12_examples / "aemo-scenarios" / "NEM12#SCENARIO1005032705#ENERGEXM#NEMMCO.zip"
     days = {(d.suffix, d.day.isoformat()): d for d in read_days(path)}
     e1 = days[("E1", "2005-03-28")]
     assert e1.values[24:] == (None,) * 24
     assert e1.total() == Decimal("35037.94")  # intervals 1-24, worked out by hand
 
 
-def test_the_300_record_broken_across_lines_is_joined(shared_data: Path) -> None:
-    path = shared_data / "aemo-scenarios" / "NEM12#Scenario10#ETSAMDP#NEMMCO.zip"
+def test_the_300_record_broken_across_lines_is_joined(nem12_examples: Path) -> None:
+    path = nem12_examples / "aemo-scenarios" / "NEM12#Scenario10#ETSAMDP#NEMMCO.zip"
     reader = NEM12Reader(path)
     days = {(d.suffix, d.day.isoformat()): d for d in reader.days()}
     broken = days[("B2", "2005-01-13")]
