@@ -153,6 +153,37 @@ def test_a_customer_on_an_unknown_plan_is_422(api: Api) -> None:
     assert "plan_id" in response.json()["detail"]
 
 
+def test_a_customer_on_a_built_in_plan_needs_no_plan_put_first(api: Api) -> None:
+    response = api.client.put(
+        f"/v1/customers/{NMI}",
+        json={"plan_id": "sso-sa", "region": "SA"},
+        headers=api.auth("admin"),
+    )
+    assert response.status_code == 200
+    with api.services.store.read() as unit:
+        stored = unit.catalog.get_plan("sso-sa")
+    assert stored is not None
+    assert stored.document["id"] == "sso-sa"
+
+
+def test_a_stored_plan_keeps_a_built_in_id(api: Api) -> None:
+    """A retailer's own plan stored under a built-in id is the one its customers are on."""
+    own = {**PLAN, "id": "sso-nsw", "daily_supply_charge": "1.23"}
+    assert (
+        api.client.put("/v1/plans/sso-nsw", json=own, headers=api.auth("admin")).status_code == 200
+    )
+    response = api.client.put(
+        f"/v1/customers/{NMI}",
+        json={"plan_id": "sso-nsw", "region": "NSW"},
+        headers=api.auth("admin"),
+    )
+    assert response.status_code == 200
+    with api.services.store.read() as unit:
+        stored = unit.catalog.get_plan("sso-nsw")
+    assert stored is not None
+    assert stored.document["daily_supply_charge"] == "1.23"
+
+
 def test_the_bill_is_the_same_json_as_the_command_line(api: Api) -> None:
     set_up(api)
     response = api.client.get(

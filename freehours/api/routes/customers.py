@@ -10,6 +10,7 @@ from freehours.api.models import CustomerIn, CustomerOut, NmiPath
 from freehours.api.problems import Problem
 from freehours.api.services import AppServices, Services
 from freehours.observability.logging import bind_fields
+from freehours.plans import BUILTIN_IDS, builtin_document
 
 router = APIRouter(tags=["catalogue"], dependencies=[requires(Scope.ADMIN)])
 
@@ -18,7 +19,9 @@ router = APIRouter(tags=["catalogue"], dependencies=[requires(Scope.ADMIN)])
     "/v1/customers/{nmi}", response_model=CustomerOut, openapi_extra=body_operation(CustomerIn)
 )
 async def put_customer(request: Request, nmi: NmiPath, services: AppServices) -> CustomerOut:
-    """Create or update a customer: the plan they are on and their region."""
+    """Create or update a customer: the plan they are on and their region. A built-in plan
+    (``sso-nsw``, ``sso-seq``, ``sso-sa``, ``mps-vic``) needs no ``PUT /v1/plans`` first: it is
+    stored the first time a customer is put on it, unless a plan of that id is stored already."""
     bind_fields(nmi=nmi)
     raw = await bounded_body(
         request, services.settings.max_json_body_bytes, title="Body too large", required=None
@@ -30,7 +33,17 @@ async def put_customer(request: Request, nmi: NmiPath, services: AppServices) ->
 def _store_customer(services: Services, nmi: str, body: CustomerIn) -> CustomerOut:
     with services.store.write() as unit:
         if unit.catalog.get_plan(body.plan_id) is None:
-            raise Problem(422, "unknown-plan", "Unknown plan", f"plan_id: no plan {body.plan_id!r}")
+            if body.plan_id not in BUILTIN_IDS:
+                raise Problem(
+                    422,
+                    "unknown-plan",
+                    "Unknown plan",
+                    f"plan_id: no plan {body.plan_id!r} (stored, or built in:"
+                    f" {', '.join(BUILTIN_IDS)})",
+                )
+            unit.catalog.put_plan(
+                body.plan_id, builtin_document(body.plan_id), updated_at=services.clock.now()
+            )
         unit.catalog.put_customer(
             nmi, plan_id=body.plan_id, region=body.region, updated_at=services.clock.now()
         )
