@@ -37,7 +37,7 @@ from pydantic import (
     WithJsonSchema,
     field_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from freehours.domain import reads
 from freehours.domain.plan import (
@@ -336,21 +336,36 @@ def parse_plan(document: Mapping[str, object], *, source: str) -> Plan:
         raise _plan_error(exc, source) from exc
 
 
+#: Problems of one plan named in its error, beyond the first: enough for a hand-written file,
+#: bounded for a document made to be wrong everywhere.
+_MORE_PROBLEMS_SHOWN = 9
+
+
 def _plan_error(exc: ValidationError, source: str) -> PlanError:
-    errors = exc.errors(include_url=False)
-    first = errors[0]
-    key = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"])
-    if first["type"] == "value_error":
-        message = str(first["ctx"]["error"])
-    elif first["type"] == "missing":
+    """The first problem as the error's key and reason; every other one (up to a bound) named
+    after it, so that a misspelt key is shown beside the required key it left missing."""
+    problems = [_problem(error) for error in exc.errors(include_url=False)]
+    key, message = problems[0]
+    shown = problems[1 : 1 + _MORE_PROBLEMS_SHOWN]
+    if shown:
+        message += "; also " + "; ".join(f"{other}: {why}" for other, why in shown)
+    if len(problems) > 1 + len(shown):
+        more = len(problems) - 1 - len(shown)
+        message += f" (and {more} more problem{'s' if more > 1 else ''})"
+    return PlanError(message, source=source, key=key or None)
+
+
+def _problem(error: ErrorDetails) -> tuple[str, str]:
+    """One validation error as (its dotted key, what is wrong)."""
+    key = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"])
+    if error["type"] == "value_error":
+        message = str(error["ctx"]["error"])
+    elif error["type"] == "missing":
         message = "is required"
-    elif first["type"] == "enum":
-        message = f"unknown value {first['input']!r}: expected {first['ctx']['expected']}"
-    elif first["type"] == "extra_forbidden":
+    elif error["type"] == "enum":
+        message = f"unknown value {error['input']!r}: expected {error['ctx']['expected']}"
+    elif error["type"] == "extra_forbidden":
         message = "is not a plan key (check its spelling and section)"
     else:
-        message = first["msg"]
-    if len(errors) > 1:
-        more = len(errors) - 1
-        message += f" (and {more} more problem{'s' if more > 1 else ''})"
-    return PlanError(message, source=source, key=key.lstrip(".") or None)
+        message = error["msg"]
+    return key.lstrip("."), message

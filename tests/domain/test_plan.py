@@ -251,10 +251,28 @@ def test_an_export_suffix_cannot_be_consumption() -> None:
     assert error.key == "consumption_suffixes[1]"
 
 
-def test_several_problems_report_the_first_and_count_the_rest() -> None:
+def test_several_problems_name_each_after_the_first() -> None:
     error = plan_error(region="WA", gst_rate="x")
     assert error.key == "region"
-    assert error.reason.endswith("(and 1 more problem)")
+    assert error.reason.startswith("unknown value 'WA'")
+    assert "; also gst_rate: " in error.reason
+
+
+def test_a_misspelt_key_is_shown_beside_the_required_key_it_left_missing() -> None:
+    document = {key: value for key, value in MINIMAL.items() if key != "daily_supply_charge"}
+    with pytest.raises(PlanError) as caught:
+        parse_plan({**document, "dialy_supply_charge": "1.0"}, source="p.toml")
+    message = str(caught.value)
+    assert message.startswith("p.toml: daily_supply_charge: is required; also ")
+    assert "dialy_supply_charge: is not a plan key" in message
+
+
+def test_a_document_wrong_everywhere_names_ten_problems_and_counts_the_rest() -> None:
+    wrong = {f"unknown_{n}": n for n in range(15)}
+    with pytest.raises(PlanError) as caught:
+        parse_plan({**MINIMAL, **wrong}, source="p.toml")
+    assert str(caught.value).count("is not a plan key") == 10
+    assert str(caught.value).endswith("(and 5 more problems)")
 
 
 def test_invalid_toml_is_a_plan_error_naming_the_source() -> None:
