@@ -146,7 +146,7 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
         f"{len(summary['nmis']):,} NMIs",
         f"{len(summary['channels']):,} channels",
         f"{summary['from']} to {summary['to']}",
-        f"{summary['days']:,} days from {summary['rows']:,} rows",
+        f"{summary['days']:,} channel-days from {summary['rows']:,} rows",
         f"{summary['superseded']:,} superseded by a later revision",
         f"{summary['intervals']:,} intervals ({_qualities(summary['qualities'])})",
         f"{summary['missing']:,} missing",
