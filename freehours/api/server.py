@@ -15,11 +15,14 @@ its unknown-key attempts are counted against.
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from freehours.errors import ConfigurationError
 from freehours.settings import Settings
 
 
@@ -74,8 +77,13 @@ def server_options(settings: Settings) -> dict[str, Any]:
 
 
 def run(app: Any, settings: Settings, *, host: str, port: int) -> None:
-    """Serve ``app`` on ``host``:``port`` until SIGINT or SIGTERM."""
-    uvicorn.run(
+    """Serve ``app`` on ``host``:``port`` until SIGINT or SIGTERM.
+
+    Raises ``ConfigurationError`` naming the address when it cannot be listened on (in use, not
+    this machine's, a privileged port): the socket is bound here, before the application starts,
+    so the command says so in one line rather than uvicorn logging it and exiting.
+    """
+    config = uvicorn.Config(
         app,
         host=host,
         port=port,
@@ -87,3 +95,18 @@ def run(app: Any, settings: Settings, *, host: str, port: int) -> None:
         lifespan="on",
         **server_options(settings),
     )
+    listener = listen(host, port)
+    with listener:
+        uvicorn.Server(config).run(sockets=[listener])
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host``:``port`` (IPv4 or IPv6, as ``host`` resolves)."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[
+            0
+        ][0]
+        return socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise ConfigurationError(f"cannot listen on {host}:{port}: {reason}") from None

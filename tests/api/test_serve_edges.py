@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -11,7 +13,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.servers import api_server, freehours
+from tests.servers import FREEHOURS, api_server, freehours
 
 pytestmark = pytest.mark.slow
 
@@ -101,3 +103,20 @@ def test_forwarded_addresses_are_believed_from_a_configured_proxy(
     with api_server(env) as url:
         assert unknown_key_answers(url, ["10.0.0.1", "10.0.0.2", "10.0.0.3"]) == [401] * 3
         assert unknown_key_answers(url, ["10.0.0.4"] * 3, guess="fh_other") == [401, 401, 429]
+
+
+def test_a_port_in_use_is_one_line_naming_the_address(database: dict[str, str]) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [FREEHOURS, "serve", "--host", "127.0.0.1", "--port", str(port)],
+            env={**os.environ, **database},
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    assert result.returncode == 1
+    assert (
+        result.stderr.strip() == f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
+    )

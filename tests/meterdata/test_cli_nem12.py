@@ -44,7 +44,9 @@ def test_inspect_prints_a_table_of_channels_and_a_summary(nem12_file: Path) -> N
     assert "35.00 │" in rows[1]  # 48 x 0.25 and 46 x 0.5
     assert "│ 15 " in rows[0]
     summary = result.output.splitlines()[-1]
-    assert summary.startswith("2 NMIs; 3 channels; 2026-06-30 to 2026-07-02; 4 channel-days from 5 rows;")
+    assert summary.startswith(
+        "2 NMIs; 3 channels; 2026-06-30 to 2026-07-02; 4 channel-days from 5 rows;"
+    )
     assert "1 superseded by a later revision" in summary
     assert "2 missing" in summary
 
