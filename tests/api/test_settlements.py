@@ -6,6 +6,7 @@ import asyncio
 import json
 from datetime import date, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 import sqlalchemy as sa
 from starlette.requests import Request
@@ -153,35 +154,30 @@ def test_a_customer_on_an_unknown_plan_is_422(api: Api) -> None:
     assert "plan_id" in response.json()["detail"]
 
 
-def test_a_customer_on_a_built_in_plan_needs_no_plan_put_first(api: Api) -> None:
+def _customer_on(api: Api, plan_id: str, region: str) -> dict[str, Any]:
+    """Put the customer on ``plan_id``; the plan document stored under that id afterwards."""
     response = api.client.put(
         f"/v1/customers/{NMI}",
-        json={"plan_id": "sso-sa", "region": "SA"},
+        json={"plan_id": plan_id, "region": region},
         headers=api.auth("admin"),
     )
-    assert response.status_code == 200
+    assert response.status_code == 200, response.text
     with api.services.store.read() as unit:
-        stored = unit.catalog.get_plan("sso-sa")
+        stored = unit.catalog.get_plan(plan_id)
     assert stored is not None
-    assert stored.document["id"] == "sso-sa"
+    return stored.document
+
+
+def test_a_customer_on_a_built_in_plan_needs_no_plan_put_first(api: Api) -> None:
+    assert _customer_on(api, "sso-sa", "SA")["id"] == "sso-sa"
 
 
 def test_a_stored_plan_keeps_a_built_in_id(api: Api) -> None:
     """A retailer's own plan stored under a built-in id is the one its customers are on."""
     own = {**PLAN, "id": "sso-nsw", "daily_supply_charge": "1.23"}
-    assert (
-        api.client.put("/v1/plans/sso-nsw", json=own, headers=api.auth("admin")).status_code == 200
-    )
-    response = api.client.put(
-        f"/v1/customers/{NMI}",
-        json={"plan_id": "sso-nsw", "region": "NSW"},
-        headers=api.auth("admin"),
-    )
-    assert response.status_code == 200
-    with api.services.store.read() as unit:
-        stored = unit.catalog.get_plan("sso-nsw")
-    assert stored is not None
-    assert stored.document["daily_supply_charge"] == "1.23"
+    put = api.client.put("/v1/plans/sso-nsw", json=own, headers=api.auth("admin"))
+    assert put.status_code == 200
+    assert _customer_on(api, "sso-nsw", "NSW")["daily_supply_charge"] == "1.23"
 
 
 def test_the_bill_is_the_same_json_as_the_command_line(api: Api) -> None:
