@@ -66,7 +66,7 @@ COMMANDS = {
     ),
     "keys": Command(("keys",), "API keys for the HTTP API (scopes: ingest, settle, read, admin)."),
     "plans": Command(
-        ("plans",), "Tariff plans: check a plan file (TOML), list the built-in plans."
+        ("plans",), "Tariff plans: check a plan file (TOML), store a plan, list the built-in plans."
     ),
     "simulate": Command(
         ("simulate",), "Simulations that replay what freehours is built to survive."

@@ -1,4 +1,4 @@
-"""``freehours plans``: check a plan file, list the built-in plans."""
+"""``freehours plans``: check a plan file, store one in the database, list the built-in plans."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from rich.table import Column, Table
 
 from freehours.cli import app
 from freehours.domain.plan import Plan
-from freehours.plans import builtin_plans, load_plan
+from freehours.plans import builtin_plans, load_document, load_plan
+from freehours.plans.document import parse_plan
 
 plans_app = typer.Typer(
     name="plans",
-    help="Tariff plans: check a plan file (TOML), list the built-in plans.",
+    help="Tariff plans: check a plan file (TOML), store a plan, list the built-in plans.",
     no_args_is_help=True,
 )
 app.add_typer(plans_app)
@@ -47,7 +48,7 @@ def validate(
         str, typer.Argument(help="a TOML plan file, or a built-in plan id (sso-nsw, ...)")
     ],
 ) -> None:
-    """Check a plan. Prints what it holds, or the first problem naming the file and key (exit 2)."""
+    """Check a plan. Prints what it holds, or its problems naming the file and keys (exit 2)."""
     loaded = load_plan(plan)
     bands = ", ".join(dict.fromkeys(f"{band.type} {band.unit_price}" for band in loaded.bands))
     feed_in = "none" if loaded.feed_in is None else f"{loaded.feed_in.unit_price}/kWh"
@@ -56,3 +57,22 @@ def validate(
         f"free window {_window(loaded)}; bands {bands}; "
         f"supply {loaded.daily_supply_charge}/day; feed-in {feed_in}; GST {loaded.gst_rate}"
     )
+
+
+@plans_app.command("put")
+def put(
+    plan: Annotated[
+        str, typer.Argument(help="a TOML plan file, or a built-in plan id (sso-nsw, ...)")
+    ],
+) -> None:
+    """Store a plan in the database under its id, as PUT /v1/plans/{id} does (exit 2: problems)."""
+    # The database, for this command only: validate and list start without it.
+    from freehours.clock import SystemClock
+    from freehours.settings import get_settings
+    from freehours.store.database import Store
+
+    document = load_document(plan)
+    checked = parse_plan(document, source=plan)
+    with Store.open(get_settings().database_url) as store, store.write() as unit:
+        unit.catalog.put_plan(checked.id, document, updated_at=SystemClock().now())
+    typer.echo(f"{plan}: stored plan {checked.id!r}")

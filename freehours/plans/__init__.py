@@ -22,13 +22,15 @@ BUILTIN_IDS = ("sso-nsw", "sso-seq", "sso-sa", "mps-vic")
 
 def load_plan(reference: str | Path) -> Plan:
     """A built-in plan by id, or the plan in a TOML file. Raises ``PlanError``."""
+    return parse_plan(load_document(reference), source=str(reference))
+
+
+def load_document(reference: str | Path) -> dict[str, Any]:
+    """A built-in plan's document by id, or the document in a TOML file, not yet checked
+    (``parse_plan`` checks it). Raises ``PlanError`` naming the file."""
     if isinstance(reference, str) and reference in BUILTIN_IDS:
-        return builtin_plan(reference)
-    return load_plan_file(Path(reference))
-
-
-def load_plan_file(path: Path) -> Plan:
-    """The plan in a TOML file. Raises ``PlanError`` naming the file (and the key, where one)."""
+        return builtin_document(reference)
+    path = Path(reference)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -37,7 +39,7 @@ def load_plan_file(path: Path) -> Plan:
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise PlanError(f"cannot read the plan file: {exc}", source=str(path)) from exc
-    return parse_plan_text(text, source=str(path))
+    return _toml(text, source=str(path))
 
 
 def builtin_plan(plan_id: str) -> Plan:
