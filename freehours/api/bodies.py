@@ -64,14 +64,21 @@ async def bounded_body(
     return b"".join(chunks)
 
 
-def body_operation(body: type[BaseModel] | TypeAdapter[Any]) -> dict[str, Any]:
+def body_operation(
+    body: type[BaseModel] | TypeAdapter[Any], *, also: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """The OpenAPI description (``openapi_extra``) of a route that reads a JSON ``body``
-    itself, as FastAPI would have described it declared, its schema written in whole."""
-    schema = body.model_json_schema() if isinstance(body, type) else body.json_schema()
+    itself, as FastAPI would have described it declared, its schema written in whole; ``also``:
+    other media types the route takes for the same document."""
+    schema = {
+        "schema": inline_refs(
+            body.model_json_schema() if isinstance(body, type) else body.json_schema()
+        )
+    }
     return {
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": inline_refs(schema)}},
+            "content": dict.fromkeys(("application/json", *also), schema),
         },
     }
 

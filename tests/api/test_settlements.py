@@ -6,9 +6,13 @@ import asyncio
 import json
 from datetime import date, datetime, timedelta
 from decimal import Decimal
+from importlib import resources
 from typing import Any
 
+import hypothesis
 import sqlalchemy as sa
+from hypothesis import HealthCheck, given
+from hypothesis import strategies as st
 from starlette.requests import Request
 
 from freehours.api.problems import data_error_handler
@@ -16,6 +20,7 @@ from freehours.api.services import Services
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import claim
 from freehours.domain.time import NEM_TIME
+from freehours.plans import builtin_document
 from freehours.runtime import Runtime
 from freehours.settings import Settings
 from freehours.store.database import Store
@@ -144,6 +149,62 @@ def test_an_invalid_plan_is_422_naming_the_key(api: Api) -> None:
     response = api.client.put("/v1/plans/test-nsw", json=bad, headers=api.auth("admin"))
     assert response.status_code == 422
     assert "daily_supply_charge" in response.json()["detail"]
+
+
+def test_a_plan_file_is_taken_as_toml(api: Api) -> None:
+    text = (resources.files("freehours.plans") / "builtin" / "sso-sa.toml").read_text("utf-8")
+    text = text.replace('id = "sso-sa"', 'id = "own-sa"')
+    response = api.client.put(
+        "/v1/plans/own-sa",
+        content=text.encode(),
+        headers={**api.auth("admin"), "Content-Type": "application/toml; charset=utf-8"},
+    )
+    assert response.status_code == 200, response.text
+    stored = response.json()
+    builtin = builtin_document("sso-sa")
+    assert (stored["id"], stored["region"]) == ("own-sa", "SA")
+    assert stored["daily_supply_charge"] == str(builtin["daily_supply_charge"])
+    assert stored.keys() == builtin.keys()
+
+
+def test_a_toml_body_that_is_not_toml_is_422_naming_the_body(api: Api) -> None:
+    response = api.client.put(
+        "/v1/plans/x",
+        content=b'id = "x"\nregion = \n',
+        headers={**api.auth("admin"), "Content-Type": "application/toml"},
+    )
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("body: not a TOML plan:")
+
+
+def test_a_toml_plan_with_problems_is_422_naming_its_keys(api: Api) -> None:
+    response = api.client.put(
+        "/v1/plans/x",
+        content=b'id = "x"\nregion = "NSW"\ndialy_supply_charge = "1"\n',
+        headers={**api.auth("admin"), "Content-Type": "application/toml"},
+    )
+    assert response.status_code == 422
+    assert "dialy_supply_charge: is not a plan key" in response.json()["detail"]
+
+
+@hypothesis.settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    text=st.text(alphabet=st.sampled_from('id=regon"NSW[]{}.,\n 0123456789-_:tfalse'), max_size=200)
+)
+def test_any_toml_body_is_a_plan_or_a_422_naming_the_body(api: Api, text: str) -> None:
+    """TOML's parser and the plan's checker, fed bodies near the shape of a plan: never a 5xx,
+    and a refusal always says what in the body is wrong."""
+    response = api.client.put(
+        "/v1/plans/x",
+        content=text.encode(),
+        headers={**api.auth("admin"), "Content-Type": "application/toml"},
+    )
+    assert response.status_code in (200, 422), response.text
+    if response.status_code == 422:
+        detail = response.json()["detail"]
+        assert detail.startswith(("body: not a TOML plan:", "plan x", "body id")), detail
 
 
 def test_a_customer_on_an_unknown_plan_is_422(api: Api) -> None:

@@ -1,5 +1,6 @@
 """Tariff plans: ``PUT /v1/plans/{plan_id}`` (admin)."""
 
+import tomllib
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
@@ -17,7 +18,11 @@ from freehours.plans.document import PLAN_ID_MAX_LENGTH, PLAN_ID_PATTERN, parse_
 router = APIRouter(tags=["catalogue"], dependencies=[requires(Scope.ADMIN)])
 
 
-@router.put("/v1/plans/{plan_id}", openapi_extra=body_operation(PLAN_DOCUMENT))
+#: The media type of a plan file sent as it is (RFC 9618).
+TOML = "application/toml"
+
+
+@router.put("/v1/plans/{plan_id}", openapi_extra=body_operation(PLAN_DOCUMENT, also=(TOML,)))
 async def put_plan(
     request: Request,
     plan_id: Annotated[
@@ -25,12 +30,24 @@ async def put_plan(
     ],
     services: AppServices,
 ) -> dict[str, Any]:
-    """Create or replace a tariff plan: the plan file's fields as JSON."""
+    """Create or replace a tariff plan: the plan file's fields as JSON, or the plan file itself
+    (``Content-Type: application/toml``)."""
     raw = await bounded_body(
         request, services.settings.max_json_body_bytes, title="Body too large", required=None
     )
-    document = parse_body(PLAN_DOCUMENT, raw)
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    document = _toml_body(raw) if media_type == TOML else parse_body(PLAN_DOCUMENT, raw)
     return await run_in_threadpool(_store_plan, services, plan_id, document)
+
+
+def _toml_body(raw: bytes) -> dict[str, Any]:
+    """A plan file sent as the body: TOML, which ``parse_plan`` then checks as it checks JSON."""
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise Problem(
+            422, "validation-error", "Request body is not valid", f"body: not a TOML plan: {exc}"
+        ) from None
 
 
 def _store_plan(services: Services, plan_id: str, document: dict[str, Any]) -> dict[str, Any]:
