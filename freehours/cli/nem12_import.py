@@ -73,16 +73,31 @@ def import_files(
 
     runtime = Runtime.open(get_settings())
     imports: list[FileImport] = []
+    interrupted: Path | None = None
     try:
         with _progress() as progress:
             overall = progress.add_task("files", total=len(files), days=0)
             for path in files:
+                interrupted = path
                 progress.update(overall, description=path.name)
                 imports.append(_import(runtime, path, progress, overall))
                 progress.advance(overall)
+            interrupted = None
+    except KeyboardInterrupt:
+        pass  # said below, after what landed: the file being read rolled back whole
     finally:
         runtime.close()
-    summary_console().print(_summary(imports))
+    if imports:
+        summary_console().print(_summary(imports))
+    if interrupted is not None:
+        waiting = len(files) - len(imports) - 1
+        err_console.print(
+            f"[bold red]interrupted:[/] nothing of {interrupted} was stored (each file is all or"
+            f" nothing); {waiting} more file{'' if waiting == 1 else 's'} not started",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(130)
     if any(result.error for result in imports):
         raise typer.Exit(2)
 

@@ -7,12 +7,14 @@ from collections.abc import Iterator
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from freehours.cli import main
+from freehours.cli import main, nem12_import
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME
+from freehours.meterdata.nem12 import read_days
 from freehours.meterdata.writer import write_nem12
 from freehours.settings import get_settings
 from freehours.store import schema
@@ -138,6 +140,36 @@ def test_a_file_with_a_bad_line_stores_nothing_of_itself_and_exits_2(
     assert "nothing of" in captured.err
     assert "1 of 2 files stored" in captured.out
     # The bad file's first NMI was read, and staged, before its bad line: none of it stayed.
+    assert stored_nmis(database_url) == ["4103035611"]
+
+
+def test_an_interrupted_import_says_which_files_landed(
+    database_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Ctrl-C while the second of three files is being stored: the first landed, nothing of the
+    second stayed (its transaction rolled back), the third never started, and the command says
+    so and exits 130."""
+    first = nem12_file(tmp_path / "first.csv", ["4103035611"])
+    second = nem12_file(tmp_path / "second.csv", ["4103035612", "4103035613"])
+    third = nem12_file(tmp_path / "third.csv", ["4103035614"])
+
+    def read_then_interrupt(path: Path, **options: Any) -> Iterator[IntervalDay]:
+        for n, day in enumerate(read_days(path, **options)):
+            if path == second and n == 4:  # four of its days read and staged: Ctrl-C
+                raise KeyboardInterrupt
+            yield day
+
+    monkeypatch.setattr(nem12_import, "read_days", read_then_interrupt)
+
+    assert freehours(monkeypatch, "nem12", "import", str(first), str(second), str(third)) == 130
+
+    captured = capsys.readouterr()
+    assert "1 of 1 files stored" in captured.out
+    assert f"nothing of {second} was stored" in captured.err
+    assert "1 more file not started" in captured.err
     assert stored_nmis(database_url) == ["4103035611"]
 
 
