@@ -32,14 +32,14 @@ def load_document(reference: str | Path) -> dict[str, Any]:
         return builtin_document(reference)
     path = Path(reference)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise PlanError(
             f"no such plan file (nor a built-in plan: {', '.join(BUILTIN_IDS)})", source=str(path)
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise PlanError(f"cannot read the plan file: {exc}", source=str(path)) from exc
-    return _toml(text, source=str(path))
+    return toml_document(data, source=str(path))
 
 
 def builtin_plan(plan_id: str) -> Plan:
@@ -52,7 +52,7 @@ def builtin_document(plan_id: str) -> dict[str, Any]:
     if plan_id not in BUILTIN_IDS:
         raise PlanError(f"no built-in plan {plan_id!r} ({', '.join(BUILTIN_IDS)})", source=plan_id)
     text = resources.files(__package__).joinpath("builtin", f"{plan_id}.toml").read_text("utf-8")
-    return _toml(text, source=plan_id)
+    return toml_document(text, source=plan_id)
 
 
 def builtin_plans() -> list[Plan]:
@@ -62,11 +62,17 @@ def builtin_plans() -> list[Plan]:
 
 def parse_plan_text(text: str, *, source: str) -> Plan:
     """The plan in TOML text; ``source`` names it in errors."""
-    return parse_plan(_toml(text, source=source), source=source)
+    return parse_plan(toml_document(text, source=source), source=source)
 
 
-def _toml(text: str, *, source: str) -> dict[str, Any]:
+def toml_document(data: str | bytes, *, source: str) -> dict[str, Any]:
+    """A plan file's text (or its bytes, UTF-8) as a document, not yet checked (``parse_plan``
+    checks it): for files, built-in plans and ``PUT /v1/plans`` bodies alike. Raises
+    ``PlanError`` naming ``source``."""
     try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
         return tomllib.loads(text)
+    except UnicodeDecodeError as exc:
+        raise PlanError(f"not UTF-8 text: {exc}", source=source) from None
     except tomllib.TOMLDecodeError as exc:
-        raise PlanError(f"not valid TOML: {exc}", source=source) from exc
+        raise PlanError(f"not valid TOML: {exc}", source=source) from None

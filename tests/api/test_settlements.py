@@ -174,7 +174,7 @@ def test_a_toml_body_that_is_not_toml_is_422_naming_the_body(api: Api) -> None:
         headers={**api.auth("admin"), "Content-Type": "application/toml"},
     )
     assert response.status_code == 422
-    assert response.json()["detail"].startswith("body: not a TOML plan:")
+    assert response.json()["detail"].startswith("body: not valid TOML:")
 
 
 def test_a_toml_plan_with_problems_is_422_naming_its_keys(api: Api) -> None:
@@ -204,7 +204,7 @@ def test_any_toml_body_is_a_plan_or_a_422_naming_the_body(api: Api, text: str) -
     assert response.status_code in (200, 422), response.text
     if response.status_code == 422:
         detail = response.json()["detail"]
-        assert detail.startswith(("body: not a TOML plan:", "plan x", "body id")), detail
+        assert detail.startswith(("body: not valid TOML:", "plan x", "body id")), detail
 
 
 def test_a_customer_on_an_unknown_plan_is_422(api: Api) -> None:

@@ -283,6 +283,15 @@ def test_invalid_toml_is_a_plan_error_naming_the_source() -> None:
     assert "line 2" in caught.value.reason
 
 
+def test_a_plan_file_that_is_not_utf8_is_a_plan_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.toml"
+    path.write_bytes('id = "caf\u00e9"\n'.encode("latin-1"))
+    with pytest.raises(PlanError) as caught:
+        load_plan(str(path))
+    assert caught.value.source == str(path)
+    assert caught.value.reason.startswith("not UTF-8 text")
+
+
 def test_a_missing_file_names_the_file_and_the_builtins(tmp_path: Path) -> None:
     with pytest.raises(PlanError) as caught:
         load_plan(str(tmp_path / "nope.toml"))

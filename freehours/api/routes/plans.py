@@ -1,6 +1,5 @@
 """Tariff plans: ``PUT /v1/plans/{plan_id}`` (admin)."""
 
-import tomllib
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
@@ -12,7 +11,8 @@ from freehours.api.keys import Scope
 from freehours.api.models import PLAN_DOCUMENT
 from freehours.api.problems import Problem
 from freehours.api.services import AppServices, Services
-from freehours.errors import InputError
+from freehours.errors import InputError, PlanError
+from freehours.plans import toml_document
 from freehours.plans.document import PLAN_ID_MAX_LENGTH, PLAN_ID_PATTERN, parse_plan
 
 router = APIRouter(tags=["catalogue"], dependencies=[requires(Scope.ADMIN)])
@@ -41,13 +41,12 @@ async def put_plan(
 
 
 def _toml_body(raw: bytes) -> dict[str, Any]:
-    """A plan file sent as the body: TOML, which ``parse_plan`` then checks as it checks JSON."""
+    """A plan file sent as the body, read as any plan file is; ``parse_plan`` then checks it as
+    it checks JSON."""
     try:
-        return tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise Problem(
-            422, "validation-error", "Request body is not valid", f"body: not a TOML plan: {exc}"
-        ) from None
+        return toml_document(raw, source="body")
+    except PlanError as exc:
+        raise Problem(422, "validation-error", "Request body is not valid", str(exc)) from None
 
 
 def _store_plan(services: Services, plan_id: str, document: dict[str, Any]) -> dict[str, Any]:
