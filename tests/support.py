@@ -1,5 +1,5 @@
 """What every suite's tests share: waiting, with a deadline, for what another thread or process
-is doing.
+is doing, and running a ``freehours`` command in the test's own process.
 
 A test that looks again and again writes ``eventually(look, within=..., what=...)`` rather than
 its own loop, so that every wait has a deadline, fails saying what did not happen and what was
@@ -8,11 +8,14 @@ last seen, and does not spin.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 import pytest
+
+from freehours.cli import main
 
 T = TypeVar("T")
 
@@ -38,3 +41,13 @@ def eventually(
         if time.monotonic() > deadline:
             pytest.fail(f"{what} did not happen within {within:g} s (last seen: {seen!r})")
         time.sleep(every)
+
+
+def run_command(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
+    """Run ``freehours ARGS`` through its entry point, as the shell would; its exit status.
+    Rich tables are drawn at full width, whatever the terminal running the tests."""
+    monkeypatch.setattr(sys, "argv", ["freehours", *args])
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit) as exited:
+        main()
+    return exited.value.code if isinstance(exited.value.code, int) else 1

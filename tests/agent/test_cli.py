@@ -3,29 +3,21 @@
 from __future__ import annotations
 
 import re
-import sys
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from freehours.cli import main
 from freehours.cli.agent import default_spool_path, parse_duration, parse_start
 from freehours.domain.time import NEM_TIME
 from freehours.errors import InputError
-
-
-def freehours(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
-    monkeypatch.setattr(sys, "argv", ["freehours", *args])
-    with pytest.raises(SystemExit) as exited:
-        main()
-    return exited.value.code if isinstance(exited.value.code, int) else 1
+from tests.support import run_command
 
 
 def test_an_agent_without_a_source_is_bad_usage(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert freehours(monkeypatch, "agent", "--api", "http://x", "--api-key", "k") == 2
+    assert run_command(monkeypatch, "agent", "--api", "http://x", "--api-key", "k") == 2
     assert "--nem12-dir DIR, --simulate N, or both" in capsys.readouterr().err
 
 
@@ -33,7 +25,7 @@ def test_the_key_may_come_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("FREEHOURS_API_KEY", "from-env")
-    assert freehours(monkeypatch, "agent", "--api", "http://x") == 2
+    assert run_command(monkeypatch, "agent", "--api", "http://x") == 2
     assert "--nem12-dir" in capsys.readouterr().err  # got past the missing key
 
 
@@ -41,7 +33,7 @@ def test_a_bad_duration_names_the_option(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = ("agent", "--api", "http://x", "--api-key", "k", "--simulate", "1")
-    assert freehours(monkeypatch, *args, "--duration", "a while") == 2
+    assert run_command(monkeypatch, *args, "--duration", "a while") == 2
     assert "--duration 'a while'" in capsys.readouterr().err
 
 

@@ -3,7 +3,6 @@ the command line's options."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from freehours.agent.breaker import BreakerConfig
 from freehours.agent.http import Timeouts
 from freehours.agent.meter_agent import AgentConfig
 from freehours.agent.settings import AgentSettings
-from freehours.cli import main
+from tests.support import run_command
 
 
 def test_the_defaults_are_those_of_the_parts(clean_env: pytest.MonkeyPatch) -> None:
@@ -55,18 +54,11 @@ def test_the_variables_reach_the_agent(clean_env: pytest.MonkeyPatch) -> None:
     )
 
 
-def freehours(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
-    monkeypatch.setattr(sys, "argv", ["freehours", *args])
-    with pytest.raises(SystemExit) as exited:
-        main()
-    return exited.value.code if isinstance(exited.value.code, int) else 1
-
-
 def test_a_bad_variable_is_named(
     clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     clean_env.setenv("FREEHOURS_AGENT_BREAKER_FAILURES", "0")
-    assert freehours(clean_env, "agent", "--api", "http://x", "--api-key", "k") == 1
+    assert run_command(clean_env, "agent", "--api", "http://x", "--api-key", "k") == 1
     err = capsys.readouterr().err
     assert "FREEHOURS_AGENT_" in err
     assert "breaker_failures" in err
@@ -78,5 +70,5 @@ def test_an_option_given_overrides_the_variable(
     clean_env.setenv("FREEHOURS_AGENT_BREAKER_FAILURES", "0")
     args = ("agent", "--api", "http://x", "--api-key", "k", "--breaker-failures", "3")
     # Past the settings (the variable's bad value is not read), to the missing source.
-    assert freehours(clean_env, *args) == 2
+    assert run_command(clean_env, *args) == 2
     assert "--nem12-dir DIR, --simulate N, or both" in capsys.readouterr().err

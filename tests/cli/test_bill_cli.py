@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -14,11 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from freehours.cli import app, main
+from freehours.cli import app
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.writer import write_nem12
 from tests.domain.rating_cases import flat, nem_day
+from tests.support import run_command
 
 D = Decimal
 
@@ -46,13 +46,10 @@ unit_price = "0.05"
 def run(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
 ) -> tuple[int, str, str]:
-    """Run ``freehours ARGS`` through its entry point: (exit status, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["freehours", *args])
-    with pytest.raises(SystemExit) as exited:
-        main()
+    """Run ``freehours ARGS``: (exit status, stdout, stderr)."""
+    code = run_command(monkeypatch, *args)
     captured = capsys.readouterr()
-    code = exited.value.code
-    return (code if isinstance(code, int) else 1), captured.out, captured.err
+    return code, captured.out, captured.err
 
 
 def stamp(day: int) -> datetime:

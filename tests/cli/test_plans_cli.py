@@ -2,28 +2,25 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from freehours.cli import main
 from freehours.plans import builtin_document
 from freehours.settings import get_settings
 from freehours.store.database import Store
+from tests.support import run_command
 
 
 def run(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
 ) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["freehours", *args])
-    with pytest.raises(SystemExit) as exited:
-        main()
+    """Run ``freehours ARGS``: (exit status, stdout, stderr)."""
+    code = run_command(monkeypatch, *args)
     captured = capsys.readouterr()
-    code = exited.value.code
-    return (code if isinstance(code, int) else 1), captured.out, captured.err
+    return code, captured.out, captured.err
 
 
 def test_list_shows_the_four_builtin_plans(

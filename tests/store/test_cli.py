@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -11,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from freehours.cli import main, nem12_import
+from freehours.cli import nem12_import
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.nem12 import read_days
@@ -20,6 +19,7 @@ from freehours.settings import get_settings
 from freehours.store import schema
 from freehours.store.database import Store
 from freehours.store.engine import create_engine
+from tests.support import run_command
 
 STAMP = datetime(2026, 7, 2, 6, 30, tzinfo=NEM_TIME)
 
@@ -42,15 +42,6 @@ def database_url(store_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[st
 def empty_database_url(empty_store_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A database with no schema yet, configured."""
     yield from configured(empty_store_url, monkeypatch)
-
-
-def freehours(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
-    """Run the ``freehours`` entry point with ``args``; its exit status."""
-    monkeypatch.setattr(sys, "argv", ["freehours", *args])
-    monkeypatch.setenv("COLUMNS", "200")  # Rich tables at full width, whatever the terminal
-    with pytest.raises(SystemExit) as exited:
-        main()
-    return exited.value.code if isinstance(exited.value.code, int) else 1
 
 
 def nem12_file(path: Path, nmis: list[str], days: int = 3) -> Path:
@@ -98,7 +89,7 @@ def stored_nmis(url: str) -> list[str]:
 def test_db_upgrade_brings_the_configured_database_to_head(
     empty_database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert freehours(monkeypatch, "db", "upgrade") == 0
+    assert run_command(monkeypatch, "db", "upgrade") == 0
 
     assert f"schema revision {schema.head_revision()}" in capsys.readouterr().out
     engine = create_engine(empty_database_url)
@@ -115,7 +106,7 @@ def test_import_stores_every_file_and_sums_them_up(
     first = nem12_file(tmp_path / "first.csv", ["4103035611", "4103035612"])
     second = nem12_file(tmp_path / "second.csv", ["4103035613"])
 
-    assert freehours(monkeypatch, "nem12", "import", str(first), str(second)) == 0
+    assert run_command(monkeypatch, "nem12", "import", str(first), str(second)) == 0
 
     out = capsys.readouterr().out
     assert "2 of 2 files stored" in out
@@ -133,7 +124,7 @@ def test_a_file_with_a_bad_line_stores_nothing_of_itself_and_exits_2(
     bad = nem12_file(tmp_path / "bad.csv", ["4103035612", "4103035613"])
     line = spoil_a_value(bad, "4103035613")
 
-    assert freehours(monkeypatch, "nem12", "import", str(bad), str(good)) == 2
+    assert run_command(monkeypatch, "nem12", "import", str(bad), str(good)) == 2
 
     captured = capsys.readouterr()
     assert f"bad.csv:{line}" in captured.err
@@ -164,7 +155,7 @@ def test_an_interrupted_import_says_which_files_landed(
 
     monkeypatch.setattr(nem12_import, "read_days", read_then_interrupt)
 
-    assert freehours(monkeypatch, "nem12", "import", str(first), str(second), str(third)) == 130
+    assert run_command(monkeypatch, "nem12", "import", str(first), str(second), str(third)) == 130
 
     captured = capsys.readouterr()
     assert "1 of 1 files stored" in captured.out
@@ -176,4 +167,4 @@ def test_an_interrupted_import_says_which_files_landed(
 def test_import_of_a_missing_file_is_bad_usage(
     database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert freehours(monkeypatch, "nem12", "import", str(tmp_path / "nope.csv")) == 2
+    assert run_command(monkeypatch, "nem12", "import", str(tmp_path / "nope.csv")) == 2
