@@ -3,6 +3,7 @@ its own module registers."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from datetime import date, datetime
@@ -32,24 +33,29 @@ def test_each_listed_help_is_the_commands_own(name: str) -> None:
     assert own.startswith(COMMANDS[name].help), (name, own)
 
 
-def test_the_listing_imports_no_command() -> None:
-    """``freehours --help`` (the package and its listing) loads none of the commands' modules,
-    nor the libraries they need."""
+def imported_after(args: list[str], modules: list[str]) -> list[str]:
+    """Which of ``modules`` a fresh interpreter has imported after running ``freehours ARGS``
+    (through Typer's test runner, so that the command's exit does not end the check)."""
     code = (
-        "import sys\n"
+        "import json, sys\n"
         "from typer.testing import CliRunner\n"
         "from freehours.cli import app\n"
-        "result = CliRunner().invoke(app, ['--help'])\n"
+        f"result = CliRunner().invoke(app, {args!r})\n"
         "assert result.exit_code == 0, result.output\n"
-        "assert 'simulate' in result.output\n"
-        "heavy = ['sqlalchemy', 'fastapi', 'httpx', 'redis', 'pydantic', 'freehours.cli.agent',"
-        " 'freehours.cli.serve', 'freehours.api', 'freehours.store']\n"
-        "print(sorted(name for name in heavy if name in sys.modules))\n"
+        f"print(json.dumps(sorted(name for name in {modules!r} if name in sys.modules)))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
-    assert result.stdout.strip() == "[]"
+    return eval(result.stdout)
+
+
+def test_the_listing_imports_no_command() -> None:
+    """``freehours --help`` (the package and its listing) loads none of the commands' modules,
+    nor the libraries they need."""
+    heavy = ["sqlalchemy", "fastapi", "httpx", "redis", "pydantic", "freehours.cli.agent"]
+    heavy += ["freehours.cli.serve", "freehours.api", "freehours.store"]
+    assert imported_after(["--help"], heavy) == []
 
 
 def test_nem12_inspect_imports_no_database_nor_service(tmp_path: Path) -> None:
@@ -57,20 +63,16 @@ def test_nem12_inspect_imports_no_database_nor_service(tmp_path: Path) -> None:
     loaded with it, but not the database, the runtime or the services behind that one."""
     path = tmp_path / "one.csv"
     write_nem12([one_day()], path)
-    code = (
-        "import sys\n"
-        "from typer.testing import CliRunner\n"
-        "from freehours.cli import app\n"
-        f"result = CliRunner().invoke(app, ['nem12', 'inspect', {str(path)!r}])\n"
-        "assert result.exit_code == 0, result.output\n"
-        "heavy = ['sqlalchemy', 'fastapi', 'redis', 'pydantic_settings', 'structlog',"
-        " 'opentelemetry', 'rich.progress', 'freehours.runtime', 'freehours.store']\n"
-        "print(sorted(name for name in heavy if name in sys.modules))\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
-    assert result.stdout.strip() == "[]"
+    heavy = ["sqlalchemy", "fastapi", "redis", "pydantic_settings", "structlog", "opentelemetry"]
+    heavy += ["rich.progress", "freehours.runtime", "freehours.store"]
+    assert imported_after(["nem12", "inspect", str(path)], heavy) == []
+
+
+def test_plans_validate_imports_no_database() -> None:
+    """``plans validate`` checks a plan: ``plans put``, beside it, opens the database only
+    when it runs."""
+    heavy = ["sqlalchemy", "freehours.store", "freehours.settings"]
+    assert imported_after(["plans", "validate", "sso-nsw"], heavy) == []
 
 
 def test_a_command_runs_through_the_lazy_group() -> None:
