@@ -47,7 +47,8 @@ def imported_after(args: list[str], modules: list[str]) -> list[str]:
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
-    return eval(result.stdout)
+    imported: list[str] = json.loads(result.stdout)
+    return imported
 
 
 def test_the_listing_imports_no_command() -> None:
