@@ -103,10 +103,11 @@ def run(app: Any, settings: Settings, *, host: str, port: int) -> None:
 def listen(host: str, port: int) -> socket.socket:
     """A socket listening on ``host``:``port`` (IPv4 or IPv6, as ``host`` resolves)."""
     try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[
-            0
-        ][0]
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family = found[0][0]
         return socket.create_server((host, port), family=family, backlog=2048)
+    except socket.gaierror as exc:  # a host name that does not resolve: its errno is not errno's
+        raise ConfigurationError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         raise ConfigurationError(f"cannot listen on {host}:{port}: {reason}") from None
