@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Self
 
 import typer
 from rich.console import Console
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from freehours.errors import FreehoursError, InputError
 
@@ -74,10 +74,62 @@ COMMANDS = {
 }
 
 
+class _Option(TyperOption):
+    """An option as freehours' help shows it: its metavar after its name (``--port PORT``), and
+    nothing after a flag. (Typer shows a Python type there, ``<int>`` or ``<bool>``, and still
+    does for an option without a metavar: ``tests/cli/test_help.py`` refuses that.)"""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        if self.is_flag:
+            return None
+        return super().display_type_rich(ctx)
+
+
+class _Argument(TyperArgument):
+    """An argument as freehours' help shows it: its metavar alone, ``FILE...`` where it takes
+    several, the same in the usage line (required ``FILE``, optional ``[FILE]``), without a
+    Python type beside it."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None if self.metavar else super().display_type_rich(ctx)
+
+    @property
+    def display_name_raw(self) -> str:
+        name: str = self.metavar or self.name or ""
+        return f"{name}..." if self.nargs != 1 else name
+
+    def get_usage_pieces(self, ctx: Any) -> list[str]:
+        name = self.display_name_raw
+        return [name if self.required else f"[{name}]"]
+
+
+def _shown(param: Any) -> Any:
+    """``param`` (a Typer option or argument, or None) made to show itself as freehours' help
+    does: a change of class to the subclass above, which adds no state."""
+    if isinstance(param, TyperOption):
+        param.__class__ = _Option
+    elif isinstance(param, TyperArgument):
+        param.__class__ = _Argument
+    return param
+
+
+def _show_params(command: Any) -> Any:
+    """``command`` and its sub-commands, each parameter and help option shown by ``_shown``."""
+    for param in command.params:
+        _shown(param)
+    _shown(command.get_help_option(typer.Context(command)))
+    for sub_command in getattr(command, "commands", {}).values():
+        _show_params(sub_command)
+    return command
+
+
 class LazyCommands(TyperGroup):
     """The top-level group: lists ``COMMANDS`` as they are written there, and builds a command
     (importing its modules) only to run it. (Contexts and commands are typed ``Any``: they are
     those of the click that Typer carries inside it.)"""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return _shown(super().get_help_option(ctx))
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(COMMANDS)
@@ -100,7 +152,7 @@ def load(name: str) -> Any:
     for module in COMMANDS[name].modules:
         importlib.import_module(f"freehours.cli.{module}")
     group: Any = typer.main.get_group(app)
-    return group.commands[name]
+    return _show_params(group.commands[name])
 
 
 app = typer.Typer(
@@ -123,9 +175,12 @@ err_console = Console(stderr=True)
 
 #: The long-running commands' ``--metrics-port`` and ``--metrics-host``.
 MetricsPort = Annotated[
-    int | None, typer.Option("--metrics-port", help="serve Prometheus metrics on this port")
+    int | None,
+    typer.Option("--metrics-port", metavar="PORT", help="serve Prometheus metrics on this port"),
 ]
-MetricsHost = Annotated[str, typer.Option("--metrics-host", help="address for --metrics-port")]
+MetricsHost = Annotated[
+    str, typer.Option("--metrics-host", metavar="ADDRESS", help="address for --metrics-port")
+]
 
 
 class ProgressDisplay:

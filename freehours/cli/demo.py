@@ -27,15 +27,27 @@ def demo(
     out: Annotated[
         Path,
         typer.Option(
-            "--out", help="Directory for the demo's database, log and report.", file_okay=False
+            "--out",
+            metavar="DIR",
+            help="Directory for the demo's database, log and report.",
+            file_okay=False,
         ),
     ] = Path("out/demo"),
     customers: Annotated[
         int,
-        typer.Option("--customers", min=4, help="Households with a smart meter, over 4 regions."),
+        typer.Option(
+            "--customers",
+            min=4,
+            metavar="N",
+            help="Households with a smart meter, over 4 regions.",
+        ),
     ] = 8,
-    days: Annotated[int, typer.Option("--days", min=1, help="Days of meter data.")] = 3,
-    seed: Annotated[int, typer.Option("--seed", help="Seed: the same seed, the same run.")] = 1,
+    days: Annotated[
+        int, typer.Option("--days", min=1, metavar="N", help="Days of meter data.")
+    ] = 3,
+    seed: Annotated[
+        int, typer.Option("--seed", metavar="N", help="Seed: the same seed, the same run.")
+    ] = 1,
 ) -> None:
     """Run freehours end to end: a real HTTP API on 127.0.0.1, plans and customers in every
     region, the meter agent's simulated meters, settlement workers, settlements under injected

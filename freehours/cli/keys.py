@@ -27,9 +27,15 @@ app.add_typer(keys_app)
 def create(
     scope: Annotated[
         list[str],
-        typer.Option("--scope", help="ingest, settle, read or admin (implies all); repeatable"),
+        typer.Option(
+            "--scope",
+            metavar="SCOPE",
+            help="ingest, settle, read or admin (implies all); repeatable",
+        ),
     ],
-    name: Annotated[str, typer.Option("--name", help="who or what the key is for")] = "",
+    name: Annotated[
+        str, typer.Option("--name", metavar="NAME", help="who or what the key is for")
+    ] = "",
 ) -> None:
     """Make a key and print it alone on stdout, once: only its hash is stored."""
     scopes = parse_scopes(scope)
@@ -57,7 +63,7 @@ def list_() -> None:
 
 @keys_app.command("revoke")
 def revoke(
-    key_id: Annotated[str, typer.Argument(help="the key's id, as `keys list` shows")],
+    key_id: Annotated[str, typer.Argument(metavar="ID", help="the key's id, as `keys list` shows")],
 ) -> None:
     """Revoke a key: API processes refuse it within FREEHOURS_API_KEY_CACHE_SECONDS."""
     with Store.open(get_settings().database_url) as store, store.write() as unit:

@@ -56,6 +56,7 @@ def import_files(
     files: Annotated[
         list[Path],
         typer.Argument(
+            metavar="FILE",
             help="NEM12 files (CSV, zip or gzip)",
             exists=True,
             dir_okay=False,

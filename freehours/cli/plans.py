@@ -45,7 +45,10 @@ def list_() -> None:
 @plans_app.command("validate")
 def validate(
     plan: Annotated[
-        str, typer.Argument(help="a TOML plan file, or a built-in plan id (sso-nsw, ...)")
+        str,
+        typer.Argument(
+            metavar="PLAN", help="a TOML plan file, or a built-in plan id (sso-nsw, ...)"
+        ),
     ],
 ) -> None:
     """Check a plan. Prints what it holds, or its problems naming the file and keys (exit 2)."""
@@ -62,7 +65,10 @@ def validate(
 @plans_app.command("put")
 def put(
     plan: Annotated[
-        str, typer.Argument(help="a TOML plan file, or a built-in plan id (sso-nsw, ...)")
+        str,
+        typer.Argument(
+            metavar="PLAN", help="a TOML plan file, or a built-in plan id (sso-nsw, ...)"
+        ),
     ],
 ) -> None:
     """Store a plan in the database under its id, as PUT /v1/plans/{id} does (exit 2: problems)."""

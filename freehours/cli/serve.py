@@ -18,10 +18,15 @@ from freehours.settings import get_settings
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
+    host: Annotated[
+        str, typer.Option(metavar="ADDRESS", help="address to listen on")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(metavar="PORT", help="port to listen on")] = 8000,
     workers: Annotated[
-        int, typer.Option(min=0, help="settlement job workers to run in this process (threads)")
+        int,
+        typer.Option(
+            min=0, metavar="N", help="settlement job workers to run in this process (threads)"
+        ),
     ] = 0,
 ) -> None:
     """Serve the HTTP API, and with --workers N run N settlement jobs at once in-process.

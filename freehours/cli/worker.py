@@ -28,6 +28,7 @@ def worker(
         typer.Option(
             "--concurrency",
             min=1,
+            metavar="N",
             help="Jobs run at once, on threads (default: FREEHOURS_WORKER_CONCURRENCY, 4)",
             show_default=False,
         ),
