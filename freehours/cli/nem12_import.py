@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from freehours.cli import err_console
+from freehours.cli import err_console, needs_database
 from freehours.cli.nem12 import nem12_app, summary_console
 from freehours.domain.reads import IntervalDay
 from freehours.errors import InputError
@@ -52,6 +52,7 @@ class FileImport:
 
 
 @nem12_app.command("import")
+@needs_database
 def import_files(
     files: Annotated[
         list[Path],

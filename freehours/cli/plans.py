@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Column, Table
 
-from freehours.cli import app
+from freehours.cli import app, needs_database
 from freehours.domain.plan import Plan
 from freehours.plans import builtin_plans, load_document, load_plan
 from freehours.plans.document import parse_plan
@@ -63,6 +63,7 @@ def validate(
 
 
 @plans_app.command("put")
+@needs_database
 def put(
     plan: Annotated[
         str,

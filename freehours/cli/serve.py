@@ -9,7 +9,7 @@ import typer
 from freehours.api import server
 from freehours.api.app import create_app
 from freehours.api.services import Services
-from freehours.cli import app
+from freehours.cli import app, needs_database
 from freehours.observability.exposition import forget_process
 from freehours.observability.logging import configure_logging
 from freehours.observability.tracing import configure_tracing
@@ -17,6 +17,7 @@ from freehours.settings import get_settings
 
 
 @app.command()
+@needs_database
 def serve(
     host: Annotated[
         str, typer.Option(metavar="ADDRESS", help="address to listen on")

@@ -5,30 +5,16 @@ never by a Python type (``<list[Path]>``, ``<bool>``, ``<int>``)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import Any
 
 from typer.testing import CliRunner
 
-from freehours.cli import COMMANDS, app, load
+from freehours.cli import COMMANDS, app
+from tests.support import every_command
 
 #: What Typer writes where a parameter has no metavar: its type in angle brackets.
 TYPE_PLACEHOLDER = re.compile(r"<[A-Za-z][^<>\n]*>")
 #: What Rich's markup takes for a style tag, and so does not print.
 RICH_TAG = re.compile(r"\[[a-z#/@]")
-
-
-def every_command() -> Iterator[tuple[list[str], Any]]:
-    """Each command and sub-command of ``freehours`` (its words after ``freehours``), as the
-    command line builds it to run."""
-
-    def walk(path: list[str], command: Any) -> Iterator[tuple[list[str], Any]]:
-        yield path, command
-        for name, sub_command in getattr(command, "commands", {}).items():
-            yield from walk([*path, name], sub_command)
-
-    for name in COMMANDS:
-        yield from walk([name], load(name))
 
 
 def test_no_help_shows_a_type_placeholder() -> None:
