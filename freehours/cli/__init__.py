@@ -133,6 +133,10 @@ class LazyCommands(TyperGroup):
     def get_help_option(self, ctx: Any) -> Any:
         return _shown(super().get_help_option(ctx))
 
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        super().format_help(ctx, formatter)  # Rich's help, printed as it is made
+        _print_settings()
+
     def list_commands(self, ctx: Any) -> list[str]:
         return list(COMMANDS)
 
@@ -147,6 +151,27 @@ class LazyCommands(TyperGroup):
         if args and args[0] in COMMANDS:
             return args[0], load(args[0]), args[1:]
         return super().resolve_command(ctx, args)
+
+
+def _print_settings() -> None:
+    """Every FREEHOURS_* setting, its default and what it is, in a panel like Typer's, from
+    ``settings.json`` (which ``python -m freehours.cli.docs`` writes from the settings' models:
+    importing them would cost ``--help`` pydantic's start-up)."""
+    import json
+    from pathlib import Path
+
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold cyan", no_wrap=True)
+    table.add_column()
+    for setting in json.loads(Path(__file__).with_name("settings.json").read_text("utf-8")):
+        what = Text.assemble(setting["description"], (f"  [default: {setting['default']}]", "dim"))
+        table.add_row(setting["name"], what)
+    title = "Settings: environment variables, read once at start-up (docs/cli.md#settings)"
+    Console().print(Panel(table, title=title, title_align="left", border_style="dim"))
 
 
 def load(name: str) -> Any:

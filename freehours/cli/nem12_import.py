@@ -69,6 +69,9 @@ def import_files(
     """Load NEM12 files into the database at FREEHOURS_DATABASE_URL, each file all or nothing.
 
     A stored day is replaced only by a later UpdateDateTime, or the same stamp with other values.
+
+    Exit status 2 when a file was not stored (its error names the file and line; the other files
+    are stored all the same), 130 when interrupted: the summary says which files landed.
     """
     from freehours.runtime import Runtime
     from freehours.settings import get_settings
