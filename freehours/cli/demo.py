@@ -113,6 +113,8 @@ class _Steps(ProgressDisplay):
 
 
 def _print_summary(result: DemoResult, console: Console) -> None:
+    from freehours.sim.demo import kwh_figure
+
     config = result.config
     console.print(
         f"\nfreehours demo: {config.customers} customers, {config.days} days from"
@@ -122,7 +124,10 @@ def _print_summary(result: DemoResult, console: Console) -> None:
     revised = ""
     if result.revised is not None:
         key, before, after = result.revised
-        revised = f"; {key} revised after settlement: {before} -> {after} free kWh"
+        revised = (
+            f"; {key} revised after settlement: {kwh_figure(before)} -> {kwh_figure(after)}"
+            " free kWh"
+        )
     console.print(
         f"quotas settled: {result.settled} of {result.customer_days} customer-days"
         f" ({result.versions} quota versions{revised})",
@@ -132,8 +137,12 @@ def _print_summary(result: DemoResult, console: Console) -> None:
     for column in ("region", "customers", "free kWh", "its value (AUD, ex GST)"):
         regions.add_column(column, justify="left" if column == "region" else "right")
     for region, totals in sorted(result.regions.items()):
-        regions.add_row(region, str(totals.customers), f"{totals.free_kwh}", f"{totals.free_value}")
+        regions.add_row(
+            region, str(totals.customers), kwh_figure(totals.free_kwh), f"{totals.free_value}"
+        )
     console.print(regions)
+    for explained in result.no_free:
+        console.print(explained.sentence(), highlight=False)
     agent = result.agent
     faults = result.faults
     lines = [
