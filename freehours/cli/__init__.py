@@ -10,16 +10,18 @@ A command imports only what it uses: each lives in a module of its own that regi
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, Self, TypeVar
 
 import typer
 from rich.console import Console
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
-from freehours.errors import FreehoursError, InputError
+from freehours.errors import ConfigurationError, FreehoursError, InputError
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -74,10 +76,66 @@ COMMANDS = {
 }
 
 
+class _Option(TyperOption):
+    """An option as freehours' help shows it: its metavar after its name (``--port PORT``), and
+    nothing after a flag. (Typer shows a Python type there, ``<int>`` or ``<bool>``, and still
+    does for an option without a metavar: ``tests/cli/test_help.py`` refuses that.)"""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        if self.is_flag:
+            return None
+        return super().display_type_rich(ctx)
+
+
+class _Argument(TyperArgument):
+    """An argument as freehours' help shows it: its metavar alone, ``FILE...`` where it takes
+    several, the same in the usage line (required ``FILE``, optional ``[FILE]``), without a
+    Python type beside it."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None if self.metavar else super().display_type_rich(ctx)
+
+    @property
+    def display_name_raw(self) -> str:
+        name: str = self.metavar or self.name or ""
+        return f"{name}..." if self.nargs != 1 else name
+
+    def get_usage_pieces(self, ctx: Any) -> list[str]:
+        name = self.display_name_raw
+        return [name if self.required else f"[{name}]"]
+
+
+def _shown(param: Any) -> Any:
+    """``param`` (a Typer option or argument, or None) made to show itself as freehours' help
+    does: a change of class to the subclass above, which adds no state."""
+    if isinstance(param, TyperOption):
+        param.__class__ = _Option
+    elif isinstance(param, TyperArgument):
+        param.__class__ = _Argument
+    return param
+
+
+def _show_params(command: Any) -> Any:
+    """``command`` and its sub-commands, each parameter and help option shown by ``_shown``."""
+    for param in command.params:
+        _shown(param)
+    _shown(command.get_help_option(typer.Context(command)))
+    for sub_command in getattr(command, "commands", {}).values():
+        _show_params(sub_command)
+    return command
+
+
 class LazyCommands(TyperGroup):
     """The top-level group: lists ``COMMANDS`` as they are written there, and builds a command
     (importing its modules) only to run it. (Contexts and commands are typed ``Any``: they are
     those of the click that Typer carries inside it.)"""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return _shown(super().get_help_option(ctx))
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        super().format_help(ctx, formatter)  # Rich's help, printed as it is made
+        _print_settings()
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(COMMANDS)
@@ -95,12 +153,33 @@ class LazyCommands(TyperGroup):
         return super().resolve_command(ctx, args)
 
 
+def _print_settings() -> None:
+    """Every FREEHOURS_* setting, its default and what it is, in a panel like Typer's, from
+    ``settings.json`` (which ``python -m freehours.cli.docs`` writes from the settings' models:
+    importing them would cost ``--help`` pydantic's start-up)."""
+    import json
+    from pathlib import Path
+
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold cyan", no_wrap=True)
+    table.add_column()
+    for setting in json.loads(Path(__file__).with_name("settings.json").read_text("utf-8")):
+        what = Text.assemble(setting["description"], (f"  [default: {setting['default']}]", "dim"))
+        table.add_row(setting["name"], what)
+    title = "Settings: environment variables, read once at start-up (docs/cli.md#settings)"
+    Console().print(Panel(table, title=title, title_align="left", border_style="dim"))
+
+
 def load(name: str) -> Any:
     """The command ``name`` as Typer builds it, its modules imported."""
     for module in COMMANDS[name].modules:
         importlib.import_module(f"freehours.cli.{module}")
     group: Any = typer.main.get_group(app)
-    return group.commands[name]
+    return _show_params(group.commands[name])
 
 
 app = typer.Typer(
@@ -121,11 +200,52 @@ def _freehours() -> None:
 
 err_console = Console(stderr=True)
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def needs_database(command: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Mark ``command`` (under its ``@app.command()``) as one that works on an existing
+    database: run without FREEHOURS_DATABASE_URL, it refuses (exit 1) where the default SQLite
+    file is not there, rather than make an empty database in the working directory
+    (``require_database``). ``docs/cli.md`` says so for each command marked."""
+
+    @functools.wraps(command)
+    def checked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        require_database()
+        return command(*args, **kwargs)
+
+    checked.__dict__["needs_database"] = True
+    return checked
+
+
+def require_database() -> None:
+    """Raise ``ConfigurationError`` when FREEHOURS_DATABASE_URL is not set and the default
+    database, ``./freehours.db``, does not exist. ``freehours db upgrade`` creates it; a URL that
+    is set is opened as it is named (a new, empty database there is migrated)."""
+    from pathlib import Path
+
+    from freehours.settings import Settings, get_settings
+
+    if "database_url" in get_settings().model_fields_set:
+        return
+    default: str = Settings.model_fields["database_url"].default
+    path = default.removeprefix("sqlite:///")
+    if not Path(path).exists():
+        raise ConfigurationError(
+            f"no database at {path} (FREEHOURS_DATABASE_URL is not set); set it, or create one"
+            " with 'freehours db upgrade'"
+        )
+
+
 #: The long-running commands' ``--metrics-port`` and ``--metrics-host``.
 MetricsPort = Annotated[
-    int | None, typer.Option("--metrics-port", help="serve Prometheus metrics on this port")
+    int | None,
+    typer.Option("--metrics-port", metavar="PORT", help="serve Prometheus metrics on this port"),
 ]
-MetricsHost = Annotated[str, typer.Option("--metrics-host", help="address for --metrics-port")]
+MetricsHost = Annotated[
+    str, typer.Option("--metrics-host", metavar="ADDRESS", help="address for --metrics-port")
+]
 
 
 class ProgressDisplay:

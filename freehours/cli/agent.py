@@ -45,14 +45,18 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DEFAULTS = AgentSettings.model_construct()
 
 
-def _setting(name: str, flag: str) -> Any:
+def _setting(name: str, flag: str, metavar: str) -> Any:
     """The option ``flag`` for the agent setting ``name``, with the setting's help and bounds."""
     field = AgentSettings.model_fields[name]
     low = next((rule.ge for rule in field.metadata if isinstance(rule, annotated_types.Ge)), None)
     high = next((rule.le for rule in field.metadata if isinstance(rule, annotated_types.Le)), None)
     # Numbers (a Field's ge and le), which annotated_types types only as comparable.
     return typer.Option(
-        flag, help=field.description, min=cast("float | None", low), max=cast("float | None", high)
+        flag,
+        metavar=metavar,
+        help=field.description,
+        min=cast("float | None", low),
+        max=cast("float | None", high),
     )
 
 
@@ -60,11 +64,16 @@ def _setting(name: str, flag: str) -> Any:
 def agent(
     ctx: typer.Context,
     *,
-    api: Annotated[str, typer.Option("--api", help="the API's base URL, e.g. http://host:8000")],
+    api: Annotated[
+        str, typer.Option("--api", metavar="URL", help="the API's base URL, e.g. http://host:8000")
+    ],
     api_key: Annotated[
         str,
         typer.Option(
-            "--api-key", envvar="FREEHOURS_API_KEY", help="an API key with the ingest scope"
+            "--api-key",
+            envvar="FREEHOURS_API_KEY",
+            metavar="KEY",
+            help="an API key with the ingest scope",
         ),
     ],
     nem12_dir: Annotated[
@@ -72,6 +81,7 @@ def agent(
         typer.Option(
             "--nem12-dir",
             file_okay=False,
+            metavar="DIR",
             help="send every NEM12 file that appears here; moved to done/ or rejected/ after",
         ),
     ] = None,
@@ -79,34 +89,48 @@ def agent(
         bool, typer.Option("--once", help="send the files in --nem12-dir now, then exit")
     ] = False,
     simulate: Annotated[
-        int, typer.Option("--simulate", min=0, help="simulated smart meters (E1 and B1, 30 min)")
+        int,
+        typer.Option(
+            "--simulate", min=0, metavar="N", help="simulated smart meters (E1 and B1, 30 min)"
+        ),
     ] = 0,
-    seed: Annotated[int, typer.Option("--seed", help="the same seed, the same reads")] = 1,
+    seed: Annotated[
+        int, typer.Option("--seed", metavar="N", help="the same seed, the same reads")
+    ] = 1,
     speed: Annotated[
         float,
         typer.Option(
-            "--speed", min=0.001, max=1e6, help="simulated time per real time (360: 1 h in 10 s)"
+            "--speed",
+            min=0.001,
+            max=1e6,
+            metavar="FACTOR",
+            help="simulated time per real time (360: 1 h in 10 s)",
         ),
     ] = 1.0,
     start: Annotated[
         str | None,
         typer.Option(
             "--start",
+            metavar="DATETIME",
             help="when the simulation starts, ISO 8601 (no offset: NEM time); default now",
             show_default=False,
         ),
     ] = None,
     duration: Annotated[
-        str, typer.Option("--duration", help="simulated time to run, e.g. 1d, 6h, 1h30m")
+        str,
+        typer.Option(
+            "--duration", metavar="DURATION", help="simulated time to run, e.g. 1d, 6h, 1h30m"
+        ),
     ] = "1d",
     spool: Annotated[
         Path | None,
         typer.Option(
             "--spool",
             dir_okay=False,
+            metavar="FILE",
             help=(
-                "the spool file; it belongs to one API [default: one per API and inbox,"
-                " $XDG_STATE_HOME/freehours/agent-spool-HASH.db]"
+                "the spool file; it belongs to one API (default: one per API and inbox,"
+                " $XDG_STATE_HOME/freehours/agent-spool-HASH.db)"
             ),
             show_default=False,
         ),
@@ -114,36 +138,37 @@ def agent(
     metrics_port: MetricsPort = None,
     metrics_host: MetricsHost = "127.0.0.1",
     breaker_failures: Annotated[
-        int, _setting("breaker_failures", "--breaker-failures")
+        int, _setting("breaker_failures", "--breaker-failures", "N")
     ] = _DEFAULTS.breaker_failures,
     breaker_reset: Annotated[
-        float, _setting("breaker_reset", "--breaker-reset")
+        float, _setting("breaker_reset", "--breaker-reset", "SECONDS")
     ] = _DEFAULTS.breaker_reset,
-    breaker_name: Annotated[str, _setting("breaker_name", "--breaker-name")] = (
+    breaker_name: Annotated[str, _setting("breaker_name", "--breaker-name", "NAME")] = (
         _DEFAULTS.breaker_name
     ),
     connect_timeout: Annotated[
-        float, _setting("connect_timeout", "--connect-timeout")
+        float, _setting("connect_timeout", "--connect-timeout", "SECONDS")
     ] = _DEFAULTS.connect_timeout,
     read_timeout: Annotated[
-        float, _setting("read_timeout", "--read-timeout")
+        float, _setting("read_timeout", "--read-timeout", "SECONDS")
     ] = _DEFAULTS.read_timeout,
-    deadline: Annotated[float, _setting("deadline", "--deadline")] = _DEFAULTS.deadline,
+    deadline: Annotated[float, _setting("deadline", "--deadline", "SECONDS")] = _DEFAULTS.deadline,
     drain_timeout: Annotated[
-        float, _setting("drain_timeout", "--drain-timeout")
+        float, _setting("drain_timeout", "--drain-timeout", "SECONDS")
     ] = _DEFAULTS.drain_timeout,
     max_file_bytes: Annotated[
-        int, _setting("max_file_bytes", "--max-file-bytes")
+        int, _setting("max_file_bytes", "--max-file-bytes", "BYTES")
     ] = _DEFAULTS.max_file_bytes,
     settle_seconds: Annotated[
-        float, _setting("settle_seconds", "--settle-seconds")
+        float, _setting("settle_seconds", "--settle-seconds", "SECONDS")
     ] = _DEFAULTS.settle_seconds,
     as_json: Annotated[bool, typer.Option("--json", help="the summary as JSON")] = False,
     log_level: Annotated[
         str | None,
         typer.Option(
             "--log-level",
-            help="debug, info, warning or error [default: FREEHOURS_LOG_LEVEL, info]",
+            metavar="LEVEL",
+            help="debug, info, warning or error (default: FREEHOURS_LOG_LEVEL, info)",
             show_default=False,
         ),
     ] = None,

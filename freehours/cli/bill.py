@@ -44,12 +44,17 @@ def bill(
     plan: Annotated[
         str,
         typer.Option(
-            "--plan", help="a TOML plan file, or a built-in plan id (sso-nsw, sso-seq, sso-sa, ...)"
+            "--plan",
+            metavar="PLAN",
+            help="a TOML plan file, or a built-in plan id (sso-nsw, sso-seq, sso-sa, ...)",
         ),
     ],
-    nem12: Annotated[Path, typer.Option("--nem12", help="the NEM12 file (CSV, zip or gzip)")],
+    nem12: Annotated[
+        Path, typer.Option("--nem12", metavar="FILE", help="the NEM12 file (CSV, zip or gzip)")
+    ],
     nmi: Annotated[
-        str | None, typer.Option("--nmi", help="bill this NMI only (default: every NMI)")
+        str | None,
+        typer.Option("--nmi", metavar="NMI", help="bill this NMI only (default: every NMI)"),
     ] = None,
     start: Annotated[
         datetime | None,
@@ -72,7 +77,9 @@ def bill(
     output: Annotated[
         BillFormat | None,
         typer.Option(
-            "--format", help="json, csv or table (default: table on a terminal, else json)"
+            "--format",
+            metavar="FORMAT",
+            help="json, csv or table (default: table on a terminal, else json)",
         ),
     ] = None,
 ) -> None:

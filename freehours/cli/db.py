@@ -21,7 +21,9 @@ def upgrade() -> None:
     """Apply every migration the database does not have yet, in one transaction.
 
     A new database is migrated by whichever command opens it first; an existing one is upgraded
-    only here, so that a release's migrations run when an operator says so.
+    only here, so that a release's migrations run when an operator says so. Without
+    FREEHOURS_DATABASE_URL, this is the command that creates ./freehours.db: the others that
+    work on a database refuse while it is not there.
     """
     from dataclasses import replace
 

@@ -27,15 +27,27 @@ def demo(
     out: Annotated[
         Path,
         typer.Option(
-            "--out", help="Directory for the demo's database, log and report.", file_okay=False
+            "--out",
+            metavar="DIR",
+            help="Directory for the demo's database, log and report.",
+            file_okay=False,
         ),
     ] = Path("out/demo"),
     customers: Annotated[
         int,
-        typer.Option("--customers", min=4, help="Households with a smart meter, over 4 regions."),
+        typer.Option(
+            "--customers",
+            min=4,
+            metavar="N",
+            help="Households with a smart meter, over 4 regions.",
+        ),
     ] = 8,
-    days: Annotated[int, typer.Option("--days", min=1, help="Days of meter data.")] = 3,
-    seed: Annotated[int, typer.Option("--seed", help="Seed: the same seed, the same run.")] = 1,
+    days: Annotated[
+        int, typer.Option("--days", min=1, metavar="N", help="Days of meter data.")
+    ] = 3,
+    seed: Annotated[
+        int, typer.Option("--seed", metavar="N", help="Seed: the same seed, the same run.")
+    ] = 1,
 ) -> None:
     """Run freehours end to end: a real HTTP API on 127.0.0.1, plans and customers in every
     region, the meter agent's simulated meters, settlement workers, settlements under injected
@@ -101,6 +113,8 @@ class _Steps(ProgressDisplay):
 
 
 def _print_summary(result: DemoResult, console: Console) -> None:
+    from freehours.sim.demo import kwh_figure
+
     config = result.config
     console.print(
         f"\nfreehours demo: {config.customers} customers, {config.days} days from"
@@ -110,7 +124,10 @@ def _print_summary(result: DemoResult, console: Console) -> None:
     revised = ""
     if result.revised is not None:
         key, before, after = result.revised
-        revised = f"; {key} revised after settlement: {before} -> {after} free kWh"
+        revised = (
+            f"; {key} revised after settlement: {kwh_figure(before)} -> {kwh_figure(after)}"
+            " free kWh"
+        )
     console.print(
         f"quotas settled: {result.settled} of {result.customer_days} customer-days"
         f" ({result.versions} quota versions{revised})",
@@ -120,8 +137,12 @@ def _print_summary(result: DemoResult, console: Console) -> None:
     for column in ("region", "customers", "free kWh", "its value (AUD, ex GST)"):
         regions.add_column(column, justify="left" if column == "region" else "right")
     for region, totals in sorted(result.regions.items()):
-        regions.add_row(region, str(totals.customers), f"{totals.free_kwh}", f"{totals.free_value}")
+        regions.add_row(
+            region, str(totals.customers), kwh_figure(totals.free_kwh), f"{totals.free_value}"
+        )
     console.print(regions)
+    for explained in result.no_free:
+        console.print(explained.sentence(), highlight=False)
     agent = result.agent
     faults = result.faults
     lines = [

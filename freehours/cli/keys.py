@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from freehours.api.keys import create_key, list_keys, parse_scopes, revoke_key
-from freehours.cli import app
+from freehours.cli import app, needs_database
 from freehours.clock import SystemClock
 from freehours.errors import InputError
 from freehours.settings import get_settings
@@ -24,12 +24,19 @@ app.add_typer(keys_app)
 
 
 @keys_app.command("create")
+@needs_database
 def create(
     scope: Annotated[
         list[str],
-        typer.Option("--scope", help="ingest, settle, read or admin (implies all); repeatable"),
+        typer.Option(
+            "--scope",
+            metavar="SCOPE",
+            help="ingest, settle, read or admin (implies all); repeatable",
+        ),
     ],
-    name: Annotated[str, typer.Option("--name", help="who or what the key is for")] = "",
+    name: Annotated[
+        str, typer.Option("--name", metavar="NAME", help="who or what the key is for")
+    ] = "",
 ) -> None:
     """Make a key and print it alone on stdout, once: only its hash is stored."""
     scopes = parse_scopes(scope)
@@ -39,6 +46,7 @@ def create(
 
 
 @keys_app.command("list")
+@needs_database
 def list_() -> None:
     """Every key: id, name, scopes, created, revoked."""
     with Store.open(get_settings().database_url) as store, store.read() as unit:
@@ -56,8 +64,9 @@ def list_() -> None:
 
 
 @keys_app.command("revoke")
+@needs_database
 def revoke(
-    key_id: Annotated[str, typer.Argument(help="the key's id, as `keys list` shows")],
+    key_id: Annotated[str, typer.Argument(metavar="ID", help="the key's id, as `keys list` shows")],
 ) -> None:
     """Revoke a key: API processes refuse it within FREEHOURS_API_KEY_CACHE_SECONDS."""
     with Store.open(get_settings().database_url) as store, store.write() as unit:

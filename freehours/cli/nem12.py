@@ -29,7 +29,10 @@ def inspect(
     file: Annotated[
         Path,
         typer.Argument(
-            help="A NEM12 file: CSV, a zip of them, or gzip.", exists=True, dir_okay=False
+            metavar="FILE",
+            help="A NEM12 file: CSV, a zip of them, or gzip.",
+            exists=True,
+            dir_okay=False,
         ),
     ],
     as_json: Annotated[

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from freehours.cli import err_console
+from freehours.cli import err_console, needs_database
 from freehours.cli.nem12 import nem12_app, summary_console
 from freehours.domain.reads import IntervalDay
 from freehours.errors import InputError
@@ -52,10 +52,12 @@ class FileImport:
 
 
 @nem12_app.command("import")
+@needs_database
 def import_files(
     files: Annotated[
         list[Path],
         typer.Argument(
+            metavar="FILE",
             help="NEM12 files (CSV, zip or gzip)",
             exists=True,
             dir_okay=False,
@@ -67,6 +69,9 @@ def import_files(
     """Load NEM12 files into the database at FREEHOURS_DATABASE_URL, each file all or nothing.
 
     A stored day is replaced only by a later UpdateDateTime, or the same stamp with other values.
+
+    Exit status 2 when a file was not stored (its error names the file and line; the other files
+    are stored all the same), 130 when interrupted: the summary says which files landed.
     """
     from freehours.runtime import Runtime
     from freehours.settings import get_settings

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Column, Table
 
-from freehours.cli import app
+from freehours.cli import app, needs_database
 from freehours.domain.plan import Plan
 from freehours.plans import builtin_plans, load_document, load_plan
 from freehours.plans.document import parse_plan
@@ -45,7 +45,10 @@ def list_() -> None:
 @plans_app.command("validate")
 def validate(
     plan: Annotated[
-        str, typer.Argument(help="a TOML plan file, or a built-in plan id (sso-nsw, ...)")
+        str,
+        typer.Argument(
+            metavar="PLAN", help="a TOML plan file, or a built-in plan id (sso-nsw, ...)"
+        ),
     ],
 ) -> None:
     """Check a plan. Prints what it holds, or its problems naming the file and keys (exit 2)."""
@@ -60,9 +63,13 @@ def validate(
 
 
 @plans_app.command("put")
+@needs_database
 def put(
     plan: Annotated[
-        str, typer.Argument(help="a TOML plan file, or a built-in plan id (sso-nsw, ...)")
+        str,
+        typer.Argument(
+            metavar="PLAN", help="a TOML plan file, or a built-in plan id (sso-nsw, ...)"
+        ),
     ],
 ) -> None:
     """Store a plan in the database under its id, as PUT /v1/plans/{id} does (exit 2: problems)."""

@@ -9,7 +9,7 @@ import typer
 from freehours.api import server
 from freehours.api.app import create_app
 from freehours.api.services import Services
-from freehours.cli import app
+from freehours.cli import app, needs_database
 from freehours.observability.exposition import forget_process
 from freehours.observability.logging import configure_logging
 from freehours.observability.tracing import configure_tracing
@@ -17,11 +17,17 @@ from freehours.settings import get_settings
 
 
 @app.command()
+@needs_database
 def serve(
-    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
+    host: Annotated[
+        str, typer.Option(metavar="ADDRESS", help="address to listen on")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(metavar="PORT", help="port to listen on")] = 8000,
     workers: Annotated[
-        int, typer.Option(min=0, help="settlement job workers to run in this process (threads)")
+        int,
+        typer.Option(
+            min=0, metavar="N", help="settlement job workers to run in this process (threads)"
+        ),
     ] = 0,
 ) -> None:
     """Serve the HTTP API, and with --workers N run N settlement jobs at once in-process.

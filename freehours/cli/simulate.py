@@ -43,10 +43,17 @@ _ROWS = {
 @simulate_app.command("incident")
 def incident(
     meters: Annotated[
-        int, typer.Option("--meters", min=3, help="Smart meters posting during the free window.")
+        int,
+        typer.Option(
+            "--meters",
+            min=3,
+            metavar="N",
+            help="Smart meters posting during the free window.",
+        ),
     ] = 100,
     seed: Annotated[
-        int, typer.Option("--seed", help="Seed of the meters' reads and of the faults.")
+        int,
+        typer.Option("--seed", metavar="N", help="Seed of the meters' reads and of the faults."),
     ] = 1,
     as_json: Annotated[
         bool,
@@ -57,6 +64,7 @@ def incident(
         typer.Option(
             "--out",
             file_okay=False,
+            metavar="DIR",
             help="Also write incident.json, retries.png and the log lines here.",
         ),
     ] = None,
@@ -64,6 +72,7 @@ def incident(
         str | None,
         typer.Option(
             "--database-url",
+            metavar="URL",
             help="An empty database for the freehours replay (e.g. PostgreSQL);"
             " default: SQLite in a temporary directory.",
         ),

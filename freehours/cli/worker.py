@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from freehours.cli import MetricsHost, MetricsPort, app
+from freehours.cli import MetricsHost, MetricsPort, app, needs_database
 from freehours.observability.exposition import forget_process, serve_metrics
 from freehours.observability.logging import configure_logging
 from freehours.observability.tracing import configure_tracing
@@ -22,12 +22,14 @@ _SIGNAL_CHECK_SECONDS = 0.5
 
 
 @app.command("worker")
+@needs_database
 def worker(
     concurrency: Annotated[
         int | None,
         typer.Option(
             "--concurrency",
             min=1,
+            metavar="N",
             help="Jobs run at once, on threads (default: FREEHOURS_WORKER_CONCURRENCY, 4)",
             show_default=False,
         ),

@@ -188,8 +188,16 @@ def _not_export(suffix: str) -> str:
     return suffix
 
 
-StartClock = Annotated[str, AfterValidator(_start_clock)]
-EndClock = Annotated[str, AfterValidator(_end_clock), AfterValidator(_end_after_start)]
+#: A time of day in the JSON Schema (which cannot say that an end is after its start).
+_START_SCHEMA = {"type": "string", "pattern": r"^([01]\d|2[0-3]):[0-5]\d$"}
+_END_SCHEMA = {"type": "string", "pattern": r"^(([01]\d|2[0-3]):[0-5]\d|24:00)$"}
+StartClock = Annotated[str, AfterValidator(_start_clock), WithJsonSchema(_START_SCHEMA)]
+EndClock = Annotated[
+    str,
+    AfterValidator(_end_clock),
+    AfterValidator(_end_after_start),
+    WithJsonSchema(_END_SCHEMA),
+]
 BandType = Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]*$", max_length=40)]
 Suffix = Annotated[str, Field(pattern=reads.SUFFIX_PATTERN), AfterValidator(_not_export)]
 PLAN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
@@ -204,9 +212,9 @@ class _Document(BaseModel):
 class PeriodDocument(_Document):
     """``{ days = [...], start = "HH:MM", end = "HH:MM" }``"""
 
-    days: list[DayName] = Field(min_length=1)
-    start: StartClock
-    end: EndClock
+    days: list[DayName] = Field(min_length=1, description="the days it applies on")
+    start: StartClock = Field(description="HH:MM on the plan's clock, 00:00 to 23:59")
+    end: EndClock = Field(description="HH:MM after start, up to 24:00")
 
     def to_period(self) -> Period:
         return Period(frozenset(self.days), clock_minutes(self.start), clock_minutes(self.end))
@@ -215,9 +223,9 @@ class PeriodDocument(_Document):
 class TimeOfUseDocument(_Document):
     """One ``[[time_of_use]]`` band."""
 
-    type: BandType
-    unit_price: Price
-    periods: list[PeriodDocument] = Field(min_length=1)
+    type: BandType = Field(description="PEAK, SHOULDER, OFF_PEAK, ...: one price per type")
+    unit_price: Price = Field(description="AUD per kWh, excluding GST")
+    periods: list[PeriodDocument] = Field(min_length=1, description="when the band is in force")
 
     def to_band(self) -> Band:
         return Band(self.type, self.unit_price, tuple(p.to_period() for p in self.periods))
@@ -226,16 +234,16 @@ class TimeOfUseDocument(_Document):
 class FreeWindowDocument(_Document):
     """``[free_window]``: every field optional, defaults from the region."""
 
-    enabled: StrictBool = True
-    start: StartClock | None = None
-    end: EndClock | None = None
-    cap_kwh: PositiveKwh | None = None
+    enabled: StrictBool = Field(default=True, description="false: the plan has no free window")
+    start: StartClock | None = Field(default=None, description="default: the region's")
+    end: EndClock | None = Field(default=None, description="default: the region's")
+    cap_kwh: PositiveKwh | None = Field(default=None, description="free kWh a day; default 24")
 
 
 class FeedInDocument(_Document):
     """``[feed_in]``"""
 
-    unit_price: Price
+    unit_price: Price = Field(description="AUD per exported kWh, credited")
 
 
 class PlanDocument(_Document):
@@ -244,16 +252,26 @@ class PlanDocument(_Document):
     Validation covers the document as a whole, so a valid ``PlanDocument`` always makes a plan.
     """
 
-    id: PlanId
+    id: PlanId = Field(description="the plan's id, as customers and PUT /v1/plans name it")
     description: str = Field(default="", max_length=500)
-    region: Region
-    time_zone: TimeZoneMode = TimeZoneMode.LOCAL
-    daily_supply_charge: Price
-    gst_rate: Rate = Decimal("0.10")
-    consumption_suffixes: list[Suffix] | None = Field(default=None, min_length=1)
-    free_window: FreeWindowDocument | None = None
-    time_of_use: list[TimeOfUseDocument] = Field(min_length=1)
-    feed_in: FeedInDocument | None = None
+    region: Region = Field(description="sets the clock and the default free window")
+    time_zone: TimeZoneMode = Field(
+        default=TimeZoneMode.LOCAL, description="LOCAL: the region's clock; AEST: NEM time"
+    )
+    daily_supply_charge: Price = Field(description="AUD per day, excluding GST")
+    gst_rate: Rate = Field(default=Decimal("0.10"), description="added to the bill's subtotal")
+    consumption_suffixes: list[Suffix] | None = Field(
+        default=None,
+        min_length=1,
+        description="channels billed as consumption; default: every suffix starting with E",
+    )
+    free_window: FreeWindowDocument | None = Field(
+        default=None, description="default: the region's window, 24 kWh a day"
+    )
+    time_of_use: list[TimeOfUseDocument] = Field(
+        min_length=1, description="the bands, first listed wins; every moment needs one"
+    )
+    feed_in: FeedInDocument | None = Field(default=None, description="default: no feed-in credit")
 
     @field_validator("free_window")
     @classmethod

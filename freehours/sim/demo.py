@@ -22,6 +22,9 @@
 6. **Answers and bills**: every quota asked once more over HTTP (a replay, 200), every
    customer's bill fetched over HTTP.
 
+A region whose customers had no free energy on a day is told why (``no_free_days``): what its
+meters imported and exported inside that day's window, read back from the store.
+
 Then the invariants are checked: every customer-day settled (or aborted with its reason), one
 credit per quota version and the ledger summing to the settled free energy, bills agreeing with
 the settlements, no meter data left behind.
@@ -41,7 +44,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -61,13 +64,14 @@ from freehours.api.ratelimit import RateLimits
 from freehours.api.services import Services
 from freehours.cache.quota import CacheUnavailable
 from freehours.clock import SystemClock
+from freehours.domain.plan import Plan
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import Quota, QuotaStatus, new_quota
 from freehours.domain.time import NEM_TIME, Region
 from freehours.jobs.job import JobState
 from freehours.jobs.worker import Worker
 from freehours.meterdata.writer import write_nem12
-from freehours.plans import builtin_document
+from freehours.plans import builtin_document, builtin_plan
 from freehours.runtime import Runtime
 from freehours.settings import Settings
 from freehours.settlement import FaultPoint
@@ -130,6 +134,86 @@ class RegionTotals:
     customers: int
     free_kwh: Decimal
     free_value: Decimal
+
+
+#: kWh in the demo's summary: to the watt-hour, as its meters read, never rounded (a figure with
+#: more places shows them all).
+KWH_PLACES = 3
+
+
+def kwh_figure(value: Decimal) -> str:
+    """``value`` kWh as every figure of the demo's summary writes it: three decimals at least,
+    "3.726", "0.000", "1.500", so that the figures of a column line up."""
+    exponent = value.normalize().as_tuple().exponent
+    places = max(KWH_PLACES, -exponent if isinstance(exponent, int) else 0)
+    return format(value.quantize(Decimal(1).scaleb(-places)), "f")
+
+
+@dataclass(frozen=True, slots=True)
+class NoFreeDays:
+    """A region's days on which its customers had no free energy, and what their meters read in
+    the free window on those days: why they had none."""
+
+    region: str
+    #: The days without free energy, of how many the demo billed.
+    days: tuple[date, ...]
+    billed_days: int
+    window: str
+    #: Inside the window on those days: energy drawn from the grid, and exported to it.
+    imported_kwh: Decimal
+    exported_kwh: Decimal
+
+    def sentence(self) -> str:
+        """What the summary says, for instance "SA: 0.000 kWh free: its simulated solar export
+        covered the window (12:00-15:00 local) on every day (...)"."""
+        every = len(self.days) == self.billed_days
+        when = ("on every day" if self.billed_days > 1 else "on the day") if every else "then"
+        if self.imported_kwh == 0 and self.exported_kwh > 0:
+            why = (
+                f"its simulated solar export covered the window ({self.window} local) {when}"
+                f" (nothing imported from the grid in it; {kwh_figure(self.exported_kwh)} kWh"
+                " exported)"
+            )
+        elif self.imported_kwh == 0:
+            why = f"its meters read no import in the window ({self.window} local) {when}"
+        else:
+            why = (
+                f"{kwh_figure(self.imported_kwh)} kWh imported in the window ({self.window}"
+                f" local) {when}, none of it billed free"
+            )
+        if every:
+            return f"{self.region}: {kwh_figure(Decimal(0))} kWh free: {why}"
+        dates = " and ".join(f"{day:%a %d %b}" for day in self.days)
+        return f"{self.region}: no free kWh on {dates}: {why}"
+
+
+def no_free_days(
+    region: str,
+    plan: Plan,
+    free_by_day: dict[date, Decimal],
+    meter_days: Iterable[IntervalDay],
+) -> NoFreeDays | None:
+    """Why ``region`` had no free energy on the days ``free_by_day`` (its customers' free kWh
+    per day, from the bills) gives 0, from ``meter_days`` (its customers' stored days): what
+    they imported and exported inside each such day's window, whole intervals. None when every
+    day had some."""
+    days = tuple(sorted(day for day, kwh in free_by_day.items() if kwh == 0))
+    if not days or plan.free_window is None:
+        return None
+    windows = [plan.free_window.bounds(day, plan.zone) for day in days]
+    imported = exported = Decimal(0)
+    for meter_day in meter_days:
+        length = timedelta(minutes=meter_day.interval_minutes)
+        for index, value in enumerate(meter_day.values):
+            start = meter_day.start + index * length
+            inside = any(opens <= start and start + length <= closes for opens, closes in windows)
+            if value is None or not inside:
+                continue
+            if plan.is_consumption(meter_day.suffix):
+                imported += value
+            elif plan.is_export(meter_day.suffix):
+                exported += value
+    return NoFreeDays(region, days, len(free_by_day), plan.free_window.label, imported, exported)
 
 
 @dataclass
@@ -260,6 +344,8 @@ class DemoResult:
     revised: tuple[str, Decimal, Decimal] | None = None
     regions: dict[str, RegionTotals] = field(default_factory=dict)
     free_by_region_day: dict[str, dict[date, Decimal]] = field(default_factory=dict)
+    #: The regions with days without free energy, and why (``no_free_days``).
+    no_free: list[NoFreeDays] = field(default_factory=list)
     agent: Counts = field(default_factory=Counts)
     agent_pending: int = 0
     job_runs: int = 0
@@ -348,6 +434,7 @@ def run_demo(config: DemoConfig, settings: Settings, progress: DemoProgress) -> 
             progress.phase("every quota asked once more; every customer's bill", len(keys))
             _ask(api, keys, result, progress)
             billed = _bills(api, customers, days, result)
+        _explain_no_free(runtime, customers, result)
         result.faults.update(
             outage_refused=gateway.refused,
             answers_lost=gateway.lost,
@@ -669,6 +756,23 @@ def _bills(
         region: RegionTotals(count, kwh, value) for region, (count, kwh, value) in totals.items()
     }
     return billed
+
+
+def _explain_no_free(runtime: Runtime, customers: dict[str, Region], result: DemoResult) -> None:
+    """Each region's days without free energy, with what its meters read in the window."""
+    for region, free_by_day in sorted(result.free_by_region_day.items()):
+        plan = builtin_plan(REGION_PLANS[Region(region)])
+        nem_dates = {nem for day in free_by_day for nem in plan.nem_dates(day)}
+        with runtime.store.read() as unit:
+            meter_days = [
+                meter_day
+                for nmi, home in customers.items()
+                if home.value == region
+                for meter_day in unit.meter.days_for(nmi, nem_dates)
+            ]
+        explained = no_free_days(region, plan, free_by_day, meter_days)
+        if explained is not None:
+            result.no_free.append(explained)
 
 
 def _check(

@@ -9,11 +9,16 @@ import itertools
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from freehours.sim.demo import DemoResult
 from freehours.sim.incident import IncidentReplay
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 #: One colour per series, the same in every plot: legacy and freehours, then the regions.
 _COLOURS = ("#c0392b", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b")
@@ -58,14 +63,22 @@ def incident_plot(replay: IncidentReplay, path: Path) -> None:
 def demo_plots(result: DemoResult, out: Path) -> list[Path]:
     """The demo's plots, written to ``out``: free energy per day by region, retries over time,
     settlement latency. Their paths."""
-    paths = [out / "free-energy.png", out / "retries.png", out / "settlement-latency.png"]
-    _free_energy(result, paths[0])
-    _retries(result, paths[1])
-    _latency(result, paths[2])
-    return paths
+    plots = {
+        out / "free-energy.png": free_energy_figure(result),
+        out / "retries.png": retries_figure(result),
+        out / "settlement-latency.png": latency_figure(result),
+    }
+    for path, figure in plots.items():
+        figure.savefig(path, dpi=_DPI)
+    return list(plots)
 
 
-def _free_energy(result: DemoResult, path: Path) -> None:
+def _counted(axes: Axes) -> None:
+    """An axis of counts (retries, customer-days): whole-number ticks only."""
+    axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def free_energy_figure(result: DemoResult) -> Figure:
     figure = Figure(figsize=(10, 4.5), layout="constrained")
     axes = figure.subplots()
     days = sorted({day for per_day in result.free_by_region_day.values() for day in per_day})
@@ -84,10 +97,10 @@ def _free_energy(result: DemoResult, path: Path) -> None:
     axes.grid(visible=True, alpha=0.3)
     if regions:
         axes.legend()
-    figure.savefig(path, dpi=_DPI)
+    return figure
 
 
-def _retries(result: DemoResult, path: Path) -> None:
+def retries_figure(result: DemoResult) -> Figure:
     figure = Figure(figsize=(10, 4.5), layout="constrained")
     axes = figure.subplots()
     seconds = [at for at, _, _ in result.retry_samples]
@@ -98,12 +111,13 @@ def _retries(result: DemoResult, path: Path) -> None:
     axes.set_title("Retries so far")
     axes.set_xlabel("seconds since the demo started")
     axes.set_ylabel("retries")
+    _counted(axes)
     axes.grid(visible=True, alpha=0.3)
     axes.legend()
-    figure.savefig(path, dpi=_DPI)
+    return figure
 
 
-def _latency(result: DemoResult, path: Path) -> None:
+def latency_figure(result: DemoResult) -> Figure:
     figure = Figure(figsize=(10, 4.5), layout="constrained")
     axes = figure.subplots()
     values = result.settle_seconds
@@ -111,8 +125,9 @@ def _latency(result: DemoResult, path: Path) -> None:
     axes.set_title("Settlement latency: from the worker pool's start to each first settlement")
     axes.set_xlabel("seconds")
     axes.set_ylabel("customer-days")
+    _counted(axes)
     axes.grid(visible=True, alpha=0.3)
-    figure.savefig(path, dpi=_DPI)
+    return figure
 
 
 def html_report(title: str, summary: str, plots: Sequence[Path], path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from pathlib import Path
 
@@ -26,6 +27,15 @@ def test_the_demo_settles_every_customer_day_under_its_faults_and_writes_its_rep
     report = (tmp_path / "report.html").read_text()
     assert report.count('src="data:image/png;base64,') == 3
     assert "a worker died holding" in report
+    # Every region's free kWh to the watt-hour; one with none is said why, here and in the report.
+    rows = re.findall(r"│ (NSW|SEQ|SA|VIC)\s+│\s+\d+ │\s+(\S+) │", result.stdout)
+    assert [region for region, _ in rows] == ["NSW", "SA", "SEQ", "VIC"]
+    assert all(re.fullmatch(r"\d+\.\d{3,}", kwh) for _, kwh in rows), rows
+    for region, kwh in rows:
+        if kwh == "0.000":
+            said = " ".join(result.stdout.split()).split(f"{region}: 0.000 kWh free: ")[1]
+            assert said.startswith("its ")
+            assert f"{region}: 0.000 kWh free: its " in " ".join(report.split())
 
 
 def test_a_broken_invariant_is_named_and_the_exit_status_is_1(
