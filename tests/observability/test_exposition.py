@@ -38,18 +38,20 @@ def test_several_processes_are_served_as_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     prelude = (
-        "from freehours.observability.metrics import JOB_ATTEMPTS, JOBS_STUCK\n"
+        "from freehours.observability.metrics import AGENT_SPOOLED, JOB_ATTEMPTS\n"
         "from freehours.observability.exposition import forget_process\n"
         "JOB_ATTEMPTS.labels('metrics-test', 'completed').inc({n})\n"
-        "JOBS_STUCK.set({stuck})\n"
+        "AGENT_SPOOLED.set({spooled})\n"
     )
-    # The first worker ends as the commands do (its live gauge goes); the second is still live.
-    in_a_process(tmp_path, prelude.format(n=2, stuck=5) + "forget_process()\n")
-    in_a_process(tmp_path, prelude.format(n=3, stuck=1))
+    # The first process ends as the commands do (its live gauge goes); the others are still
+    # live, and their spools are summed.
+    in_a_process(tmp_path, prelude.format(n=2, spooled=5) + "forget_process()\n")
+    in_a_process(tmp_path, prelude.format(n=3, spooled=1))
+    in_a_process(tmp_path, prelude.format(n=0, spooled=2))
     monkeypatch.setenv(MULTIPROC_DIR, str(tmp_path))
     text = render_metrics().decode()
     assert completed(text) == 5
-    assert Samples.of(text).value("freehours_jobs_stuck") == 1
+    assert Samples.of(text).value("freehours_agent_spooled") == 3
 
 
 def test_a_metrics_port_serves_this_processs_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
