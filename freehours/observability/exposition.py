@@ -14,7 +14,9 @@ whenever the whole group starts again. Each process then writes its values to fi
 each endpoint serves all the processes' values together: counters and histograms summed, each
 gauge as its ``multiprocess_mode`` says. Scrape one endpoint per directory, since every one of
 them answers for the whole group. A process that exits calls ``forget_process`` so that its
-live gauges stop counting.
+live gauges stop counting. ``freehours serve --processes N`` makes a directory of its own when
+the variable is not set (``freehours.api.server``). Process metrics (CPU, memory) are not
+exported in multiprocess mode.
 """
 
 from __future__ import annotations
@@ -74,8 +76,10 @@ def serve_metrics(port: int, host: str, measured: Sequence[Collector] = ()) -> W
     return server
 
 
-def forget_process() -> None:
-    """In multiprocess mode, as this process ends: drop its values of the live gauges."""
+def forget_process(pid: int | None = None) -> None:
+    """In multiprocess mode, as a process ends (this one, or ``pid`` that its supervisor saw
+    die): drop its values of the live gauges."""
     directory = os.environ.get(MULTIPROC_DIR)
     if directory:
-        mark_process_dead(os.getpid(), directory)  # type: ignore[no-untyped-call]  # as above
+        # prometheus_client.multiprocess has no annotations.
+        mark_process_dead(pid or os.getpid(), directory)  # type: ignore[no-untyped-call]
