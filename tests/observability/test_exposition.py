@@ -11,8 +11,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client import Gauge
 
 from freehours.errors import ConfigurationError
+from freehours.observability import metrics
 from freehours.observability.exposition import MULTIPROC_DIR, render_metrics, serve_metrics
 from freehours.observability.metrics import JOB_ATTEMPTS
 from tests.metrics import Samples
@@ -77,3 +79,12 @@ def test_a_metrics_port_that_is_taken_is_a_configuration_error() -> None:
         port = taken.getsockname()[1]
         with pytest.raises(ConfigurationError, match=f"--metrics-port {port}"):
             serve_metrics(port, "127.0.0.1")
+
+
+def test_every_gauge_says_how_processes_combine_and_the_live_ones_drop_the_dead() -> None:
+    gauges = {name: metric for name, metric in vars(metrics).items() if isinstance(metric, Gauge)}
+    assert gauges  # the breaker's state and the agents' spools, at least
+    for name, gauge in gauges.items():
+        # "all" (the default) would export one series per process id, dead ones included.
+        mode = gauge._multiprocess_mode  # prometheus-client has no public getter for it
+        assert mode.startswith("live"), f"{name}: multiprocess_mode {mode!r}"
