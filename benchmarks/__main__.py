@@ -6,7 +6,7 @@ import importlib
 import sys
 
 # Each module has ``run() -> None`` that prints its figures and ratios.
-BENCHMARKS = ["startup", "nem12", "ingest", "bill", "api", "jobs", "hostile", "faults"]
+BENCHMARKS = ["startup", "nem12", "ingest", "bill", "api", "processes", "jobs", "hostile", "faults"]
 
 
 def main(argv: list[str]) -> None:

@@ -8,8 +8,9 @@ runtime.close()
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import partial
 from random import Random
 
 from freehours.backoff import RandomSource
@@ -17,9 +18,12 @@ from freehours.cache.breaker import RedisBreaker
 from freehours.cache.quota import open_quota_cache
 from freehours.clock import Clock, SystemClock
 from freehours.ingest import Ingestion
+from freehours.jobs import rescuer
 from freehours.jobs.retry import RetryPolicy
 from freehours.jobs.settle import SettlementJobs, settlement_tasks
 from freehours.jobs.worker import Worker, WorkerConfig
+from freehours.observability.measured import Measurement
+from freehours.observability.metrics import JOBS_STUCK
 from freehours.plans.calendars import load_holiday_calendars
 from freehours.settings import Settings
 from freehours.settlement import Faults, SettlementPolicy, Settlements
@@ -75,6 +79,13 @@ class Runtime:
     ingestion: Ingestion
     #: Whether Redis is worth asking, shared by the quota cache and the API's rate limits.
     redis_breaker: RedisBreaker | None = None
+    #: The gauges counted in this database when this process is scraped (its /metrics or
+    #: --metrics-port): what no single process can know by itself.
+    measured: tuple[Measurement, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        stuck = partial(rescuer.count_stuck, self.store, self.clock)
+        self.measured = (JOBS_STUCK.measured_by(stuck),)
 
     @classmethod
     def open(

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -13,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
@@ -107,24 +110,77 @@ def api_server(
 
 @contextmanager
 def api_process(
-    env: dict[str, str], port: int | None = None, extra_args: list[str] | None = None
+    env: dict[str, str],
+    port: int | None = None,
+    extra_args: list[str] | None = None,
+    log: Path | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """A ``freehours serve`` process, up; yields its base URL and the process, and stops it."""
+    """A ``freehours serve`` process, up; yields its base URL and the process, and stops it
+    (SIGTERM, then SIGKILL for it and its API processes after 30 s). ``log``: a file for its
+    stderr (``ServeLog`` reads it)."""
     port = port or free_port()
-    process = subprocess.Popen(
-        [FREEHOURS, "serve", "--host", "127.0.0.1", "--port", str(port), *(extra_args or [])],
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    with open(log or os.devnull, "ab") as stderr:
+        process = subprocess.Popen(
+            [FREEHOURS, "serve", "--host", "127.0.0.1", "--port", str(port), *(extra_args or [])],
+            env={**os.environ, **env},
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,  # its own process group: it and its API processes, killable
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_up(url, process)
         yield url, process
     finally:
+        stop(process)
+
+
+def stop(process: subprocess.Popen[bytes], seconds: float = 30.0) -> int:
+    """SIGTERM ``process``; once it has exited (or after ``seconds``, SIGKILL), SIGKILL whatever
+    of its process group is left (its API processes). Its exit status."""
+    if process.poll() is None:
         process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    return process.returncode
+
+
+class ServeLog:
+    """The JSON lines a ``freehours serve`` wrote to its ``log`` file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def lines(self) -> list[dict[str, Any]]:
+        text = self.path.read_text() if self.path.exists() else ""
+        found = []
+        for line in text.splitlines():
+            with contextlib.suppress(ValueError):  # a line being written, or not ours
+                found.append(json.loads(line))
+        return found
+
+    def events(self, event: str) -> list[dict[str, Any]]:
+        return [line for line in self.lines() if line.get("event") == event]
+
+    def pid_of(self, trace_id: str) -> int:
+        """The pid of the API process that answered the request of ``trace_id``."""
+
+        def answered() -> int | None:
+            for line in self.events("request_finished"):
+                if line.get("trace_id") == trace_id:
+                    pid: int = line["pid"]
+                    return pid
+            return None
+
+        return eventually(answered, within=10, what=f"the request line of trace {trace_id}")
+
+
+def traced() -> tuple[str, dict[str, str]]:
+    """A new trace id, and the ``traceparent`` header that puts a request in it."""
+    trace_id = secrets.token_hex(16)
+    return trace_id, {"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"}

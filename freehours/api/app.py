@@ -5,7 +5,7 @@ routes find them), includes one router per resource (``freehours.api.routes``; t
 request's hot path is ``freehours.api.settle``), answers every error as problem details
 (``freehours.api.problems``), and runs two loops for its lifespan: the renewal of the leases of
 the Idempotency-Keys this process is running, and the hourly purge of those past their
-retention (``freehours.maintenance``).
+retention (``freehours.maintenance``); with ``workers``, settlement job workers too.
 
 Access and rate limits are checked on the event loop (a known key is in memory, the limits are
 ``limits.aio``); whatever waits on the database runs in a worker thread, the synchronous
@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
+import anyio
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -44,11 +45,19 @@ from freehours.api.routes import (
 from freehours.api.services import Services
 from freehours.api.telemetry import RequestTelemetry
 from freehours.maintenance import Retention
+from freehours.observability.exposition import forget_process
 from freehours.store.errors import UNAVAILABLE, DataError
 
 
-def create_app(services: Services) -> FastAPI:
-    """The API over ``services``."""
+def create_app(services: Services, *, workers: int = 0, owned: bool = False) -> FastAPI:
+    """The API over ``services``.
+
+    ``workers``: settlement job worker threads run beside the requests for the application's
+    lifespan (``serve --workers``), stopped after the server has drained its requests (running
+    jobs get FREEHOURS_WORKER_GRACE_SECONDS, the rest are released). ``owned``: the application
+    a process builds for itself (``freehours.api.server``), whose lifespan ends by closing the
+    services and dropping the process's live gauges.
+    """
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -57,6 +66,9 @@ def create_app(services: Services) -> FastAPI:
             services.clock,
             [purge_keys(services.settings.idempotency_retention_hours)],
         )
+        worker = services.runtime.worker(workers) if workers else None
+        if worker is not None:
+            worker.start()
         loops = [
             asyncio.create_task(retention.keep_running()),
             asyncio.create_task(renew_leases(services)),
@@ -69,6 +81,12 @@ def create_app(services: Services) -> FastAPI:
             for loop in loops:
                 with contextlib.suppress(asyncio.CancelledError):
                     await loop
+            if worker is not None:
+                grace = services.settings.worker_grace_seconds
+                await anyio.to_thread.run_sync(worker.stop, grace)
+            if owned:
+                services.store.close()
+                forget_process()
 
     app = FastAPI(
         title="freehours",

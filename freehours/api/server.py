@@ -1,38 +1,82 @@
-"""How the API is served: uvicorn with the limits a public listener needs.
+"""How the API is served: uvicorn with the limits a public listener needs, in one process or in
+N processes behind one port.
 
 uvicorn closes a connection that stays idle between requests (``timeout_keep_alive``), but not
 one that opens and then sends its request line and headers a byte at a time (slowloris): each
 such connection holds a socket and a parser for as long as the client likes. ``HeaderTimeout``
-gives every request ``seconds`` from its connection's opening (or, on a kept-alive connection,
-from its first byte) until its headers are complete, then closes the connection. Bodies are
-bounded by the routes themselves (their byte limits).
+gives every request ``header_seconds`` from its connection's opening (or, on a kept-alive
+connection, from its first byte) until its headers are complete, then closes the connection.
+Bodies are bounded by the routes themselves (their byte limits).
 
 Proxy headers (``X-Forwarded-For``, ``X-Forwarded-Proto``) are believed only from the addresses
 ``FREEHOURS_FORWARDED_ALLOW_IPS`` names: by default none, so a client cannot choose the address
 its unknown-key attempts are counted against.
+
+``serve`` opens the database, then binds the socket (an address it cannot listen on is one line
+naming it) before any application starts, then serves it from this process, or with
+``processes`` > 1 from that many API processes, which ``freehours.api.supervisor`` starts on the
+one socket, bound once here and shared:
+
+- the database is opened here first, once (a new one migrated, one whose schema is behind
+  refused in one line), before any API process opens it, and the socket is bound once, here;
+- each process is started afresh (``spawn``) and builds its application from ``ApiProcess``:
+  the settings this process read, the same in every one;
+- their metrics are merged (prometheus-client's multiprocess mode): ``PROMETHEUS_MULTIPROC_DIR``
+  if it is set, else a new, empty directory of their own, removed when they have stopped;
+- on SIGTERM or SIGINT each stops accepting, lets its requests finish (at most
+  ``SHUTDOWN_GRACE_SECONDS``), stops its job workers, closes its database pool; then serve exits 0;
+- one that dies is replaced (``api_process_replaced`` in the log); one that cannot start stops
+  them all, and serve exits 1.
+
+An application server of one's own (gunicorn's uvicorn worker, ``uvicorn --workers``) can name
+the factory ``freehours.api.server:create_app_from_env`` (the settings from the environment), and
+``freehours.api.server:HeaderTimeout`` as its HTTP protocol.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
-from typing import Any
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+import structlog
 import uvicorn
+from uvicorn.config import STARTUP_FAILURE
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from freehours.errors import ConfigurationError
-from freehours.settings import Settings
+from freehours.api.supervisor import Supervisor
+from freehours.errors import ConfigurationError, FreehoursError
+from freehours.observability.exposition import MULTIPROC_DIR
+from freehours.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+log = structlog.get_logger("freehours.api")
+
+#: After SIGTERM, how long the requests in flight may take to finish before they are cancelled
+#: (then the job workers get FREEHOURS_WORKER_GRACE_SECONDS): within systemd's 90 s to stop.
+SHUTDOWN_GRACE_SECONDS = 30
 
 
 class HeaderTimeout(HttpToolsProtocol):
-    """uvicorn's HTTP/1.1 protocol (httptools), with a deadline for each request's headers."""
-
-    header_seconds: float = 10.0
+    """uvicorn's HTTP/1.1 protocol (httptools), with a deadline for each request's headers: the
+    configuration's ``header_seconds`` (``ServerConfig``), else FREEHOURS_HEADER_SECONDS."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        seconds = getattr(self.config, "header_seconds", None)
+        self._header_seconds: float = (
+            seconds if seconds is not None else get_settings().header_seconds
+        )
         self._header_timer: asyncio.TimerHandle | None = None
         self._start_header_timer()
 
@@ -50,7 +94,7 @@ class HeaderTimeout(HttpToolsProtocol):
 
     def _start_header_timer(self) -> None:
         if self._header_timer is None:
-            self._header_timer = self.loop.call_later(self.header_seconds, self._headers_too_slow)
+            self._header_timer = self.loop.call_later(self._header_seconds, self._headers_too_slow)
 
     def _stop_header_timer(self) -> None:
         if self._header_timer is not None:
@@ -63,41 +107,167 @@ class HeaderTimeout(HttpToolsProtocol):
             self.transport.close()
 
 
-def server_options(settings: Settings) -> dict[str, Any]:
-    """uvicorn's options for the API under ``settings``: the header deadline and who may speak
-    for the client's address."""
-    protocol = type("HeaderTimeout", (HeaderTimeout,), {"header_seconds": settings.header_seconds})
+class ServerConfig(uvicorn.Config):
+    """uvicorn's configuration, carrying the header deadline ``HeaderTimeout`` reads. Picklable
+    (no class made on the fly), so that the supervisor can send it to each API process."""
+
+    def __init__(self, app: Any, *, header_seconds: float, **options: Any) -> None:
+        super().__init__(app, **options)
+        self.header_seconds = header_seconds
+
+
+def server_config(app: Any, settings: Settings, **options: Any) -> ServerConfig:
+    """uvicorn's configuration for the API under ``settings``: the header deadline, who may speak
+    for the client's address, the shutdown grace; ``options`` for the supervisor's own."""
     trusted = settings.forwarded_allow_ips
-    return {
-        "http": protocol,
-        "timeout_keep_alive": 5,
-        "proxy_headers": trusted is not None,
-        "forwarded_allow_ips": trusted if trusted is not None else "",
-    }
-
-
-def run(app: Any, settings: Settings, *, host: str, port: int) -> None:
-    """Serve ``app`` on ``host``:``port`` until SIGINT or SIGTERM.
-
-    Raises ``ConfigurationError`` naming the address when it cannot be listened on (in use, not
-    this machine's, a privileged port): the socket is bound here, before the application starts,
-    so the command says so in one line rather than uvicorn logging it and exiting.
-    """
-    config = uvicorn.Config(
+    return ServerConfig(
         app,
-        host=host,
-        port=port,
+        header_seconds=settings.header_seconds,
+        http=HeaderTimeout,
+        timeout_keep_alive=5,
+        proxy_headers=trusted is not None,
+        forwarded_allow_ips=trusted if trusted is not None else "",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
         log_level="warning",
         # uvicorn's own lines go through the root logger, rendered as ours are; the access log
         # is replaced by the canonical request line.
         log_config=None,
         access_log=False,
         lifespan="on",
-        **server_options(settings),
+        **options,
     )
-    listener = listen(host, port)
-    with listener:
-        uvicorn.Server(config).run(sockets=[listener])
+
+
+def api_application(settings: Settings, workers: int = 0) -> FastAPI:
+    """The API as a process serves it: logging and tracing set up as ``settings`` say, the
+    services opened (refusing a database whose schema is behind), ``workers`` job worker
+    threads run beside the requests; the services closed when the application's lifespan ends.
+
+    Raises ``ConfigurationError`` (and the database's errors) when the services cannot open.
+    """
+    from freehours.api.app import create_app  # noqa: PLC0415 - the API is imported by who serves it
+    from freehours.api.services import Services  # noqa: PLC0415
+    from freehours.observability.logging import configure_logging  # noqa: PLC0415
+    from freehours.observability.tracing import configure_tracing  # noqa: PLC0415
+
+    configure_logging(settings.log_level)
+    configure_tracing(settings.traces, service="freehours-api")
+    return create_app(Services.from_settings(settings), workers=workers, owned=True)
+
+
+@dataclass(frozen=True)
+class ApiProcess:
+    """An application factory (uvicorn calls it in each process it starts): the API under the
+    settings the supervisor read, with ``workers`` job threads. A process whose services cannot
+    open logs why (``api_process_failed``) and exits with uvicorn's start-up failure status (3,
+    gunicorn's boot error too), so that its supervisor stops rather than restarting it."""
+
+    settings: Settings
+    workers: int = 0
+
+    def __call__(self) -> FastAPI:
+        try:
+            return api_application(self.settings, self.workers)
+        except FreehoursError as exc:  # the database refused, say: its message says all
+            log.error("api_process_failed", error=str(exc))  # noqa: TRY400
+        except Exception:
+            log.exception("api_process_failed")
+        sys.exit(STARTUP_FAILURE)
+
+
+def create_app_from_env() -> FastAPI:
+    """The API under the settings of the environment (``FREEHOURS_*``), for an application
+    server of one's own: ``uvicorn --factory freehours.api.server:create_app_from_env``."""
+    return ApiProcess(get_settings())()
+
+
+def run(app: Any, settings: Settings, *, host: str, port: int) -> None:
+    """Serve ``app`` on ``host``:``port`` from this process until SIGINT or SIGTERM.
+
+    Raises ``ConfigurationError`` naming the address when it cannot be listened on (in use, not
+    this machine's, a privileged port): the socket is bound here, before the application starts,
+    so the command says so in one line rather than uvicorn logging it and exiting.
+    """
+    with listen(host, port) as listener:
+        uvicorn.Server(server_config(app, settings)).run(sockets=[listener])
+
+
+def serve(
+    settings: Settings, *, host: str, port: int, processes: int = 1, workers: int = 0
+) -> None:
+    """Serve the API on ``host``:``port`` from ``processes`` processes, each running ``workers``
+    job worker threads, until SIGINT or SIGTERM (as the module says).
+
+    Raises ``ConfigurationError`` for an address it cannot listen on, a database it cannot use
+    (before any API process starts), or an API process that could not start.
+    """
+    if processes == 1:
+        app = api_application(settings, workers)
+        try:
+            listener = listen(host, port)
+        except ConfigurationError:
+            app.state.services.store.close()
+            raise
+        with listener:
+            uvicorn.Server(server_config(app, settings)).run(sockets=[listener])
+        return
+    _check_database(settings)
+    with listen(host, port) as listener, metrics_directory() as directory:
+        config = server_config(ApiProcess(settings, workers), settings, factory=True)
+        supervisor = Supervisor(
+            config,
+            listener,
+            processes,
+            stop_seconds=SHUTDOWN_GRACE_SECONDS + settings.worker_grace_seconds + 5,
+        )
+        log.info(
+            "api_processes_starting",
+            processes=processes,
+            address=f"{host}:{port}",
+            metrics_directory=str(directory),
+        )
+        started = supervisor.run()
+    if not started:
+        raise ConfigurationError(
+            "an API process could not start (its api_process_failed line says why); "
+            "the others were stopped"
+        )
+
+
+@contextmanager
+def metrics_directory() -> Iterator[Path]:
+    """The directory the API processes merge their metrics in: ``PROMETHEUS_MULTIPROC_DIR`` as
+    it is set (its operator empties it before a start: systemd's RuntimeDirectory does), else a
+    new, empty one of their own, set for them and removed afterwards."""
+    given = os.environ.get(MULTIPROC_DIR)
+    if given:
+        directory = Path(given)
+        if not directory.is_dir():
+            raise ConfigurationError(f"{MULTIPROC_DIR}={given}: no such directory")
+        if any(directory.glob("*.db")):
+            log.warning(
+                "metrics_directory_not_empty",
+                metrics_directory=given,
+                note="the values of processes that ran before are counted in",
+            )
+        yield directory
+        return
+    made = Path(tempfile.mkdtemp(prefix="freehours-metrics-"))
+    os.environ[MULTIPROC_DIR] = str(made)  # inherited by every process started
+    try:
+        yield made
+    finally:
+        os.environ.pop(MULTIPROC_DIR, None)
+        shutil.rmtree(made, ignore_errors=True)
+
+
+def _check_database(settings: Settings) -> None:
+    """Open the database once before any API process does: a new one is migrated here, once,
+    and one that cannot be used (unreachable, schema behind) is one line, not N failures."""
+    from freehours.store.database import Store  # noqa: PLC0415 - as api_application's
+    from freehours.store.engine import Timeouts  # noqa: PLC0415
+
+    Store.open(settings.database_url, Timeouts.from_settings(settings)).close()
 
 
 def listen(host: str, port: int) -> socket.socket:

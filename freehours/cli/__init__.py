@@ -54,7 +54,8 @@ COMMANDS = {
     ),
     "serve": Command(
         ("serve",),
-        "Serve the HTTP API, and with --workers N run N settlement jobs at once in-process.",
+        "Serve the HTTP API: --processes N API processes on one port, each with --workers N"
+        " settlement job threads.",
     ),
     "worker": Command(
         ("worker",),

@@ -1,4 +1,4 @@
-"""``freehours serve``: the HTTP API."""
+"""``freehours serve``: the HTTP API, from one process or N behind one port."""
 
 from __future__ import annotations
 
@@ -7,12 +7,8 @@ from typing import Annotated
 import typer
 
 from freehours.api import server
-from freehours.api.app import create_app
-from freehours.api.services import Services
 from freehours.cli import app, needs_database
-from freehours.observability.exposition import forget_process
 from freehours.observability.logging import configure_logging
-from freehours.observability.tracing import configure_tracing
 from freehours.settings import get_settings
 
 
@@ -23,32 +19,44 @@ def serve(
         str, typer.Option(metavar="ADDRESS", help="address to listen on")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(metavar="PORT", help="port to listen on")] = 8000,
+    processes: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help=(
+                "API processes answering on the one port (a supervisor starts them, replaces "
+                "one that dies, and merges their metrics)"
+            ),
+        ),
+    ] = 1,
     workers: Annotated[
         int,
         typer.Option(
-            min=0, metavar="N", help="settlement job workers to run in this process (threads)"
+            min=0,
+            metavar="N",
+            help=(
+                "settlement job worker threads inside each API process (threads, not "
+                "processes: see --processes; for job workers of their own, freehours worker)"
+            ),
         ),
     ] = 0,
 ) -> None:
-    """Serve the HTTP API, and with --workers N run N settlement jobs at once in-process.
+    """Serve the HTTP API: --processes N API processes on one port, each with --workers N
+    settlement job threads.
 
-    Refuses a database whose schema is out of date (run `freehours db upgrade`). On SIGTERM the
-    server drains its requests, then the workers finish or release their jobs.
+    --processes N starts N API processes that share one socket, bound here first, each under the
+    same settings. Their metrics are merged, so /metrics from any of them shows all: in
+    PROMETHEUS_MULTIPROC_DIR if it is set (it must be empty), else in a new directory of their
+    own, which the first log line names. One that dies is replaced; one that cannot start stops
+    them all (exit 1).
+
+    Refuses a database whose schema is out of date (run `freehours db upgrade`). On SIGTERM each
+    process drains its requests (at most 30 s), then its workers finish or release their jobs.
 
     Logs: one JSON line per request on stderr (FREEHOURS_LOG_LEVEL); traces as FREEHOURS_TRACES
-    says; Prometheus metrics on /metrics (PROMETHEUS_MULTIPROC_DIR for several processes).
+    says; Prometheus metrics on /metrics.
     """
     settings = get_settings()
     configure_logging(settings.log_level)
-    configure_tracing(settings.traces, service="freehours-api")
-    services = Services.from_settings(settings)
-    worker = services.runtime.worker(workers) if workers else None
-    if worker is not None:
-        worker.start()
-    try:
-        server.run(create_app(services), settings, host=host, port=port)
-    finally:
-        if worker is not None:
-            worker.stop(settings.worker_grace_seconds)
-        services.store.close()
-        forget_process()
+    server.serve(settings, host=host, port=port, processes=processes, workers=workers)

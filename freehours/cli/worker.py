@@ -51,9 +51,11 @@ def worker(
     settings = get_settings()
     configure_logging(settings.log_level)
     configure_tracing(settings.traces, service="freehours-worker")
-    metrics_server = None if metrics_port is None else serve_metrics(metrics_port, metrics_host)
     runtime = Runtime.open(settings)
+    metrics_server = None
     try:
+        if metrics_port is not None:
+            metrics_server = serve_metrics(metrics_port, metrics_host, runtime.measured)
         running = runtime.worker(concurrency)
         stop = threading.Event()
 

@@ -6,8 +6,8 @@ then (``Worker``'s keeper thread); on PostgreSQL ``SKIP LOCKED`` keeps two rescu
 and the fence (``runs``) keeps a late result of the dead worker from being written over its
 successor's.
 
-``measure_stuck`` sets ``freehours_jobs_stuck``: jobs due for over ``STUCK_AFTER`` that no worker
-has started.
+``count_stuck`` counts what ``freehours_jobs_stuck`` says: jobs due for over ``STUCK_AFTER`` that
+no worker has started (measured when scraped, by whichever process is: ``Runtime.measured``).
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from datetime import datetime, timedelta
 
 import structlog
 
+from freehours.clock import Clock
 from freehours.jobs import telemetry
 from freehours.jobs.queue import Finish
 from freehours.jobs.retry import RetryPolicy
-from freehours.observability.metrics import JOBS_RESCUED, JOBS_STUCK
+from freehours.observability.metrics import JOBS_RESCUED
 from freehours.store.database import Store
 
 log = structlog.get_logger("freehours.jobs")
@@ -81,9 +82,7 @@ def prune(store: Store, finished_before: datetime) -> int:
             return pruned
 
 
-def measure_stuck(store: Store, retry: RetryPolicy) -> int:
-    """Count the stuck jobs into ``freehours_jobs_stuck``; the count."""
+def count_stuck(store: Store, clock: Clock) -> int:
+    """Jobs due for over ``STUCK_AFTER`` that no worker has started, now."""
     with store.read() as unit:
-        stuck = unit.jobs.count_stuck(now=retry.clock.now(), waiting_over=STUCK_AFTER)
-    JOBS_STUCK.set(stuck)
-    return stuck
+        return unit.jobs.count_stuck(now=clock.now(), waiting_over=STUCK_AFTER)

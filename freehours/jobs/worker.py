@@ -13,8 +13,8 @@ Threads of one worker (all daemons, so a process that exits does not wait for a 
   (PostgreSQL), the next job falling due, or ``poll``;
 - ``concurrency`` runners, each running one handler at a time;
 - the keeper renews the worker's leases every third of a lease, and every ``rescue_every`` rescues
-  jobs of dead workers and measures the stuck ones (``freehours.jobs.rescuer``); every
-  ``prune_every`` it deletes the jobs finished over ``retention`` ago (``freehours.maintenance``);
+  jobs of dead workers (``freehours.jobs.rescuer``); every ``prune_every`` it deletes the jobs
+  finished over ``retention`` ago (``freehours.maintenance``);
 - on PostgreSQL the listener: ``LISTEN freehours_jobs`` on a connection of its own.
 
 Any number of workers, in any number of processes, may share one PostgreSQL database: claims skip
@@ -387,7 +387,6 @@ class Worker:
                 if self.clock.monotonic() >= next_rescue:
                     next_rescue = self.clock.monotonic() + rescue_every
                     rescuer.rescue(self.store, self.retry)
-                    rescuer.measure_stuck(self.store, self.retry)
                 retention.run_if_due()
             except Exception:
                 log.exception("worker_keeper_failed", worker=self.name)

@@ -8,7 +8,9 @@ when stderr is a terminal, structlog's console renderer. Every line carries
 - what the code around it bound with ``structlog.contextvars`` or ``bind_fields`` (a request's
   ``idempotency_key``, a job's ``job_id``, a settlement's ``quota_state``);
 - inside a span, its ``trace_id`` and ``span_id`` (``add_trace_context``), so that a line leads
-  to its trace and a trace to its lines.
+  to its trace and a trace to its lines;
+- the ``pid`` of the process that wrote it: the API processes of ``serve --processes N`` share
+  one stderr (and a journal stream names only the first of them).
 
 The standard library's loggers (uvicorn, alembic) are rendered the same way, from WARNING up:
 their information lines (an httpx line per request) would drown the canonical lines.
@@ -22,6 +24,7 @@ route runs on (whose context is a copy, so a plain contextvar bound there never 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -51,6 +54,12 @@ def add_trace_context(_logger: WrappedLogger, _method: str, event_dict: EventDic
     if context.is_valid:
         event_dict.setdefault("trace_id", trace.format_trace_id(context.trace_id))
         event_dict.setdefault("span_id", trace.format_span_id(context.span_id))
+    return event_dict
+
+
+def add_process_id(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
+    """Add the writing process's ``pid``."""
+    event_dict["pid"] = os.getpid()
     return event_dict
 
 
@@ -118,6 +127,7 @@ def configure_logging(level: str, json: bool | None = None) -> None:
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         add_trace_context,
+        add_process_id,
     ]
     rendering: list[Processor] = (
         # str: dates, decimals and UUIDs as their text, not their repr.

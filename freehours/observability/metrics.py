@@ -1,12 +1,16 @@
 """Every Prometheus metric freehours exports, defined once, named as DESIGN.md section 6 says.
 
 Gauges say how they combine over processes in multiprocess mode (``multiprocess_mode``; see
-``freehours.observability.exposition``); counters and histograms are summed.
+``freehours.observability.exposition``); counters and histograms are summed. What only the
+database knows is a ``MeasuredGauge``, counted by whichever process is scraped
+(``freehours.observability.measured``).
 """
 
 from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
+
+from freehours.observability.measured import MeasuredGauge
 
 # --- the API ---
 HTTP_REQUESTS = Counter(
@@ -97,12 +101,10 @@ JOBS_DISCARDED = Counter(
     "Jobs DISCARDED, by kind and reason (attempts, deadline): each one is alerted on.",
     ["kind", "reason"],
 )
-JOBS_STUCK = Gauge(
+JOBS_STUCK = MeasuredGauge(
     "freehours_jobs_stuck",
     "Jobs due for over 20 seconds that no worker has started (no worker for their kind, or "
-    "workers overloaded or down).",
-    # Every worker counts the same table: the latest count of a live worker is the answer.
-    multiprocess_mode="livemostrecent",
+    "workers overloaded or down), counted in the database when scraped.",
 )
 
 # --- the meter agent (freehours agent) ---

@@ -1,5 +1,6 @@
 """``freehours serve --workers N``: reads posted for a past day end in a COMPLETED quota with no
-call to the settlement API, settled by the server's own workers."""
+call to the settlement API, settled by the server's own workers (in each of its API processes,
+with ``--processes``)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,14 @@ pytestmark = pytest.mark.slow
 NMI = "SERVE00001"
 
 
-def test_posted_reads_are_settled_by_the_servers_own_workers(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "options",
+    [["--workers", "2"], ["--processes", "2", "--workers", "1"]],
+    ids=["one process", "two processes"],
+)
+def test_posted_reads_are_settled_by_the_servers_own_workers(
+    tmp_path: Path, options: list[str]
+) -> None:
     env = {"FREEHOURS_DATABASE_URL": f"sqlite:///{tmp_path / 'serve.db'}"}
     key = freehours("keys", "create", "--scope", "admin", env=env)
     auth = {"Authorization": f"Bearer {key}"}
@@ -28,7 +36,7 @@ def test_posted_reads_are_settled_by_the_servers_own_workers(tmp_path: Path) -> 
         {"start": (first + timedelta(minutes=30 * i)).isoformat(), "kwh": "0.250"}
         for i in range(48)
     ]
-    with api_server(env, extra_args=["--workers", "2"]) as url, httpx.Client(base_url=url) as api:
+    with api_server(env, extra_args=options) as url, httpx.Client(base_url=url) as api:
         assert api.put("/v1/plans/test-nsw", json=PLAN, headers=auth).status_code == 200
         customer = {"plan_id": "test-nsw", "region": "NSW"}
         assert api.put(f"/v1/customers/{NMI}", json=customer, headers=auth).status_code == 200

@@ -168,3 +168,18 @@ def test_metrics_move_with_ingests_and_settlements_by_route_and_status(api: Api)
     assert moved(outcomes, status="PENDING", replayed="false") == 1
     assert moved("freehours_ingested_values_total", path="reads") == 48
     assert moved("freehours_settlement_seconds_count") == 1
+
+
+def test_jobs_waiting_with_no_worker_are_stuck_on_the_apis_own_metrics(api: Api) -> None:
+    # The API runs no worker here, as an API deployed without one: reads for past days enqueue
+    # their settlement jobs, due at once, and nobody starts them.
+    set_up(api, with_data=False)
+    ingest = api.auth("ingest")
+    for n, first in enumerate(
+        [datetime(2026, 6, 1, tzinfo=NEM_TIME), datetime(2026, 6, 2, tzinfo=NEM_TIME)]
+    ):
+        body = reads_body(first, 48)
+        headers = {**ingest, "Idempotency-Key": f"day-{n}"}
+        assert api.client.post("/v1/meter-readings", json=body, headers=headers).status_code == 200
+    api.clock.advance(21)  # due for over 20 s
+    assert scrape(api).value("freehours_jobs_stuck") == 2

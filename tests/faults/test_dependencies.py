@@ -19,6 +19,7 @@ from datetime import timedelta
 import httpx
 import pytest
 
+from freehours.observability.measured import FRESH_SECONDS, MEASURE_TIMEOUT_SECONDS
 from tests.api.conftest import PLAN
 from tests.faults.conftest import DAYS, FIRST_DAY, NMI, Deployment
 from tests.faults.proxy import Mode
@@ -176,3 +177,29 @@ def test_without_the_database_every_route_is_a_503_problem_and_recovers_by_itsel
         after = all_at_once(routes)
         assert {name: a.status_code for name, a in after.items()} == dict.fromkeys(routes, 200)
         assert settle(api, 2).json()["status"] == "COMPLETED"
+
+
+@pytest.mark.parametrize("mode", ["cut", "blackhole"])
+def test_without_the_database_metrics_answer_in_time_without_the_series_it_would_count(
+    deployment: Deployment, mode: Mode
+) -> None:
+    with deployment.client() as api:
+        assert "freehours_jobs_stuck 0.0" in api.get("/metrics").text.splitlines()
+        deployment.database.set_mode(mode)
+        time.sleep(FRESH_SECONDS)  # the count just made is not reused
+        began = time.monotonic()
+        down = api.get("/metrics")
+        took = time.monotonic() - began
+        assert down.status_code == 200
+        assert took < MEASURE_TIMEOUT_SECONDS + 2.0, took  # its wait for the count, and no more
+        names = {line.split("{")[0].split(" ")[0] for line in down.text.splitlines()}
+        assert "freehours_jobs_stuck" not in names  # not counted: left out, not made up
+        assert "freehours_http_requests_total" in names  # the rest is there
+
+        deployment.database.set_mode("pass")
+        eventually(
+            lambda: "freehours_jobs_stuck 0.0" in api.get("/metrics").text.splitlines(),
+            within=30,
+            what="the count back once the database answers",
+            every=0.5,
+        )

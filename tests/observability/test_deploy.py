@@ -14,6 +14,7 @@ import yaml
 from prometheus_client.metrics import MetricWrapperBase
 
 from freehours.observability import metrics
+from freehours.observability.measured import MeasuredGauge
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "observability"
 METRIC = re.compile(r"\bfreehours_[a-z0-9_]+\b")
@@ -29,6 +30,9 @@ def exposed() -> dict[str, set[str]]:
     """Every sample name freehours exposes, with the labels it has."""
     names: dict[str, set[str]] = {}
     for metric in vars(metrics).values():
+        if isinstance(metric, MeasuredGauge):  # counted when scraped: one sample, no labels
+            names[metric.name] = set()
+            continue
         if not isinstance(metric, MetricWrapperBase):
             continue
         (family,) = metric.describe()

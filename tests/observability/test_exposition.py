@@ -11,8 +11,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client import Gauge
 
 from freehours.errors import ConfigurationError
+from freehours.observability import metrics
 from freehours.observability.exposition import MULTIPROC_DIR, render_metrics, serve_metrics
 from freehours.observability.metrics import JOB_ATTEMPTS
 from tests.metrics import Samples
@@ -38,18 +40,20 @@ def test_several_processes_are_served_as_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     prelude = (
-        "from freehours.observability.metrics import JOB_ATTEMPTS, JOBS_STUCK\n"
+        "from freehours.observability.metrics import AGENT_SPOOLED, JOB_ATTEMPTS\n"
         "from freehours.observability.exposition import forget_process\n"
         "JOB_ATTEMPTS.labels('metrics-test', 'completed').inc({n})\n"
-        "JOBS_STUCK.set({stuck})\n"
+        "AGENT_SPOOLED.set({spooled})\n"
     )
-    # The first worker ends as the commands do (its live gauge goes); the second is still live.
-    in_a_process(tmp_path, prelude.format(n=2, stuck=5) + "forget_process()\n")
-    in_a_process(tmp_path, prelude.format(n=3, stuck=1))
+    # The first process ends as the commands do (its live gauge goes); the others are still
+    # live, and their spools are summed.
+    in_a_process(tmp_path, prelude.format(n=2, spooled=5) + "forget_process()\n")
+    in_a_process(tmp_path, prelude.format(n=3, spooled=1))
+    in_a_process(tmp_path, prelude.format(n=0, spooled=2))
     monkeypatch.setenv(MULTIPROC_DIR, str(tmp_path))
     text = render_metrics().decode()
     assert completed(text) == 5
-    assert Samples.of(text).value("freehours_jobs_stuck") == 1
+    assert Samples.of(text).value("freehours_agent_spooled") == 3
 
 
 def test_a_metrics_port_serves_this_processs_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -75,3 +79,12 @@ def test_a_metrics_port_that_is_taken_is_a_configuration_error() -> None:
         port = taken.getsockname()[1]
         with pytest.raises(ConfigurationError, match=f"--metrics-port {port}"):
             serve_metrics(port, "127.0.0.1")
+
+
+def test_every_gauge_says_how_processes_combine_and_the_live_ones_drop_the_dead() -> None:
+    gauges = {name: metric for name, metric in vars(metrics).items() if isinstance(metric, Gauge)}
+    assert gauges  # the breaker's state and the agents' spools, at least
+    for name, gauge in gauges.items():
+        # "all" (the default) would export one series per process id, dead ones included.
+        mode = gauge._multiprocess_mode  # prometheus-client has no public getter for it
+        assert mode.startswith("live"), f"{name}: multiprocess_mode {mode!r}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from datetime import date
@@ -51,6 +52,7 @@ def test_lines_are_json_with_the_event_level_time_and_bound_fields(
     timestamp = line.pop("timestamp")
     assert timestamp.endswith("Z")
     assert line == {
+        "pid": os.getpid(),
         "event": "job_finished",
         "level": "info",
         "job_id": 7,

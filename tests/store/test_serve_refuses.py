@@ -13,12 +13,15 @@ from alembic import command
 
 from freehours.store import schema
 from freehours.store.engine import create_engine
-from tests.servers import FREEHOURS, api_server
+from tests.servers import FREEHOURS, api_server, free_port
 
 pytestmark = pytest.mark.slow
 
 
-def test_serve_refuses_an_out_of_date_database_until_db_upgrade(tmp_path: Path) -> None:
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_serve_refuses_an_out_of_date_database_until_db_upgrade(
+    tmp_path: Path, processes: str
+) -> None:
     url = f"sqlite:///{tmp_path / 'old.db'}"
     engine = create_engine(url)
     with engine.begin() as conn:
@@ -27,7 +30,7 @@ def test_serve_refuses_an_out_of_date_database_until_db_upgrade(tmp_path: Path) 
     engine.dispose()
     env = {**os.environ, "FREEHOURS_DATABASE_URL": url}
     refused = subprocess.run(
-        [FREEHOURS, "serve", "--port", "1"],
+        [FREEHOURS, "serve", "--port", str(free_port()), "--processes", processes],
         check=False,
         env=env,
         capture_output=True,
@@ -35,7 +38,10 @@ def test_serve_refuses_an_out_of_date_database_until_db_upgrade(tmp_path: Path) 
         timeout=60,
     )
     assert refused.returncode == 1
-    assert "run `freehours db upgrade`" in refused.stderr
+    # One line, from serve itself: with --processes, before any API process starts.
+    (line,) = refused.stderr.strip().splitlines()
+    assert line.startswith("error: ")
+    assert "run `freehours db upgrade`" in line
     upgraded = subprocess.run(
         [FREEHOURS, "db", "upgrade"],
         check=False,
@@ -45,7 +51,7 @@ def test_serve_refuses_an_out_of_date_database_until_db_upgrade(tmp_path: Path) 
         timeout=60,
     )
     assert upgraded.returncode == 0, upgraded.stderr
-    with api_server({"FREEHOURS_DATABASE_URL": url}) as base:
+    with api_server({"FREEHOURS_DATABASE_URL": url}, extra_args=["--processes", processes]) as base:
         assert base.startswith("http://127.0.0.1:")
     check = sa.create_engine(url)
     with check.connect() as conn:

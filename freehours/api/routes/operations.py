@@ -55,9 +55,12 @@ async def readyz(services: AppServices) -> JSONResponse:
     response_class=PlainTextResponse,
     dependencies=[requires(Scope.READ, open_on_loopback=True)],
 )
-async def metrics() -> Response:
-    """Prometheus metrics: open on loopback, elsewhere a ``read`` key."""
-    return Response(await run_in_threadpool(render_metrics), media_type=CONTENT_TYPE)
+async def metrics(services: AppServices) -> Response:
+    """Prometheus metrics: open on loopback, elsewhere a ``read`` key. With the gauges counted
+    in the database as it is scraped (``freehours_jobs_stuck``): each waited for at most 2 s,
+    and left out when the database does not answer."""
+    body = await run_in_threadpool(render_metrics, services.runtime.measured)
+    return Response(body, media_type=CONTENT_TYPE)
 
 
 def _select_one(store: Store) -> None:
