@@ -22,7 +22,9 @@ import anyio
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Lifespan
 
+from freehours.api import openapi
 from freehours.api.docs import mount_docs
 from freehours.api.once import purge_keys, renew_leases
 from freehours.api.problems import (
@@ -88,20 +90,34 @@ def create_app(services: Services, *, workers: int = 0, owned: bool = False) -> 
                 services.store.close()
                 forget_process()
 
+    app = assemble(lifespan)
+    app.state.services = services
+    return app
+
+
+def assemble(lifespan: Lifespan[FastAPI] | None = None) -> FastAPI:
+    """The application without its services: its routes, error handlers, telemetry and
+    OpenAPI document (which ``freehours.api.openapi`` writes from this, with no database)."""
     app = FastAPI(
         title="freehours",
         version="1",
-        description="Meter data in, free-energy quotas settled exactly once, bills out.",
+        description="Meter data in, free-energy quotas settled exactly once, bills out."
+        " The contract in words: docs/api.md.",
         lifespan=lifespan,
         # FastAPI's server span (freehours.api.telemetry), without one more span each for
         # dependencies, the route and serialization: on the settlement path they cost more
         # than they tell.
         telemetry={"operation_spans": False},
-        # Documentation pages with no third party's scripts (freehours.api.docs).
+        # The document is served by a route of its own (mount_docs), and the documentation
+        # pages have no third party's scripts (freehours.api.docs).
+        openapi_url=None,
         docs_url=None,
         redoc_url=None,
+        # Each operation named as its route function (put_plan, post_settlement, ...): the
+        # names its links and clients' generated code use.
+        generate_unique_id_function=lambda route: route.name,
     )
-    app.state.services = services
+    openapi.install(app)
     mount_docs(app, "freehours")
     app.add_exception_handler(Problem, problem_handler)
     app.add_exception_handler(StarletteHTTPException, http_exception_handler)

@@ -2,18 +2,21 @@
 
 A route declares its access as a dependency, ``requires(Scope.X)``: in its ``dependencies``
 (or its router's) when it does not use the key, as its ``key`` parameter when it does. FastAPI
-runs the check before the route, and describes the ``Authorization`` header in the OpenAPI
-document. The settlement route, which reads its request itself for speed, declares its access
-the same way; its route class (``freehours.api.settle.ReadsItself``) runs the same check.
+runs the check before the route; the check is a security scheme to FastAPI (``Requires`` is a
+``SecurityBase``), so the OpenAPI document names the scheme (``bearer``: HTTP Bearer) and, on the
+operation, the scope it needs, from this one declaration (``freehours.api.openapi`` adds what
+the declaration implies: the scope in the description, the 401, 403, 429 and 503 answers). The
+settlement route, which reads its request itself for speed, declares its access the same way;
+its route class (``freehours.api.settle.ReadsItself``) runs the same check.
 
 The check runs on the event loop: a known key (``KeyCache``) and its rate limit cost no thread
 hop. A client that keeps sending unknown keys is refused (429) before its next unknown key costs
 a database lookup.
 """
 
-from typing import Annotated
-
-from fastapi import Header, Request, params
+from fastapi import Request, params
+from fastapi.openapi.models import HTTPBearer
+from fastapi.security.base import SecurityBase
 
 from freehours.api.keys import ApiKey, Scope
 from freehours.api.problems import Problem
@@ -25,27 +28,40 @@ from freehours.observability.logging import bind_fields
 LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
 
 
-class Requires:
+#: The security scheme of every key: ``Authorization: Bearer KEY``.
+BEARER = HTTPBearer(
+    bearerFormat="fh_ and 43 URL-safe base64 characters",
+    description="An API key, made with `freehours keys create --scope SCOPE` (scopes ingest,"
+    " settle, read, admin; admin implies every other). An operation's security names the scope"
+    " it needs.",
+)
+
+
+class Requires(SecurityBase):
     """The access a route needs: a key with ``scope``, within its limit; or, for a route
-    ``open_on_loopback``, no key from a loopback address (the key is then None)."""
+    ``open_on_loopback``, no key from a loopback address (the key is then None). The key is read
+    from the ``Authorization`` header here, not declared as a parameter: the OpenAPI document
+    describes it as the security scheme ``BEARER``."""
+
+    model = BEARER
+    scheme_name = "bearer"
 
     def __init__(self, scope: Scope, *, open_on_loopback: bool = False) -> None:
         self.scope = scope
         self.open_on_loopback = open_on_loopback
 
-    async def __call__(
-        self, request: Request, authorization: Annotated[str | None, Header()] = None
-    ) -> ApiKey | None:
+    async def __call__(self, request: Request) -> ApiKey | None:
         """The request's key, else a 401, 403 or 429 problem."""
         if self.open_on_loopback and request.client and request.client.host in LOOPBACK:
             return None
-        return await authorize(request, authorization, self.scope)
+        return await authorize(request, request.headers.get("authorization"), self.scope)
 
 
 def requires(scope: Scope, *, open_on_loopback: bool = False) -> params.Depends:
     """``Requires`` as a route dependency: ``dependencies=[requires(Scope.READ)]``, or
-    ``key: Annotated[ApiKey, requires(Scope.INGEST)]`` for a route that uses the key."""
-    return params.Depends(Requires(scope, open_on_loopback=open_on_loopback))
+    ``key: Annotated[ApiKey, requires(Scope.INGEST)]`` for a route that uses the key. A
+    security dependency to FastAPI, its scope the operation's security requirement."""
+    return params.Security(Requires(scope, open_on_loopback=open_on_loopback), scopes=[scope.value])
 
 
 async def authorize(request: Request, authorization: str | None, scope: Scope) -> ApiKey:

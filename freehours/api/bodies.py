@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.requests import ClientDisconnect
 
+from freehours.api.openapi import INVALID, problem
 from freehours.api.problems import Problem, client_gone
 
 _Body = TypeVar("_Body")
@@ -65,21 +66,25 @@ async def bounded_body(
 
 
 def body_operation(
-    body: type[BaseModel] | TypeAdapter[Any], *, also: tuple[str, ...] = ()
+    body: type[BaseModel] | TypeAdapter[Any] | dict[str, Any], *, also: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     """The OpenAPI description (``openapi_extra``) of a route that reads a JSON ``body``
-    itself, as FastAPI would have described it declared, its schema written in whole; ``also``:
-    other media types the route takes for the same document."""
-    schema = {
-        "schema": inline_refs(
-            body.model_json_schema() if isinstance(body, type) else body.json_schema()
-        )
-    }
+    itself, as FastAPI would have described it declared, its schema (``body``'s, or ``body``
+    itself, a JSON schema) written in whole, and its 422 (``parse_body``'s); ``also``: other
+    media types the route takes for the same document."""
+    if isinstance(body, dict):
+        json_schema = body
+    elif isinstance(body, type):
+        json_schema = body.model_json_schema()
+    else:
+        json_schema = body.json_schema()
+    schema = {"schema": inline_refs(json_schema)}
     return {
         "requestBody": {
             "required": True,
             "content": dict.fromkeys(("application/json", *also), schema),
         },
+        "responses": {"422": problem(INVALID)},
     }
 
 

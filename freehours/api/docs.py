@@ -1,10 +1,14 @@
-"""The API's documentation pages, served from the API itself.
+"""The API's documentation, served from the API itself: the OpenAPI document and its pages.
 
 FastAPI's ``/docs`` and ``/redoc`` load their scripts from a CDN (and ReDoc its fonts from
 Google): a third party's script running on the API's own origin, and pages that fail where
 the API has no way out. Here both load their assets from ``/docs/static``, shipped by the
 ``fastapi-offline`` package, and say so in a Content-Security-Policy that lets a browser run
 nothing from anywhere else.
+
+Each is a route of the application, so that its requests are counted under their own route
+label (``freehours.api.telemetry``), not as ``unmatched``: the document and the pages are API
+routes outside the document, and the assets' mount names itself as their route.
 """
 
 from __future__ import annotations
@@ -14,10 +18,14 @@ from importlib.resources import files
 
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import Mount
+from starlette.types import Receive, Scope, Send
 
 STATIC = "/docs/static"
+#: Where the OpenAPI document is served.
+OPENAPI_URL = "/openapi.json"
 
 #: Scripts, styles, images and requests from this origin only; the pages' one inline script
 #: (which starts the viewer) is why inline is allowed.
@@ -28,11 +36,23 @@ CONTENT_SECURITY_POLICY = (
 
 
 def mount_docs(app: FastAPI, title: str) -> None:
-    """``/docs`` (Swagger UI) and ``/redoc`` (ReDoc) over ``app.openapi_url``, with their
-    assets at ``/docs/static``. ``app`` must be made with ``docs_url=None, redoc_url=None``."""
-    openapi_url = app.openapi_url or "/openapi.json"
-    assets = files("fastapi_offline") / "static"
-    app.mount(STATIC, StaticFiles(directory=str(assets)), name="docs-static")
+    """``/openapi.json`` (``app.openapi()``), ``/docs`` (Swagger UI) and ``/redoc`` (ReDoc) over
+    it, with their assets at ``/docs/static``. ``app`` must be made with ``openapi_url=None,
+    docs_url=None, redoc_url=None``."""
+    openapi_url = OPENAPI_URL
+
+    def document() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    app.add_api_route(openapi_url, document, include_in_schema=False)
+    static = StaticFiles(directory=str(files("fastapi_offline") / "static"))
+
+    async def asset(scope: Scope, receive: Receive, send: Send) -> None:
+        scope["route"] = mount  # as FastAPI's routes do: the request's route label
+        await static(scope, receive, send)
+
+    mount = Mount(STATIC, app=asset, name="docs-static")
+    app.router.routes.append(mount)
     # Both pages are the same for every request: made once, served with the policy.
     pages = {
         "/docs": get_swagger_ui_html(

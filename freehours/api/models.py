@@ -25,12 +25,27 @@ from freehours.api.problems import range_problem
 from freehours.domain import reads as rules
 from freehours.domain.reads import NMI_PATTERN, SUFFIX_PATTERN, IntervalMinutes, QualityFlag
 from freehours.domain.time import Region
-from freehours.plans.document import PlanId
+from freehours.plans.document import PlanDocument, PlanId
 
 NmiPath = Annotated[str, Path(pattern=NMI_PATTERN, description="the 10-character NMI")]
 
-#: A plan's body: any JSON object (``parse_plan`` checks its fields).
+#: A plan's body, read as any JSON object: ``parse_plan`` checks it as it checks a plan file, to
+#: name every problem as a plan file's are.
 PLAN_DOCUMENT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
+def plan_body_schema() -> dict[str, Any]:
+    """The JSON schema of a plan's body: ``PlanDocument``'s, its ``id`` optional (the path's).
+
+    A schema cannot say all that the plan's validation checks (every moment of the week in a
+    band, one price per band type); the route answers 422 ``invalid-plan`` for the rest."""
+    schema = PlanDocument.model_json_schema()
+    schema["required"] = [name for name in schema["required"] if name != "id"]
+    schema["properties"]["id"] = {
+        **schema["properties"]["id"],
+        "description": "the plan's id: the path's plan_id, which it must equal when given",
+    }
+    return schema
 
 
 def _no_float(value: object) -> object:
@@ -84,9 +99,23 @@ class MeterReadingsIn(BaseModel):
 
 
 class IngestCountsOut(BaseModel):
-    accepted: int
-    superseded: int
-    unchanged: int
+    """What a batch of reads did to the stored meter data."""
+
+    accepted: int = Field(description="reads stored for intervals that had none")
+    superseded: int = Field(
+        description="reads that replaced the stored one (a different value or quality)"
+    )
+    unchanged: int = Field(description="reads stored exactly so already: nothing written")
+
+
+class Nem12CountsOut(BaseModel):
+    """What a NEM12 file did to the stored meter data."""
+
+    file: str = Field(description="the file's name (X-Filename, else upload.csv)")
+    accepted: int = Field(description="stored where nothing was")
+    superseded: int = Field(description="replaced what was stored (an older revision)")
+    unchanged: int = Field(description="stored exactly so already: nothing written")
+    stale: int = Field(description="older than the revision stored, so not stored")
 
 
 class SettlementIn(BaseModel):
@@ -120,6 +149,77 @@ class CustomerOut(BaseModel):
     nmi: str
     plan_id: str
     region: Region
+
+
+#: A decimal as the bill writes it: plain notation, no exponent.
+DecimalText = Annotated[str, Field(pattern=r"^-?\d+(\.\d+)?$")]
+
+
+class BillDayOut(BaseModel):
+    """One local day of a bill."""
+
+    date: date
+    consumption_kwh: DecimalText
+    free_kwh: DecimalText
+    over_cap_kwh: DecimalText
+    export_kwh: DecimalText
+    missing_intervals: int = Field(ge=0)
+
+
+class BillTotalsOut(BaseModel):
+    consumption_kwh: DecimalText
+    free_kwh: DecimalText
+    over_cap_kwh: DecimalText
+    export_kwh: DecimalText
+
+
+class BillLineOut(BaseModel):
+    """One priced line: energy in a band, the supply charge, or feed-in (a credit)."""
+
+    code: str
+    description: str
+    quantity: DecimalText
+    unit: str
+    unit_price: DecimalText
+    amount: DecimalText
+
+
+class BillOut(BaseModel):
+    """The bill, the same JSON as ``freehours bill --format json`` (docs/design.md section 4);
+    amounts in AUD, GST on top of ``subtotal``."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    nmi: str
+    plan: str
+    time_zone: str
+    first: date = Field(alias="from")
+    last: date = Field(alias="to")
+    days: list[BillDayOut]
+    totals: BillTotalsOut
+    lines: list[BillLineOut]
+    subtotal: DecimalText
+    gst: DecimalText
+    total: DecimalText
+    free_energy_value: DecimalText
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok"]
+
+
+class ReadinessOut(BaseModel):
+    """Whether this process can serve: its database answers (else 503), and whether Redis
+    does (reported, never a 503)."""
+
+    status: Literal["ok", "degraded", "unavailable"] = Field(
+        description="ok; degraded: Redis does not answer (the limits count in this process);"
+        " unavailable: the database does not answer"
+    )
+    database: Literal["ok", "not answering", "unavailable"]
+    redis: Literal["ok", "unavailable"] | None = Field(
+        default=None, description="absent when no Redis is configured"
+    )
 
 
 def check_read_date(day: date, today: date, field: str) -> None:

@@ -1,6 +1,7 @@
 """A request run at most once per Idempotency-Key (``freehours.api.idempotency`` keeps the keys):
 ``run_once`` around the route's work, ``renew_leases`` while it runs, ``purge_keys`` after the
-retention.
+retention. A route that runs once reads the header as ``IdempotencyKey`` and adds ``IDEMPOTENT``
+to its OpenAPI description: the header, required, and the answers ``run_once`` gives.
 """
 
 from __future__ import annotations
@@ -8,14 +9,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import structlog
-from fastapi import Response
+from fastapi import Header, Response
 from fastapi.concurrency import run_in_threadpool
 
 from freehours.api import idempotency
 from freehours.api.keys import ApiKey
+from freehours.api.openapi import header_refs, problem
 from freehours.api.problems import Problem
 from freehours.api.services import Services
 from freehours.errors import InputError
@@ -27,13 +29,58 @@ log = structlog.get_logger("freehours.api")
 
 _Result = TypeVar("_Result")
 
+#: Longest Idempotency-Key.
+KEY_MAX_LENGTH = 255
+
+#: The route parameter of the header: optional to FastAPI, so that ``run_once`` answers its
+#: absence (400, not FastAPI's 422); described as required by ``IDEMPOTENT``.
+IdempotencyKey = Annotated[str | None, Header(include_in_schema=False)]
+
+#: The OpenAPI description of a route run once per Idempotency-Key (its ``openapi_extra``, with
+#: ``freehours.api.openapi.merged``): the header and ``run_once``'s answers.
+IDEMPOTENT: dict[str, Any] = {
+    "parameters": [
+        {
+            "name": "Idempotency-Key",
+            "in": "header",
+            "required": True,
+            "description": "The client's name for this request, unique to its key (IETF httpapi"
+            " idempotency-key draft): the request is run at most once per key. Sent again with"
+            " the same payload, the first answer is replayed (`Idempotent-Replayed: true`);"
+            " with another payload, 422; while the first still runs, 409 with Retry-After."
+            " Kept for FREEHOURS_IDEMPOTENCY_RETENTION_HOURS (docs/security.md).",
+            "schema": {"type": "string", "minLength": 1, "maxLength": KEY_MAX_LENGTH},
+        }
+    ],
+    "responses": {
+        "200": {"headers": header_refs("Idempotent-Replayed")},
+        "400": problem(
+            "No Idempotency-Key (`/problems/idempotency-key-missing`), or one over"
+            f" {KEY_MAX_LENGTH} characters (`/problems/bad-request`)."
+        ),
+        "409": problem(
+            "A request with this Idempotency-Key is still running:"
+            " `/problems/idempotency-key-in-flight`; Retry-After is the seconds left on its"
+            " lease.",
+            "Retry-After",
+        ),
+        "422": {
+            "description": "The Idempotency-Key was first used for another payload"
+            " (`/problems/idempotency-key-reused`), or the input is refused as a whole"
+            " (`/problems/invalid-input`; replayed to a retry, with Idempotent-Replayed).",
+            "headers": header_refs("Idempotent-Replayed"),
+        },
+    },
+}
+
 
 def check_idempotency_key(idempotency_key: str | None) -> str:
-    """The request's Idempotency-Key, or a 400 when it has none or one over 255 characters."""
+    """The request's Idempotency-Key, or a 400 when it has none or one over ``KEY_MAX_LENGTH``
+    characters."""
     if not idempotency_key:
         raise Problem(400, "idempotency-key-missing", "Idempotency-Key header is required")
-    if len(idempotency_key) > 255:
-        raise Problem(400, "bad-request", "Idempotency-Key is over 255 characters")
+    if len(idempotency_key) > KEY_MAX_LENGTH:
+        raise Problem(400, "bad-request", f"Idempotency-Key is over {KEY_MAX_LENGTH} characters")
     return idempotency_key
 
 

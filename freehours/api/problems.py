@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import structlog
 from fastapi import Request
@@ -16,6 +17,44 @@ from freehours.observability.metrics import DATABASE_UNAVAILABLE
 log = structlog.get_logger("freehours.api")
 
 PROBLEM_JSON = "application/problem+json"
+
+#: The JSON schema of every problem body (``Problem.response``): RFC 9457's members, and the one
+#: extension the API sends, ``errors``. The OpenAPI document's ``Problem``.
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "title": "Problem",
+    "description": "RFC 9457 problem details, as application/problem+json. Its type is stable"
+    " (docs/api.md lists every type); title and detail are for people.",
+    "type": "object",
+    "required": ["type", "title", "status", "instance"],
+    "properties": {
+        "type": {
+            "type": "string",
+            "format": "uri-reference",
+            "pattern": "^/problems/[a-z][a-z0-9-]*$",
+            "description": "what went wrong, stable: /problems/{slug}",
+        },
+        "title": {"type": "string", "description": "the type, for people"},
+        "status": {"type": "integer", "minimum": 400, "maximum": 599},
+        "detail": {"type": "string", "description": "this occurrence: the field, the value"},
+        "instance": {
+            "type": "string",
+            "format": "uri-reference",
+            "description": "the path of the request answered",
+        },
+        "errors": {
+            "type": "array",
+            "description": "validation-error: every field that is wrong",
+            "items": {
+                "type": "object",
+                "required": ["field", "message"],
+                "properties": {
+                    "field": {"type": "string", "description": "e.g. body.reads.0.kwh"},
+                    "message": {"type": "string"},
+                },
+            },
+        },
+    },
+}
 
 
 class Problem(Exception):
@@ -79,19 +118,34 @@ _SLUGS = {
     422: ("validation-error", "Unprocessable content"),
     429: ("rate-limited", "Too many requests"),
 }
+#: The framework's HTTP error of any other status.
+_OTHER = ("error", "Error")
+
+
+#: What a path keeps unencoded in ``instance``: RFC 3986's unreserved and sub-delimiter
+#: characters, ":", "@" and "/".
+_PATH_SAFE = "/!$&'()*+,;=:@-._~"
+
+
+def instance(request: Request) -> str:
+    """The request's path as the problem's ``instance``: a URI reference, so percent-encoded
+    where the decoded path holds what a URI may not (a space, a non-ASCII character)."""
+    return quote(request.url.path, safe=_PATH_SAFE)
 
 
 async def problem_handler(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, Problem)
-    return exc.response(request.url.path)
+    return exc.response(instance(request))
 
 
 async def http_exception_handler(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    slug, title = _SLUGS.get(exc.status_code, ("error", "Error"))
+    slug, title = _SLUGS.get(exc.status_code, _OTHER)
     detail = exc.detail if isinstance(exc.detail, str) and exc.detail != title else None
     headers = dict(exc.headers) if exc.headers else None
-    return Problem(exc.status_code, slug, title, detail, headers=headers).response(request.url.path)
+    return Problem(exc.status_code, slug, title, detail, headers=headers).response(
+        instance(request)
+    )
 
 
 async def data_error_handler(request: Request, exc: Exception) -> JSONResponse:
@@ -103,7 +157,7 @@ async def data_error_handler(request: Request, exc: Exception) -> JSONResponse:
         "validation-error",
         "A value in the request cannot be stored",
         type(exc).__name__,
-    ).response(request.url.path)
+    ).response(instance(request))
 
 
 #: How long a client is asked to wait before trying again while the database is unavailable.
@@ -130,13 +184,13 @@ async def database_unavailable_handler(request: Request, exc: Exception) -> JSON
     log.warning(
         "database_unavailable", path=request.url.path, error=f"{type(exc).__name__}: {exc}"[:500]
     )
-    return database_unavailable().response(request.url.path)
+    return database_unavailable().response(instance(request))
 
 
 async def internal_error_handler(request: Request, exc: Exception) -> JSONResponse:
     """Anything else unexpected: a 500 problem, its cause in the log only (not plain text)."""
     log.error("unhandled_error", path=request.url.path, error=f"{type(exc).__name__}: {exc}"[:500])
-    return Problem(500, "internal-error", "Internal server error").response(request.url.path)
+    return Problem(500, "internal-error", "Internal server error").response(instance(request))
 
 
 async def validation_handler(request: Request, exc: Exception) -> JSONResponse:
@@ -149,4 +203,4 @@ async def validation_handler(request: Request, exc: Exception) -> JSONResponse:
     detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
     return Problem(
         422, "validation-error", "Request body is not valid", detail, errors=errors
-    ).response(request.url.path)
+    ).response(instance(request))

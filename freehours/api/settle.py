@@ -4,7 +4,7 @@ It reads its request itself: FastAPI's dependency solving cost this route more C
 everything else it does on the event loop (measured), so its route class (``ReadsItself``)
 hands the request straight to the endpoint, after the access its route declares (the same
 ``Requires`` object that FastAPI runs for every other route). Its answers, and its OpenAPI
-description, are those of a declared ``Authorization`` header and ``SettlementIn`` body
+description, are those of a declared access and ``SettlementIn`` body
 (tests/api/test_settle_route.py holds the two together). Its answer is built by hand too
 (``quota_body``): the quota, as ``QuotaOut`` declares it.
 """
@@ -20,26 +20,19 @@ from fastapi.routing import APIRoute
 
 from freehours.api.auth import Requires
 from freehours.api.bodies import body_operation, parse_body
-from freehours.api.models import SettlementIn, check_read_date
+from freehours.api.models import QuotaOut, SettlementIn, check_read_date
+from freehours.api.openapi import header_refs, link, merged
 from freehours.api.services import services_of
 from freehours.domain.settlement import Quota
 from freehours.observability.logging import bind_fields
 from freehours.settlement import Answer, Outcome
 
-#: The OpenAPI description of the ``Authorization`` header that ``ReadsItself`` reads for its
-#: route's access.
-AUTHORIZATION_HEADER = {
-    "name": "authorization",
-    "in": "header",
-    "required": False,
-    "schema": {"type": "string"},
-}
-
 
 class ReadsItself(APIRoute):
     """A route whose endpoint, ``async (request) -> Response``, reads the request itself: no
     dependency solved, no body read for it. The ``Requires`` in its ``dependencies`` are
-    checked before it, and described (the ``Authorization`` header) in its OpenAPI operation."""
+    checked before it, and described in its OpenAPI operation as any route's are (its security
+    requirement)."""
 
     def __init__(
         self,
@@ -47,7 +40,6 @@ class ReadsItself(APIRoute):
         endpoint: Callable[..., Any],
         *,
         dependencies: Sequence[Depends] | None = None,
-        openapi_extra: dict[str, Any] | None = None,
         **options: Any,
     ) -> None:
         self.access: list[Requires] = []
@@ -55,10 +47,8 @@ class ReadsItself(APIRoute):
             if not isinstance(dependency.dependency, Requires):
                 raise TypeError(f"{path}: a route that reads itself takes only access checks")
             self.access.append(dependency.dependency)
-        extra = dict(openapi_extra or {})
-        if self.access:
-            extra["parameters"] = [*extra.get("parameters", []), AUTHORIZATION_HEADER]
-        super().__init__(path, endpoint, openapi_extra=extra, **options)
+        # Declared to FastAPI for the OpenAPI document only: ``handle`` runs them.
+        super().__init__(path, endpoint, dependencies=dependencies, **options)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         access = tuple(self.access)
@@ -66,14 +56,56 @@ class ReadsItself(APIRoute):
 
         async def handle(request: Request) -> Response:
             for check in access:
-                await check(request, request.headers.get("authorization"))
+                await check(request)
             return await endpoint(request)
 
         return handle
 
 
-#: The operation's body, as FastAPI would describe ``body: SettlementIn``.
-OPENAPI = body_operation(SettlementIn)
+#: From a quota answered to its state.
+_QUOTA_LINKS = {
+    "quota": link(
+        "get_settlement",
+        "The quota's current state.",
+        parameters={"path.nmi": "$response.body#/nmi", "path.day": "$response.body#/date"},
+    )
+}
+
+#: The answers that carry the quota (docs/api.md, the settlement answers), for the route's
+#: ``responses``; ``_STATUS_CODES`` gives them.
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "model": QuotaOut,
+        "description": "COMPLETED: settled now, or settled before (a replay, with"
+        " Idempotent-Replayed: true). Stop.",
+        "headers": header_refs("Idempotent-Replayed"),
+        "links": _QUOTA_LINKS,
+    },
+    409: {
+        "model": QuotaOut,
+        "description": "LOCKED: another worker holds a live lock on the quota; PENDING: its"
+        " window is not over, its data is not complete, or this attempt failed and was"
+        " released. Retry after Retry-After seconds.",
+        "headers": header_refs("Retry-After"),
+        "links": _QUOTA_LINKS,
+    },
+    422: {"model": QuotaOut},
+}
+
+#: The operation's body, as FastAPI would describe ``body: SettlementIn``, and what its 422s
+#: are (the quota's, as JSON, or the body's problem details).
+OPENAPI = merged(
+    {
+        "responses": {
+            "422": {
+                "description": "ABORTED (`application/json`, the quota): it can never be settled"
+                " (an unknown NMI, no plan, out of attempts); do not retry. Or"
+                " (`application/problem+json`) the request itself is not valid:"
+            }
+        }
+    },
+    body_operation(SettlementIn),
+)
 
 
 async def post_settlement(request: Request) -> JSONResponse:

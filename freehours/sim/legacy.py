@@ -2,9 +2,9 @@
 
 ``docs/incident-report-id.txt`` (in Indonesian; ``docs/incident.md`` tells it in English) is the
 post-mortem of a billing backend whose metering jobs hit ``HTTP 409 quota already in process``
-and were requeued without end when the three free hours began. This module models that backend and its meter service, nothing more: it is
-the yardstick of ``freehours simulate incident`` and nothing in freehours uses it. Each rule
-quotes the post-mortem.
+and were requeued without end when the three free hours began. This module models that backend
+and its meter service, nothing more: it is the yardstick of ``freehours simulate incident`` and
+nothing in freehours uses it. Each rule quotes the post-mortem.
 
 The meter service
     Every reading in the free window makes a metering job ("antrean job metering") that calls the

@@ -75,10 +75,20 @@ def test_the_openapi_description_keeps_the_bodies(api: Api) -> None:
     readings = paths["/v1/meter-readings"]["post"]["requestBody"]["content"]["application/json"]
     read = readings["schema"]["properties"]["reads"]["items"]
     assert read["required"] == ["start", "kwh"]  # written in: no "$defs" reference left
-    plan = paths["/v1/plans/{plan_id}"]["put"]["requestBody"]["content"]["application/json"]
-    assert plan["schema"]["type"] == "object"
-    parameters = {p["name"] for p in paths["/v1/meter-readings"]["post"]["parameters"]}
-    assert parameters == {"authorization", "idempotency-key"}
+    plan = paths["/v1/plans/{plan_id}"]["put"]["requestBody"]["content"]
+    # The plan file's fields, its id the path's when left out; TOML the same document.
+    assert plan["application/json"]["schema"]["required"] == [
+        "region",
+        "daily_supply_charge",
+        "time_of_use",
+    ]
+    assert plan["application/toml"] == plan["application/json"]
+    (parameter,) = paths["/v1/meter-readings"]["post"]["parameters"]
+    assert (parameter["name"], parameter["in"], parameter["required"]) == (
+        "Idempotency-Key",
+        "header",
+        True,
+    )
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """The routes that read their requests themselves are described as if they were declared.
 
 ``POST /v1/free-energy/settlements`` (``freehours.api.settle``) and the routes with a body read
-their headers and bodies by hand, and write their OpenAPI description by hand; the settlement
+their keys and bodies by hand, and write their OpenAPI description by hand; the settlement
 route builds its answer by hand too. Each is compared here with what FastAPI makes of the same
 route declared, so that the two cannot drift apart.
 """
@@ -11,11 +11,13 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from typing import Annotated, Any
+from typing import Any
 
 import pytest
-from fastapi import FastAPI, Header
+from fastapi import FastAPI
 
+from freehours.api.auth import requires
+from freehours.api.keys import Scope
 from freehours.api.models import CustomerIn, MeterReadingsIn, NmiPath, QuotaOut, SettlementIn
 from freehours.api.settle import quota_body
 from freehours.domain.settlement import QuotaStatus, new_quota
@@ -26,10 +28,8 @@ def declared() -> dict[str, Any]:
     """The OpenAPI document of the hand-read routes, declared the ordinary way."""
     app = FastAPI()
 
-    @app.post("/v1/free-energy/settlements")
-    async def post_settlement(
-        body: SettlementIn, authorization: Annotated[str | None, Header()] = None
-    ) -> None:
+    @app.post("/v1/free-energy/settlements", dependencies=[requires(Scope.SETTLE)])
+    async def post_settlement(body: SettlementIn) -> None:
         raise NotImplementedError
 
     @app.put("/v1/customers/{nmi}")
@@ -73,18 +73,16 @@ def test_a_hand_read_body_is_described_as_its_declared_model(
     assert served["requestBody"] == resolved(reference["requestBody"], schemas)
 
 
-def test_the_settlement_route_describes_the_header_it_reads_as_a_declared_one(api: Api) -> None:
-    served = api.client.get("/openapi.json").json()["paths"]["/v1/free-energy/settlements"]
-    reference = declared()["paths"]["/v1/free-energy/settlements"]["post"]
-
-    def described(parameter: dict[str, Any]) -> tuple[str, str, bool, set[str]]:
-        schema = parameter["schema"]
-        kinds = {option["type"] for option in schema.get("anyOf", [schema])} - {"null"}
-        return parameter["name"], parameter["in"], parameter["required"], kinds
-
-    assert [described(p) for p in served["post"]["parameters"]] == [
-        described(p) for p in reference["parameters"]
-    ]
+def test_the_settlement_route_describes_the_access_it_checks_as_a_declared_one(api: Api) -> None:
+    document = api.client.get("/openapi.json").json()
+    served = document["paths"]["/v1/free-energy/settlements"]["post"]
+    reference_document = declared()
+    reference = reference_document["paths"]["/v1/free-energy/settlements"]["post"]
+    assert served["security"] == reference["security"] == [{"bearer": ["settle"]}]
+    assert "parameters" not in served  # the key is the security scheme's, not a header's
+    assert "parameters" not in reference
+    schemes = reference_document["components"]["securitySchemes"]
+    assert document["components"]["securitySchemes"] == schemes
 
 
 @pytest.mark.parametrize("status", list(QuotaStatus))

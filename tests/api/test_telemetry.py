@@ -183,3 +183,29 @@ def test_jobs_waiting_with_no_worker_are_stuck_on_the_apis_own_metrics(api: Api)
         assert api.client.post("/v1/meter-readings", json=body, headers=headers).status_code == 200
     api.clock.advance(21)  # due for over 20 s
     assert scrape(api).value("freehours_jobs_stuck") == 2
+
+
+def test_the_documentation_is_counted_under_its_own_routes_not_unmatched(api: Api) -> None:
+    before = scrape(api)
+    paths = {
+        "/openapi.json": "/openapi.json",
+        "/docs": "/docs",
+        "/redoc": "/redoc",
+        "/docs/static/swagger-ui.css": "/docs/static",
+        "/docs/static/redoc.standalone.js": "/docs/static",
+    }
+    for path in paths:
+        assert api.client.get(path).status_code == 200, path
+    assert api.client.get("/docs/static/nothing.js").status_code == 404
+    after = scrape(api)
+
+    def moved(route: str, status: str = "200") -> float:
+        labels = {"method": "GET", "route": route, "status": status}
+        name = "freehours_http_requests_total"
+        return after.count(name, **labels) - before.count(name, **labels)
+
+    assert moved("/openapi.json") == 1
+    assert moved("/docs") == moved("/redoc") == 1
+    assert moved("/docs/static") == 2
+    assert moved("/docs/static", "404") == 1  # an asset it does not have: still its route
+    assert moved("unmatched") == moved("unmatched", "404") == 0

@@ -8,7 +8,8 @@ from fastapi.responses import JSONResponse
 
 from freehours.api.auth import requires
 from freehours.api.keys import Scope
-from freehours.api.models import NmiPath
+from freehours.api.models import BillOut, NmiPath
+from freehours.api.openapi import problem
 from freehours.api.problems import Problem, range_problem
 from freehours.api.services import AppServices
 from freehours.domain import reads as rules
@@ -20,7 +21,20 @@ from freehours.settlement import NoQuotas
 router = APIRouter(tags=["billing"], dependencies=[requires(Scope.READ)])
 
 
-@router.get("/v1/customers/{nmi}/bill")
+@router.get(
+    "/v1/customers/{nmi}/bill",
+    response_model=BillOut,
+    response_description="The bill of those days.",
+    openapi_extra={
+        "responses": {
+            "404": problem(
+                "No bill for this NMI: no customer, or a plan that no longer parses or has no"
+                " free window (`detail` says which): `/problems/customer-not-found`."
+            ),
+            "422": {"description": "So is a period whose from is after its to, or over 367 days."},
+        }
+    },
+)
 def get_bill(
     nmi: NmiPath,
     services: AppServices,

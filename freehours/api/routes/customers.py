@@ -7,6 +7,7 @@ from freehours.api.auth import requires
 from freehours.api.bodies import body_operation, bounded_body, parse_body
 from freehours.api.keys import Scope
 from freehours.api.models import CustomerIn, CustomerOut, NmiPath
+from freehours.api.openapi import TOO_LARGE, link, merged
 from freehours.api.problems import Problem
 from freehours.api.services import AppServices, Services
 from freehours.observability.logging import bind_fields
@@ -16,7 +17,40 @@ router = APIRouter(tags=["catalogue"], dependencies=[requires(Scope.ADMIN)])
 
 
 @router.put(
-    "/v1/customers/{nmi}", response_model=CustomerOut, openapi_extra=body_operation(CustomerIn)
+    "/v1/customers/{nmi}",
+    response_model=CustomerOut,
+    response_description="The customer as stored.",
+    openapi_extra=merged(
+        body_operation(CustomerIn),
+        {
+            "responses": {
+                "200": {
+                    "links": {
+                        "readings": link(
+                            "post_readings",
+                            "Send the customer's meter reads.",
+                            body={"nmi": "$response.body#/nmi"},
+                        ),
+                        "settlement": link(
+                            "post_settlement",
+                            "Settle a day of the customer's.",
+                            body={"nmi": "$response.body#/nmi"},
+                        ),
+                        "bill": link(
+                            "get_bill",
+                            "The customer's bill.",
+                            parameters={"path.nmi": "$response.body#/nmi"},
+                        ),
+                    }
+                },
+                "413": TOO_LARGE,
+                "422": {
+                    "description": "A plan_id neither stored nor built in:"
+                    " `/problems/unknown-plan`."
+                },
+            }
+        },
+    ),
 )
 async def put_customer(request: Request, nmi: NmiPath, services: AppServices) -> CustomerOut:
     """Create or update a customer: the plan they are on and their region. A built-in plan

@@ -13,14 +13,15 @@ from datetime import timedelta
 from typing import Annotated, Any, TypeVar
 
 import anyio
-from fastapi import APIRouter, Header, Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from freehours.api.auth import requires
 from freehours.api.bodies import body_operation, bounded_body, parse_body
 from freehours.api.keys import ApiKey, Scope
-from freehours.api.models import IngestCountsOut, MeterReadingsIn, check_read_date
-from freehours.api.once import check_idempotency_key, run_once
+from freehours.api.models import IngestCountsOut, MeterReadingsIn, Nem12CountsOut, check_read_date
+from freehours.api.once import IDEMPOTENT, IdempotencyKey, check_idempotency_key, run_once
+from freehours.api.openapi import link, merged, problem
 from freehours.api.problems import Problem, client_gone
 from freehours.api.services import AppServices, Services
 from freehours.domain.reads import IntervalDay, IntervalRead
@@ -48,13 +49,34 @@ IngestKey = Annotated[ApiKey, requires(Scope.INGEST)]
 @router.post(
     "/v1/meter-readings",
     response_model=IngestCountsOut,
-    openapi_extra=body_operation(MeterReadingsIn),
+    response_description="What the batch did to the stored reads (a replay: the first answer).",
+    openapi_extra=merged(
+        body_operation(MeterReadingsIn),
+        IDEMPOTENT,
+        {
+            "responses": {
+                "200": {
+                    "links": {
+                        "settlement": link(
+                            "post_settlement",
+                            "Settle a day of the NMI's.",
+                            body={"nmi": "$request.body#/nmi"},
+                        )
+                    }
+                },
+                "413": problem(
+                    "The body is over its limit, or holds more reads than a batch may"
+                    " (FREEHOURS_MAX_BATCH_READS; docs/security.md): `/problems/payload-too-large`."
+                ),
+            }
+        },
+    ),
 )
 async def post_readings(
     request: Request,
     key: IngestKey,
     services: AppServices,
-    idempotency_key: Annotated[str | None, Header()] = None,
+    idempotency_key: IdempotencyKey = None,
 ) -> Response:
     """Ingest interval reads; never stored twice for one Idempotency-Key."""
     settings = services.settings
@@ -117,21 +139,61 @@ def _ingest_reads(
 
 @router.post(
     "/v1/meter-readings/nem12",
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {
-                "text/csv": {"schema": {"type": "string"}},
-                "application/zip": {"schema": {"type": "string", "format": "binary"}},
+    response_model=Nem12CountsOut,
+    response_description="What the file did to the stored meter data (a replay: the first answer).",
+    openapi_extra=merged(
+        {
+            "parameters": [
+                {
+                    "name": "X-Filename",
+                    "in": "header",
+                    "required": False,
+                    "description": "The file's name, for answers and logs (default upload.csv):"
+                    f" at most {FILENAME_MAX_LENGTH} characters, no control characters.",
+                    "schema": {"type": "string", "maxLength": FILENAME_MAX_LENGTH},
+                }
+            ],
+            "requestBody": {
+                "required": True,
+                "description": "The NEM12 file as it is: CSV, or a zip or gzip of it (told apart"
+                " by their bytes, whatever the Content-Type).",
+                "content": {
+                    "text/csv": {"schema": {"type": "string"}},
+                    "application/zip": {"schema": {"type": "string", "format": "binary"}},
+                    "application/gzip": {"schema": {"type": "string", "format": "binary"}},
+                },
             },
-        }
-    },
+            "responses": {
+                "400": problem(
+                    "X-Filename is too long, empty, or holds control characters:"
+                    " `/problems/bad-request`."
+                ),
+                "413": problem(
+                    "The file is over FREEHOURS_MAX_UPLOAD_BYTES, or its decompressed bytes, zip"
+                    " entries or lines are over their limits (docs/security.md):"
+                    " `/problems/payload-too-large`."
+                ),
+                "422": {
+                    "description": "An empty body is a `/problems/validation-error`; a file with"
+                    " a bad record is a `/problems/invalid-input` naming the file and line, and"
+                    " nothing of it is stored."
+                },
+                "503": problem(
+                    "This process reads as many uploads as it may at once"
+                    " (FREEHOURS_UPLOAD_CONCURRENCY; `/problems/busy`), or the database is"
+                    " unavailable (`/problems/database-unavailable`).",
+                    "Retry-After",
+                ),
+            },
+        },
+        IDEMPOTENT,
+    ),
 )
 async def post_nem12(
     request: Request,
     key: IngestKey,
     services: AppServices,
-    idempotency_key: Annotated[str | None, Header()] = None,
+    idempotency_key: IdempotencyKey = None,
 ) -> Response:
     """Ingest a NEM12 file (CSV, zip or gzip): all of it, or, on one bad line, none of it."""
     name = _filename(request.headers.get("x-filename"))

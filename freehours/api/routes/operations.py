@@ -11,6 +11,8 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from freehours.api.auth import requires
 from freehours.api.keys import Scope
+from freehours.api.models import HealthOut, ReadinessOut
+from freehours.api.openapi import header_refs
 from freehours.api.problems import UNAVAILABLE_RETRY_AFTER_SECONDS
 from freehours.api.services import AppServices
 from freehours.observability.exposition import CONTENT_TYPE, render_metrics
@@ -24,13 +26,24 @@ READY_TIMEOUT_SECONDS = 2.0
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/healthz")
+@router.get("/healthz", response_model=HealthOut, response_description="The process answers.")
 def healthz() -> dict[str, str]:
     """Liveness: the process answers."""
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get(
+    "/readyz",
+    response_model=ReadinessOut,
+    response_description="Ready: the database answers (`status` says whether Redis does).",
+    responses={
+        503: {
+            "model": ReadinessOut,
+            "description": "Not ready: the database does not answer (`database` says how).",
+            "headers": header_refs("Retry-After"),
+        }
+    },
+)
 async def readyz(services: AppServices) -> JSONResponse:
     """Readiness: the database answers (else 503), and whether Redis does. Within
     ``READY_TIMEOUT_SECONDS`` whatever the database does; the answer names what failed in
@@ -54,6 +67,12 @@ async def readyz(services: AppServices) -> JSONResponse:
     "/metrics",
     response_class=PlainTextResponse,
     dependencies=[requires(Scope.READ, open_on_loopback=True)],
+    responses={
+        200: {
+            "description": "The Prometheus text exposition of this process's metrics"
+            " (of every process, with PROMETHEUS_MULTIPROC_DIR)."
+        }
+    },
 )
 async def metrics(services: AppServices) -> Response:
     """Prometheus metrics: open on loopback, elsewhere a ``read`` key. With the gauges counted

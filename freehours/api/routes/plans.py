@@ -8,12 +8,18 @@ from fastapi.concurrency import run_in_threadpool
 from freehours.api.auth import requires
 from freehours.api.bodies import body_operation, bounded_body, parse_body
 from freehours.api.keys import Scope
-from freehours.api.models import PLAN_DOCUMENT
+from freehours.api.models import PLAN_DOCUMENT, plan_body_schema
+from freehours.api.openapi import TOO_LARGE, link, merged
 from freehours.api.problems import Problem
 from freehours.api.services import AppServices, Services
 from freehours.errors import InputError, PlanError
 from freehours.plans import toml_document
-from freehours.plans.document import PLAN_ID_MAX_LENGTH, PLAN_ID_PATTERN, parse_plan
+from freehours.plans.document import (
+    PLAN_ID_MAX_LENGTH,
+    PLAN_ID_PATTERN,
+    PlanDocument,
+    parse_plan,
+)
 
 router = APIRouter(tags=["catalogue"], dependencies=[requires(Scope.ADMIN)])
 
@@ -22,7 +28,37 @@ router = APIRouter(tags=["catalogue"], dependencies=[requires(Scope.ADMIN)])
 TOML = "application/toml"
 
 
-@router.put("/v1/plans/{plan_id}", openapi_extra=body_operation(PLAN_DOCUMENT, also=(TOML,)))
+@router.put(
+    "/v1/plans/{plan_id}",
+    response_model=None,
+    responses={
+        200: {
+            "model": PlanDocument,
+            "description": "The plan as stored, its id included.",
+            "links": {
+                "customer": link(
+                    "put_customer",
+                    "Put a customer on this plan.",
+                    body={"plan_id": "$response.body#/id", "region": "$response.body#/region"},
+                )
+            },
+        }
+    },
+    openapi_extra=merged(
+        body_operation(plan_body_schema(), also=(TOML,)),
+        {
+            "responses": {
+                "413": TOO_LARGE,
+                "422": {
+                    "description": "A TOML body that is not TOML or not UTF-8, or an id that is"
+                    " not the path's, is a `/problems/validation-error` too; a plan that its"
+                    " validation refuses is a `/problems/invalid-plan`, every problem named in"
+                    " `detail`."
+                },
+            }
+        },
+    ),
+)
 async def put_plan(
     request: Request,
     plan_id: Annotated[

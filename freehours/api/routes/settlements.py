@@ -10,6 +10,7 @@ from freehours.api import settle
 from freehours.api.auth import requires
 from freehours.api.keys import Scope
 from freehours.api.models import NmiPath, QuotaOut
+from freehours.api.openapi import problem
 from freehours.api.problems import Problem
 from freehours.api.services import AppServices
 from freehours.observability.logging import bind_fields
@@ -21,6 +22,8 @@ router.add_api_route(
     settle.post_settlement,
     methods=["POST"],
     dependencies=[requires(Scope.SETTLE)],
+    response_model=QuotaOut,
+    responses=settle.RESPONSES,
     openapi_extra=settle.OPENAPI,
     route_class_override=settle.ReadsItself,
 )
@@ -29,7 +32,11 @@ router.add_api_route(
 @router.get(
     "/v1/free-energy/settlements/{nmi}/{day}",
     response_model=QuotaOut,
+    response_description="The quota's newest version.",
     dependencies=[requires(Scope.READ)],
+    openapi_extra={
+        "responses": {"404": problem("No quota for this NMI and day: `/problems/quota-not-found`.")}
+    },
 )
 def get_settlement(nmi: NmiPath, day: date, services: AppServices) -> JSONResponse:
     """The quota's current state (its newest version)."""
