@@ -1,5 +1,5 @@
 """Every link of README.md and docs/*.md resolves inside the repository: to a file or folder
-that is there, and, for ``#anchor``, to a heading of that page."""
+that is there, and, for ``#anchor``, to a heading of that page (or an ``<a id>`` in it)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ DEFINITION = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$", re.M)
 FENCE = re.compile(r"^(```|~~~).*?^\1", re.M | re.S)
 CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)
 HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$", re.M)
+#: An anchor written as HTML, ``<a id="name"></a>``, which GitHub keeps.
+HTML_ANCHOR = re.compile(r"<a\s+(?:id|name)=\"([^\"]+)\"", re.I)
 EXTERNAL = ("http://", "https://", "mailto:")
 
 
@@ -27,8 +29,10 @@ def prose(text: str) -> str:
 
 def anchors(page: Path) -> set[str]:
     """The anchors GitHub gives a page's headings: lower case, punctuation but ``-`` and ``_``
-    dropped, spaces as hyphens; a repeated one numbered ``-1``, ``-2``, ..."""
-    found: set[str] = set()
+    dropped, spaces as hyphens; a repeated one numbered ``-1``, ``-2``, ...; and the ``<a id>``
+    written in its prose."""
+    text = prose(page.read_text(encoding="utf-8"))
+    found: set[str] = set(HTML_ANCHOR.findall(text))
     for heading in HEADING.findall(FENCE.sub("", page.read_text(encoding="utf-8"))):
         text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "")
         slug = re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
@@ -74,8 +78,8 @@ def test_the_checker_finds_what_is_broken(tmp_path: Path) -> None:
     (root / "docs" / "design.md").write_text("## 4. Command line (contract)\n", encoding="utf-8")
     page = root / "docs" / "page.md"
     page.write_text(
-        "# A page\n\n## Its part (one)\n\n## Its part (one)\n\n"
-        "[ok](#its-part-one) [ok](#its-part-one-1) [ok](design.md#4-command-line-contract)"
+        "# A page\n\n## Its part (one)\n\n## Its part (one)\n\n<a id=\"here\"></a>\n\n"
+        "[ok](#its-part-one) [ok](#its-part-one-1) [ok](#here) [ok](design.md#4-command-line-contract)"
         " [ok](../README.md) [ok](<design.md>)\n"
         "[gone](nope.md) [out](../../shared/DESIGN.md) [anchor](#no-such) "
         "[far](design.md#no-such) [web](https://example.org/x)\n"
@@ -93,5 +97,6 @@ def test_the_checker_finds_what_is_broken(tmp_path: Path) -> None:
 
 def test_the_readme_links_the_contract_pages() -> None:
     readme = set(links(ROOT / "README.md"))
-    for page in ("docs/design.md", "docs/cli.md", "docs/plan.md", "docs/bill.md"):
+    pages = ("design.md", "api.md", "cli.md", "plan.md", "bill.md", "incident.md", "deployment.md")
+    for page in (f"docs/{name}" for name in pages):
         assert page in readme or any(link.startswith(f"{page}#") for link in readme), page
