@@ -169,7 +169,10 @@ class Settings(BaseSettings):
     max_json_body_bytes: int = Field(
         default=1024 * 1024,
         ge=1,
-        description="Largest body of PUT /v1/plans and /v1/customers in bytes (413 past it)",
+        description=(
+            "Largest body of PUT /v1/plans, PUT /v1/customers and POST"
+            " /v1/free-energy/settlements in bytes (413 past it)"
+        ),
     )
     nem12_max_bytes: int = Field(
         default=2 * 1024**3,

@@ -19,9 +19,9 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
 from freehours.api.auth import Requires
-from freehours.api.bodies import body_operation, parse_body
+from freehours.api.bodies import body_operation, bounded_body, parse_body
 from freehours.api.models import QuotaOut, SettlementIn, check_read_date
-from freehours.api.openapi import header_refs, link, merged
+from freehours.api.openapi import TOO_LARGE, header_refs, link, merged
 from freehours.api.services import services_of
 from freehours.domain.settlement import Quota
 from freehours.observability.logging import bind_fields
@@ -89,6 +89,7 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
         "headers": header_refs("Retry-After"),
         "links": _QUOTA_LINKS,
     },
+    413: TOO_LARGE,
     422: {"model": QuotaOut},
 }
 
@@ -111,7 +112,10 @@ OPENAPI = merged(
 async def post_settlement(request: Request) -> JSONResponse:
     """Settle one day's quota exactly once; every answer says to stop, or when to retry."""
     services = services_of(request)
-    body = parse_body(SettlementIn, await request.body())
+    raw = await bounded_body(
+        request, services.settings.max_json_body_bytes, title="Body too large", required=None
+    )
+    body = parse_body(SettlementIn, raw)
     bind_fields(nmi=body.nmi, date=body.date.isoformat())
     check_read_date(body.date, services.nem_today(), "date")
     await services.limits.check_nmi(body.nmi)

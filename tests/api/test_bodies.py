@@ -4,6 +4,8 @@ description; NEM12 upload slots (503) and X-Filename."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from tests.api.conftest import PLAN, Api
@@ -12,7 +14,10 @@ JSON_ROUTES = [
     ("PUT", "/v1/plans/test-nsw", "admin"),
     ("PUT", "/v1/customers/4102000001", "admin"),
     ("POST", "/v1/meter-readings", "ingest"),
+    ("POST", "/v1/free-energy/settlements", "settle"),
 ]
+#: The routes whose body is bounded by FREEHOURS_MAX_JSON_BODY_BYTES.
+SMALL_BODY_ROUTES = [route for route in JSON_ROUTES if route[1] != "/v1/meter-readings"]
 
 
 def send(api: Api, method: str, path: str, scope: str, content: bytes) -> dict[str, object]:
@@ -37,12 +42,28 @@ def test_a_body_that_is_not_json_is_422(api: Api, method: str, path: str, scope:
     assert answer["type"] == "/problems/validation-error"
 
 
-@pytest.mark.parametrize(("method", "path"), [(m, p) for m, p, _ in JSON_ROUTES[:2]])
-def test_a_catalogue_body_over_its_limit_is_413(api: Api, method: str, path: str) -> None:
+@pytest.mark.parametrize(("method", "path", "scope"), SMALL_BODY_ROUTES)
+def test_a_small_body_over_its_limit_is_413(api: Api, method: str, path: str, scope: str) -> None:
     # The fixture's default FREEHOURS_MAX_JSON_BODY_BYTES: 1 MiB.
-    answer = send(api, method, path, "admin", b" " * (1024 * 1024 + 1))
+    answer = send(api, method, path, scope, b" " * (1024 * 1024 + 1))
     assert answer["status"] == 413
     assert answer["detail"] == "body: over 1048576 bytes"
+
+
+@pytest.mark.parametrize(("method", "path", "scope"), SMALL_BODY_ROUTES)
+def test_a_small_body_of_no_declared_length_is_refused_once_past_its_limit(
+    api: Api, method: str, path: str, scope: str
+) -> None:
+    # Sent chunked, with no Content-Length to refuse it by: 4 MiB of JSON whitespace, which a
+    # body read whole would take in (and then answer 422).
+    def chunks() -> Iterator[bytes]:
+        for _ in range(64):
+            yield b" " * 65536
+
+    headers = {**api.auth(scope), "Idempotency-Key": "b1", "Content-Type": "application/json"}
+    response = api.client.request(method, path, content=chunks(), headers=headers)
+    assert response.status_code == 413
+    assert response.json()["detail"] == "body: over 1048576 bytes"
 
 
 def test_a_batch_over_its_byte_limit_is_413_before_it_is_parsed(api: Api) -> None:
