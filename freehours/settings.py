@@ -6,13 +6,17 @@ from datetime import timedelta
 from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from freehours import defaults
+from freehours.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from freehours.meterdata.nem12 import ReadLimits
+
+#: The schemes of the URLs redis-py opens.
+REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 #: Hours in a ``timedelta``: the ``*_hours`` settings are read in them.
 _HOUR = timedelta(hours=1)
@@ -31,6 +35,17 @@ class Settings(BaseSettings):
         default=None,
         description="Redis for the quota cache, rate limits, breaker state; unset: in-process",
     )
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, url: str | None) -> str | None:
+        """A Redis URL redis-py can open (its own check comes only at the first connection)."""
+        if url is not None and url.partition("://")[0] not in REDIS_SCHEMES:
+            raise ValueError(
+                f"not a Redis URL: its scheme must be one of {', '.join(REDIS_SCHEMES)}"
+            )
+        return url
+
     redis_prefix: str = Field(
         default=defaults.REDIS_PREFIX,
         description="Prefix of every Redis key, so deployments can share one",
@@ -291,5 +306,20 @@ class Settings(BaseSettings):
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """The process's settings, read from the environment once."""
-    return Settings()
+    """The process's settings, read from the environment once; a value that is not one is a
+    ``ConfigurationError`` naming its variable."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise ConfigurationError(settings_problems(exc, "FREEHOURS_")) from None
+
+
+def settings_problems(error: ValidationError, prefix: str) -> str:
+    """What is wrong with settings read from ``prefix``-ed variables, one variable a line:
+    ``FREEHOURS_WORKER_CONCURRENCY='abc': Input should be a valid integer``."""
+    lines = []
+    for problem in error.errors(include_url=False):
+        name = f"{prefix}{str(problem['loc'][0]).upper()}" if problem["loc"] else prefix + "*"
+        message = problem["msg"].removeprefix("Value error, ")
+        lines.append(f"{name}={problem['input']!r}: {message}")
+    return "settings: " + "; ".join(lines)

@@ -78,8 +78,9 @@ def test_the_checker_finds_what_is_broken(tmp_path: Path) -> None:
     (root / "docs" / "design.md").write_text("## 4. Command line (contract)\n", encoding="utf-8")
     page = root / "docs" / "page.md"
     page.write_text(
-        "# A page\n\n## Its part (one)\n\n## Its part (one)\n\n<a id=\"here\"></a>\n\n"
-        "[ok](#its-part-one) [ok](#its-part-one-1) [ok](#here) [ok](design.md#4-command-line-contract)"
+        '# A page\n\n## Its part (one)\n\n## Its part (one)\n\n<a id="here"></a>\n\n'
+        "[ok](#its-part-one) [ok](#its-part-one-1) [ok](#here)"
+        " [ok](design.md#4-command-line-contract)"
         " [ok](../README.md) [ok](<design.md>)\n"
         "[gone](nope.md) [out](../../shared/DESIGN.md) [anchor](#no-such) "
         "[far](design.md#no-such) [web](https://example.org/x)\n"

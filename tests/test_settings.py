@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from freehours.clock import ManualClock
+from freehours.errors import ConfigurationError
 from freehours.jobs.retry import RetryPolicy
 from freehours.jobs.worker import WorkerConfig
 from freehours.runtime import retry_policy, settlement_policy, worker_config
-from freehours.settings import Settings
+from freehours.settings import Settings, get_settings
 from freehours.settlement import SettlementPolicy
+from tests.support import run_command
 
 
 def test_the_default_settings_make_the_default_policies(clean_env: pytest.MonkeyPatch) -> None:
@@ -80,3 +83,49 @@ def test_the_documented_defaults_hold(clean_env: pytest.MonkeyPatch) -> None:
         settings.job_retention_hours,
     ) == (4, 30, 1, 1, 600, 168)
     assert (settings.max_upload_bytes, settings.redis_prefix) == (100 * 1024 * 1024, "freehours:")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        (
+            "FREEHOURS_WORKER_CONCURRENCY",
+            "abc",
+            "FREEHOURS_WORKER_CONCURRENCY='abc': Input should be a valid integer",
+        ),
+        (
+            "FREEHOURS_REDIS_URL",
+            "localhost:6379",
+            "FREEHOURS_REDIS_URL='localhost:6379': not a Redis URL: its scheme must be one of"
+            " redis, rediss, unix",
+        ),
+        ("FREEHOURS_LOG_LEVEL", "loud", "FREEHOURS_LOG_LEVEL='loud': Input should be 'debug'"),
+    ],
+)
+def test_a_setting_that_is_not_one_is_an_error_naming_its_variable(
+    clean_env: pytest.MonkeyPatch, variable: str, value: str, message: str
+) -> None:
+    clean_env.setenv(variable, value)
+    get_settings.cache_clear()
+    try:
+        with pytest.raises(ConfigurationError) as raised:
+            get_settings()
+    finally:
+        get_settings.cache_clear()
+    assert str(raised.value).startswith(f"settings: {message}")
+
+
+def test_a_command_given_a_bad_setting_says_which_in_one_line_and_exits_1(
+    clean_env: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clean_env.setenv("FREEHOURS_DATABASE_URL", f"sqlite:///{tmp_path / 'x.db'}")
+    clean_env.setenv("FREEHOURS_REDIS_URL", "nonsense://x")
+    get_settings.cache_clear()
+    try:
+        assert run_command(clean_env, "worker") == 1
+    finally:
+        get_settings.cache_clear()
+    err = capsys.readouterr().err
+    assert err.startswith("error: settings: FREEHOURS_REDIS_URL='nonsense://x': not a Redis URL")
+    assert "Traceback" not in err
+    assert not (tmp_path / "x.db").exists()  # refused before anything was opened

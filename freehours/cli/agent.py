@@ -37,7 +37,7 @@ from freehours.errors import ConfigurationError, InputError
 from freehours.observability.exposition import forget_process, serve_metrics
 from freehours.observability.logging import LEVELS, configure_logging
 from freehours.observability.tracing import configure_tracing
-from freehours.settings import get_settings
+from freehours.settings import get_settings, settings_problems
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -237,7 +237,7 @@ def _agent_settings(ctx: typer.Context) -> AgentSettings:
     try:
         return AgentSettings(**given)
     except ValidationError as exc:
-        raise ConfigurationError(f"the agent's settings (FREEHOURS_AGENT_*): {exc}") from exc
+        raise ConfigurationError(settings_problems(exc, "FREEHOURS_AGENT_")) from None
 
 
 def _given(ctx: typer.Context, name: str) -> bool:
