@@ -122,9 +122,10 @@ class CustomerOut(BaseModel):
     region: Region
 
 
-def check_read_date(day: date, today: date, field: str) -> None:
-    """A 422 naming ``body.{field}`` when no meter can have read ``day`` yet (or before 2000)."""
+def check_read_date(day: date, today: date, field: str, *, where: str = "body") -> None:
+    """A 422 naming ``{where}.{field}`` when no meter can have read ``day`` yet (or before
+    2000)."""
     try:
         rules.check_read_date(day, today, field)
     except rules.RangeError as exc:
-        raise range_problem(f"body.{field}", exc) from None
+        raise range_problem(f"{where}.{field}", exc) from None

@@ -304,6 +304,6 @@ def test_an_unrelated_request_answers_under_twenty_concurrent_bombs(server: Serv
         thread.start()
     for thread in [*attackers, asker]:
         thread.join()
-    assert answers == [404] * 30  # answered every time: no such quota, and never a 5xx
+    assert answers == [200] * 30  # answered every time (ABORTED: no customer), never a 5xx
     assert set(bombs) <= {413, 503}
     assert 413 in bombs
