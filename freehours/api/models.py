@@ -84,9 +84,30 @@ class MeterReadingsIn(BaseModel):
 
 
 class IngestCountsOut(BaseModel):
-    accepted: int
-    superseded: int
-    unchanged: int
+    """What ``POST /v1/meter-readings`` did, in interval reads (one per interval the batch
+    names; the last of one interval counts)."""
+
+    accepted: int = Field(description="reads for an interval that had no value")
+    superseded: int = Field(description="reads that replaced a different value or quality")
+    unchanged: int = Field(description="reads of the value and quality stored already")
+
+
+class Nem12CountsOut(BaseModel):
+    """What ``POST /v1/meter-readings/nem12`` did, in channel-days: one channel's NEM day, a
+    300 row, (NMI, suffix, date), the unit NEM12's revision rule replaces whole. The words
+    differ from the reads' on purpose: ``accepted`` there counts interval reads."""
+
+    file: str = Field(description="the file's name (X-Filename)")
+    intervals: int = Field(description="the interval values of the file's channel-days")
+    channel_days_accepted: int = Field(description="channel-days stored where there were none")
+    channel_days_superseded: int = Field(
+        description="channel-days that replaced an older revision, or one of the same stamp"
+        " with other values"
+    )
+    channel_days_unchanged: int = Field(description="channel-days stored exactly so already")
+    channel_days_stale: int = Field(
+        description="channel-days older than the revision stored, so not stored"
+    )
 
 
 class SettlementIn(BaseModel):

@@ -179,7 +179,7 @@ def test_the_same_file_zipped_once_is_stored(server: Server) -> None:
     stored = server.rows(meter_days)
     response = upload(server, gzipped(nem12_text(nmis=2)), name="good.csv.gz")
     assert response.status_code == 200
-    assert response.json()["accepted"] == 2
+    assert response.json()["channel_days_accepted"] == 2
     assert server.rows(meter_days) == stored + 2
 
 

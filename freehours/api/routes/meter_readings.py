@@ -19,7 +19,7 @@ from fastapi.concurrency import run_in_threadpool
 from freehours.api.auth import requires
 from freehours.api.bodies import body_operation, bounded_body, parse_body
 from freehours.api.keys import ApiKey, Scope
-from freehours.api.models import IngestCountsOut, MeterReadingsIn, check_read_date
+from freehours.api.models import IngestCountsOut, MeterReadingsIn, Nem12CountsOut, check_read_date
 from freehours.api.once import check_idempotency_key, run_once
 from freehours.api.problems import Problem, client_gone
 from freehours.api.services import AppServices, Services
@@ -215,14 +215,16 @@ def _ingest_upload(
         )
         ingested = services.runtime.ingestion.days(unit, days)
         counts = ingested.counts
-        answer = {
-            "file": name,
-            "accepted": counts.accepted,
-            "superseded": counts.superseded,
-            "unchanged": counts.unchanged,
-            "stale": counts.stale,
-        }
-        return 200, answer, ingested
+        # In channel-days, named so: "accepted" alone means interval reads (IngestCountsOut).
+        answer = Nem12CountsOut(
+            file=name,
+            intervals=ingested.values,
+            channel_days_accepted=counts.accepted,
+            channel_days_superseded=counts.superseded,
+            channel_days_unchanged=counts.unchanged,
+            channel_days_stale=counts.stale,
+        )
+        return 200, answer.model_dump(), ingested
 
     return run_once(
         services,
