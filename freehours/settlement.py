@@ -194,9 +194,11 @@ class CustomerPlan:
 @dataclass(frozen=True, slots=True)
 class NoQuotas:
     """Why an NMI has no quotas to settle: no customer, a stored plan that no longer parses, or a
-    plan without a free window."""
+    plan without a free window (whose customer is still billed: ``plan`` and ``profiles``)."""
 
     reason: str
+    plan: Plan | None = None
+    profiles: DayProfiles | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -567,7 +569,7 @@ class Settlements:
                 log.warning("stored_plan_not_valid", plan_id=stored.plan_id, error=str(exc))
                 return NoQuotas(PLAN_NOT_VALID)
             if plan.free_window is None:
-                known = NoQuotas(f"plan {version[0]!r} has no free window")
+                known = NoQuotas(f"plan {version[0]!r} has no free window", plan, DayProfiles(plan))
             else:
                 known = CustomerPlan(plan, DayProfiles(plan), plan.free_window)
             with self._plans_lock:

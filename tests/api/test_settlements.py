@@ -251,6 +251,14 @@ def test_a_plan_without_a_free_window_is_aborted_by_get_and_post_alike(api: Api)
     assert (posted.status_code, looked.status_code) == (422, 200)
     assert posted.json() == looked.json()
     assert looked.json()["reason"] == "plan 'no-window' has no free window"
+    # No quotas, but a bill all the same: every kWh charged at its band.
+    bill = api.client.get(
+        f"/v1/customers/{NMI}/bill",
+        params={"from": "2026-07-01", "to": "2026-07-01"},
+        headers=api.auth("read"),
+    )
+    assert bill.status_code == 200, bill.text
+    assert (bill.json()["plan"], bill.json()["totals"]["free_kwh"]) == ("no-window", "0")
 
 
 def test_a_settled_quota_is_replayed_after_its_plan_loses_its_window(api: Api) -> None:
@@ -396,6 +404,25 @@ def test_the_bill_is_the_same_json_as_the_command_line(api: Api) -> None:
     assert bill["totals"]["free_kwh"] == "2.4"
     assert (bill["subtotal"], bill["gst"], bill["total"]) == ("6.04", "0.60", "6.64")
     assert bill["free_energy_value"] == "0.72"
+
+
+def test_a_bill_day_in_daylight_saving_takes_both_nem_days_that_cover_it(api: Api) -> None:
+    """Local 16 Jan 2026 (AEDT) is NEM 15 Jan 23:00 to NEM 16 Jan 23:00: the bill reads both NEM
+    days, so none of its 48 intervals is left out or missing."""
+    set_up(api, with_data=False)
+    rows = [
+        IntervalDay(NMI, "E1", date(2026, 1, d), 30, (Decimal("1.000"),) * 48, "A" * 48, None)
+        for d in (15, 16)
+    ]
+    with api.services.store.write() as unit:
+        unit.meter.ingest_days(rows, received_at=api.clock.now())
+    response = api.client.get(
+        f"/v1/customers/{NMI}/bill",
+        params={"from": "2026-01-16", "to": "2026-01-16"},
+        headers=api.auth("read"),
+    )
+    (day,) = response.json()["days"]
+    assert (day["consumption_kwh"], day["missing_intervals"]) == ("48", 0)
 
 
 def test_a_bill_for_an_nmi_without_a_customer_is_404(api: Api) -> None:
