@@ -88,7 +88,8 @@ class Outcome(StrEnum):
     LOCKED = "locked"  # another holder's live lock: 409 LOCKED, Retry-After
     NOT_DUE = "not_due"  # window open or data incomplete: 409 PENDING, Retry-After
     RETRY = "retry"  # this attempt failed and was released: 409 PENDING, Retry-After
-    ABORTED = "aborted"  # can never be settled: 422 ABORTED, do not retry
+    ABORTED = "aborted"  # attempts ran out (stored), or no quota can exist while the NMI has no
+    # customer or its plan no free window (not stored): 422 ABORTED, do not retry
 
 
 #: The public ``reason`` of a quota whose settlement attempt failed: fixed, because a reason is
