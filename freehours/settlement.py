@@ -88,7 +88,8 @@ class Outcome(StrEnum):
     LOCKED = "locked"  # another holder's live lock: 409 LOCKED, Retry-After
     NOT_DUE = "not_due"  # window open or data incomplete: 409 PENDING, Retry-After
     RETRY = "retry"  # this attempt failed and was released: 409 PENDING, Retry-After
-    ABORTED = "aborted"  # can never be settled: 422 ABORTED, do not retry
+    ABORTED = "aborted"  # attempts ran out (stored), or no quota can exist while the NMI has no
+    # customer or its plan no free window (not stored): 422 ABORTED, do not retry
 
 
 #: The public ``reason`` of a quota whose settlement attempt failed: fixed, because a reason is
@@ -98,6 +99,18 @@ ATTEMPT_FAILED = "the settlement attempt failed (the server logged why)"
 #: The reason of a quota whose customer's stored plan no longer parses (stored before a rule
 #: that refuses it): PUT the plan again.
 PLAN_NOT_VALID = "the customer's stored plan is not valid: store the plan again"
+#: The reason of a quota COMPLETED at the data deadline with part of its window's data missing:
+#: the missing intervals count as nothing.
+INCOMPLETE_AT_DEADLINE = (
+    "settled at the data deadline with the window's meter data incomplete: missing intervals"
+    " count as nothing; data that arrives later settles the next version"
+)
+#: The reason of a quota COMPLETED at the data deadline without any consumption data for its
+#: day: 0 kWh.
+NO_DATA_AT_DEADLINE = (
+    "settled at the data deadline without meter data for the day: 0 kWh; data that arrives"
+    " later settles the next version"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +118,16 @@ class Answer:
     """The outcome, the quota as it stands, and how long to wait before asking again."""
 
     outcome: Outcome
+    quota: Quota
+    retry_after: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaView:
+    """A quota as a settlement request would find it now, without settling it (``view``):
+    ``retry_after`` is the seconds until a request could settle it (at least 1), None when one
+    could now, or never (a terminal state)."""
+
     quota: Quota
     retry_after: int | None = None
 
@@ -172,9 +195,11 @@ class CustomerPlan:
 @dataclass(frozen=True, slots=True)
 class NoQuotas:
     """Why an NMI has no quotas to settle: no customer, a stored plan that no longer parses, or a
-    plan without a free window."""
+    plan without a free window (whose customer is still billed: ``plan`` and ``profiles``)."""
 
     reason: str
+    plan: Plan | None = None
+    profiles: DayProfiles | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +299,49 @@ class Settlements:
         with self.store.read() as unit:
             return unit.quotas.latest(nmi, day)
 
+    def view(self, nmi: str, day: date) -> QuotaView:
+        """The quota of ``nmi`` on ``day`` as a settlement request would find it now, read
+        only: nothing is settled, stored or cached (``GET /v1/free-energy/settlements``).
+
+        - A terminal version stored: it, as ``settle`` replays it.
+        - No customer, or a plan without a free window: ABORTED with the reason, not stored
+          (``settle`` answers the same while that is so).
+        - A live lock: LOCKED, with the seconds left on it.
+        - Otherwise PENDING, stored or not yet (version 1, no attempts), with the seconds until
+          it can settle (its window's end plus the grace; while its window's data is incomplete,
+          the next data poll until the data deadline); a PENDING without a reason of its own
+          says when it is due.
+        """
+        now = self.clock.now()
+        with self.store.read() as unit:
+            stored = unit.quotas.latest(nmi, day)
+            if stored is not None and stored.status.is_terminal:
+                return QuotaView(stored)
+            customer = self.customer_plan(unit, nmi)
+            if isinstance(customer, NoQuotas):
+                return QuotaView(_unsettleable(nmi, day, customer.reason))
+            if stored is not None and stored.status is QuotaStatus.LOCKED:
+                live = stored.is_locked_at(now)
+                return QuotaView(stored, stored.lock_seconds_left(now) if live else None)
+            wait = self._wait(customer, day, now, data_complete=True)
+            waiting_for_data = False
+            if wait is None:
+                plan = customer.plan
+                days = unit.meter.days_for(nmi, plan.nem_dates(day))
+                start, end = customer.window.bounds(day, plan.zone)
+                if not window_complete(plan, days, start, end):
+                    wait = self._wait(customer, day, now, data_complete=False)
+                    waiting_for_data = wait is not None
+        quota = stored or new_quota(nmi, day)
+        if quota.reason is None:
+            reason = (
+                self._waiting_reason(customer, day)
+                if waiting_for_data
+                else self._due_reason(customer, day, now)
+            )
+            quota = replace(quota, reason=reason)
+        return QuotaView(quota, wait)
+
     # --- A: claim -------------------------------------------------------------------------
 
     def _claim(self, nmi: str, day: date, cached: Quota | None) -> Answer:
@@ -285,7 +353,12 @@ class Settlements:
             with self.store.autocommit() as unit:
                 customer = self.customer_plan(unit, nmi)
                 if isinstance(customer, NoQuotas):
-                    return Answer(Outcome.ABORTED, _unsettleable(nmi, day, customer.reason, now))
+                    # A version settled before the customer's plan lost its window is still
+                    # what it was: replayed. Otherwise ABORTED, not stored: see _unsettleable.
+                    stored = unit.quotas.latest(nmi, day)
+                    if stored is not None and stored.status.is_terminal:
+                        return self._terminal(stored, replay=True)
+                    return Answer(Outcome.ABORTED, _unsettleable(nmi, day, customer.reason))
                 # Whether the window has ended is known here; whether its data is complete is
                 # checked by the holder, which reads the data anyway (B).
                 wait = self._wait(customer, day, now, data_complete=True)
@@ -308,7 +381,9 @@ class Settlements:
                         return Answer(Outcome.LOCKED, decision.quota, decision.retry_after)
                     if wait is not None:
                         # Not due: nothing is taken over or aborted; the quota is answered as
-                        # it stands.
+                        # it stands, saying when it is due unless it has a reason of its own.
+                        if quota.reason is None:
+                            quota = replace(quota, reason=self._due_reason(customer, day, now))
                         return Answer(Outcome.NOT_DUE, quota, wait)
                     unit.quotas.save(decision.quota)
                     if isinstance(decision, Settled):
@@ -344,6 +419,20 @@ class Settlements:
             poll=self.policy.data_poll,
         )
 
+    def _due_reason(self, customer: CustomerPlan, day: date, now: datetime) -> str:
+        """The reason of a PENDING quota that has none of its own: when it is due."""
+        due = customer.window.bounds(day, customer.plan.zone)[1] + self.policy.grace
+        when = due.isoformat()
+        return (
+            f"not settled yet: due at {when}" if now < due else f"not settled yet: due since {when}"
+        )
+
+    def _waiting_reason(self, customer: CustomerPlan, day: date) -> str:
+        """The reason of a due quota whose window's meter data is not all in: until when."""
+        end = customer.window.bounds(day, customer.plan.zone)[1]
+        deadline = (end + self.policy.data_deadline).isoformat()
+        return f"waiting for the window's meter data; settles with what there is at {deadline}"
+
     def _settle_claimed(self, held: Quota, customer: CustomerPlan, claimed_at: float) -> Answer:
         try:
             self.faults.check(FaultPoint.AFTER_CLAIM, held)
@@ -373,16 +462,24 @@ class Settlements:
                 raise StaleFence(quota or held, held.fence)
             days = unit.meter.days_for(held.nmi, plan.nem_dates(held.date))
             start, end = customer.window.bounds(held.date, plan.zone)
+            reason = None
             if not window_complete(plan, days, start, end):
                 wait = self._wait(customer, held.date, self.clock.now(), data_complete=False)
                 if wait is not None:
-                    waiting = postpone(quota, held.fence, "waiting for the window's meter data")
+                    waiting = postpone(quota, held.fence, self._waiting_reason(customer, held.date))
                     unit.quotas.save(waiting)
                     return Answer(Outcome.NOT_DUE, waiting, wait)
+                # The data deadline has passed: settled with what there is, and it says so. Data
+                # that arrives later opens the next version, which books the difference.
+                reason = (
+                    INCOMPLETE_AT_DEADLINE
+                    if any(day.is_energy and plan.is_consumption(day.suffix) for day in days)
+                    else NO_DATA_AT_DEADLINE
+                )
             free_kwh, free_value = free_energy(plan, customer.profiles, days, held.date)
             self.faults.check(FaultPoint.BEFORE_COMPLETE, quota)
             now = self.clock.now()
-            done = complete(quota, held.fence, free_kwh, free_value, now)
+            done = complete(quota, held.fence, free_kwh, free_value, now, reason=reason)
             booked_kwh, booked_amount = unit.quotas.booked_before(held.nmi, held.date, done.version)
             unit.quotas.save_and_book(
                 done,
@@ -473,7 +570,7 @@ class Settlements:
                 log.warning("stored_plan_not_valid", plan_id=stored.plan_id, error=str(exc))
                 return NoQuotas(PLAN_NOT_VALID)
             if plan.free_window is None:
-                known = NoQuotas(f"plan {version[0]!r} has no free window")
+                known = NoQuotas(f"plan {version[0]!r} has no free window", plan, DayProfiles(plan))
             else:
                 known = CustomerPlan(plan, DayProfiles(plan), plan.free_window)
             with self._plans_lock:
@@ -575,7 +672,9 @@ def day_lock(nmi: str, day: date) -> str:
     return f"quota-day:{nmi}:{day.isoformat()}"
 
 
-def _unsettleable(nmi: str, day: date, reason: str, now: datetime) -> Quota:
-    """The ABORTED answer for a quota that cannot exist (no customer, no plan): not stored, so
-    that it settles normally once the customer is set up."""
-    return replace(new_quota(nmi, day), status=QuotaStatus.ABORTED, reason=reason, completed_at=now)
+def _unsettleable(nmi: str, day: date, reason: str) -> Quota:
+    """The ABORTED answer for a quota that cannot exist while its NMI has no customer, or its
+    customer's plan no free window: not stored (version 1, no attempts, never completed, so
+    every request gets the same answer while that is so), so that it settles normally once the
+    customer is put on a plan with a window."""
+    return replace(new_quota(nmi, day), status=QuotaStatus.ABORTED, reason=reason)

@@ -7,6 +7,7 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 import pytest
 import sqlalchemy as sa
@@ -19,9 +20,12 @@ from freehours.clock import ManualClock
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import Quota, QuotaStatus, StaleFence, claim, complete
 from freehours.domain.time import NEM_TIME, Region
+from freehours.ingest import Ingestion
 from freehours.plans.document import parse_plan
 from freehours.settlement import (
     ATTEMPT_FAILED,
+    INCOMPLETE_AT_DEADLINE,
+    NO_DATA_AT_DEADLINE,
     FaultPoint,
     Outcome,
     SettlementPolicy,
@@ -159,17 +163,53 @@ def test_incomplete_window_data_waits_then_settles_with_what_there_is_after_the_
     assert answer.retry_after == int(POLICY.data_poll.total_seconds())
     # Postponed, not failed: no attempt is counted while the data is awaited.
     assert (answer.quota.status, answer.quota.attempts) == (QuotaStatus.PENDING, 0)
+    assert answer.quota.reason == (
+        "waiting for the window's meter data; settles with what there is at "
+        + (WINDOW_END + POLICY.data_deadline).astimezone(ZoneInfo("Australia/Sydney")).isoformat()
+    )
     clock.set(WINDOW_END + POLICY.data_deadline)
     settled = service.settle(NMI, DAY)
     assert settled.outcome is Outcome.SETTLED
     assert settled.quota.free_kwh == Decimal("2.500")
+    assert settled.quota.reason == INCOMPLETE_AT_DEADLINE  # the settled quota says so
 
 
-def test_unknown_nmi_is_aborted_without_storing_a_quota(service: Settlements) -> None:
+def test_a_day_without_any_data_books_zero_at_the_deadline_and_later_data_the_next_version(
+    service: Settlements, store: Store, clock: ManualClock
+) -> None:
+    """The data deadline bounds the wait: a day with no meter data at all settles at 0 kWh
+    (and says why); its data, arriving later, opens version 2, which books the difference."""
+    waiting = service.settle(NMI, DAY)
+    assert (waiting.outcome, waiting.quota.status) == (Outcome.NOT_DUE, QuotaStatus.PENDING)
+    clock.set(WINDOW_END + POLICY.data_deadline - timedelta(seconds=1))
+    assert service.settle(NMI, DAY).outcome is Outcome.NOT_DUE
+    clock.set(WINDOW_END + POLICY.data_deadline)
+    empty = service.settle(NMI, DAY)
+    assert (empty.outcome, empty.quota.free_kwh) == (Outcome.SETTLED, Decimal(0))
+    assert empty.quota.reason == NO_DATA_AT_DEADLINE
+    assert [(e.version, e.kwh, e.amount) for e in ledger(store)] == [(1, 0, Decimal("0.00"))]
+    assert service.settle(NMI, DAY).quota == empty.quota  # replayed, reason and all
+    ingestion = Ingestion(store, service, clock)
+    (reopened,) = ingestion.file([day_row("0.500", stamp=STAMP)]).reopened
+    assert (reopened.version, reopened.status) == (2, QuotaStatus.PENDING)
+    again = service.settle(NMI, DAY)
+    assert (again.outcome, again.quota.version) == (Outcome.SETTLED, 2)
+    assert (again.quota.free_kwh, again.quota.reason) == (Decimal("3.000"), None)
+    assert [(e.version, e.kwh) for e in ledger(store)] == [(1, 0), (2, Decimal("3.000"))]
+
+
+def test_unknown_nmi_is_aborted_without_storing_a_quota(
+    service: Settlements, clock: ManualClock
+) -> None:
     answer = service.settle("NOBODY0001", DAY)
     assert answer.outcome is Outcome.ABORTED
     assert answer.quota.reason == "unknown NMI NOBODY0001: no customer"
     assert service.state("NOBODY0001", DAY) is None
+    # Not a stored state, so the same answer to every request while it is so: never completed.
+    assert answer.quota.completed_at is None
+    clock.advance(60)
+    assert service.settle("NOBODY0001", DAY) == answer
+    assert service.view("NOBODY0001", DAY).quota == answer.quota
 
 
 def test_a_failure_after_the_lock_releases_and_counts_one_attempt(

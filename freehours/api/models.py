@@ -99,23 +99,30 @@ class MeterReadingsIn(BaseModel):
 
 
 class IngestCountsOut(BaseModel):
-    """What a batch of reads did to the stored meter data."""
+    """What ``POST /v1/meter-readings`` did, in interval reads (one per interval the batch
+    names; the last of one interval counts)."""
 
-    accepted: int = Field(description="reads stored for intervals that had none")
-    superseded: int = Field(
-        description="reads that replaced the stored one (a different value or quality)"
-    )
-    unchanged: int = Field(description="reads stored exactly so already: nothing written")
+    accepted: int = Field(description="reads for an interval that had no value")
+    superseded: int = Field(description="reads that replaced a different value or quality")
+    unchanged: int = Field(description="reads of the value and quality stored already")
 
 
 class Nem12CountsOut(BaseModel):
-    """What a NEM12 file did to the stored meter data."""
+    """What ``POST /v1/meter-readings/nem12`` did, in channel-days: one channel's NEM day, a
+    300 row, (NMI, suffix, date), the unit NEM12's revision rule replaces whole. The words
+    differ from the reads' on purpose: ``accepted`` there counts interval reads."""
 
-    file: str = Field(description="the file's name (X-Filename, else upload.csv)")
-    accepted: int = Field(description="stored where nothing was")
-    superseded: int = Field(description="replaced what was stored (an older revision)")
-    unchanged: int = Field(description="stored exactly so already: nothing written")
-    stale: int = Field(description="older than the revision stored, so not stored")
+    file: str = Field(description="the file's name (X-Filename)")
+    intervals: int = Field(description="the interval values of the file's channel-days")
+    channel_days_accepted: int = Field(description="channel-days stored where there were none")
+    channel_days_superseded: int = Field(
+        description="channel-days that replaced an older revision, or one of the same stamp"
+        " with other values"
+    )
+    channel_days_unchanged: int = Field(description="channel-days stored exactly so already")
+    channel_days_stale: int = Field(
+        description="channel-days older than the revision stored, so not stored"
+    )
 
 
 class SettlementIn(BaseModel):
@@ -222,9 +229,10 @@ class ReadinessOut(BaseModel):
     )
 
 
-def check_read_date(day: date, today: date, field: str) -> None:
-    """A 422 naming ``body.{field}`` when no meter can have read ``day`` yet (or before 2000)."""
+def check_read_date(day: date, today: date, field: str, *, where: str = "body") -> None:
+    """A 422 naming ``{where}.{field}`` when no meter can have read ``day`` yet (or before
+    2000)."""
     try:
         rules.check_read_date(day, today, field)
     except rules.RangeError as exc:
-        raise range_problem(f"body.{field}", exc) from None
+        raise range_problem(f"{where}.{field}", exc) from None

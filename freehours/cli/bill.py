@@ -2,6 +2,14 @@
 
 The file is read and rated in full before anything is written, so a bad plan or a bad file
 leaves stdout empty: the error goes to stderr and the exit status is 2.
+
+Nothing of the file is dropped without a word. By default each NMI is billed for every local day
+its data touches (NEM12 days are in AEST, so in daylight saving the last hour of a NEM day is the
+next local day's first); a first or last day that the data covers only in part is billed with its
+missing intervals, and named on stderr. The output follows the file's NMIs (a JSON array when it
+has several and no ``--nmi`` is given); an NMI that cannot be billed (no consumption or export
+channel in kWh under the plan) is named on stderr with why, and the others are billed: exit 0
+while at least one bill is made, 2 when none is.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from freehours.cli import app
+from freehours.cli import app, err_console
 from freehours.domain.bill import Bill, decimal_text, kwh_text, make_bill
 from freehours.domain.plan import Plan
 from freehours.domain.rating import MeterRating, rate_meters
@@ -100,21 +108,34 @@ def bill(
         days = read_days(nem12)
         if nmi is not None:
             days = (day for day in days if day.nmi == nmi)
-        ratings = rate_meters(loaded, days)
-        if not ratings:
+        meters = rate_meters(loaded, days)
+        if not meters:
             whose = "" if nmi is None else f" for NMI {nmi}"
             raise InputError(f"{nem12}: no consumption or export data{whose}")
-        bills = _bills(loaded, ratings, first, last, nem12)
+        notes = [_not_billed(loaded, rating) for rating in meters.values() if not rating.rated]
+        ratings = {meter: rating for meter, rating in meters.items() if rating.rated}
+        if not ratings:
+            _print_notes(notes[:-1])
+            raise InputError(f"{nem12}: {notes[-1]}")
+        # The shape follows the file's NMIs, billable or not: an array when it has several.
+        several = len(meters) > 1
+        bills = _bills(loaded, ratings, first, last, nem12, notes=notes)
         chosen = output or (BillFormat.TABLE if sys.stdout.isatty() else BillFormat.JSON)
         if chosen is BillFormat.JSON:
             # Compact, as json.dumps writes it (a month of 1,000 meters is megabytes): each bill
-            # is json.dumps(bill.as_json()), made faster; several are a JSON array of them.
+            # is json.dumps(bill.as_json()), made faster; several are a JSON array of them. Each
+            # bill is let go once its text is made (holding the 1,000 bills of the reader
+            # benchmark's file made the command an eighth slower).
             documents = [one.json_text() for one in bills]
-            typer.echo(documents[0] if len(documents) == 1 else f"[{', '.join(documents)}]")
-        elif chosen is BillFormat.CSV:
-            _write_csv(list(bills))
+            _print_notes(notes)
+            typer.echo(f"[{', '.join(documents)}]" if several else documents[0])
         else:
-            _print_tables(list(bills))
+            made = list(bills)
+            _print_notes(notes)
+            if chosen is BillFormat.CSV:
+                _write_csv(made)
+            else:
+                _print_tables(made)
 
 
 @contextmanager
@@ -140,10 +161,17 @@ def _cyclic_gc_paused() -> Iterator[None]:
 
 
 def _bills(
-    plan: Plan, ratings: dict[str, MeterRating], first: date | None, last: date | None, source: Path
+    plan: Plan,
+    ratings: dict[str, MeterRating],
+    first: date | None,
+    last: date | None,
+    source: Path,
+    *,
+    notes: list[str],
 ) -> Iterator[Bill]:
     """Each meter's bill, in order, made as the caller asks for it; each meter's rating is let
-    go once its bill is made. (The caller makes every bill before it writes anything.)"""
+    go once its bill is made. (The caller makes every bill before it writes anything.) A first
+    or last day billed that the data covers only in part adds a line to ``notes``."""
     spans: dict[tuple[date, date], list[date]] = {}  # one list of dates per distinct span
     for meter in list(ratings):
         rating = ratings.pop(meter)
@@ -154,15 +182,60 @@ def _bills(
             local_dates = spans[span] = [
                 start + timedelta(days=n) for n in range((end - start).days + 1)
             ]
-        yield make_bill(plan, meter, rating.days(local_dates).values())
+        days = rating.days(local_dates)
+        notes.extend(
+            _partial(rating, boundary, days[boundary].missing_intervals)
+            for boundary in sorted(set(span))
+            if rating.is_partial(boundary) and days[boundary].missing_intervals
+        )
+        yield make_bill(plan, meter, days.values())
+
+
+def _not_billed(plan: Plan, rating: MeterRating) -> str:
+    """Why an NMI of the file has no bill: its suffixes, and the plan's."""
+    suffixes = ", ".join(f"{suffix} {why}" for suffix, why in rating.unrated_suffixes().items())
+    consumption = (
+        "every suffix starting with E"
+        if plan.consumption_suffixes is None
+        else ", ".join(plan.consumption_suffixes)
+    )
+    return (
+        f"NMI {rating.nmi} is not billed: no consumption or export channel in kWh (its"
+        f" suffixes: {suffixes}; the plan's consumption suffixes: {consumption}; export: every"
+        " suffix starting with B)"
+    )
+
+
+#: The runs of missing intervals a note names before it says how many more there are.
+_RUNS_NAMED = 3
+
+
+def _partial(rating: MeterRating, day: date, missing: int) -> str:
+    """The note of a day billed that the data covers only in part."""
+    runs = rating.missing_runs(day)
+    named = ", ".join(
+        f"{start:%H:%M}-{'24:00' if end.date() > day else format(end, '%H:%M')}"
+        for start, end in runs[:_RUNS_NAMED]
+    )
+    if len(runs) > _RUNS_NAMED:
+        named += f" and {len(runs) - _RUNS_NAMED} more"
+    return (
+        f"NMI {rating.nmi}: {day} is only partly in the data: {missing} of its"
+        f" {rating.intervals(day)} intervals have no value ({named}, {rating.plan.zone})"
+    )
+
+
+def _print_notes(notes: list[str]) -> None:
+    for note in notes:
+        err_console.print(f"[bold]note:[/] {note}", highlight=False, soft_wrap=True)
 
 
 def _span(
     rating: MeterRating, first: date | None, last: date | None, source: Path
 ) -> tuple[date, date]:
     """The first and last local days to bill: ``first`` and ``last``, each defaulting to the
-    NMI's data."""
-    data_first, data_last = rating.nem_date_range()
+    first and last local day that the NMI's data touches."""
+    data_first, data_last = rating.local_date_range()
     first = data_first if first is None else first
     last = data_last if last is None else last
     if first > last:

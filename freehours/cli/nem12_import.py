@@ -44,8 +44,8 @@ class FileImport:
     """What importing one file did: what was read, what the store made of it, or why not."""
 
     path: Path
-    days: int = 0
-    values: int = 0
+    days: int = 0  # channel-days read (NEM12 300 rows, the winning revision of each)
+    values: int = 0  # their interval values
     seconds: float = 0.0
     counts: IngestCounts = field(default_factory=_no_counts)
     error: str | None = None
@@ -122,7 +122,7 @@ def _progress() -> Progress:
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("{task.fields[days]:,} days"),
+        TextColumn("{task.fields[days]:,} channel-days"),
         TimeElapsedColumn(),
         console=err_console,
         transient=True,
@@ -162,9 +162,20 @@ def _tallied(
 def _summary(imports: list[FileImport]) -> Table:
     from rich.table import Table
 
-    table = Table(title="NEM12 import")
+    table = Table(title="NEM12 import, in channel-days (one channel's NEM day, a 300 row)")
     table.add_column("file")
-    for heading in ("days", "values", "new", "superseded", "unchanged", "stale", "seconds"):
+    # The unit of each figure in its heading: the API's answer names the same four counts
+    # channel_days_accepted, ..._superseded, ..._unchanged and ..._stale.
+    headings = (
+        "channel-days",
+        "intervals",
+        "new",
+        "superseded",
+        "unchanged",
+        "stale",
+        "seconds",
+    )
+    for heading in headings:
         table.add_column(heading, justify="right")
     total = FileImport(Path("total"))
     stored = 0
@@ -182,7 +193,7 @@ def _summary(imports: list[FileImport]) -> Table:
     if len(imports) > 1:
         table.add_section()
         table.add_row("total", *_cells(total))
-    table.caption = f"{stored} of {len(imports)} files stored"
+    table.caption = f"{stored} of {len(imports)} files stored; counts in channel-days"
     return table
 
 

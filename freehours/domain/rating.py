@@ -26,9 +26,16 @@ the cap needs its window reads in time order: the consumption days that reach in
 kept for it, and read again.
 
 **Missing intervals.** An interval whose value is None (quality N, or empty) is neither free nor
-charged. A day's ``missing_intervals`` counts those, plus the intervals of a rated channel of the
-NMI for which no 300 row was given at all (a NEM date absent from the data); an interval counts on
-the local date it starts on.
+charged. A local day's ``missing_intervals`` is the number of its intervals for which some rated
+channel (consumption or export) of the NMI has no value: a None, or no 300 row at all for that NEM
+date (a channel is the NMI's when any of its days given has it). Channels are not added up: E1 and
+B1 both missing at 12:00 is one interval, so the count never exceeds the day's intervals. The
+day's intervals are on its *grid*: the shortest interval length of the rows on the NEM dates that
+cover it (a 30-minute interval missing is six missing intervals of a 5-minute grid); a day with no
+row at all takes the grid of the nearest earlier NEM date with rows (of the first one after, when
+there is none before), so that after a meter exchange from 30- to 5-minute data each gap counts at
+the length the meter had then, whatever order the rows came in. An interval counts on the local
+date it starts on.
 
 Everything is exact ``Decimal`` arithmetic: sums of meter values are exact, and the only rounding
 is the pro rata share above.
@@ -36,6 +43,7 @@ is the pro rata share above.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
@@ -290,7 +298,8 @@ class DayRating(NamedTuple):
     - ``free_kwh``: consumption inside the free window, up to the cap;
     - ``over_cap_kwh``: consumption inside the window past the cap (charged at its band);
     - ``export_kwh``: export on every export channel;
-    - ``missing_intervals``: intervals with no value (see the module docstring);
+    - ``missing_intervals``: the day's intervals for which some rated channel has no value,
+      at most the day's intervals (see the module docstring);
     - ``charged_kwh[b]``: consumption charged at band ``b`` of the plan: outside the window, and
       over cap;
     - ``free_kwh_by_band[b]``: free energy at moments when band ``b`` was in force, which prices
@@ -319,7 +328,6 @@ class DayRating(NamedTuple):
 #:   [0, B)   consumption charged at each band (outside the window; over cap is added at the end)
 #:   [B, 2B)  consumption inside the window, by the band in force
 #:   2B       export
-#:   2B + 1   missing intervals
 #: One list per meter, not one per local day: a file of many meters keeps every meter's tallies
 #: alive until the end of the file, and each list would be one more object for the cyclic garbage
 #: collector to walk in every full collection (see ``MeterRating``).
@@ -331,7 +339,6 @@ class _Channel(NamedTuple):
 
     consumption: bool  # else export
     bit: int  # its bit in the channels-read mask of a NEM date
-    interval_minutes: int  # as first read, to count the intervals of a NEM date never read
 
 
 def pro_rata(value: Decimal, segments: tuple[Segment, ...], interval_minutes: int) -> list[Decimal]:
@@ -364,17 +371,21 @@ class MeterRating:
         self._profiles = profiles._profiles  # the same module's cache, read directly by ``add``
         self.plan = profiles.plan
         self._bands = len(self.plan.bands)
-        self._missing = 2 * self._bands + 1  # the slot of missing intervals in a day's tally
         window = self.plan.free_window
         self._cap = None if window is None else window.cap_kwh
-        self._empty_tally: Tally = [ZERO] * (2 * self._bands + 1) + [0]
+        self._empty_tally: Tally = [ZERO] * (2 * self._bands + 1)
         self._tally: Tally = []  # every local day's tally, one after the other (see ``Tally``)
         self._bases: dict[date, int] = {}  # local date -> where its tally starts in ``_tally``
         self._read: dict[date, int] = {}  # NEM date -> mask of the channels read
+        self._finest: dict[date, int] = {}  # NEM date -> its rows' shortest interval (minutes)
+        # (NEM date, channel bit) -> (interval minutes, the intervals without a value) of the rows
+        # that have any: rare, so kept aside and looked at only for the days they touch.
+        self._gaps: dict[tuple[date, int], tuple[int, tuple[int, ...]]] = {}
         # NEM date -> where the tally of each of its local dates (DayProfile.local_dates) starts
         self._nem_bases: dict[date, tuple[int, ...]] = {}
         self._channels: dict[str, _Channel] = {}
         self._ignored: set[str] = set()  # suffixes neither consumption nor export
+        self._not_energy: set[str] = set()  # suffixes of rows in another unit than kWh
         # The values of consumption days with intervals inside a window, as (NEM date, suffix,
         # interval minutes, values), kept for the rare day over the cap, which must accrue its
         # window in time order. Plain tuples rather than the IntervalDays: the collector stops
@@ -386,17 +397,26 @@ class MeterRating:
         """Whether any consumption or export day has been added."""
         return bool(self._read)
 
-    def nem_date_range(self) -> tuple[date, date]:
-        """The first and last NEM dates added (the default span of a bill)."""
+    def unrated_suffixes(self) -> dict[str, str]:
+        """The suffixes of this NMI's rows that are not rated, each with why."""
+        why = dict.fromkeys(self._not_energy, "not in kWh")
+        for suffix in self._ignored:
+            why.setdefault(suffix, "neither consumption nor export under the plan")
+        return dict(sorted(why.items()))
+
+    def local_date_range(self) -> tuple[date, date]:
+        """The first and last local dates the data added touches (the default span of a bill:
+        every interval of the data falls inside it)."""
         if not self._read:
             raise ValueError(f"NMI {self.nmi}: no consumption or export days were added")
-        return min(self._read), max(self._read)
+        return min(self._bases), max(self._bases)
 
     def add(self, day: IntervalDay) -> None:
         """Rate one channel's NEM day."""
         # This runs once per 300 row and is most of a bill's work: it is kept flat on purpose
         # (``day.uom`` rather than the ``is_energy`` property, locals rather than attributes).
         if day.uom != "KWH":
+            self._not_energy.add(day.suffix)
             return
         channel = self._channels.get(day.suffix)
         if channel is None:
@@ -410,6 +430,8 @@ class MeterRating:
         if read & channel.bit or len(values) * minutes != DAY_MINUTES or day.nmi != self.nmi:
             raise self._refusal(day, channel)
         self._read[nem_date] = read | channel.bit
+        if minutes < self._finest.get(nem_date, DAY_MINUTES + 1):
+            self._finest[nem_date] = minutes
         # DayProfiles.get, its dictionary read directly when the profile is made already.
         profile = self._profiles.get((nem_date, minutes)) or self.profiles.get(nem_date, minutes)
         bases = self._nem_bases.get(nem_date) or self._new_nem_date(profile)
@@ -427,9 +449,12 @@ class MeterRating:
                 # Added onto the tally's slot directly: exact, so the same as adding the sum.
                 tally[target] = _sum_or_raise(taken, tally[target])
             except TypeError:
-                tally[target] += self._sum_counting_missing(taken, bases[local_day])
-        if profile.splits:
-            self._add_splits(values, profile, bases, consumption=channel.consumption)
+                tally[target] += sum([value for value in taken if value is not None], ZERO)
+                self._note_gaps(nem_date, channel.bit, minutes, values)
+        if profile.splits and self._add_splits(
+            values, profile, bases, consumption=channel.consumption
+        ):
+            self._note_gaps(nem_date, channel.bit, minutes, values)
 
     def _refusal(self, day: IntervalDay, channel: _Channel) -> ValueError:
         """Why ``add`` refuses ``day``."""
@@ -452,7 +477,7 @@ class MeterRating:
         else:
             self._ignored.add(day.suffix)
             return None
-        channel = _Channel(consumption, 1 << len(self._channels), day.interval_minutes)
+        channel = _Channel(consumption, 1 << len(self._channels))
         self._channels[day.suffix] = channel
         return channel
 
@@ -469,11 +494,14 @@ class MeterRating:
         nem_bases = self._nem_bases[profile.nem_date] = tuple(bases)
         return nem_bases
 
-    def _sum_counting_missing(self, values: tuple[Decimal | None, ...], base: int) -> Decimal:
-        """The sum of the values present; the missing ones are counted on the tally at ``base``."""
-        present = [value for value in values if value is not None]
-        self._tally[base + self._missing] += len(values) - len(present)
-        return sum(present, ZERO)
+    def _note_gaps(
+        self, nem_date: date, bit: int, minutes: int, values: tuple[Decimal | None, ...]
+    ) -> None:
+        """Keep which intervals of a channel's NEM day have no value (once per row)."""
+        key = (nem_date, bit)
+        if key not in self._gaps:
+            gaps = tuple(index for index, value in enumerate(values) if value is None)
+            self._gaps[key] = (minutes, gaps)
 
     def _add_splits(
         self,
@@ -482,14 +510,16 @@ class MeterRating:
         bases: tuple[int, ...],
         *,
         consumption: bool,
-    ) -> None:
-        """The intervals of a day cut by a local midnight, a band edge or a window edge."""
+    ) -> bool:
+        """The intervals of a day cut by a local midnight, a band edge or a window edge; whether
+        one of them has no value."""
         tally = self._tally
         step = profile.interval_minutes
+        gaps = False
         for index, segments in profile.splits:
             value = values[index]
             if value is None:
-                tally[bases[segments[0].local_day] + self._missing] += 1
+                gaps = True
                 continue
             for segment, share in zip(segments, pro_rata(value, segments, step), strict=True):
                 base = bases[segment.local_day]
@@ -499,13 +529,19 @@ class MeterRating:
                     tally[base + self._bands + segment.band] += share
                 else:
                     tally[base + segment.band] += share
+        return gaps
 
     def days(self, local_dates: Iterable[date] | None = None) -> dict[date, DayRating]:
         """The rating of each local date asked for (default: every local date the data touches),
         in date order. A date with no data at all is rated empty, its intervals counted missing."""
         wanted = sorted(self._bases if local_dates is None else set(local_dates))
         every = (1 << len(self._channels)) - 1
-        complete = {nem_date for nem_date, read in self._read.items() if read == every}
+        gapped = {nem_date for nem_date, _ in self._gaps}
+        complete = {
+            nem_date
+            for nem_date, read in self._read.items()
+            if read == every and nem_date not in gapped
+        }
         nem_dates = self.profiles.nem_dates
         rate_day = self._rate_day
         ratings = {}
@@ -513,11 +549,11 @@ class MeterRating:
             if complete.issuperset(nem_dates(local_date)):
                 ratings[local_date] = rate_day(local_date, 0)
             else:
-                ratings[local_date] = rate_day(local_date, self._absent_intervals(local_date))
+                ratings[local_date] = rate_day(local_date, len(self._missing(local_date)[1]))
         return ratings
 
-    def _rate_day(self, local_date: date, absent: int) -> DayRating:
-        """One local date's rating from its tally, plus ``absent`` intervals never read."""
+    def _rate_day(self, local_date: date, missing: int) -> DayRating:
+        """One local date's rating from its tally, with its ``missing`` intervals."""
         bands = self._bands
         base = self._bases.get(local_date)
         tally = self._tally
@@ -548,7 +584,7 @@ class MeterRating:
                 free,
                 over_cap,
                 tally[base + 2 * bands],
-                tally[base + self._missing] + absent,
+                missing,
                 tuple(charged),
                 tuple(free_by_band),
             ),
@@ -578,16 +614,78 @@ class MeterRating:
                         moment = profile.origin + index * step + segment.offset
                         yield moment, suffix, segment.band, share
 
-    def _absent_intervals(self, local_date: date) -> int:
-        """Intervals of ``local_date`` on rated channels whose NEM date was never added."""
-        absent = 0
+    def grid(self, local_date: date) -> int:
+        """The interval length (minutes) ``local_date``'s intervals are counted in: the shortest
+        of the rows on its NEM dates; without any, that of the nearest earlier NEM date with
+        rows (the first later one when there is none before)."""
+        nem_dates = self.profiles.nem_dates(local_date)
+        lengths = [self._finest[nem_date] for nem_date in nem_dates if nem_date in self._finest]
+        if lengths:
+            return min(lengths)
+        if not self._finest:
+            raise ValueError(f"NMI {self.nmi}: no consumption or export days were added")
+        known = sorted(self._finest)
+        before = bisect_left(known, nem_dates[0])
+        return self._finest[known[before - 1] if before else known[0]]
+
+    def intervals(self, local_date: date) -> int:
+        """How many intervals ``local_date`` has on its grid (46, 48 or 50 at 30 minutes)."""
+        grid = self.grid(local_date)
+        return sum(
+            self.profiles.get(nem_date, grid).intervals_on(local_date)
+            for nem_date in self.profiles.nem_dates(local_date)
+        )
+
+    def is_partial(self, local_date: date) -> bool:
+        """Whether the data begins or ends inside ``local_date``: some of the NEM dates that
+        cover it have rows, and some have none."""
+        read = [nem_date in self._read for nem_date in self.profiles.nem_dates(local_date)]
+        return any(read) and not all(read)
+
+    def missing_runs(self, local_date: date) -> list[tuple[datetime, datetime]]:
+        """The intervals of ``local_date`` that some rated channel has no value for, as runs of
+        consecutive intervals ``[start, end)`` on the plan's clock."""
+        grid, slots = self._missing(local_date)
+        step = timedelta(minutes=grid)
+        zone = self.plan.zone
+        runs: list[tuple[datetime, datetime]] = []
+        for nem_date, index in slots:
+            start = datetime.combine(nem_date, time(0), NEM_TIME) + index * step
+            if runs and runs[-1][1] == start:
+                runs[-1] = (runs[-1][0], start + step)
+            else:
+                runs.append((start, start + step))
+        return [(start.astimezone(zone), end.astimezone(zone)) for start, end in runs]
+
+    def _missing(self, local_date: date) -> tuple[int, list[tuple[date, int]]]:
+        """``local_date``'s grid, and its intervals on it (NEM date, index on the grid) for which
+        some rated channel has no value, in time order."""
+        if not self._channels:
+            return 30, []  # no rated channel: nothing of one is missing
+        grid = self.grid(local_date)
+        slots: list[tuple[date, int]] = []
         for nem_date in self.profiles.nem_dates(local_date):
+            profile = self.profiles.get(nem_date, grid)
+            day = profile.local_dates.index(local_date)
+            first = sum(profile.interval_counts[:day])
+            stop = first + profile.interval_counts[day]
             read = self._read.get(nem_date, 0)
+            missing: set[int] = set()
             for channel in self._channels.values():
                 if not read & channel.bit:
-                    profile = self.profiles.get(nem_date, channel.interval_minutes)
-                    absent += profile.intervals_on(local_date)
-        return absent
+                    missing.update(range(first, stop))  # no row of this channel for the date
+                    break
+                gap = self._gaps.get((nem_date, channel.bit))
+                if gap is None:
+                    continue
+                minutes, indices = gap
+                for index in indices:
+                    # The grid's intervals that this interval covers, any part of them.
+                    low = index * minutes // grid
+                    high = ((index + 1) * minutes - 1) // grid
+                    missing.update(range(max(low, first), min(high + 1, stop)))
+            slots.extend((nem_date, index) for index in sorted(missing))
+        return grid, slots
 
 
 def rate(
@@ -619,7 +717,8 @@ def rate(
 def rate_meters(plan: Plan, days: Iterable[IntervalDay]) -> dict[str, MeterRating]:
     """Rate the interval days of any number of NMIs under one plan, sharing its day profiles.
 
-    Returns the rating of each NMI that has consumption or export data, in order of appearance.
+    Returns the rating of every NMI of the data, in order of appearance: one without consumption
+    or export data is not ``rated`` (its ``unrated_suffixes`` say why).
     """
     profiles = DayProfiles(plan)
     ratings: dict[str, MeterRating] = {}
@@ -635,4 +734,4 @@ def rate_meters(plan: Plan, days: Iterable[IntervalDay]) -> dict[str, MeterRatin
             if rating is None:
                 rating = ratings[day.nmi] = MeterRating(day.nmi, profiles)
             rating.add(day)
-    return {nmi: rating for nmi, rating in ratings.items() if rating.rated}
+    return ratings

@@ -160,9 +160,16 @@ def claim(quota: Quota, now: datetime, lock_timeout: timedelta, max_attempts: in
 
 
 def complete(
-    quota: Quota, fence: int, free_kwh: Decimal, free_value: Decimal, now: datetime
+    quota: Quota,
+    fence: int,
+    free_kwh: Decimal,
+    free_value: Decimal,
+    now: datetime,
+    *,
+    reason: str | None = None,
 ) -> Quota:
-    """The holder settled the quota: COMPLETED with its free energy."""
+    """The holder settled the quota: COMPLETED with its free energy (and a ``reason`` when it
+    was settled on incomplete data)."""
     _check_fence(quota, fence)
     return replace(
         quota,
@@ -171,7 +178,7 @@ def complete(
         free_kwh=free_kwh,
         free_value=free_value,
         completed_at=now,
-        reason=None,
+        reason=reason,
         revision=quota.revision + 1,
     )
 

@@ -202,5 +202,13 @@ def test_an_agent_killed_mid_send_and_restarted_stores_every_file_exactly_once(
     answers = saved_answers(api)
     assert len(answers) == FILES
     assert {status for status, _ in answers} == {200}
-    assert sum(body["accepted"] for _, body in answers) == len(expected)
-    assert sum(body["unchanged"] + body["superseded"] + body["stale"] for _, body in answers) == 0
+    assert sum(body["channel_days_accepted"] for _, body in answers) == len(expected)
+    assert (
+        sum(
+            body["channel_days_unchanged"]
+            + body["channel_days_superseded"]
+            + body["channel_days_stale"]
+            for _, body in answers
+        )
+        == 0
+    )

@@ -191,9 +191,33 @@ def post_nem12(api: Api, body: bytes, key: str = "f1"):
 def test_nem12_upload_is_stored(api: Api) -> None:
     response = post_nem12(api, nem12_file("0.250"))
     assert response.status_code == 200
-    assert response.json()["accepted"] == 1
+    assert response.json()["channel_days_accepted"] == 1
     (day,) = stored(api)
     assert sum(v for v in day.values if v is not None) == Decimal("12.000")
+
+
+def test_nem12_answers_count_channel_days_and_say_so_where_reads_count_reads(api: Api) -> None:
+    """One word, one unit: ``accepted`` counts interval reads (the JSON answer); a NEM12 file is
+    counted in channel-days, under names that say it."""
+    first = post_nem12(api, nem12_file("0.250"))
+    assert first.json() == {
+        "file": "upload.csv",
+        "intervals": 48,
+        "channel_days_accepted": 1,
+        "channel_days_superseded": 0,
+        "channel_days_unchanged": 0,
+        "channel_days_stale": 0,
+    }
+    newer = post_nem12(api, nem12_file("0.300", stamp_hour=13), key="f2").json()
+    older = post_nem12(api, nem12_file("0.100", stamp_hour=11), key="f3").json()
+    same = post_nem12(api, nem12_file("0.300", stamp_hour=13), key="f4").json()
+    assert [
+        (a["channel_days_superseded"], a["channel_days_stale"], a["channel_days_unchanged"])
+        for a in (newer, older, same)
+    ] == [(1, 0, 0), (0, 1, 0), (0, 0, 1)]
+    # The same day as 48 JSON reads: counted read by read (two of them different).
+    body = batch("0.900", "0.800", *["0.300"] * 46, start_hour=0)
+    assert post(api, body, key="r1").json() == {"accepted": 0, "superseded": 2, "unchanged": 46}
 
 
 def test_nem12_upload_with_a_bad_line_is_422_naming_it_and_stores_nothing(api: Api) -> None:

@@ -196,7 +196,7 @@ def test_a_settlement_date_out_of_range_is_422_naming_it_and_stores_no_quota(
     state = api.client.get(
         f"/v1/free-energy/settlements/{NMI}/{day_text}", headers=api.auth("read")
     )
-    assert state.status_code == 404
+    assert problem_fields(state) == ["path.day"]
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from freehours.plans import builtin_document
 from freehours.runtime import Runtime
 from freehours.settings import Settings
 from freehours.store.database import Store
+from freehours.store.tables import jobs, ledger_entries, quotas
 from tests.api.conftest import PLAN, Api
 
 NMI = "4102000001"
@@ -124,14 +125,156 @@ def test_too_many_requests_for_one_nmi_is_429_with_retry_after(api: Api) -> None
     assert 1 <= int(response.headers["Retry-After"]) <= 60
 
 
-def test_get_state_answers_the_newest_version_or_404(api: Api) -> None:
+def state(api: Api, nmi: str = NMI, day: str = "2026-07-01"):
+    return api.client.get(f"/v1/free-energy/settlements/{nmi}/{day}", headers=api.auth("read"))
+
+
+def stored_rows(api: Api) -> dict[str, int]:
+    """How many rows each table that a settlement could write holds."""
+    with api.services.store.read() as unit:
+        return {
+            table.name: unit.connection.scalar(sa.select(sa.func.count()).select_from(table))
+            for table in (quotas, ledger_entries, jobs)
+        }
+
+
+def test_get_of_a_day_nobody_settled_is_200_pending_saying_when_and_writes_nothing(
+    api: Api,
+) -> None:
     set_up(api)
-    path = f"/v1/free-energy/settlements/{NMI}/2026-07-01"
-    assert api.client.get(path, headers=api.auth("read")).status_code == 404
-    settle(api)
-    response = api.client.get(path, headers=api.auth("read"))
+    before = stored_rows(api)
+    # 1 July: its window ended at 14:00 and the 15-minute grace has just passed; its data is in.
+    response = state(api)
     assert response.status_code == 200
-    assert response.json()["status"] == "COMPLETED"
+    assert "Retry-After" not in response.headers  # a settlement request would settle it now
+    assert response.json() == {
+        "nmi": NMI,
+        "date": "2026-07-01",
+        "version": 1,
+        "status": "PENDING",
+        "free_kwh": None,
+        "attempts": 0,
+        "completed_at": None,
+        "reason": "not settled yet: due since 2026-07-01T14:15:00+10:00",
+    }
+    # 2 July: its window is still ahead; due in a day, as the POST's 409 says.
+    tomorrow = state(api, day="2026-07-02")
+    assert tomorrow.status_code == 200
+    assert tomorrow.headers["Retry-After"] == str(24 * 3600)
+    assert tomorrow.json()["reason"] == "not settled yet: due at 2026-07-02T14:15:00+10:00"
+    assert stored_rows(api) == before  # a GET stores nothing
+    posted = settle(api, day="2026-07-02")
+    assert posted.status_code == 409
+    assert posted.headers["Retry-After"] == tomorrow.headers["Retry-After"]
+    assert posted.json() == tomorrow.json()
+    assert state(api, day="2026-07-02").json() == tomorrow.json()  # now stored, the same
+    settle(api)
+    settled = state(api)
+    assert settled.status_code == 200
+    assert settled.json()["status"] == "COMPLETED"
+    assert "Retry-After" not in settled.headers
+
+
+def test_get_of_a_due_day_whose_data_is_incomplete_waits_for_the_next_data_poll(
+    api: Api,
+) -> None:
+    set_up(api, with_data=False)
+    response = state(api)
+    assert response.status_code == 200
+    assert response.headers["Retry-After"] == "600"  # the data poll, as a POST would postpone
+    assert response.json()["status"] == "PENDING"
+    reason = response.json()["reason"]
+    assert reason == (
+        "waiting for the window's meter data; settles with what there is at"
+        " 2026-07-04T14:00:00+10:00"
+    )
+    posted = settle(api)
+    assert (posted.status_code, posted.headers["Retry-After"]) == (409, "600")
+    assert posted.json()["reason"] == reason
+    assert state(api).json() == posted.json()
+
+
+def test_get_of_a_day_being_settled_is_locked_with_the_seconds_left(api: Api) -> None:
+    set_up(api)
+    with api.services.store.write() as unit:
+        pending = unit.quotas.latest_or_new(NMI, DAY)
+        unit.quotas.save(claim(pending, api.clock.now(), timedelta(seconds=30), 5).quota)
+    api.clock.advance(12)
+    response = state(api)
+    assert (response.status_code, response.headers["Retry-After"]) == (200, "18")
+    assert response.json()["status"] == "LOCKED"
+
+
+def test_an_nmi_without_a_customer_is_aborted_while_so_the_same_answer_every_time(
+    api: Api,
+) -> None:
+    """Not stored, so the same to every request while the NMI has no customer (no completion
+    time that moves), and GET tells what POST does; once the customer exists, it settles."""
+    admin = api.auth("admin")
+    assert api.client.put("/v1/plans/test-nsw", json=PLAN, headers=admin).status_code == 200
+    first = settle(api, nmi="NOBODY0001")
+    api.clock.advance(60)
+    again = settle(api, nmi="NOBODY0001")
+    assert (first.status_code, again.status_code) == (422, 422)
+    assert (
+        first.json()
+        == again.json()
+        == {
+            "nmi": "NOBODY0001",
+            "date": "2026-07-01",
+            "version": 1,
+            "status": "ABORTED",
+            "free_kwh": None,
+            "attempts": 0,
+            "completed_at": None,
+            "reason": "unknown NMI NOBODY0001: no customer",
+        }
+    )
+    looked = state(api, nmi="NOBODY0001")
+    assert (looked.status_code, looked.json()) == (200, first.json())
+    assert "Retry-After" not in looked.headers
+    assert stored_rows(api)["quotas"] == 0
+    customer = {"plan_id": "test-nsw", "region": "NSW"}
+    assert (
+        api.client.put("/v1/customers/NOBODY0001", json=customer, headers=admin).status_code == 200
+    )
+    assert state(api, nmi="NOBODY0001").json()["status"] == "PENDING"
+
+
+def test_a_plan_without_a_free_window_is_aborted_by_get_and_post_alike(api: Api) -> None:
+    admin = api.auth("admin")
+    windowless = {**PLAN, "id": "no-window", "free_window": {"enabled": False}}
+    assert api.client.put("/v1/plans/no-window", json=windowless, headers=admin).status_code == 200
+    customer = {"plan_id": "no-window", "region": "NSW"}
+    assert api.client.put(f"/v1/customers/{NMI}", json=customer, headers=admin).status_code == 200
+    posted, looked = settle(api), state(api)
+    assert (posted.status_code, looked.status_code) == (422, 200)
+    assert posted.json() == looked.json()
+    assert looked.json()["reason"] == "plan 'no-window' has no free window"
+    # No quotas, but a bill all the same: every kWh charged at its band.
+    bill = api.client.get(
+        f"/v1/customers/{NMI}/bill",
+        params={"from": "2026-07-01", "to": "2026-07-01"},
+        headers=api.auth("read"),
+    )
+    assert bill.status_code == 200, bill.text
+    assert (bill.json()["plan"], bill.json()["totals"]["free_kwh"]) == ("no-window", "0")
+
+
+def test_a_settled_quota_is_replayed_after_its_plan_loses_its_window(api: Api) -> None:
+    """A settled version stays what it was: COMPLETED, by POST and GET, not the ABORTED of a
+    quota that never was."""
+    set_up(api)
+    settled = settle(api)
+    assert settled.status_code == 200
+    api.clock.advance(600)  # past the cache's time to live: the database must say it
+    windowless = {**PLAN, "free_window": {"enabled": False}}
+    admin = api.auth("admin")
+    assert api.client.put("/v1/plans/test-nsw", json=windowless, headers=admin).status_code == 200
+    assert settle(api, day="2026-06-30").json()["status"] == "ABORTED"  # the plan has changed
+    again = settle(api)
+    assert (again.status_code, again.json()) == (200, settled.json())
+    assert state(api).json() == settled.json()
 
 
 def test_a_malformed_settlement_body_is_422_naming_the_field(api: Api) -> None:
@@ -263,6 +406,25 @@ def test_the_bill_is_the_same_json_as_the_command_line(api: Api) -> None:
     assert bill["free_energy_value"] == "0.72"
 
 
+def test_a_bill_day_in_daylight_saving_takes_both_nem_days_that_cover_it(api: Api) -> None:
+    """Local 16 Jan 2026 (AEDT) is NEM 15 Jan 23:00 to NEM 16 Jan 23:00: the bill reads both NEM
+    days, so none of its 48 intervals is left out or missing."""
+    set_up(api, with_data=False)
+    rows = [
+        IntervalDay(NMI, "E1", date(2026, 1, d), 30, (Decimal("1.000"),) * 48, "A" * 48, None)
+        for d in (15, 16)
+    ]
+    with api.services.store.write() as unit:
+        unit.meter.ingest_days(rows, received_at=api.clock.now())
+    response = api.client.get(
+        f"/v1/customers/{NMI}/bill",
+        params={"from": "2026-01-16", "to": "2026-01-16"},
+        headers=api.auth("read"),
+    )
+    (day,) = response.json()["days"]
+    assert (day["consumption_kwh"], day["missing_intervals"]) == ("48", 0)
+
+
 def test_a_bill_for_an_nmi_without_a_customer_is_404(api: Api) -> None:
     response = api.client.get(
         "/v1/customers/NOBODY0001/bill",
@@ -291,11 +453,15 @@ def test_reads_that_came_before_their_customer_settle_once_the_customer_exists(a
     assert posted.status_code == 200
     worker = api.services.runtime.worker()
     assert worker.run_due() == 0  # no customer: no quota, no job
+    refused = settle(api)  # ABORTED while the NMI has no customer: the client stops asking
+    assert (refused.status_code, refused.json()["status"]) == (422, "ABORTED")
     set_up(api, with_data=False)
     assert worker.run_due() == 1  # the customer's arrival scheduled the day's settlement
-    state = api.services.settlements.state(NMI, DAY)
-    assert state is not None
-    assert (state.status.value, state.free_kwh) == ("COMPLETED", Decimal("2.400"))
+    stored = api.services.settlements.state(NMI, DAY)
+    assert stored is not None
+    assert (stored.status.value, stored.free_kwh) == ("COMPLETED", Decimal("2.400"))
+    # Nobody asked again: the client that was told ABORTED finds the settlement by reading it.
+    assert state(api).json()["status"] == "COMPLETED"
 
 
 def test_a_plan_id_that_is_not_an_identifier_is_422(api: Api) -> None:

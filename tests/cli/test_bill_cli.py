@@ -347,3 +347,85 @@ def test_a_day_after_the_data_is_nothing_to_bill(
     )  # fmt: skip
     assert (code, out) == (2, "")
     assert "nothing to bill from 2026-07-26 to 2026-07-16" in err
+
+
+def test_by_default_every_local_day_the_data_touches_is_billed_and_a_partial_one_named(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    plan_file: Path,
+    tmp_path: Path,
+) -> None:
+    """One NEM day in Sydney's summer: its last hour (23:00-24:00 AEST) is 16 Jan 00:00-01:00
+    local. Both local days are billed, all 48 intervals with them, and each partial day is a line
+    on stderr naming what it lacks; stdout is the contract's JSON alone."""
+    path = tmp_path / "summer.csv"
+    write_nem12([nem_day(date(2026, 1, 15), flat("1.000"))], path)
+    code, out, err = run(
+        monkeypatch, capsys, "bill", "--plan", str(plan_file), "--nem12", str(path),
+        "--format", "json",
+    )  # fmt: skip
+    assert code == 0
+    bill = json.loads(out)
+    assert (bill["from"], bill["to"]) == ("2026-01-15", "2026-01-16")
+    assert bill["totals"]["consumption_kwh"] == "48"
+    assert [(d["date"], d["consumption_kwh"], d["missing_intervals"]) for d in bill["days"]] == [
+        ("2026-01-15", "46", 2),
+        ("2026-01-16", "2", 46),
+    ]
+    assert err.splitlines() == [
+        "note: NMI NMI0000001: 2026-01-15 is only partly in the data: 2 of its 48 intervals have"
+        " no value (00:00-01:00, Australia/Sydney)",
+        "note: NMI NMI0000001: 2026-01-16 is only partly in the data: 46 of its 48 intervals have"
+        " no value (01:00-24:00, Australia/Sydney)",
+    ]
+
+
+@pytest.fixture
+def one_unbillable(tmp_path: Path) -> Path:
+    """NMIA000001 with E1; NMIQ000002 with a Q1 channel in kWh and a B1 one in kVArh only."""
+    path = tmp_path / "mixed.csv"
+    write_nem12(
+        [
+            nem_day(date(2026, 7, 15), flat("1.000"), nmi="NMIA000001"),
+            nem_day(date(2026, 7, 15), flat("2.000"), nmi="NMIQ000002", suffix="Q1"),
+            nem_day(date(2026, 7, 15), flat("0.500"), nmi="NMIQ000002", suffix="B1", uom="KVARH"),
+        ],
+        path,
+    )
+    return path
+
+
+def test_an_nmi_that_cannot_be_billed_is_named_and_the_output_stays_an_array(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    plan_file: Path,
+    one_unbillable: Path,
+) -> None:
+    code, out, err = run(
+        monkeypatch, capsys, "bill", "--plan", str(plan_file), "--nem12", str(one_unbillable),
+        "--format", "json",
+    )  # fmt: skip
+    assert code == 0  # one bill made
+    bills = json.loads(out)
+    assert isinstance(bills, list)  # the file has two NMIs
+    assert [bill["nmi"] for bill in bills] == ["NMIA000001"]
+    assert err.splitlines() == [
+        "note: NMI NMIQ000002 is not billed: no consumption or export channel in kWh (its"
+        " suffixes: B1 not in kWh, Q1 neither consumption nor export under the plan; the plan's"
+        " consumption suffixes: every suffix starting with E; export: every suffix starting"
+        " with B)"
+    ]
+
+
+def test_when_no_nmi_can_be_billed_it_exits_2_saying_why(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    plan_file: Path,
+    one_unbillable: Path,
+) -> None:
+    code, out, err = run(
+        monkeypatch, capsys, "bill", "--plan", str(plan_file), "--nem12", str(one_unbillable),
+        "--nmi", "NMIQ000002",
+    )  # fmt: skip
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: {one_unbillable}: NMI NMIQ000002 is not billed: no consumption")

@@ -8,7 +8,7 @@ PEAK 15:00-21:00 every day at 0.50, OFF_PEAK otherwise at 0.20, and the region's
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime
 from decimal import Decimal
 
 import pytest
@@ -360,7 +360,8 @@ def test_a_plan_without_a_window_charges_everything() -> None:
 
 
 def test_a_day_with_no_data_is_rated_empty_with_every_interval_missing() -> None:
-    # Two channels known (E1, B1); 20 Jul has neither: 2 x 48 intervals missing.
+    # Two channels known (E1, B1); 20 Jul has neither: its 48 intervals are missing (channels
+    # are not added up).
     plan = plan_for("NSW")
     days = [
         nem_day(date(2026, 7, 15), flat("1.000")),
@@ -368,7 +369,59 @@ def test_a_day_with_no_data_is_rated_empty_with_every_interval_missing() -> None
     ]
     rating = rate(plan, days, local_dates=[date(2026, 7, 20)])[date(2026, 7, 20)]
     assert rating.consumption_kwh == D(0)
-    assert rating.missing_intervals == 96
+    assert rating.missing_intervals == 48
+
+
+def test_missing_intervals_count_intervals_not_channels() -> None:
+    # E1 and B1 both missing at 12:00 is one interval; E1 at 13:00 and B1 at 14:00 are two more.
+    plan = plan_for("NSW")
+    e1: list[Decimal | None] = list(flat("1.000"))
+    b1: list[Decimal | None] = list(flat("0.100"))
+    e1[24] = b1[24] = None
+    e1[26] = None
+    b1[28] = None
+    days = [
+        nem_day(date(2026, 7, 15), e1),
+        nem_day(date(2026, 7, 15), b1, suffix="B1"),
+    ]
+    assert rate(plan, days)[date(2026, 7, 15)].missing_intervals == 3
+
+
+def test_a_longer_interval_missing_counts_on_the_days_shortest_grid() -> None:
+    # E1 at 5 minutes, B1 at 30: the day's grid is 5 minutes, so B1's missing 12:00-12:30 is six
+    # of its 288 intervals, and E1's missing 12:05-12:10 one of those six.
+    plan = plan_for("NSW")
+    e1: list[Decimal | None] = list(flat("0.100", 288))
+    e1[145] = None
+    b1: list[Decimal | None] = list(flat("0.100"))
+    b1[24] = None
+    days = [nem_day(date(2026, 7, 15), e1), nem_day(date(2026, 7, 15), b1, suffix="B1")]
+    rating = MeterRating(NMI, DayProfiles(plan))
+    for day in days:
+        rating.add(day)
+    day = date(2026, 7, 15)
+    assert (rating.grid(day), rating.intervals(day)) == (5, 288)
+    assert rating.days([day])[day].missing_intervals == 6
+    zone = plan.zone
+    assert rating.missing_runs(day) == [
+        (datetime(2026, 7, 15, 12, 0, tzinfo=zone), datetime(2026, 7, 15, 12, 30, tzinfo=zone))
+    ]
+
+
+def test_a_day_without_rows_after_a_meter_exchange_counts_at_the_length_the_meter_had() -> None:
+    # 30-minute data on 15 Jul, 5-minute data from 17 Jul; 16 Jul has no row. Whatever came
+    # first, 16 Jul counts at the 30 minutes of the day before it (48 missing), 14 Jul (before
+    # all the data) at those of the first day after it, 19 Jul at the 5 minutes of 18 Jul.
+    plan = plan_for("NSW")
+    days = [
+        nem_day(date(2026, 7, 15), flat("1.000")),
+        nem_day(date(2026, 7, 17), flat("0.100", 288)),
+        nem_day(date(2026, 7, 18), flat("0.100", 288)),
+    ]
+    wanted = [date(2026, 7, d) for d in (14, 16, 19)]
+    for order in (days, days[::-1]):
+        ratings = rate(plan, order, local_dates=wanted)
+        assert [ratings[d].missing_intervals for d in wanted] == [48, 48, 288]
 
 
 def test_the_same_channel_day_twice_is_refused() -> None:
@@ -391,7 +444,12 @@ def test_rate_meters_groups_by_nmi_and_shares_profiles() -> None:
         nem_day(date(2026, 7, 15), flat("3.000"), nmi="C", suffix="Q1"),
     ]
     ratings = rate_meters(plan, days)
-    assert list(ratings) == ["A", "B"]  # C has no consumption or export channel
+    assert list(ratings) == ["A", "B", "C"]
+    assert [rating.rated for rating in ratings.values()] == [True, True, False]
+    # C has no consumption or export channel, and says why.
+    assert ratings["C"].unrated_suffixes() == {
+        "Q1": "neither consumption nor export under the plan"
+    }
     assert ratings["A"].profiles is ratings["B"].profiles
     assert ratings["B"].days()[date(2026, 7, 15)].consumption_kwh == D(96)
 
@@ -404,8 +462,14 @@ def test_an_aligned_day_has_no_split_intervals() -> None:
     assert profile.interval_counts == (1, 47)
 
 
-def test_meter_rating_reports_its_nem_date_range() -> None:
+def test_meter_rating_reports_the_local_dates_its_data_touches() -> None:
     rating = MeterRating(NMI, DayProfiles(plan_for()))
     for day in (date(2026, 7, 17), date(2026, 7, 15)):
         rating.add(nem_day(day, flat("1.000")))
-    assert rating.nem_date_range() == (date(2026, 7, 15), date(2026, 7, 17))
+    assert rating.local_date_range() == (date(2026, 7, 15), date(2026, 7, 17))
+    # In Sydney's summer the last hour of a NEM day is the next local day's first.
+    summer = MeterRating(NMI, DayProfiles(plan_for()))
+    summer.add(nem_day(date(2027, 1, 15), flat("1.000")))
+    assert summer.local_date_range() == (date(2027, 1, 15), date(2027, 1, 16))
+    assert summer.is_partial(date(2027, 1, 15))
+    assert summer.is_partial(date(2027, 1, 16))

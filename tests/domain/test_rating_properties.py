@@ -8,7 +8,7 @@ edges fall anywhere, and several consumption channels.
 from __future__ import annotations
 
 import random
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -16,8 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from freehours.domain.plan import Plan, clock_text
-from freehours.domain.rating import ZERO, rate
+from freehours.domain.rating import ZERO, DayProfiles, MeterRating, rate
 from freehours.domain.reads import IntervalDay
+from freehours.domain.time import NEM_TIME
 from tests.domain.rating_cases import nem_day, plan_for
 
 # Days either side of which the clocks change, and two ordinary ones.
@@ -123,3 +124,83 @@ def test_the_rating_does_not_depend_on_the_order_of_the_reads(
     shuffled = list(days)
     random.Random(seed).shuffle(shuffled)
     assert rate(plan, shuffled) == rate(plan, days)
+
+
+@st.composite
+def exchanged_meter_days(draw: st.DrawFn) -> list[IntervalDay]:
+    """Like ``meter_days``, but each channel's day at a length of its own, as around a meter
+    exchange (30-minute data one day, 5-minute the next), with days left out."""
+    anchor = draw(st.sampled_from(ANCHORS))
+    days = []
+    for suffix in draw(st.sets(st.sampled_from(["E1", "E2", "B1"]), min_size=1)):
+        for offset in draw(st.sets(st.integers(0, 3), min_size=1)):
+            count = 24 * 60 // draw(st.sampled_from([5, 15, 30]))
+            values = draw(st.lists(reading, min_size=count, max_size=count))
+            days.append(nem_day(anchor + timedelta(days=offset), values, suffix=suffix))
+    return days
+
+
+def reference_missing(plan: Plan, days: list[IntervalDay], local_date: date) -> int:
+    """``missing_intervals`` worked out minute by minute, from the module docstring's rule: the
+    intervals of the day's grid, starting on it, for which some rated channel has no value."""
+    rows = {(day.suffix, day.day): day for day in days}
+    suffixes = {day.suffix for day in days}
+
+    def local_day_of(nem_date: date, minute: int) -> date:
+        moment = datetime.combine(nem_date, time(0), NEM_TIME) + timedelta(minutes=minute)
+        return moment.astimezone(plan.zone).date()
+
+    covering = [
+        nem_date
+        for nem_date in (local_date + timedelta(days=n) for n in (-1, 0, 1))
+        if any(local_day_of(nem_date, minute) == local_date for minute in range(0, 1440, 5))
+    ]
+    lengths = {day.day: min(d.interval_minutes for d in days if d.day == day.day) for day in days}
+    on_day = [lengths[nem_date] for nem_date in covering if nem_date in lengths]
+    if on_day:
+        grid = min(on_day)
+    else:
+        earlier = [nem_date for nem_date in lengths if nem_date < covering[0]]
+        grid = lengths[max(earlier)] if earlier else lengths[min(lengths)]
+
+    def has_value(suffix: str, nem_date: date, minute: int) -> bool:
+        row = rows.get((suffix, nem_date))
+        return row is not None and row.values[minute // row.interval_minutes] is not None
+
+    missing = 0
+    for nem_date in covering:
+        for start in range(0, 1440, grid):
+            if local_day_of(nem_date, start) != local_date:
+                continue
+            minutes = range(start, start + grid)
+            if any(not has_value(s, nem_date, m) for s in suffixes for m in minutes):
+                missing += 1
+    return missing
+
+
+@settings(max_examples=60, deadline=None)
+@given(plan=plans(), days=exchanged_meter_days(), seed=st.integers(0, 2**32))
+def test_missing_intervals_count_the_days_intervals_without_a_value_on_any_channel(
+    plan: Plan, days: list[IntervalDay], seed: int
+) -> None:
+    """Whatever the channels, lengths, gaps and order: each day's ``missing_intervals`` is the
+    rule's (every rated channel at once, on the day's grid), never more than the day's intervals,
+    and the same whichever row came first."""
+    first = min(day.day for day in days)
+    local_dates = [first + timedelta(days=n) for n in range(-1, 6)]
+    shuffled = list(days)
+    random.Random(seed).shuffle(shuffled)
+    profiles = DayProfiles(plan)
+    rating = MeterRating(days[0].nmi, profiles)
+    for day in shuffled:
+        rating.add(day)
+    rated = rating.days(local_dates)
+    assert rated == rate(plan, days, local_dates=local_dates)
+    for local_date, day_rating in rated.items():
+        assert day_rating.missing_intervals == reference_missing(plan, days, local_date)
+        assert day_rating.missing_intervals <= rating.intervals(local_date)
+        runs = rating.missing_runs(local_date)
+        grid = timedelta(minutes=rating.grid(local_date))
+        # (Moments of one zone subtract as wall clocks: across a clock change, compare in UTC.)
+        lengths = (end.astimezone(UTC) - start.astimezone(UTC) for start, end in runs)
+        assert sum(length // grid for length in lengths) == day_rating.missing_intervals

@@ -109,8 +109,17 @@ def test_import_stores_every_file_and_sums_them_up(
     assert run_command(monkeypatch, "nem12", "import", str(first), str(second)) == 0
 
     out = capsys.readouterr().out
-    assert "2 of 2 files stored" in out
-    assert "864" in out  # 3 NMIs x 2 channels x 3 days x 48 values
+    assert "2 of 2 files stored; counts in channel-days" in out
+    assert "NEM12 import, in channel-days (one channel's NEM day, a 300 row)" in out
+    header = next(line for line in out.splitlines() if "file" in line)
+    assert [cell.strip() for cell in header.split("┃")[1:5]] == [
+        "file", "channel-days", "intervals", "new",
+    ]  # fmt: skip
+    total = next(line for line in out.splitlines() if line.startswith("│ total"))
+    # 3 NMIs x 2 channels x 3 days, all new: 18 channel-days of 48 values.
+    assert [cell.strip() for cell in total.split("│")[1:8]] == [
+        "total", "18", "864", "18", "0", "0", "0",
+    ]  # fmt: skip
     assert stored_nmis(database_url) == ["4103035611", "4103035612", "4103035613"]
 
 

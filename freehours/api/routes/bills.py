@@ -28,8 +28,9 @@ router = APIRouter(tags=["billing"], dependencies=[requires(Scope.READ)])
     openapi_extra={
         "responses": {
             "404": problem(
-                "No bill for this NMI: no customer, or a plan that no longer parses or has no"
-                " free window (`detail` says which): `/problems/customer-not-found`."
+                "No bill for this NMI: no customer, or a plan that no longer parses (`detail`"
+                " says which): `/problems/customer-not-found`. (A plan without a free window"
+                " bills all the same.)"
             ),
             "422": {"description": "So is a period whose from is after its to, or over 367 days."},
         }
@@ -56,12 +57,17 @@ def get_bill(
     with services.store.read() as unit:
         customer = services.settlements.customer_plan(unit, nmi)
         if isinstance(customer, NoQuotas):
-            raise Problem(404, "customer-not-found", "No bill for this NMI", customer.reason)
+            if customer.plan is None or customer.profiles is None:
+                raise Problem(404, "customer-not-found", "No bill for this NMI", customer.reason)
+            # A plan without a free window has no quotas, and bills all the same.
+            plan, profiles = customer.plan, customer.profiles
+        else:
+            plan, profiles = customer.plan, customer.profiles
+        # Every NEM date that covers a local day asked for: each day is billed whole.
         local_dates = [first + timedelta(days=n) for n in range((last - first).days + 1)]
-        plan = customer.plan
         nem_dates = {d for day in local_dates for d in plan.nem_dates(day)}
         days = unit.meter.days_for(nmi, nem_dates)
-    rating = MeterRating(nmi, customer.profiles)
+    rating = MeterRating(nmi, profiles)
     for day in days:
         rating.add(day)
     bill = make_bill(plan, nmi, rating.days(local_dates).values())

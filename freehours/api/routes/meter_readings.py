@@ -277,14 +277,16 @@ def _ingest_upload(
         )
         ingested = services.runtime.ingestion.days(unit, days)
         counts = ingested.counts
-        answer = {
-            "file": name,
-            "accepted": counts.accepted,
-            "superseded": counts.superseded,
-            "unchanged": counts.unchanged,
-            "stale": counts.stale,
-        }
-        return 200, answer, ingested
+        # In channel-days, named so: "accepted" alone means interval reads (IngestCountsOut).
+        answer = Nem12CountsOut(
+            file=name,
+            intervals=ingested.values,
+            channel_days_accepted=counts.accepted,
+            channel_days_superseded=counts.superseded,
+            channel_days_unchanged=counts.unchanged,
+            channel_days_stale=counts.stale,
+        )
+        return 200, answer.model_dump(), ingested
 
     return run_once(
         services,

@@ -9,9 +9,8 @@ from fastapi.responses import JSONResponse
 from freehours.api import settle
 from freehours.api.auth import requires
 from freehours.api.keys import Scope
-from freehours.api.models import NmiPath, QuotaOut
-from freehours.api.openapi import problem
-from freehours.api.problems import Problem
+from freehours.api.models import NmiPath, QuotaOut, check_read_date
+from freehours.api.openapi import header_refs
 from freehours.api.services import AppServices
 from freehours.observability.logging import bind_fields
 
@@ -32,17 +31,27 @@ router.add_api_route(
 @router.get(
     "/v1/free-energy/settlements/{nmi}/{day}",
     response_model=QuotaOut,
-    response_description="The quota's newest version.",
     dependencies=[requires(Scope.READ)],
-    openapi_extra={
-        "responses": {"404": problem("No quota for this NMI and day: `/problems/quota-not-found`.")}
+    responses={
+        200: {
+            "description": "The quota's newest version, as a settlement request would find it"
+            " (nothing written): COMPLETED, LOCKED, PENDING (a day nobody has asked to settle"
+            " yet is PENDING, version 1, its reason naming when it is due) or ABORTED (an NMI"
+            " without a customer, or a plan without a free window). Retry-After while it is"
+            " PENDING or LOCKED: the seconds until a settlement request could settle it.",
+            "headers": header_refs("Retry-After"),
+        }
     },
 )
 def get_settlement(nmi: NmiPath, day: date, services: AppServices) -> JSONResponse:
-    """The quota's current state (its newest version)."""
+    """The quota's current state (its newest version), as a settlement request would find it,
+    without settling it or writing anything: always 200 with the quota. A day nobody has asked
+    to settle yet is PENDING (version 1), with ``Retry-After`` (the seconds until it can be
+    settled) while it is not due; an NMI without a customer, or on a plan without a free
+    window, is ABORTED with the reason, as ``POST`` answers (not stored)."""
     bind_fields(nmi=nmi, date=day.isoformat())
-    quota = services.settlements.state(nmi, day)
-    if quota is None:
-        raise Problem(404, "quota-not-found", "No such quota", f"no quota for {nmi} on {day}")
-    bind_fields(quota_state=quota.status.value)
-    return JSONResponse(settle.quota_body(quota))
+    check_read_date(day, services.nem_today(), "day", where="path")
+    view = services.settlements.view(nmi, day)
+    bind_fields(quota_state=view.quota.status.value)
+    headers = {} if view.retry_after is None else {"Retry-After": str(view.retry_after)}
+    return JSONResponse(settle.quota_body(view.quota), headers=headers)
