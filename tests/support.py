@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 
-from freehours.cli import COMMANDS, load, main
+from freehours.cli import main
 
 T = TypeVar("T")
 
@@ -51,16 +51,3 @@ def run_command(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
     with pytest.raises(SystemExit) as exited:
         main()
     return exited.value.code if isinstance(exited.value.code, int) else 1
-
-
-def every_command() -> Iterator[tuple[list[str], Any]]:
-    """Each command and sub-command of ``freehours`` (its words after ``freehours``) with the
-    command as the command line builds it to run, in the order ``--help`` lists them."""
-
-    def walk(path: list[str], command: Any) -> Iterator[tuple[list[str], Any]]:
-        yield path, command
-        for name, sub_command in getattr(command, "commands", {}).items():
-            yield from walk([*path, name], sub_command)
-
-    for name in COMMANDS:
-        yield from walk([name], load(name))

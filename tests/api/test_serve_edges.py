@@ -105,11 +105,24 @@ def test_forwarded_addresses_are_believed_from_a_configured_proxy(
         assert unknown_key_answers(url, ["10.0.0.4"] * 3, guess="fh_other") == [401, 401, 429]
 
 
-def test_a_port_in_use_is_one_line_naming_the_address(database: dict[str, str]) -> None:
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_a_port_in_use_is_one_line_naming_the_address(
+    database: dict[str, str], processes: str
+) -> None:
+    # With --processes 2, before any process starts.
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
         result = subprocess.run(
-            [FREEHOURS, "serve", "--host", "127.0.0.1", "--port", str(port)],
+            [
+                FREEHOURS,
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--processes",
+                processes,
+            ],
             env={**os.environ, **database},
             capture_output=True,
             text=True,

@@ -214,23 +214,6 @@ def test_a_process_that_cannot_start_stops_the_serve_with_one_line(
     assert "Port could not be cast to integer value" in result.stderr  # the reason, logged
 
 
-def test_a_port_in_use_is_one_line_before_any_process_starts(database: dict[str, str]) -> None:
-    with socket.create_server(("127.0.0.1", 0)) as taken:
-        port = taken.getsockname()[1]
-        result = subprocess.run(
-            [FREEHOURS, "serve", "--port", str(port), "--processes", "2"],
-            env={**os.environ, **database},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    assert result.returncode == 1
-    assert (
-        result.stderr.strip() == f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
-    )
-
-
 def test_an_application_server_of_ones_own_can_name_the_factory(
     database: dict[str, str], key: str
 ) -> None:

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from freehours.cli.docs import every_command
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.writer import write_nem12
 from freehours.settings import get_settings
-from tests.support import every_command, run_command
+from tests.support import run_command
 
 REFUSAL = (
     "error: no database at ./freehours.db (FREEHOURS_DATABASE_URL is not set); set it, or create"

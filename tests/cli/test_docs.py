@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from freehours.agent.settings import AgentSettings
 from freehours.cli import app, docs
+from freehours.cli.docs import every_command
 from freehours.settings import Settings
-from tests.support import every_command
 
 
 def test_every_generated_file_is_current() -> None:

@@ -9,7 +9,7 @@ import re
 from typer.testing import CliRunner
 
 from freehours.cli import COMMANDS, app
-from tests.support import every_command
+from freehours.cli.docs import every_command
 
 #: What Typer writes where a parameter has no metavar: its type in angle brackets.
 TYPE_PLACEHOLDER = re.compile(r"<[A-Za-z][^<>\n]*>")
