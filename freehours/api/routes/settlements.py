@@ -10,7 +10,6 @@ from freehours.api import settle
 from freehours.api.auth import requires
 from freehours.api.keys import Scope
 from freehours.api.models import NmiPath, QuotaOut, check_read_date
-from freehours.api.openapi import header_refs
 from freehours.api.services import AppServices
 from freehours.observability.logging import bind_fields
 
@@ -39,7 +38,15 @@ router.add_api_route(
             " yet is PENDING, version 1, its reason naming when it is due) or ABORTED (an NMI"
             " without a customer, or a plan without a free window). Retry-After while it is"
             " PENDING or LOCKED: the seconds until a settlement request could settle it.",
-            "headers": header_refs("Retry-After"),
+            "headers": {
+                "Retry-After": {
+                    "description": "While PENDING or LOCKED: seconds until a settlement request"
+                    " could settle the quota (at least 1); absent when one could now, or when"
+                    " the quota is COMPLETED or ABORTED.",
+                    "required": False,
+                    "schema": {"type": "integer", "minimum": 1},
+                }
+            },
         }
     },
 )
