@@ -226,12 +226,9 @@ def serve(
             address=f"{host}:{port}",
             metrics_directory=str(directory),
         )
-        started = supervisor.run()
-    if not started:
-        raise ConfigurationError(
-            "an API process could not start (its api_process_failed line says why); "
-            "the others were stopped"
-        )
+        served = supervisor.run()
+    if not served:
+        raise ConfigurationError(supervisor.failure or "the API processes stopped")
 
 
 @contextmanager

@@ -6,8 +6,12 @@ process it starts; every process is started afresh (``spawn``: nothing of the su
 but the uvicorn configuration it is given, its application a factory of the supervisor's
 settings) and accepts connections from that socket, as the kernel gives them out.
 
-- A process that exits while the others serve is replaced at once (``api_process_replaced``,
-  with its pid and exit status), and its live gauges dropped from the merged metrics.
+- A process that exits while the others serve is replaced (``api_process_replaced``, with its
+  pid and exit status), and its live gauges dropped from the merged metrics: at once when it had
+  served a while; when it died within ``QUICK_SECONDS`` of starting, after a wait that doubles
+  with each such death in a row (``ceiling`` of ``freehours.backoff``: 0.5, 1, 2, 4 s), and after
+  ``MAX_QUICK_DEATHS`` of them the supervisor gives up and stops the others, as for a start-up
+  failure: a process that cannot stay up is never restarted in a loop.
 - A process that exits with uvicorn's start-up failure status (3: its application or its
   lifespan could not start, e.g. its database refused it) would fail the same way again: the
   supervisor stops the others and ``run`` says so.
@@ -31,6 +35,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from types import FrameType
@@ -39,11 +44,41 @@ import structlog
 import uvicorn
 from uvicorn.config import STARTUP_FAILURE
 
+from freehours.backoff import ceiling
 from freehours.observability.exposition import forget_process
 
 log = structlog.get_logger("freehours.api")
 
 _SPAWN = multiprocessing.get_context("spawn")
+
+#: A process that dies within this many seconds of starting died quickly.
+QUICK_SECONDS = 10.0
+#: Quick deaths in a row of one process's slot after which the supervisor gives up.
+MAX_QUICK_DEATHS = 5
+#: The wait before replacing a process after its first quick death, doubled after each next one.
+RESTART_BASE_SECONDS = 0.5
+
+
+@dataclass
+class Slot:
+    """One of the supervisor's ``processes`` places: the process in it, when it started, and how
+    many of its processes in a row died quickly."""
+
+    process: BaseProcess | None = None
+    started: float = 0.0
+    quick_deaths: int = 0
+    #: When the next process may start in it (monotonic seconds), while it is empty.
+    restart_at: float | None = None
+
+    def died(self, now: float) -> float | None:
+        """The process has died at ``now``: when to start the next (None: give up)."""
+        if now - self.started >= QUICK_SECONDS:
+            self.quick_deaths = 0
+            return now
+        self.quick_deaths += 1
+        if self.quick_deaths >= MAX_QUICK_DEATHS:
+            return None
+        return now + ceiling(self.quick_deaths - 1, RESTART_BASE_SECONDS, QUICK_SECONDS)
 
 
 def _serve_process(config: uvicorn.Config, listener: socket.socket, supervisor: Connection) -> None:
@@ -72,33 +107,51 @@ class Supervisor:
     ) -> None:
         self.config = config
         self.listener = listener
-        self.count = processes
         self.stop_seconds = stop_seconds
-        self.processes: list[BaseProcess] = []
+        self.slots = [Slot() for _ in range(processes)]
         self._ends: dict[int, Connection] = {}  # the supervisor's end of each process's pipe
         self._stopping = False
-        #: The process that could not start, if one did not.
-        self.failed: BaseProcess | None = None
+        #: Why the supervisor gave up (a process could not start, or could not stay up), if it
+        #: did: the command's last line.
+        self.failure: str | None = None
+
+    @property
+    def processes(self) -> list[BaseProcess]:
+        """The processes running or just exited, one a slot (an empty slot has none)."""
+        return [slot.process for slot in self.slots if slot.process is not None]
 
     def run(self) -> bool:
-        """Serve until SIGTERM or SIGINT (True), or until a process could not start (False)."""
+        """Serve until SIGTERM or SIGINT (True), or until a process could not start or stay up
+        (False, ``failure`` saying which)."""
         with _signals_wake() as woken:
             signal.signal(signal.SIGTERM, self._request_stop)
             signal.signal(signal.SIGINT, self._request_stop)
-            self.processes = [self._start() for _ in range(self.count)]
+            for slot in self.slots:
+                self._start(slot)
             while not self._stopping:
-                ready = wait([woken, *(process.sentinel for process in self.processes)])
+                sentinels = [process.sentinel for process in self.processes]
+                ready = wait([woken, *sentinels], timeout=self._until_next_restart())
                 if woken in ready:
                     _drain(woken)
                 if not self._stopping:
                     self._replace_the_dead()
             self._stop_all()
-        return self.failed is None
+        return self.failure is None
 
     def _request_stop(self, _signal: int, _frame: FrameType | None) -> None:
         self._stopping = True
 
-    def _start(self) -> BaseProcess:
+    def _until_next_restart(self) -> float | None:
+        """Seconds until an empty slot may be filled again (None: no slot waits)."""
+        due = [slot.restart_at for slot in self.slots if slot.restart_at is not None]
+        return None if not due else max(0.0, min(due) - time.monotonic())
+
+    def _start(self, slot: Slot) -> None:
+        slot.process = self._spawn()
+        slot.started = time.monotonic()
+        slot.restart_at = None
+
+    def _spawn(self) -> BaseProcess:
         reader, writer = _SPAWN.Pipe(duplex=False)
         process = _SPAWN.Process(
             target=_serve_process,
@@ -112,16 +165,39 @@ class Supervisor:
         return process
 
     def _replace_the_dead(self) -> None:
-        for index, process in enumerate(self.processes):
-            if process.exitcode is None:
-                continue
-            self._forget(process)
-            if process.exitcode == STARTUP_FAILURE:
-                self.failed = process
-                self._stopping = True
-                return
-            log.warning("api_process_replaced", process_pid=process.pid, exit_code=process.exitcode)
-            self.processes[index] = self._start()
+        now = time.monotonic()
+        for slot in self.slots:
+            process = slot.process
+            if process is not None and process.exitcode is not None:
+                self._forget(process)
+                slot.process = None
+                if process.exitcode == STARTUP_FAILURE:
+                    self._give_up(
+                        "an API process could not start (its api_process_failed line says why)"
+                    )
+                    return
+                restart_at = slot.died(now)
+                if restart_at is None:
+                    self._give_up(
+                        f"an API process died {slot.quick_deaths} times in a row within"
+                        f" {QUICK_SECONDS:g} s of starting (its api_process_replaced lines say"
+                        " how)"
+                    )
+                    return
+                slot.restart_at = restart_at
+                log.warning(
+                    "api_process_replaced",
+                    process_pid=process.pid,
+                    exit_code=process.exitcode,
+                    quick_deaths=slot.quick_deaths,
+                    after_seconds=round(restart_at - now, 3),
+                )
+            if slot.process is None and slot.restart_at is not None and slot.restart_at <= now:
+                self._start(slot)
+
+    def _give_up(self, why: str) -> None:
+        self.failure = f"{why}; the others were stopped"
+        self._stopping = True
 
     def _stop_all(self) -> None:
         for process in self.processes:

@@ -48,8 +48,9 @@ def serve(
     --processes N starts N API processes that share one socket, bound here first, each under the
     same settings. Their metrics are merged, so /metrics from any of them shows all: in
     PROMETHEUS_MULTIPROC_DIR if it is set (it must be empty), else in a new directory of their
-    own, which the first log line names. One that dies is replaced; one that cannot start stops
-    them all (exit 1).
+    own, which the first log line names. One that dies is replaced (after a wait that doubles
+    while it keeps dying within 10 s of starting); one that cannot start, or dies so five times
+    in a row, stops them all (exit 1).
 
     Refuses a database whose schema is out of date (run `freehours db upgrade`). On SIGTERM each
     process drains its requests (at most 30 s), then its workers finish or release their jobs.

@@ -5,6 +5,7 @@ all, and SIGTERM letting the requests in flight finish."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -16,8 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
+from freehours.api.supervisor import MAX_QUICK_DEATHS
 from freehours.observability.exposition import MULTIPROC_DIR
 from tests.metrics import Samples
 from tests.servers import (
@@ -143,6 +146,33 @@ def test_a_process_that_dies_is_replaced_and_its_counts_stay_in_the_sum(
     assert victim in {line["pid"] for line in probes}
     assert probes_counted(url) == len(probes)
     assert process.poll() is None
+
+
+def test_a_process_that_keeps_dying_is_restarted_ever_later_then_given_up_on(
+    serving: tuple[str, subprocess.Popen[bytes], ServeLog],
+) -> None:
+    # Every API process is killed as soon as it is there, as one that crashes at its first
+    # request would die: no restart loop, but waits that double, then exit 1 saying so.
+    _, process, log = serving
+    killed: set[int] = set()
+    deadline = time.monotonic() + 90
+    while process.poll() is None and time.monotonic() < deadline:
+        for child in psutil.Process(process.pid).children():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if child.pid not in killed and "spawn_main" in " ".join(child.cmdline()):
+                    child.kill()
+                    killed.add(child.pid)
+        time.sleep(0.05)
+    assert process.wait(timeout=30) == 1
+    replaced = log.events("api_process_replaced")
+    waits = sorted({line["after_seconds"] for line in replaced if line["quick_deaths"]})
+    assert waits == [0.5, 1.0, 2.0, 4.0]  # after the 1st to 4th quick death of a slot
+    assert len(replaced) <= 2 * (MAX_QUICK_DEATHS - 1)  # two slots, each given up at the 5th
+    assert len(killed) <= 2 * MAX_QUICK_DEATHS
+    assert log.path.read_text().strip().splitlines()[-1] == (
+        f"error: an API process died {MAX_QUICK_DEATHS} times in a row within 10 s of starting"
+        " (its api_process_replaced lines say how); the others were stopped"
+    )
 
 
 def test_sigterm_lets_a_request_in_flight_finish(
