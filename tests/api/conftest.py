@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -18,6 +19,7 @@ from freehours.clock import ManualClock
 from freehours.runtime import Runtime
 from freehours.settings import Settings
 from freehours.store.database import Store
+from tests.servers import freehours
 from tests.test_settlement import PLAN
 
 __all__ = [
@@ -71,3 +73,11 @@ def serving(store: Store, settings: Settings) -> Iterator[Api]:
         )
     with TestClient(create_app(services), client=LOOPBACK) as client:
         yield Api(client, services, clock, keys)
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> dict[str, str]:
+    """The environment of a ``freehours serve`` process run by a test: a migrated SQLite file."""
+    env = {"FREEHOURS_DATABASE_URL": f"sqlite:///{tmp_path / 'serve.db'}"}
+    freehours("db", "upgrade", env=env)
+    return env

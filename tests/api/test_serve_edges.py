@@ -7,24 +7,16 @@ import os
 import socket
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
-from tests.servers import FREEHOURS, api_server, freehours
+from tests.servers import FREEHOURS, api_server
 
 pytestmark = pytest.mark.slow
 
 HANG = 10.0  # seconds after which a socket that is still open counts as held open for ever
-
-
-@pytest.fixture
-def database(tmp_path: Path) -> dict[str, str]:
-    env = {"FREEHOURS_DATABASE_URL": f"sqlite:///{tmp_path / 'serve.db'}"}
-    freehours("db", "upgrade", env=env)
-    return env
 
 
 @pytest.fixture

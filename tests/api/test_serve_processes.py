@@ -43,13 +43,6 @@ PROBE_ROUTE = "/v1/free-energy/settlements/{nmi}/{day}"
 
 
 @pytest.fixture
-def database(tmp_path: Path) -> dict[str, str]:
-    env = {"FREEHOURS_DATABASE_URL": f"sqlite:///{tmp_path / 'serve.db'}"}
-    freehours("db", "upgrade", env=env)
-    return env
-
-
-@pytest.fixture
 def key(database: dict[str, str]) -> str:
     return freehours("keys", "create", "--scope", "read", env=database)
 
