@@ -1,0 +1,603 @@
+"""A document as PDF (A4), drawn with ReportLab's canvas: text in the standard Helvetica
+fonts (nothing embedded, so a document is a few kilobytes and renders in milliseconds), the
+daily-use chart in vector rectangles.
+
+Page 1 holds the Tier 1 information of the AER's Better Bills Guideline and the free window's
+figures with the chart (docs/invoices.md, "The document", maps each item to its place); the
+pages after it hold the detail (Tier 2): the charges, the account, the plan, every day's use.
+A document of up to ``TWO_PAGE_LINES`` lines and 92 days is two pages; more lines continue on a
+third.
+
+The standard fonts write Windows-1252 (Latin-1 and a few more): a character outside it is
+written without its accents where it has a plain form ("Nguyễn" as "Nguyen") and as "?"
+otherwise. The HTML document has no such limit.
+"""
+
+from __future__ import annotations
+
+import io
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from reportlab.lib.pagesizes import A4
+from reportlab.lib.utils import simpleSplit
+from reportlab.pdfbase.pdfmetrics import stringWidth
+from reportlab.pdfgen.canvas import Canvas
+
+from freehours.documents import wording
+from freehours.documents.chart import chart
+from freehours.documents.model import InvoiceDocument, Line
+
+#: The most lines whose document stays two pages (with 92 days of daily use).
+TWO_PAGE_LINES = 16
+
+WIDTH, HEIGHT = A4
+MARGIN = 40.0
+CONTENT = WIDTH - 2 * MARGIN
+#: Where flowing content may go down to, above the footer.
+BOTTOM = HEIGHT - 56.0
+
+REGULAR = "Helvetica"
+BOLD = "Helvetica-Bold"
+
+Colour = tuple[float, float, float]
+INK: Colour = (0.1, 0.1, 0.1)
+MUTED: Colour = (0.3, 0.3, 0.3)
+ACCENT: Colour = (0.043, 0.31, 0.424)  # #0b4f6c: 8.6:1 on white
+FREE: Colour = (0.706, 0.325, 0.035)  # #b45309: 5.0:1 on white
+USE: Colour = ACCENT
+PANEL: Colour = (0.953, 0.965, 0.973)
+HIGHLIGHT: Colour = (0.992, 0.953, 0.906)
+RULE: Colour = (0.75, 0.75, 0.75)
+
+
+def render_pdf(document: InvoiceDocument) -> bytes:
+    """The document as the bytes of a PDF file."""
+    buffer = io.BytesIO()
+    canvas = Canvas(
+        buffer,
+        pagesize=A4,
+        pageCompression=1,
+        invariant=1,  # the same document makes the same bytes: no time stamp, no random id
+        lang="en-AU",
+    )
+    title = f"{document.kind.label} {document.number}"
+    canvas.setTitle(_pdf(title))
+    canvas.setAuthor(_pdf(document.retailer.name))
+    canvas.setSubject(_pdf(f"{title}, NMI {document.nmi}, {wording.period(document)}"))
+    detail = _detail_pages(document)
+    pages = 1 + len(detail)
+    _first_page(Page(canvas), document)
+    _footer(Page(canvas), document, 1, pages)
+    canvas.showPage()
+    for number, blocks in enumerate(detail, start=2):
+        page = Page(canvas)
+        for top, block in blocks:
+            block.draw(page, top)
+        _footer(page, document, number, pages)
+        canvas.showPage()
+    canvas.save()
+    return buffer.getvalue()
+
+
+class Page:
+    """The canvas with the origin at the top left and y growing down, as a page is read."""
+
+    def __init__(self, canvas: Canvas) -> None:
+        self.canvas = canvas
+
+    def text(
+        self,
+        x: float,
+        top: float,
+        text: str,
+        *,
+        size: float = 9,
+        font: str = REGULAR,
+        colour: Colour = INK,
+        align: str = "left",
+    ) -> None:
+        """One line of text whose baseline is ``top`` points down the page."""
+        canvas = self.canvas
+        canvas.setFillColorRGB(*colour)
+        canvas.setFont(font, size)
+        value = _pdf(text)
+        if align == "right":
+            canvas.drawRightString(x, HEIGHT - top, value)
+        elif align == "centre":
+            canvas.drawCentredString(x, HEIGHT - top, value)
+        else:
+            canvas.drawString(x, HEIGHT - top, value)
+
+    def lines(
+        self,
+        x: float,
+        top: float,
+        text: str,
+        width: float,
+        *,
+        size: float = 9,
+        font: str = REGULAR,
+        colour: Colour = INK,
+        leading: float | None = None,
+        max_lines: int = 99,
+    ) -> float:
+        """``text`` wrapped to ``width`` (at most ``max_lines``, the last cut with an ellipsis),
+        the first baseline at ``top``. Returns the baseline after the last line."""
+        step = leading or size * 1.3
+        for line in wrap(text, font, size, width, max_lines):
+            self.text(x, top, line, size=size, font=font, colour=colour)
+            top += step
+        return top
+
+    def box(
+        self,
+        x: float,
+        top: float,
+        width: float,
+        height: float,
+        fill: Colour,
+        *,
+        radius: float = 0,
+        stroke: Colour | None = None,
+    ) -> None:
+        canvas = self.canvas
+        canvas.setFillColorRGB(*fill)
+        if stroke is not None:
+            canvas.setStrokeColorRGB(*stroke)
+            canvas.setLineWidth(0.75)
+        if radius:
+            canvas.roundRect(
+                x,
+                HEIGHT - top - height,
+                width,
+                height,
+                radius,
+                stroke=int(stroke is not None),
+                fill=1,
+            )
+        else:
+            canvas.rect(
+                x, HEIGHT - top - height, width, height, stroke=int(stroke is not None), fill=1
+            )
+
+    def rule(self, x: float, top: float, width: float, colour: Colour = RULE) -> None:
+        canvas = self.canvas
+        canvas.setStrokeColorRGB(*colour)
+        canvas.setLineWidth(0.5)
+        canvas.line(x, HEIGHT - top, x + width, HEIGHT - top)
+
+
+# --- page 1: Tier 1 ---------------------------------------------------------------------------
+
+
+def _first_page(page: Page, document: InvoiceDocument) -> None:
+    retailer = document.retailer
+    right = WIDTH - MARGIN
+    page.lines(MARGIN, 52, retailer.name, 290, size=15, font=BOLD, colour=ACCENT, max_lines=1)
+    page.text(MARGIN, 66, f"ABN {retailer.abn}   {retailer.website}", size=8.5, colour=MUTED)
+    page.text(right, 52, document.kind.label, size=20, font=BOLD, align="right")
+    page.text(
+        right, 68, f"{wording.number_label(document)} {document.number}", size=10, align="right"
+    )
+    page.text(right, 81, f"Issued {wording.long_date(document.issue_date)}", size=9, align="right")
+    top = 92.0
+    notice = wording.example_notice(document)
+    if notice:
+        page.text(MARGIN, top, notice, size=8, font=BOLD, colour=FREE)
+    top = 100.0
+
+    # The amount box and, beside it, the account's facts.
+    headline = wording.headline(document)
+    box_width = 190.0
+    page.box(MARGIN, top, box_width, 104, HIGHLIGHT, radius=6)
+    page.text(MARGIN + 12, top + 22, headline.label, size=11, font=BOLD)
+    page.text(MARGIN + 12, top + 56, headline.amount, size=28, font=BOLD, colour=ACCENT)
+    page.lines(MARGIN + 12, top + 76, headline.due, box_width - 24, size=10, font=BOLD, max_lines=2)
+    x = MARGIN + box_width + 16
+    label_width = 78.0
+    value_width = right - x - label_width
+    row = top + 12
+    for label, value in wording.facts(document):
+        page.text(x, row, label, size=8.5, colour=MUTED)
+        row = page.lines(x + label_width, row, value, value_width, size=9, max_lines=2)
+        row += 2
+    top += 116
+
+    for message in (wording.final_bill(document), wording.correction(document)):
+        if message:
+            top = page.lines(MARGIN, top + 4, message, CONTENT, size=9, font=BOLD, max_lines=3)
+    top = max(top, 226.0) + 4
+
+    _free_energy_panel(page, document, top, 238.0)
+    top += 238 + 12
+
+    # How to pay, beside who to call.
+    column = (CONTENT - 16) / 2
+    bottom = 712.0
+    page.text(
+        MARGIN, top + 10, wording.payment_heading(document), size=11, font=BOLD, colour=ACCENT
+    )
+    row = top + 26
+    methods = document.payment_methods or ()
+    if not methods:
+        row = page.lines(MARGIN, row, f"Call {retailer.phone} to pay.", column, size=8.5)
+    for method in methods:
+        if row > bottom - 20:
+            break
+        page.text(MARGIN, row, method.name, size=8.5, font=BOLD)
+        row = page.lines(MARGIN, row + 11, method.detail, column, size=8.5, max_lines=2) + 3
+    x = MARGIN + column + 16
+    page.text(x, top + 10, "Need help?", size=11, font=BOLD, colour=ACCENT)
+    row = top + 26
+    for label, value in wording.help_items(document):
+        page.text(x, row, label, size=8.5, font=BOLD)
+        row = page.lines(x, row + 11, value, column, size=8.5, max_lines=2) + 3
+
+    page.box(MARGIN, bottom, CONTENT, 62, PANEL, radius=4)
+    page.text(MARGIN + 10, bottom + 15, "Are you on the right plan?", size=9.5, font=BOLD)
+    page.lines(
+        MARGIN + 10,
+        bottom + 29,
+        wording.better_offer(document),
+        CONTENT - 20,
+        size=8.5,
+        max_lines=3,
+    )
+
+
+def _free_energy_panel(page: Page, document: InvoiceDocument, top: float, height: float) -> None:
+    page.box(MARGIN, top, CONTENT, height, PANEL, radius=6)
+    x = MARGIN + 12
+    figures = wording.free_energy(document)
+    if figures is None:
+        page.text(x, top + 20, "Your daily use", size=12, font=BOLD, colour=ACCENT)
+        page.text(x, top + 36, "Your plan has no free window.", size=9)
+        chart_top = top + 50
+    else:
+        energy, value, how = figures
+        page.text(x, top + 20, "Your free energy", size=12, font=BOLD, colour=ACCENT)
+        page.text(x, top + 40, energy, size=13, font=BOLD, colour=FREE)
+        page.text(x, top + 57, value, size=11, font=BOLD)
+        page.lines(x, top + 72, how, CONTENT - 24, size=8.5, max_lines=2)
+        chart_top = top + 96
+    _chart(page, document, (x + 26, chart_top, CONTENT - 24 - 26, top + height - 28 - chart_top))
+    _legend(page, top + height - 9, document)
+
+
+def _chart(page: Page, document: InvoiceDocument, area: tuple[float, float, float, float]) -> None:
+    """The daily-use chart in ``area``: (left, top, width, height) of its plot."""
+    left, top, width, height = area
+    drawing = chart(document)
+    canvas = page.canvas
+    base = HEIGHT - top - height  # the plot's bottom, in the canvas's coordinates
+    canvas.setLineWidth(0.4)
+    for fraction, label in drawing.ticks:
+        y = base + fraction * height
+        canvas.setStrokeColorRGB(*RULE)
+        canvas.line(left, y, left + width, y)
+        canvas.setFillColorRGB(*MUTED)
+        canvas.setFont(REGULAR, 7)
+        canvas.drawRightString(left - 4, y - 2.5, label)
+    canvas.setFont(REGULAR, 6.5)
+    canvas.drawString(left - 26, base + height + 6, "kWh")
+    slot = width / max(len(drawing.bars), 1)
+    bar = slot * 0.7
+    for index, day in enumerate(drawing.bars):
+        x = left + index * slot + (slot - bar) / 2
+        if day.use_high > day.use_low:
+            canvas.setFillColorRGB(*USE)
+            canvas.rect(
+                x,
+                base + day.use_low * height,
+                bar,
+                (day.use_high - day.use_low) * height,
+                stroke=0,
+                fill=1,
+            )
+        if day.free_high > day.free_low:
+            canvas.setFillColorRGB(*FREE)
+            canvas.rect(
+                x,
+                base + day.free_low * height,
+                bar,
+                (day.free_high - day.free_low) * height,
+                stroke=0,
+                fill=1,
+            )
+    canvas.setStrokeColorRGB(*INK)
+    canvas.setLineWidth(0.6)
+    zero = base + drawing.zero * height
+    canvas.line(left, zero, left + width, zero)
+    canvas.setFillColorRGB(*MUTED)
+    canvas.setFont(REGULAR, 6.5)
+    for index in drawing.labelled:
+        label = str(drawing.bars[index].day.day)
+        canvas.drawCentredString(left + (index + 0.5) * slot, base - 9, label)
+    canvas.drawString(left, base - 18, _pdf(f"Days of {wording.period(document)}"))
+
+
+def _legend(page: Page, top: float, document: InvoiceDocument) -> None:
+    items = [(FREE if bar == "free" else USE, label) for bar, label in wording.legend(document)]
+    widths = [stringWidth(label, REGULAR, 7.5) + 18 for _, label in items]
+    x = WIDTH - MARGIN - 12 - sum(widths)
+    for (colour, label), width in zip(items, widths, strict=True):
+        page.box(x, top - 6.5, 8, 8, colour)
+        page.text(x + 11, top, label, size=7.5, colour=INK)
+        x += width
+
+
+def _footer(page: Page, document: InvoiceDocument, number: int, pages: int) -> None:
+    retailer = document.retailer
+    top = HEIGHT - 30
+    page.rule(MARGIN, top - 12, CONTENT)
+    address = ", ".join(retailer.postal_address)
+    page.lines(
+        MARGIN,
+        top,
+        f"{retailer.name}, {address}. ABN {retailer.abn}.",
+        CONTENT - 80,
+        size=7,
+        colour=MUTED,
+        max_lines=1,
+    )
+    page.text(
+        WIDTH - MARGIN, top, f"Page {number} of {pages}", size=7.5, colour=MUTED, align="right"
+    )
+
+
+# --- the pages after: Tier 2 ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A piece of the detail pages: its height, how to draw it with its top at ``top``, and the
+    header to repeat above it when it starts a page (a table's heading row)."""
+
+    height: float
+    paint: Callable[[Page, float], None]
+    repeat: Block | None = None
+
+    def draw(self, page: Page, top: float) -> None:
+        self.paint(page, top)
+
+
+def _detail_pages(document: InvoiceDocument) -> list[list[tuple[float, Block]]]:
+    """The detail's blocks placed on pages: (top, block) for each page after the first."""
+    pages: list[list[tuple[float, Block]]] = [[]]
+    start = MARGIN + 10
+    top = start
+    for block in _detail_blocks(document):
+        if top + block.height > BOTTOM and top > start:
+            pages.append([])
+            top = start
+            if block.repeat is not None:
+                pages[-1].append((top, block.repeat))
+                top += block.repeat.height
+        pages[-1].append((top, block))
+        top += block.height
+    return pages
+
+
+def _detail_blocks(document: InvoiceDocument) -> list[Block]:
+    blocks: list[Block] = []
+
+    def heading(text: str, gap: float = 14) -> None:
+        def paint(page: Page, top: float) -> None:
+            page.text(MARGIN, top + gap + 12, text, size=13, font=BOLD, colour=ACCENT)
+            page.rule(MARGIN, top + gap + 17, CONTENT, ACCENT)
+
+        blocks.append(Block(gap + 24, paint))
+
+    heading("Your bill in detail", gap=0)
+    blocks.extend(_charges(document))
+    if document.account is not None:
+        heading("Your account")
+        blocks.extend(_account(document))
+    heading("Your plan")
+    blocks.append(_plan(document))
+    if document.days:
+        heading("Your daily use")
+        blocks.append(_daily(document))
+    heading("About this document")
+    blocks.append(_about(document))
+    return blocks
+
+
+# Columns of the charges table: description, quantity, rate, amount (right edges for numbers).
+_QUANTITY = MARGIN + CONTENT * 0.62
+_RATE = MARGIN + CONTENT * 0.80
+_AMOUNT = MARGIN + CONTENT
+_DESCRIPTION = CONTENT * 0.62 - 100
+
+
+def _charges(document: InvoiceDocument) -> list[Block]:
+    def header(page: Page, top: float) -> None:
+        for x, label, align in (
+            (MARGIN, "Charge", "left"),
+            (_QUANTITY, "Quantity", "right"),
+            (_RATE, "Rate (excl. GST)", "right"),
+            (_AMOUNT, "Amount", "right"),
+        ):
+            page.text(x, top + 10, label, size=8.5, font=BOLD, colour=MUTED, align=align)
+        page.rule(MARGIN, top + 14, CONTENT)
+
+    head = Block(18, header)
+    blocks = [head]
+    for line in document.lines:
+        description = wrap(line.description, REGULAR, 9, _DESCRIPTION, 3)
+
+        def paint(
+            page: Page, top: float, line: Line = line, description: list[str] = description
+        ) -> None:
+            for index, text in enumerate(description):
+                page.text(MARGIN, top + 10 + index * 11, text)
+            page.text(
+                _QUANTITY, top + 10, wording.quantity(line.quantity, line.unit), align="right"
+            )
+            page.text(_RATE, top + 10, wording.rate(line.unit_price, line.unit), align="right")
+            page.text(_AMOUNT, top + 10, wording.money(line.amount), align="right")
+
+        blocks.append(Block(4 + 11 * len(description), paint, repeat=head))
+    for label, amount, bold in wording.totals(document):
+
+        def total(
+            page: Page, top: float, label: str = label, amount: str = amount, bold: bool = bold
+        ) -> None:
+            font = BOLD if bold else REGULAR
+            if bold:
+                page.rule(_RATE - 120, top + 2, _AMOUNT - _RATE + 120)
+            page.text(_RATE, top + 13, label, font=font, align="right")
+            page.text(_AMOUNT, top + 13, amount, font=font, align="right")
+
+        blocks.append(Block(17, total))
+    return blocks
+
+
+def _account(document: InvoiceDocument) -> list[Block]:
+    blocks = []
+    for label, value, bold in wording.account_rows(document):
+
+        def paint(
+            page: Page, top: float, label: str = label, value: str = value, bold: bool = bold
+        ) -> None:
+            font = BOLD if bold else REGULAR
+            page.text(MARGIN, top + 12, label, font=font)
+            page.text(_AMOUNT, top + 12, value, font=font, align="right")
+
+        blocks.append(Block(16, paint))
+    return blocks
+
+
+def _plan(document: InvoiceDocument) -> Block:
+    wrapped = [
+        (label, wrap(value, REGULAR, 9, CONTENT - 110, 4))
+        for label, value in wording.plan_rows(document)
+    ]
+    height = 6 + sum(12 * len(lines) + 2 for _, lines in wrapped)
+
+    def paint(page: Page, top: float) -> None:
+        row = top + 12
+        for label, lines in wrapped:
+            page.text(MARGIN, row, label, size=8.5, colour=MUTED)
+            for line in lines:
+                page.text(MARGIN + 110, row, line)
+                row += 12
+            row += 2
+
+    return Block(height, paint)
+
+
+def _daily(document: InvoiceDocument) -> Block:
+    days = document.days
+    columns = wording.daily_columns(len(days))
+    rows = -(-len(days) // columns)
+    width = CONTENT / columns
+    free_column = document.free_energy is not None
+    used, free = (72.0, 116.0) if columns == 4 else (100.0, 155.0)
+
+    def paint(page: Page, top: float) -> None:
+        for column in range(columns):
+            x = MARGIN + column * width
+            page.text(x, top + 10, "Day", size=7.5, font=BOLD, colour=MUTED)
+            page.text(x + used, top + 10, "Used", size=7.5, font=BOLD, colour=MUTED, align="right")
+            if free_column:
+                page.text(
+                    x + free, top + 10, "Free", size=7.5, font=BOLD, colour=MUTED, align="right"
+                )
+        page.rule(MARGIN, top + 13, CONTENT)
+        for index, day in enumerate(days):
+            column, row = divmod(index, rows)
+            x = MARGIN + column * width
+            y = top + 23 + row * 10.5
+            page.text(x, y, wording.short_date(day.day), size=7.5)
+            page.text(x + used, y, wording.kwh(day.consumption_kwh), size=7.5, align="right")
+            if free_column:
+                page.text(x + free, y, wording.kwh(day.free_kwh), size=7.5, align="right")
+
+    return Block(20 + rows * 10.5, paint)
+
+
+def _about(document: InvoiceDocument) -> Block:
+    wrapped = [wrap(text, REGULAR, 8.5, CONTENT, 8) for text in wording.about(document)]
+    height = 8 + sum(11 * len(lines) + 5 for lines in wrapped)
+
+    def paint(page: Page, top: float) -> None:
+        row = top + 11
+        for lines in wrapped:
+            for line in lines:
+                page.text(MARGIN, row, line, size=8.5)
+                row += 11
+            row += 5
+
+    return Block(height, paint)
+
+
+# --- text -------------------------------------------------------------------------------------
+
+
+def wrap(text: str, font: str, size: float, width: float, max_lines: int) -> list[str]:
+    """``text`` in lines no wider than ``width``: split at spaces, a word wider than the line
+    split where it must; past ``max_lines`` the last line ends in an ellipsis."""
+    text = _pdf(text)
+    lines: list[str] = []
+    for split in simpleSplit(text, font, size, width) or [""]:
+        rest = split
+        while stringWidth(rest, font, size) > width:
+            cut = _fitting(rest, font, size, width)
+            lines.append(rest[:cut])
+            rest = rest[cut:]
+        lines.append(rest)
+    if len(lines) > max_lines:
+        last = lines[max_lines - 1]
+        while last and stringWidth(last + "\u2026", font, size) > width:
+            last = last[:-1]
+        lines = [*lines[: max_lines - 1], last.rstrip() + "\u2026"]
+    return lines
+
+
+def _fitting(line: str, font: str, size: float, width: float) -> int:
+    """How many of ``line``'s first characters fit in ``width`` (at least one)."""
+    low, high = 1, len(line)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if stringWidth(line[:middle], font, size) <= width:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+@lru_cache(maxsize=4096)
+def _pdf(text: str) -> str:
+    """``text`` in the characters the standard fonts have (Windows-1252), on one line."""
+    if text.isprintable():
+        try:
+            text.encode("cp1252")
+        except UnicodeEncodeError:
+            pass
+        else:
+            return text
+    plain = []
+    for character in unicodedata.normalize("NFC", text):
+        if not character.isprintable():
+            plain.append(" ")
+            continue
+        try:
+            character.encode("cp1252")
+        except UnicodeEncodeError:
+            base = "".join(
+                part
+                for part in unicodedata.normalize("NFKD", character)
+                if not unicodedata.combining(part)
+            )
+            try:
+                base.encode("cp1252")
+            except UnicodeEncodeError:
+                base = "?"
+            plain.append(base or "?")
+        else:
+            plain.append(character)
+    return "".join(plain)
