@@ -86,7 +86,7 @@ def render_html(document: InvoiceDocument) -> str:
         account=_account(document),
         plan=_plan(document),
         daily=_daily(document),
-        about=_about(document),
+        credit_note=_paragraph(wording.credit_note_note(document)),
     )
 
 
@@ -201,8 +201,9 @@ def _account(document: InvoiceDocument) -> str:
         for label, value, result in rows
     )
     return (
-        '<h2>Your account</h2><table class="account"><caption>Your account before and after'
-        f" this {_e(document.kind.label.lower())}</caption><tbody>{body}</tbody></table>"
+        '<section aria-labelledby="account-heading"><h2 id="account-heading">Your account</h2>'
+        '<table class="account"><caption>Your account before and after this'
+        f" {_e(document.kind.label.lower())}</caption><tbody>{body}</tbody></table></section>"
     )
 
 
@@ -241,6 +242,5 @@ def _daily(document: InvoiceDocument) -> str:
     return f'<h2>Your daily use</h2>{note}<div class="daily">{"".join(tables)}</div>'
 
 
-def _about(document: InvoiceDocument) -> str:
-    body = "".join(f"<p>{_e(text)}</p>" for text in wording.about(document))
-    return f'<div class="about">{body}</div>'
+def _paragraph(text: str | None) -> str:
+    return f"<p>{_e(text)}</p>" if text else ""

@@ -31,6 +31,12 @@ CENT = Decimal("0.01")
 #: The longest billing period a document lays out (a quarter of 92 days): the daily table and
 #: the chart are designed for it.
 MAX_DAYS = 92
+#: The longest names and addresses the layout holds whole (in characters; an address's lines
+#: joined with ", ").
+MAX_PLAN_NAME = 120
+MAX_CUSTOMER_NAME = 80
+MAX_ADDRESS = 150
+MAX_PAYMENT_METHODS = 6
 
 
 class DocumentError(ValueError):
@@ -250,6 +256,15 @@ class InvoiceDocument:
         _text("nmi", self.nmi)
         _text("plan_id", self.plan_id)
         _text("plan_name", self.plan_name)
+        _longest("plan_name", self.plan_name, MAX_PLAN_NAME)
+        _longest("customer_name", self.customer_name or "", MAX_CUSTOMER_NAME)
+        _longest("supply_address", ", ".join(self.supply_address), MAX_ADDRESS)
+        _longest("billing_address", ", ".join(self.billing_address), MAX_ADDRESS)
+        if len(self.payment_methods) > MAX_PAYMENT_METHODS:
+            raise DocumentError(
+                f"payment_methods: {len(self.payment_methods)}; the first page lists at most "
+                f"{MAX_PAYMENT_METHODS}"
+            )
         self._check_kind()
         self._check_dates()
         self._check_figures()
@@ -353,6 +368,11 @@ def check_abn(abn: str) -> None:
 
 
 _ABN_WEIGHTS = (10, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19)
+
+
+def _longest(name: str, value: str, most: int) -> None:
+    if len(value) > most:
+        raise DocumentError(f"{name}: {len(value)} characters, at most {most}: {value[:40]!r}...")
 
 
 def _text(name: str, value: str) -> None:

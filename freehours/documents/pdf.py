@@ -30,8 +30,9 @@ from freehours.documents import wording
 from freehours.documents.chart import chart
 from freehours.documents.model import InvoiceDocument, Line
 
-#: The most lines whose document stays two pages (with 92 days of daily use).
-TWO_PAGE_LINES = 16
+#: The most rows of charges whose document stays two pages (with 92 days of daily use, and
+#: the longest plan name the model allows): ``charge_rows`` counts them.
+TWO_PAGE_LINES = 12
 
 WIDTH, HEIGHT = A4
 MARGIN = 40.0
@@ -191,20 +192,23 @@ def _first_page(page: Page, document: InvoiceDocument) -> None:
 
     # The amount box and, beside it, the account's facts.
     headline = wording.headline(document)
-    box_width = 190.0
+    box_width = 176.0
     page.box(MARGIN, top, box_width, 104, HIGHLIGHT, radius=6)
     page.text(MARGIN + 12, top + 22, headline.label, size=11, font=BOLD)
-    page.text(MARGIN + 12, top + 56, headline.amount, size=28, font=BOLD, colour=ACCENT)
+    size = 28.0  # smaller for an amount too wide for the box at 28 points
+    while size > 14 and stringWidth(headline.amount, BOLD, size) > box_width - 24:
+        size -= 1
+    page.text(MARGIN + 12, top + 56, headline.amount, size=size, font=BOLD, colour=ACCENT)
     page.lines(MARGIN + 12, top + 76, headline.due, box_width - 24, size=10, font=BOLD, max_lines=2)
     x = MARGIN + box_width + 16
-    label_width = 78.0
+    label_width = 72.0
     value_width = right - x - label_width
     row = top + 12
     for label, value in wording.facts(document):
         page.text(x, row, label, size=8.5, colour=MUTED)
-        row = page.lines(x + label_width, row, value, value_width, size=9, max_lines=2)
+        row = page.lines(x + label_width, row, value, value_width, size=9, max_lines=3)
         row += 2
-    top += 116
+    top = max(top + 116, row)
 
     for message in (wording.final_bill(document), wording.correction(document)):
         if message:
@@ -224,8 +228,18 @@ def _first_page(page: Page, document: InvoiceDocument) -> None:
     methods = document.payment_methods or ()
     if not methods:
         row = page.lines(MARGIN, row, f"Call {retailer.phone} to pay.", column, size=8.5)
-    for method in methods:
-        if row > bottom - 20:
+    for shown, method in enumerate(methods):
+        detail = wrap(method.detail, REGULAR, 8.5, column, 2)
+        # Room for this method, and for the line saying more follow when it is not the last.
+        needed = 11 * (1 + len(detail)) + (14 if shown < len(methods) - 1 else 0)
+        if row + needed > bottom:
+            more = len(methods) - shown
+            page.text(
+                MARGIN,
+                row,
+                f"{more} more way{'s' if more > 1 else ''} to pay: call {retailer.phone}",
+                size=8.5,
+            )
             break
         page.text(MARGIN, row, method.name, size=8.5, font=BOLD)
         row = page.lines(MARGIN, row + 11, method.detail, column, size=8.5, max_lines=2) + 3
@@ -382,28 +396,42 @@ def _detail_pages(document: InvoiceDocument) -> list[list[tuple[float, Block]]]:
 
 
 def _detail_blocks(document: InvoiceDocument) -> list[Block]:
-    blocks: list[Block] = []
-
-    def heading(text: str, gap: float = 14) -> None:
-        def paint(page: Page, top: float) -> None:
-            page.text(MARGIN, top + gap + 12, text, size=13, font=BOLD, colour=ACCENT)
-            page.rule(MARGIN, top + gap + 17, CONTENT, ACCENT)
-
-        blocks.append(Block(gap + 24, paint))
-
-    heading("Your bill in detail", gap=0)
+    blocks: list[Block] = [_heading("Your bill in detail", gap=0)]
     blocks.extend(_charges(document))
-    if document.account is not None:
-        heading("Your account")
-        blocks.extend(_account(document))
-    heading("Your plan")
-    blocks.append(_plan(document))
+    note = wording.credit_note_note(document)
+    if note:
+        blocks.append(_paragraph(note))
+    blocks.append(_account_and_plan(document))
     if document.days:
-        heading("Your daily use")
+        blocks.append(_heading("Your daily use"))
+        if document.kind.corrects_another:
+            blocks.append(_paragraph("The change each revised day made."))
         blocks.append(_daily(document))
-    heading("About this document")
-    blocks.append(_about(document))
     return blocks
+
+
+def _heading(text: str, *, x: float = MARGIN, width: float = CONTENT, gap: float = 10) -> Block:
+    def paint(page: Page, top: float) -> None:
+        _heading_at(page, x, top + gap, width, text)
+
+    return Block(gap + 24, paint)
+
+
+def _heading_at(page: Page, x: float, top: float, width: float, text: str) -> None:
+    page.text(x, top + 12, text, size=13, font=BOLD, colour=ACCENT)
+    page.rule(x, top + 17, width, ACCENT)
+
+
+def _paragraph(text: str) -> Block:
+    lines = wrap(text, REGULAR, 8.5, CONTENT, 6)
+
+    def paint(page: Page, top: float) -> None:
+        row = top + 14
+        for line in lines:
+            page.text(MARGIN, row, line, size=8.5)
+            row += 11
+
+    return Block(8 + 11 * len(lines), paint)
 
 
 # Columns of the charges table: description, quantity, rate, amount (right edges for numbers).
@@ -411,6 +439,11 @@ _QUANTITY = MARGIN + CONTENT * 0.62
 _RATE = MARGIN + CONTENT * 0.80
 _AMOUNT = MARGIN + CONTENT
 _DESCRIPTION = CONTENT * 0.62 - 100
+
+
+def charge_rows(document: InvoiceDocument) -> int:
+    """The rows the charges table takes: a line's description wraps to at most three."""
+    return sum(len(wrap(line.description, REGULAR, 9, _DESCRIPTION, 3)) for line in document.lines)
 
 
 def _charges(document: InvoiceDocument) -> list[Block]:
@@ -440,7 +473,7 @@ def _charges(document: InvoiceDocument) -> list[Block]:
             page.text(_RATE, top + 10, wording.rate(line.unit_price, line.unit), align="right")
             page.text(_AMOUNT, top + 10, wording.money(line.amount), align="right")
 
-        blocks.append(Block(4 + 11 * len(description), paint, repeat=head))
+        blocks.append(Block(2 + 11 * len(description), paint, repeat=head))
     for label, amount, bold in wording.totals(document):
 
         def total(
@@ -449,41 +482,44 @@ def _charges(document: InvoiceDocument) -> list[Block]:
             font = BOLD if bold else REGULAR
             if bold:
                 page.rule(_RATE - 120, top + 2, _AMOUNT - _RATE + 120)
-            page.text(_RATE, top + 13, label, font=font, align="right")
-            page.text(_AMOUNT, top + 13, amount, font=font, align="right")
+            page.text(_RATE, top + 12, label, font=font, align="right")
+            page.text(_AMOUNT, top + 12, amount, font=font, align="right")
 
-        blocks.append(Block(17, total))
+        blocks.append(Block(15, total))
     return blocks
 
 
-def _account(document: InvoiceDocument) -> list[Block]:
-    blocks = []
-    for label, value, bold in wording.account_rows(document):
-
-        def paint(
-            page: Page, top: float, label: str = label, value: str = value, bold: bool = bold
-        ) -> None:
-            font = BOLD if bold else REGULAR
-            page.text(MARGIN, top + 12, label, font=font)
-            page.text(_AMOUNT, top + 12, value, font=font, align="right")
-
-        blocks.append(Block(16, paint))
-    return blocks
-
-
-def _plan(document: InvoiceDocument) -> Block:
-    wrapped = [
-        (label, wrap(value, REGULAR, 9, CONTENT - 110, 4))
+def _account_and_plan(document: InvoiceDocument) -> Block:
+    """The account summary and, beside it, the plan; the plan alone across the page when the
+    document has no account summary."""
+    account = wording.account_rows(document)
+    column = (CONTENT - 20) / 2 if account else CONTENT
+    plan_x = MARGIN + column + 20 if account else MARGIN
+    label_width = 70.0
+    plan = [
+        (label, wrap(value, REGULAR, 9, column - label_width, 5))
         for label, value in wording.plan_rows(document)
     ]
-    height = 6 + sum(12 * len(lines) + 2 for _, lines in wrapped)
+    plan_height = sum(12 * len(lines) + 2 for _, lines in plan)
+    height = 10 + 24 + max(plan_height, 15 * len(account)) + 4
 
     def paint(page: Page, top: float) -> None:
-        row = top + 12
-        for label, lines in wrapped:
-            page.text(MARGIN, row, label, size=8.5, colour=MUTED)
+        if account:
+            _heading_at(page, MARGIN, top + 10, column, "Your account")
+            row = top + 46
+            for label, value, bold in account:
+                font = BOLD if bold else REGULAR
+                if bold:
+                    page.rule(MARGIN, row - 10, column)
+                page.text(MARGIN, row, label, font=font)
+                page.text(MARGIN + column, row, value, font=font, align="right")
+                row += 15
+        _heading_at(page, plan_x, top + 10, column, "Your plan")
+        row = top + 46
+        for label, lines in plan:
+            page.text(plan_x, row, label, size=8.5, colour=MUTED)
             for line in lines:
-                page.text(MARGIN + 110, row, line)
+                page.text(plan_x + label_width, row, line)
                 row += 12
             row += 2
 
@@ -497,6 +533,7 @@ def _daily(document: InvoiceDocument) -> Block:
     width = CONTENT / columns
     free_column = document.free_energy is not None
     used, free = (72.0, 116.0) if columns == 4 else (100.0, 155.0)
+    size = 7.0 if columns == 4 else 7.5
 
     def paint(page: Page, top: float) -> None:
         for column in range(columns):
@@ -511,28 +548,17 @@ def _daily(document: InvoiceDocument) -> Block:
         for index, day in enumerate(days):
             column, row = divmod(index, rows)
             x = MARGIN + column * width
-            y = top + 23 + row * 10.5
-            page.text(x, y, wording.short_date(day.day), size=7.5)
-            page.text(x + used, y, wording.kwh(day.consumption_kwh), size=7.5, align="right")
+            y = top + 23 + row * _DAY_ROW
+            page.text(x, y, wording.short_date(day.day), size=size)
+            page.text(x + used, y, wording.kwh(day.consumption_kwh), size=size, align="right")
             if free_column:
-                page.text(x + free, y, wording.kwh(day.free_kwh), size=7.5, align="right")
+                page.text(x + free, y, wording.kwh(day.free_kwh), size=size, align="right")
 
-    return Block(20 + rows * 10.5, paint)
+    return Block(20 + rows * _DAY_ROW, paint)
 
 
-def _about(document: InvoiceDocument) -> Block:
-    wrapped = [wrap(text, REGULAR, 8.5, CONTENT, 8) for text in wording.about(document)]
-    height = 8 + sum(11 * len(lines) + 5 for lines in wrapped)
-
-    def paint(page: Page, top: float) -> None:
-        row = top + 11
-        for lines in wrapped:
-            for line in lines:
-                page.text(MARGIN, row, line, size=8.5)
-                row += 11
-            row += 5
-
-    return Block(height, paint)
+#: The height of a row of the daily-use table.
+_DAY_ROW = 9.5
 
 
 # --- text -------------------------------------------------------------------------------------

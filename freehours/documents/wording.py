@@ -278,26 +278,14 @@ def plan_rows(document: InvoiceDocument) -> list[tuple[str, str]]:
     return rows
 
 
-def about(document: InvoiceDocument) -> list[str]:
-    """The detail's closing paragraphs: the correction, credits, how to ask, comparing offers."""
-    retailer = document.retailer
-    paragraphs = []
-    message = correction(document)
-    if message:
-        paragraphs.append(message)
-    if document.kind is DocumentKind.CREDIT_NOTE:
-        paragraphs.append(
-            "Amounts marked credit are taken off what you owe. This credit note is an adjustment"
-            " note for GST."
-        )
-    email = f" or email {retailer.email}" if retailer.email else ""
-    paragraphs.append(
-        f"Questions about this {document.kind.label.lower()}? Call {retailer.name} on"
-        f" {retailer.phone}, visit {retailer.website}{email},"
-        f" or write to {', '.join(retailer.postal_address)}."
+def credit_note_note(document: InvoiceDocument) -> str | None:
+    """What a credit note's detail says under its totals."""
+    if document.kind is not DocumentKind.CREDIT_NOTE:
+        return None
+    return (
+        "Amounts marked credit are taken off what you owe. This credit note is an adjustment"
+        " note for GST purposes."
     )
-    paragraphs.append(better_offer(document))
-    return paragraphs
 
 
 def daily_columns(count: int) -> int:
