@@ -56,7 +56,23 @@ def test_the_listing_imports_no_command() -> None:
     nor the libraries they need."""
     heavy = ["sqlalchemy", "fastapi", "httpx", "redis", "pydantic", "freehours.cli.agent"]
     heavy += ["freehours.cli.serve", "freehours.api", "freehours.store"]
+    heavy += ["freehours.documents", "reportlab"]
     assert imported_after(["--help"], heavy) == []
+
+
+def test_the_document_model_and_html_do_not_load_the_pdf_library() -> None:
+    """A command that builds documents or HTML pays nothing for ReportLab, which only
+    ``freehours.documents.pdf`` imports."""
+    code = (
+        "import json, sys\n"
+        "import freehours.documents.model, freehours.documents.html\n"
+        "import freehours.documents.from_bill, freehours.documents.examples\n"
+        "print(json.dumps(sorted(n for n in sys.modules if n.split('.')[0] == 'reportlab')))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert json.loads(result.stdout) == []
 
 
 def test_nem12_inspect_imports_no_database_nor_service(tmp_path: Path) -> None:

@@ -1,0 +1,120 @@
+"""The HTML read back (html.parser): every Tier 1 item in the first page's section with its
+value, the detail in the second; nothing fetched from anywhere; the markup a screen reader
+needs."""
+
+from __future__ import annotations
+
+import re
+
+from freehours.documents.html import render_html
+from tests.documents.builders import adjustment_invoice, credit_note, html_sections, invoice
+from tests.documents.test_pdf import EVERY_FIRST_PAGE
+
+#: The PDF's page count is its own; the HTML's first sheet is a section.
+FIRST_PAGE = [item for item in EVERY_FIRST_PAGE if not item.startswith("Page 1 of")]
+
+
+def test_an_invoice_shows_every_tier_1_item_in_its_first_page() -> None:
+    sections, _ = html_sections(render_html(invoice()))
+    page = sections["page-1"]
+    for item in [
+        *FIRST_PAGE,
+        "Tax invoice",
+        "Invoice number INV-004217",
+        "Issued 3 August 2026",
+        "Amount due $88.18 Due by 17 August 2026",
+        "How to pay",
+        "Free energy used: 93.250 kWh",
+        "Worth $27.98 at your plan's prices (excl. GST)",
+        "from 11:00 to 14:00 each day is free, up to 24 kWh a day",
+    ]:
+        assert item in page, item
+    detail = sections["page-2"]
+    assert "Your bill in detail" not in page
+    for item in [
+        "Off peak energy 100.000 kWh $0.2300/kWh $23.00",
+        "Solar feed-in credit 80.000 kWh $0.0400/kWh $3.20 credit",
+        "Subtotal (excl. GST) $80.16",
+        "GST (10%) $8.02",
+        "Total of this tax invoice (incl. GST) $88.18",
+        "Previous balance $50.00",
+        "Plan Solar Sharer Offer, New South Wales (sso-nsw)",
+        "1 July 2026 10.500 kWh 3.008 kWh",
+        "31 July 2026 12.500 kWh 3.008 kWh",
+    ]:
+        assert item in detail, item
+
+
+def test_a_credit_note_shows_its_credit_and_the_invoice_it_corrects_first() -> None:
+    sections, _ = html_sections(render_html(credit_note()))
+    page = sections["page-1"]
+    for item in [
+        *FIRST_PAGE,
+        "Credit note number CN-000031",
+        "Credit to your account $2.57 Nothing to pay",
+        "This credit note corrects invoice INV-004217",
+        "it credits $2.57 including GST",
+        "Free energy: 1.250 kWh less than invoiced",
+    ]:
+        assert item in page, item
+    whole = sections[""]
+    assert "Total of this credit note (incl. GST) $2.57 credit" in whole
+    assert not re.search(r"-\$|\$-", whole)
+
+
+def test_an_adjustment_invoice_shows_what_it_charges_first() -> None:
+    page = html_sections(render_html(adjustment_invoice()))[0]["page-1"]
+    for item in [
+        "Adjustment invoice",
+        "Amount due $1.72 Due by 7 September 2026",
+        "This adjustment invoice corrects invoice INV-004217",
+    ]:
+        assert item in page, item
+
+
+def test_nothing_is_fetched_and_nothing_runs() -> None:
+    page = render_html(invoice())
+    _, tags = html_sections(page)
+    names = {tag for tag, _ in tags}
+    assert not names & {"script", "link", "img", "iframe", "object", "embed"}
+    for _, attributes in tags:
+        for name in ("src", "href"):
+            assert not (attributes.get(name) or "").startswith(("http:", "https:", "//")), tags
+    assert "url(" not in page
+    assert "@import" not in page
+
+
+def test_the_markup_says_what_each_part_is() -> None:
+    page = render_html(invoice())
+    _, tags = html_sections(page)
+    assert tags[0] == ("html", {"lang": "en-AU"})
+    headings = [tag for tag, _ in tags if re.fullmatch(r"h[1-6]", tag)]
+    assert headings.count("h1") == 1
+    assert headings[0] == "h1"
+    svg = next(attributes for tag, attributes in tags if tag == "svg")
+    assert svg["role"] == "img"
+    assert svg["aria-labelledby"] == "chart-title chart-description"
+    assert {"title", "desc"} <= {tag for tag, _ in tags}
+    # each table has a caption and header cells
+    assert sum(tag == "table" for tag, _ in tags) == sum(tag == "caption" for tag, _ in tags)
+    assert any(tag == "th" and attributes.get("scope") == "col" for tag, attributes in tags)
+
+
+def test_text_is_escaped() -> None:
+    page = render_html(invoice(customer_name="<b>Ann & Bob</b>"))
+    assert "&lt;b&gt;Ann &amp; Bob&lt;/b&gt;" in page
+    sections, tags = html_sections(page)
+    assert "Customer <b>Ann & Bob</b>" in sections["page-1"]
+    assert "b" not in {tag for tag, _ in tags}
+
+
+def test_a_name_in_any_script_is_written_as_it_is() -> None:
+    sections, _ = html_sections(render_html(invoice(customer_name="Nguyễn 王小明")))
+    assert "Customer Nguyễn 王小明" in sections["page-1"]
+
+
+def test_the_chart_has_a_bar_a_day_and_the_free_part_drawn_over_it() -> None:
+    page = render_html(invoice())
+    svg = page[page.index("<svg") : page.index("</svg>")]
+    assert svg.count('fill="#0b4f6c"') == 31  # a bar a day of July
+    assert svg.count('fill="#b45309"') == 31  # its free part

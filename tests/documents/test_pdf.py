@@ -1,0 +1,226 @@
+"""The PDF read back (pypdf): every Tier 1 item on page 1 with its value, for an invoice, a
+credit note and an adjustment invoice; the detail after it; the layout's limits."""
+
+from __future__ import annotations
+
+import io
+from datetime import timedelta
+from decimal import Decimal
+
+import pypdf
+import pytest
+
+from freehours.documents.model import Line
+from freehours.documents.pdf import TWO_PAGE_LINES, render_pdf
+from tests.documents.builders import (
+    adjustment_invoice,
+    credit_note,
+    days,
+    flat,
+    invoice,
+    pdf_pages,
+)
+
+D = Decimal
+
+#: What page 1 of every document shows, whatever its kind: who issued it, how to reach them,
+#: the customer's account, and where to get help.
+EVERY_FIRST_PAGE = [
+    "Example Energy Retail Pty Ltd",
+    "ABN 51 824 753 556",
+    "NMI 4103035611",
+    "Account number 1000 2345 6789",
+    "Customer Alex Example",
+    "Supply address 12 Example Street, Newtown NSW 2042",
+    "Billing period 1 July 2026 to 31 July 2026 (31 days)",
+    "Account enquiries and complaints Example Energy Retail Pty Ltd: 1300 975 707",
+    "Trouble paying? Call 1800 975 709",
+    "Power failures and emergencies (24 hours) Example Distribution: 1800 975 708",
+    "Translating and Interpreting Service (TIS National): 131 450",
+    "Energy & Water Ombudsman NSW (EWON): 1800 246 545",
+    "BPAY Biller code 999999, reference 1000234567",
+    "Energy Made Easy (www.energymadeeasy.gov.au)",
+    "Sample document: the retailer details on it are example values.",
+    "Page 1 of 2",
+]
+
+
+def test_an_invoice_shows_every_tier_1_item_on_page_1() -> None:
+    first, second = pdf_pages(render_pdf(invoice()))
+    page = flat(first)
+    for item in [
+        *EVERY_FIRST_PAGE,
+        "Tax invoice",
+        "Invoice number INV-004217",
+        "Issued 3 August 2026",
+        "Issue date 3 August 2026",
+        "Amount due $88.18 Due by 17 August 2026",
+        "How to pay",
+        "Free energy used: 93.250 kWh",
+        "Worth $27.98 at your plan's prices (excl. GST)",
+        "from 11:00 to 14:00 each day is free, up to 24 kWh a day",
+    ]:
+        assert item in page, item
+    # the detail is not on page 1, and is on page 2
+    assert "Your bill in detail" not in page
+    detail = flat(second)
+    for item in [
+        "Your bill in detail",
+        "Off peak energy 100.000 kWh $0.2300/kWh $23.00",
+        "Peak energy 50.500 kWh $0.5200/kWh $26.26",
+        "Daily supply charge 31 days $1.1000/day $34.10",
+        "Solar feed-in credit 80.000 kWh $0.0400/kWh $3.20 credit",
+        "Subtotal (excl. GST) $80.16",
+        "GST (10%) $8.02",
+        "Total of this tax invoice (incl. GST) $88.18",
+        "Previous balance $50.00",
+        "Payments received, thank you $50.00 credit",
+        "Plan Solar Sharer Offer, New South Wales (sso-nsw)",
+        "Free window 11:00 to 14:00 every day",
+        "1 Jul 10.500 kWh 3.008 kWh",
+        "31 Jul 12.500 kWh 3.008 kWh",
+        "Page 2 of 2",
+    ]:
+        assert item in detail, item
+
+
+def test_a_credit_note_shows_its_credit_and_the_invoice_it_corrects_on_page_1() -> None:
+    first, second = pdf_pages(render_pdf(credit_note()))
+    page = flat(first)
+    for item in [
+        *EVERY_FIRST_PAGE,
+        "Credit note",
+        "Credit note number CN-000031",
+        "Issued 24 August 2026",
+        "Credit to your account $2.57 Nothing to pay",
+        "This credit note corrects invoice INV-004217 for 1 July 2026 to 31 July 2026 (31 days):"
+        " it credits $2.57 including GST. Your meter data for 14 to 16 July 2026 was revised.",
+        "Free energy: 1.250 kWh less than invoiced",
+        "Worth $0.41 less",
+    ]:
+        assert item in page, item
+    # no amount is written with a minus sign: credits say so
+    assert "-$" not in page
+    assert "$-" not in page
+    detail = flat(second)
+    for item in [
+        "Peak energy -4.500 kWh $0.5200/kWh $2.34 credit",
+        "Subtotal (excl. GST) $2.34 credit",
+        "GST (10%) $0.23 credit",
+        "Total of this credit note (incl. GST) $2.57 credit",
+        "This credit note is an adjustment note for GST purposes.",
+        "14 Jul -1.500 kWh -0.417 kWh",
+    ]:
+        assert item in detail, item
+    assert "-$" not in detail
+    assert "$-" not in detail
+
+
+def test_an_adjustment_invoice_shows_what_it_charges_and_what_it_corrects_on_page_1() -> None:
+    first, _ = pdf_pages(render_pdf(adjustment_invoice()))
+    page = flat(first)
+    for item in [
+        *EVERY_FIRST_PAGE,
+        "Adjustment invoice",
+        "Invoice number INV-004388",
+        "Amount due $1.72 Due by 7 September 2026",
+        "This adjustment invoice corrects invoice INV-004217",
+        "it charges $1.72 more including GST",
+        "Free energy: unchanged",
+    ]:
+        assert item in page, item
+
+
+def test_an_account_in_credit_has_nothing_to_pay() -> None:
+    document = invoice(
+        account=invoice().account.__class__(D("0.00"), D("100.00")),
+        amount_due=D("-11.82"),
+        due_date=None,
+    )
+    page = flat(pdf_pages(render_pdf(document))[0])
+    assert "Your account is in credit $11.82 Nothing to pay" in page
+    assert "Ways to pay your bills" in page
+
+
+def test_a_final_bill_says_so_and_gives_no_better_offer() -> None:
+    page = flat(pdf_pages(render_pdf(invoice(final_bill=True)))[0])
+    assert "This is your final bill for this account." in page
+    assert "You could save" not in page
+
+
+def test_the_pdf_is_a4_with_its_title_and_language() -> None:
+    reader = pypdf.PdfReader(io.BytesIO(render_pdf(invoice())))
+    for page in reader.pages:
+        assert (round(float(page.mediabox.width)), round(float(page.mediabox.height))) == (595, 842)
+    assert reader.metadata is not None
+    assert reader.metadata.title == "Tax invoice INV-004217"
+    assert reader.metadata.author == "Example Energy Retail Pty Ltd"
+    assert reader.trailer["/Root"]["/Lang"] == "en-AU"
+
+
+def test_the_same_document_makes_the_same_bytes() -> None:
+    assert render_pdf(invoice()) == render_pdf(invoice())
+
+
+def test_lines_past_two_pages_continue_on_a_third_with_the_table_heading_again() -> None:
+    lines = tuple(
+        Line(f"L{n}", f"Adjustment line number {n}", D(1), "kWh", D("0.10"), D("0.10"))
+        for n in range(60)
+    )
+    document = invoice(
+        lines=lines, subtotal=D("6.00"), gst=D("0.60"), total=D("6.60"), amount_due=D("6.60")
+    )
+    pages = pdf_pages(render_pdf(document))
+    assert len(pages) == 3
+    text = flat(" ".join(pages[1:]))
+    for n in range(60):
+        assert f"Adjustment line number {n} 1.000 kWh" in text, n
+    assert "Charge Quantity Rate (excl. GST) Amount" in flat(pages[2])
+    assert "Page 3 of 3" in flat(pages[2])
+
+
+def test_up_to_the_two_page_limit_of_lines_the_document_is_two_pages() -> None:
+    lines = tuple(
+        Line(f"L{n}", f"Charge {n}", D(1), "kWh", D("0.10"), D("0.10"))
+        for n in range(TWO_PAGE_LINES)
+    )
+    total = D("0.10") * TWO_PAGE_LINES
+    gst = (total / 10).quantize(D("0.01"))
+    document = invoice(
+        lines=lines,
+        subtotal=total,
+        gst=gst,
+        total=total + gst,
+        amount_due=total + gst,
+        period_end=invoice().period_start + timedelta(days=91),
+        days=days(92),
+    )
+    assert len(pdf_pages(render_pdf(document))) == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "written"),
+    [
+        ("Nguyễn Thị Ánh", "Nguyen Thi Ánh"),  # no ễ in the standard fonts: the plain letter
+        ("Zoë Ó Briain", "Zoë Ó Briain"),  # Latin-1: as it is
+        ("王小明", "???"),  # no plain form
+    ],
+)
+def test_a_name_outside_the_fonts_is_written_in_letters_they_have(name: str, written: str) -> None:
+    page = flat(pdf_pages(render_pdf(invoice(customer_name=name)))[0])
+    assert f"Customer {written}" in page
+
+
+def test_the_longest_plan_name_and_address_are_shown_whole() -> None:
+    plan = "Solar Sharer " + "Extraordinarily" * 7 + " p"  # 120 characters, one word of 105
+    address = (
+        "Apartment 1234, Level 56, The Extraordinarily Long Building Name Tower",
+        "9876 Thoroughfare-Of-Many-Syllables Boulevard, Wollongbar NSW 2477",
+        "Australia",
+    )
+    assert (len(plan), len(", ".join(address))) == (120, 149)
+    document = invoice(plan_name=plan, supply_address=address)
+    first, second = pdf_pages(render_pdf(document))
+    assert ", ".join(address).replace(" ", "") in first.replace("\n", "").replace(" ", "")
+    assert plan.replace(" ", "") in second.replace("\n", "").replace(" ", "")
+    assert "\u2026" not in first + second

@@ -1,0 +1,69 @@
+"""Page 1 drawn as a person sees it: poppler's pdftoppm renders it to PNG, and the picture has
+the page's shape, its text in dark ink and the chart's bars in their two colours, in the
+chart's part of the page. (A developer looked at the same picture: docs/invoices.md.)
+
+pdftoppm comes with Debian's poppler-utils, which .ci/run installs where it is missing; without
+it the test is skipped, or fails under FREEHOURS_REQUIRE_SERVICES."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from freehours.documents.pdf import render_pdf
+from tests.conftest import _unavailable
+from tests.documents.builders import invoice
+
+#: The chart's colours (pdf.FREE and pdf.USE), as 8-bit RGB.
+AMBER = (180, 83, 9)
+BLUE = (11, 79, 108)
+
+
+@pytest.fixture(scope="module")
+def pdftoppm() -> str:
+    path = shutil.which("pdftoppm")
+    if path is None:
+        _unavailable("pdftoppm", "poppler-utils is not installed")
+    assert path is not None
+    return path
+
+
+def near(pixel: tuple[int, ...], colour: tuple[int, int, int], within: int = 12) -> bool:
+    return all(abs(a - b) <= within for a, b in zip(pixel[:3], colour, strict=True))
+
+
+def colours(picture: Image.Image) -> Counter[tuple[int, int, int]]:
+    """How many pixels of each colour."""
+    width, height = picture.size
+    return Counter({colour: count for count, colour in picture.getcolors(width * height) or []})
+
+
+def counted(picture: Image.Image, colour: tuple[int, int, int]) -> int:
+    return sum(count for seen, count in colours(picture).items() if near(seen, colour))
+
+
+def test_page_1_rendered_shows_the_chart_in_its_colours(pdftoppm: str, tmp_path: Path) -> None:
+    pdf = tmp_path / "invoice.pdf"
+    pdf.write_bytes(render_pdf(invoice()))
+    subprocess.run(
+        [pdftoppm, "-r", "50", "-f", "1", "-l", "1", "-png", str(pdf), str(tmp_path / "page")],
+        check=True,
+        capture_output=True,
+    )
+    with Image.open(tmp_path / "page-1.png") as image:
+        picture = image.convert("RGB")
+    width, height = picture.size
+    assert round(height / width, 2) == 1.41  # A4
+    dark = sum(count for colour, count in colours(picture).items() if max(colour) < 80)
+    assert dark > 0.005 * width * height  # text in ink
+    # the bars: amber and blue, in the panel between a quarter and three fifths down the page
+    band = picture.crop((0, height // 4, width, height * 3 // 5))
+    assert counted(band, AMBER) > 300
+    assert counted(band, BLUE) > 1000
+    # and no amber further down
+    assert counted(picture.crop((0, height * 3 // 5, width, height)), AMBER) < 50
