@@ -6,7 +6,18 @@ import importlib
 import sys
 
 # Each module has ``run() -> None`` that prints its figures and ratios.
-BENCHMARKS = ["startup", "nem12", "ingest", "bill", "api", "processes", "jobs", "hostile", "faults"]
+BENCHMARKS = [
+    "startup",
+    "nem12",
+    "ingest",
+    "bill",
+    "documents",
+    "api",
+    "processes",
+    "jobs",
+    "hostile",
+    "faults",
+]
 
 
 def main(argv: list[str]) -> None:
