@@ -59,9 +59,7 @@ def render_html(document: InvoiceDocument) -> str:
             f"<dt>{_e(label)}</dt><dd>{_e(value)}</dd>" for label, value in wording.facts(document)
         ),
         notices="\n".join(
-            f'<p class="notice">{_e(message)}</p>'
-            for message in (wording.final_bill(document), wording.correction(document))
-            if message
+            f'<p class="notice">{_e(message)}</p>' for message in wording.notices(document)
         ),
         free_energy=_free_energy(document),
         chart=_chart(document),

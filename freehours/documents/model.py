@@ -37,6 +37,10 @@ MAX_PLAN_NAME = 120
 MAX_CUSTOMER_NAME = 80
 MAX_ADDRESS = 150
 MAX_PAYMENT_METHODS = 6
+#: Messages the AER has approved as Tier 1 information (Better Bills Guideline, section 37):
+#: at most two on a first page, each of at most this many characters.
+MAX_MESSAGES = 2
+MAX_MESSAGE = 240
 
 
 class DocumentError(ValueError):
@@ -247,6 +251,10 @@ class InvoiceDocument:
     better_offer: BetterOffer | None = None
     #: The customer's last bill from this retailer (the account is closing).
     final_bill: bool = False
+    #: Statements the AER has approved as Tier 1 information (section 37 of the guideline), such
+    #: as the Energy Bill Relief Fund's "Your electricity bill has been reduced by ..."; shown on
+    #: page 1 as given.
+    messages: tuple[str, ...] = ()
     gst_rate: Decimal = field(default=Decimal("0.10"))
 
     def __post_init__(self) -> None:
@@ -265,6 +273,11 @@ class InvoiceDocument:
                 f"payment_methods: {len(self.payment_methods)}; the first page lists at most "
                 f"{MAX_PAYMENT_METHODS}"
             )
+        if len(self.messages) > MAX_MESSAGES:
+            raise DocumentError(f"messages: {len(self.messages)}; page 1 holds {MAX_MESSAGES}")
+        for message in self.messages:
+            _text("messages", message)
+            _longest("messages", message, MAX_MESSAGE)
         self._check_kind()
         self._check_dates()
         self._check_figures()

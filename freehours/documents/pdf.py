@@ -30,6 +30,11 @@ from freehours.documents import wording
 from freehours.documents.chart import chart
 from freehours.documents.model import InvoiceDocument, Line
 
+
+class LayoutError(RuntimeError):
+    """A document the layout cannot hold: the model's limits make it impossible."""
+
+
 #: The most rows of charges whose document stays two pages (with 92 days of daily use, and
 #: the longest plan name the model allows): ``charge_rows`` counts them.
 TWO_PAGE_LINES = 12
@@ -68,9 +73,10 @@ def render_pdf(document: InvoiceDocument) -> bytes:
     canvas.setTitle(_pdf(title))
     canvas.setAuthor(_pdf(document.retailer.name))
     canvas.setSubject(_pdf(f"{title}, NMI {document.nmi}, {wording.period(document)}"))
-    detail = _detail_pages(document)
+    layout = _first_page_layout(document)
+    detail = _detail_pages(document, chart=not layout.chart_here)
     pages = 1 + len(detail)
-    _first_page(Page(canvas), document)
+    _first_page(Page(canvas), document, layout)
     _footer(Page(canvas), document, 1, pages)
     canvas.showPage()
     for number, blocks in enumerate(detail, start=2):
@@ -174,7 +180,65 @@ class Page:
 # --- page 1: Tier 1 ---------------------------------------------------------------------------
 
 
-def _first_page(page: Page, document: InvoiceDocument) -> None:
+@dataclass(frozen=True, slots=True)
+class FirstPage:
+    """Where page 1's parts go, worked out before it is drawn: the account's facts and the
+    messages as wrapped lines, the free window's panel (with the chart, or without it when the
+    messages and the help leave it too little room: the chart then opens page 2), the help."""
+
+    facts: list[tuple[str, list[str]]]
+    notices: list[list[str]]
+    notices_top: float
+    panel_top: float
+    panel_height: float
+    chart_here: bool
+    help_items: list[tuple[str, list[str]]]
+
+
+#: Page 1's fixed places: the amount box, the facts beside it, the columns' bottom.
+_BOX_TOP = 100.0
+_BOX_WIDTH = 176.0
+_FACTS_X = MARGIN + _BOX_WIDTH + 16
+_FACT_LABEL = 72.0
+_FACT_WIDTH = WIDTH - MARGIN - _FACTS_X - _FACT_LABEL
+_COLUMN = (CONTENT - 16) / 2
+_COLUMNS_BOTTOM = 714.0
+_LEADING = 9 * 1.3
+#: The free window's panel: its height with the chart when the page has room, the least it may
+#: be with the chart, and its height without it.
+PANEL_MOST = 238.0
+PANEL_LEAST = 150.0
+PANEL_COMPACT = 74.0
+
+
+def _first_page_layout(document: InvoiceDocument) -> FirstPage:
+    facts = [
+        (label, wrap(value, REGULAR, 9, _FACT_WIDTH, 3)) for label, value in wording.facts(document)
+    ]
+    facts_end = _BOX_TOP + 12 + sum(len(lines) * _LEADING + 2 for _, lines in facts)
+    top = max(_BOX_TOP + 116, facts_end)
+    messages = wording.notices(document)
+    # A correction's whole text is in the detail too: here it may be cut to two lines.
+    notices = [
+        wrap(message, BOLD, 9, CONTENT, 2 if message == wording.correction(document) else 4)
+        for message in messages
+    ]
+    notices_end = top + sum(4 + len(lines) * _LEADING for lines in notices)
+    help_items = [
+        (label, wrap(value, REGULAR, 8.5, _COLUMN, 2))
+        for label, value in wording.help_items(document)
+    ]
+    help_height = 26 + sum(14 + 11 * len(lines) for _, lines in help_items)
+    panel_top = max(notices_end, 226.0) + 4
+    room = _COLUMNS_BOTTOM - help_height - 12 - panel_top
+    chart_here = room >= PANEL_LEAST
+    height = min(PANEL_MOST, room) if chart_here else PANEL_COMPACT
+    if room < PANEL_COMPACT:
+        raise LayoutError(f"{document.number}: page 1 leaves the free energy {room:.0f} pt")
+    return FirstPage(facts, notices, top, panel_top, height, chart_here, help_items)
+
+
+def _first_page(page: Page, document: InvoiceDocument, layout: FirstPage) -> None:
     retailer = document.retailer
     right = WIDTH - MARGIN
     page.lines(MARGIN, 52, retailer.name, 290, size=15, font=BOLD, colour=ACCENT, max_lines=1)
@@ -184,43 +248,43 @@ def _first_page(page: Page, document: InvoiceDocument) -> None:
         right, 68, f"{wording.number_label(document)} {document.number}", size=10, align="right"
     )
     page.text(right, 81, f"Issued {wording.long_date(document.issue_date)}", size=9, align="right")
-    top = 92.0
     notice = wording.example_notice(document)
     if notice:
-        page.text(MARGIN, top, notice, size=8, font=BOLD, colour=FREE)
-    top = 100.0
+        page.text(MARGIN, 92, notice, size=8, font=BOLD, colour=FREE)
 
     # The amount box and, beside it, the account's facts.
+    top = _BOX_TOP
     headline = wording.headline(document)
-    box_width = 176.0
-    page.box(MARGIN, top, box_width, 104, HIGHLIGHT, radius=6)
+    page.box(MARGIN, top, _BOX_WIDTH, 104, HIGHLIGHT, radius=6)
     page.text(MARGIN + 12, top + 22, headline.label, size=11, font=BOLD)
     size = 28.0  # smaller for an amount too wide for the box at 28 points
-    while size > 14 and stringWidth(headline.amount, BOLD, size) > box_width - 24:
+    while size > 14 and stringWidth(headline.amount, BOLD, size) > _BOX_WIDTH - 24:
         size -= 1
     page.text(MARGIN + 12, top + 56, headline.amount, size=size, font=BOLD, colour=ACCENT)
-    page.lines(MARGIN + 12, top + 76, headline.due, box_width - 24, size=10, font=BOLD, max_lines=2)
-    x = MARGIN + box_width + 16
-    label_width = 72.0
-    value_width = right - x - label_width
+    page.lines(
+        MARGIN + 12, top + 76, headline.due, _BOX_WIDTH - 24, size=10, font=BOLD, max_lines=2
+    )
     row = top + 12
-    for label, value in wording.facts(document):
-        page.text(x, row, label, size=8.5, colour=MUTED)
-        row = page.lines(x + label_width, row, value, value_width, size=9, max_lines=3)
+    for label, lines in layout.facts:
+        page.text(_FACTS_X, row, label, size=8.5, colour=MUTED)
+        for line in lines:
+            page.text(_FACTS_X + _FACT_LABEL, row, line)
+            row += _LEADING
         row += 2
-    top = max(top + 116, row)
+    row = layout.notices_top
+    for lines in layout.notices:
+        row += 4
+        for line in lines:
+            page.text(MARGIN, row, line, font=BOLD)
+            row += _LEADING
 
-    for message in (wording.final_bill(document), wording.correction(document)):
-        if message:
-            top = page.lines(MARGIN, top + 4, message, CONTENT, size=9, font=BOLD, max_lines=3)
-    top = max(top, 226.0) + 4
+    _free_energy_panel(page, document, layout)
+    top = layout.panel_top + layout.panel_height + 12
 
-    _free_energy_panel(page, document, top, 238.0)
-    top += 238 + 12
-
-    # How to pay, beside who to call.
-    column = (CONTENT - 16) / 2
-    bottom = 712.0
+    # How to pay, beside who to call, above the better offer.
+    column = _COLUMN
+    bottom = _COLUMNS_BOTTOM
+    help_items = layout.help_items
     page.text(
         MARGIN, top + 10, wording.payment_heading(document), size=11, font=BOLD, colour=ACCENT
     )
@@ -246,9 +310,13 @@ def _first_page(page: Page, document: InvoiceDocument) -> None:
     x = MARGIN + column + 16
     page.text(x, top + 10, "Need help?", size=11, font=BOLD, colour=ACCENT)
     row = top + 26
-    for label, value in wording.help_items(document):
+    for label, lines in help_items:
         page.text(x, row, label, size=8.5, font=BOLD)
-        row = page.lines(x, row + 11, value, column, size=8.5, max_lines=2) + 3
+        row += 11
+        for line in lines:
+            page.text(x, row, line, size=8.5)
+            row += 11
+        row += 3
 
     page.box(MARGIN, bottom, CONTENT, 62, PANEL, radius=4)
     page.text(MARGIN + 10, bottom + 15, "Are you on the right plan?", size=9.5, font=BOLD)
@@ -262,7 +330,8 @@ def _first_page(page: Page, document: InvoiceDocument) -> None:
     )
 
 
-def _free_energy_panel(page: Page, document: InvoiceDocument, top: float, height: float) -> None:
+def _free_energy_panel(page: Page, document: InvoiceDocument, layout: FirstPage) -> None:
+    top, height = layout.panel_top, layout.panel_height
     page.box(MARGIN, top, CONTENT, height, PANEL, radius=6)
     x = MARGIN + 12
     figures = wording.free_energy(document)
@@ -270,15 +339,38 @@ def _free_energy_panel(page: Page, document: InvoiceDocument, top: float, height
         page.text(x, top + 20, "Your daily use", size=12, font=BOLD, colour=ACCENT)
         page.text(x, top + 36, "Your plan has no free window.", size=9)
         chart_top = top + 50
-    else:
+    elif layout.chart_here:
         energy, value, how = figures
         page.text(x, top + 20, "Your free energy", size=12, font=BOLD, colour=ACCENT)
         page.text(x, top + 40, energy, size=13, font=BOLD, colour=FREE)
         page.text(x, top + 57, value, size=11, font=BOLD)
         page.lines(x, top + 72, how, CONTENT - 24, size=8.5, max_lines=2)
         chart_top = top + 96
+    else:
+        energy, value, _ = figures
+        page.text(x, top + 20, "Your free energy", size=12, font=BOLD, colour=ACCENT)
+        page.text(x, top + 38, energy, size=12, font=BOLD, colour=FREE)
+        page.text(x, top + 53, value, size=10, font=BOLD)
+    if not layout.chart_here:
+        page.text(x, top + height - 8, wording.CHART_ON_PAGE_2, size=8.5)
+        return
     _chart(page, document, (x + 26, chart_top, CONTENT - 24 - 26, top + height - 28 - chart_top))
     _legend(page, top + height - 9, document)
+
+
+def _chart_block(document: InvoiceDocument) -> Block:
+    """The chart at the head of the detail, for a first page without room for it."""
+    height = 190.0
+
+    def paint(page: Page, top: float) -> None:
+        page.box(MARGIN, top + 10, CONTENT, height - 10, PANEL, radius=6)
+        page.text(
+            MARGIN + 12, top + 30, "Your daily use, as a chart", size=12, font=BOLD, colour=ACCENT
+        )
+        _chart(page, document, (MARGIN + 38, top + 48, CONTENT - 50, height - 48 - 28))
+        _legend(page, top + height - 9, document)
+
+    return Block(height, paint)
 
 
 def _chart(page: Page, document: InvoiceDocument, area: tuple[float, float, float, float]) -> None:
@@ -378,12 +470,18 @@ class Block:
         self.paint(page, top)
 
 
-def _detail_pages(document: InvoiceDocument) -> list[list[tuple[float, Block]]]:
-    """The detail's blocks placed on pages: (top, block) for each page after the first."""
+def _detail_pages(
+    document: InvoiceDocument, *, chart: bool = False
+) -> list[list[tuple[float, Block]]]:
+    """The detail's blocks placed on pages: (top, block) for each page after the first; the
+    chart first when page 1 had no room for it."""
     pages: list[list[tuple[float, Block]]] = [[]]
     start = MARGIN + 10
     top = start
-    for block in _detail_blocks(document):
+    blocks = _detail_blocks(document)
+    if chart:
+        blocks.insert(0, _chart_block(document))
+    for block in blocks:
         if top + block.height > BOTTOM and top > start:
             pages.append([])
             top = start
@@ -397,6 +495,9 @@ def _detail_pages(document: InvoiceDocument) -> list[list[tuple[float, Block]]]:
 
 def _detail_blocks(document: InvoiceDocument) -> list[Block]:
     blocks: list[Block] = [_heading("Your bill in detail", gap=0)]
+    correction = wording.correction(document)
+    if correction:
+        blocks.append(_paragraph(correction))
     blocks.extend(_charges(document))
     note = wording.credit_note_note(document)
     if note:

@@ -16,6 +16,8 @@ from freehours.documents.examples import COMPARATORS
 from freehours.documents.model import ZERO, DocumentKind, InvoiceDocument
 
 WATT_HOUR = Decimal("0.001")
+#: What page 1 says when its messages leave no room for the chart, which then opens page 2.
+CHART_ON_PAGE_2 = "The chart of your daily use is at the top of page 2."
 CENT = Decimal("0.01")
 
 _MONTHS = (
@@ -226,6 +228,8 @@ def facts(document: InvoiceDocument) -> list[tuple[str, str]]:
     rows.append(("NMI", document.nmi))
     if document.supply_address:
         rows.append(("Supply address", ", ".join(document.supply_address)))
+    if document.billing_address and document.billing_address != document.supply_address:
+        rows.append(("Billing address", ", ".join(document.billing_address)))
     rows.append(("Billing period", period(document)))
     rows.append(("Issue date", long_date(document.issue_date)))
     return rows
@@ -239,6 +243,13 @@ def example_notice(document: InvoiceDocument) -> str | None:
 
 def final_bill(document: InvoiceDocument) -> str | None:
     return "This is your final bill for this account." if document.final_bill else None
+
+
+def notices(document: InvoiceDocument) -> list[str]:
+    """The first page's messages under the amount: a final bill's, the AER-approved ones, and
+    what a correction corrects."""
+    found = [final_bill(document), *document.messages, correction(document)]
+    return [message for message in found if message]
 
 
 def account_rows(document: InvoiceDocument) -> list[tuple[str, str, bool]]:

@@ -4,13 +4,15 @@ credit note and an adjustment invoice; the detail after it; the layout's limits.
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
 
 import pypdf
 import pytest
 
-from freehours.documents.model import Line
+from freehours.documents.examples import EXAMPLE_DISTRIBUTOR, EXAMPLE_RETAILER
+from freehours.documents.model import MAX_ADDRESS, MAX_CUSTOMER_NAME, MAX_MESSAGES, Line
 from freehours.documents.pdf import TWO_PAGE_LINES, render_pdf
 from tests.documents.builders import (
     adjustment_invoice,
@@ -224,3 +226,41 @@ def test_the_longest_plan_name_and_address_are_shown_whole() -> None:
     assert ", ".join(address).replace(" ", "") in first.replace("\n", "").replace(" ", "")
     assert plan.replace(" ", "") in second.replace("\n", "").replace(" ", "")
     assert "\u2026" not in first + second
+
+
+def test_a_first_page_crowded_by_every_message_the_model_allows_keeps_its_tier_1_items() -> None:
+    """The longest names, two AER-approved messages, a final bill's message and a correction's
+    reason, in the widest letters: the panel loses its chart, which opens page 2 instead, and
+    every Tier 1 item stays on page 1."""
+    wide = "W" * 30
+    retailer = replace(
+        EXAMPLE_RETAILER, name=f"{wide} Energy Retail {wide}", hardship_phone="1800 975 709"
+    )
+    document = credit_note(
+        retailer=retailer,
+        customer_name=("WWWW " * 16)[:MAX_CUSTOMER_NAME],
+        supply_address=(("WWWWWWWW " * 20)[:MAX_ADDRESS],),
+        billing_address=(("MMMMMMMM " * 20)[:MAX_ADDRESS],),
+        messages=(("W" * 9 + " ") * 16,) * MAX_MESSAGES,
+        reason="W " * 200,
+        final_bill=True,
+        distributor=replace(EXAMPLE_DISTRIBUTOR, name=wide * 3),
+    )
+    first, second = pdf_pages(render_pdf(document))
+    page = flat(first)
+    for item in [
+        "Credit note number CN-000031",
+        "NMI 4103035611",
+        "Credit to your account $2.57",
+        "Billing period 1 July 2026 to 31 July 2026 (31 days)",
+        "This is your final bill for this account.",
+        "This credit note corrects invoice INV-004217",
+        "Free energy: 1.250 kWh less than invoiced",
+        "The chart of your daily use is at the top of page 2.",
+        "Translating and Interpreting Service (TIS National): 131 450",
+        "Energy & Water Ombudsman NSW (EWON): 1800 246 545",
+        "Are you on the right plan?",
+        "Page 1 of 2",
+    ]:
+        assert item in page, item
+    assert flat(second).startswith("Your daily use, as a chart")

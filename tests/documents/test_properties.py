@@ -16,6 +16,8 @@ from freehours.documents.html import render_html
 from freehours.documents.model import (
     MAX_ADDRESS,
     MAX_DAYS,
+    MAX_MESSAGE,
+    MAX_MESSAGES,
     MAX_PLAN_NAME,
     AccountSummary,
     DailyUse,
@@ -106,6 +108,8 @@ def documents(draw: st.DrawFn) -> InvoiceDocument:
             PaymentMethod(draw(words(20)), draw(words(90))) for _ in range(draw(st.integers(0, 6)))
         ),
         final_bill=draw(st.booleans()),
+        messages=tuple(draw(st.lists(words(MAX_MESSAGE), max_size=MAX_MESSAGES))),
+        billing_address=tuple(draw(st.lists(words(MAX_ADDRESS // 3 - 2), max_size=3))),
     )
 
 
