@@ -60,7 +60,8 @@ def test_page_1_rendered_shows_the_chart_in_its_colours(pdftoppm: str, tmp_path:
     width, height = picture.size
     assert round(height / width, 2) == 1.41  # A4
     dark = sum(count for colour, count in colours(picture).items() if max(colour) < 80)
-    assert dark > 0.005 * width * height  # text in ink
+    # text in ink (how much depends on the font poppler puts in for Helvetica: 0.4% to 0.6%)
+    assert dark > 0.002 * width * height
     # the bars: amber and blue, in the panel between a quarter and three fifths down the page
     band = picture.crop((0, height // 4, width, height * 3 // 5))
     assert counted(band, AMBER) > 300
