@@ -17,8 +17,13 @@ from freehours.backoff import RandomSource
 from freehours.cache.breaker import RedisBreaker
 from freehours.cache.quota import open_quota_cache
 from freehours.clock import Clock, SystemClock
+from freehours.documents.examples import EXAMPLE_RETAILER
+from freehours.documents.model import DocumentError, Retailer
+from freehours.errors import ConfigurationError
 from freehours.ingest import Ingestion
+from freehours.invoicing import Invoicing, InvoicingPolicy
 from freehours.jobs import rescuer
+from freehours.jobs.invoice import invoicing_tasks
 from freehours.jobs.retry import RetryPolicy
 from freehours.jobs.settle import SettlementJobs, settlement_tasks
 from freehours.jobs.worker import Worker, WorkerConfig
@@ -40,6 +45,58 @@ def settlement_policy(settings: Settings) -> SettlementPolicy:
         max_attempts=settings.settlement_max_attempts,
         grace=timedelta(seconds=settings.settlement_grace_seconds),
         data_deadline=timedelta(hours=settings.data_deadline_hours),
+    )
+
+
+#: The settings that name the retailer on its documents, and the field of ``Retailer`` each sets.
+RETAILER_SETTINGS = {
+    "retailer_name": "name",
+    "retailer_abn": "abn",
+    "retailer_phone": "phone",
+    "retailer_website": "website",
+    "retailer_postal_address": "postal_address",
+    "retailer_email": "email",
+    "retailer_hardship_phone": "hardship_phone",
+}
+_RETAILER_REQUIRED = (
+    "retailer_name",
+    "retailer_abn",
+    "retailer_phone",
+    "retailer_website",
+    "retailer_postal_address",
+)
+
+
+def retailer(settings: Settings) -> Retailer:
+    """The retailer's details as configured; the example retailer (marked as such on every
+    document) when none is. Part of them is a ``ConfigurationError`` naming what is missing."""
+    given = {name: getattr(settings, name) for name in RETAILER_SETTINGS}
+    if all(value is None for value in given.values()):
+        return EXAMPLE_RETAILER
+    missing = [name for name in _RETAILER_REQUIRED if not given[name]]
+    if missing:
+        names = ", ".join(f"FREEHOURS_{name.upper()}" for name in missing)
+        raise ConfigurationError(f"the retailer's details are incomplete: set {names}")
+    values: dict[str, object] = {
+        field: given[name] for name, field in RETAILER_SETTINGS.items() if given[name]
+    }
+    values["postal_address"] = tuple(
+        line.strip() for line in str(given["retailer_postal_address"]).split("|") if line.strip()
+    )
+    try:
+        return Retailer(**values)  # type: ignore[arg-type]
+    except DocumentError as exc:
+        raise ConfigurationError(f"FREEHOURS_RETAILER_*: {exc}") from None
+
+
+def invoicing_policy(settings: Settings) -> InvoicingPolicy:
+    """How invoices are numbered and runs are cut, as configured."""
+    return InvoicingPolicy(
+        data_deadline=timedelta(hours=settings.data_deadline_hours),
+        invoice_prefix=settings.invoice_prefix,
+        credit_note_prefix=settings.credit_note_prefix,
+        batch_size=settings.invoice_batch_size,
+        retailer=retailer(settings),
     )
 
 
@@ -69,14 +126,15 @@ def retry_policy(
 
 @dataclass
 class Runtime:
-    """The database, the quota cache, the settlement service and ingestion (which schedules the
-    settlement jobs), wired together."""
+    """The database, the quota cache, the settlement service, ingestion (which schedules the
+    settlement jobs) and invoicing, wired together."""
 
     settings: Settings
     store: Store
     clock: Clock
     settlements: Settlements
     ingestion: Ingestion
+    invoicing: Invoicing
     #: Whether Redis is worth asking, shared by the quota cache and the API's rate limits.
     redis_breaker: RedisBreaker | None = None
     #: The gauges counted in this database when this process is scraped (its /metrics or
@@ -116,13 +174,15 @@ class Runtime:
         )
         settlements = Settlements(store, cache, clock, settlement_policy(settings), faults)
         ingestion = Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements))
-        return cls(settings, store, clock, settlements, ingestion, breaker)
+        invoicing = Invoicing(store, clock, invoicing_policy(settings))
+        return cls(settings, store, clock, settlements, ingestion, invoicing, breaker)
 
     def worker(self, concurrency: int | None = None) -> Worker:
-        """A settlement job worker over this runtime, as configured; ``start()`` it."""
+        """A job worker over this runtime (settlements and invoice runs), as configured;
+        ``start()`` it."""
         return Worker(
             self.store,
-            settlement_tasks(self.settlements),
+            {**settlement_tasks(self.settlements), **invoicing_tasks(self.invoicing)},
             config=worker_config(self.settings, concurrency),
             clock=self.clock,
             retry=retry_policy(self.settings, self.clock),

@@ -164,6 +164,44 @@ class Settings(BaseSettings):
         description="How long finished jobs are kept (a week: time to look into a discarded one)",
     )
 
+    # --- invoicing ---
+    invoice_prefix: str = Field(
+        default="INV-",
+        min_length=1,
+        max_length=12,
+        pattern=r"^[A-Za-z0-9/_-]+$",
+        description="Prefix of invoice and adjustment invoice numbers (INV-00000001)",
+    )
+    credit_note_prefix: str = Field(
+        default="CN-",
+        min_length=1,
+        max_length=12,
+        pattern=r"^[A-Za-z0-9/_-]+$",
+        description="Prefix of credit note numbers, a sequence of their own (CN-00000001)",
+    )
+    invoice_batch_size: int = Field(
+        default=500,
+        ge=1,
+        le=10_000,
+        description="Accounts one invoice batch job finalises in one transaction",
+    )
+    retailer_name: str | None = Field(
+        default=None,
+        description="The retailer named on invoices; unset: example details, marked as such",
+    )
+    retailer_abn: str | None = Field(default=None, description="The retailer's ABN (11 digits)")
+    retailer_phone: str | None = Field(
+        default=None, description="The retailer's phone for enquiries and complaints"
+    )
+    retailer_hardship_phone: str | None = Field(
+        default=None, description="The retailer's phone for payment difficulty (default: phone)"
+    )
+    retailer_website: str | None = Field(default=None, description="The retailer's website")
+    retailer_email: str | None = Field(default=None, description="The retailer's email")
+    retailer_postal_address: str | None = Field(
+        default=None, description="The retailer's postal address, lines separated by '|'"
+    )
+
     # --- API ---
     max_batch_reads: int = Field(
         default=10_000, ge=1, description="Most reads in one POST /v1/meter-readings (413 past it)"

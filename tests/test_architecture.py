@@ -49,6 +49,7 @@ LAYERS: dict[str, int] = {
     # the services: settling a quota, and the one path meter data takes in (which reopens one);
     # the retention schedule over the store
     "settlement": 6,
+    "invoicing": 6,
     "maintenance": 6,
     "ingest": 7,
     # the job runner (worker, rescuer, settlement jobs), and the meter agent: a client of the

@@ -58,6 +58,16 @@ SETTLEMENT_SECONDS = Histogram(
     "Time from claiming a quota to COMPLETED, seconds.",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
+DOCUMENTS_FINALISED = Counter(
+    "freehours_documents_finalised_total",
+    "Invoices, credit notes and adjustment invoices finalised, by type.",
+    ["type"],
+)
+INVOICE_RUN_SECONDS = Histogram(
+    "freehours_invoice_run_seconds",
+    "Time from requesting an invoice run to its last batch finalised, seconds.",
+    buckets=(0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600),
+)
 RATE_LIMIT_ERRORS = Counter(
     "freehours_rate_limit_errors_total",
     "Rate-limit checks that could not reach their storage and let the request through.",

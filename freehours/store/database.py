@@ -28,6 +28,7 @@ from freehours.store.driver import Driver, Notifications
 from freehours.store.engine import Timeouts, create_engine, driver_of
 from freehours.store.errors import DatabaseError
 from freehours.store.idempotency import Idempotency
+from freehours.store.invoices import Invoices
 from freehours.store.jobs import Jobs
 from freehours.store.keys import Keys
 from freehours.store.meter import Meter
@@ -57,6 +58,10 @@ class Unit:
     @cached_property
     def jobs(self) -> Jobs:
         return Jobs(self.connection, self._driver)
+
+    @cached_property
+    def invoices(self) -> Invoices:
+        return Invoices(self.connection, self._driver)
 
     @cached_property
     def keys(self) -> Keys:

@@ -109,6 +109,14 @@ customers = sa.Table(
     # A ``Region`` value: NSW, SEQ, SA or VIC.
     sa.Column("region", sa.String(3), nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
+    # The billing cycle (``freehours.domain.invoicing.BillingCycle``): monthly or quarterly from
+    # an anchor day of the month (1 to 28), the amount due so many days after issue.
+    sa.Column("billing_frequency", sa.String(9), nullable=False, server_default="monthly"),
+    sa.Column("anchor_day", sa.SmallInteger, nullable=False, server_default="1"),
+    sa.Column("payment_term_days", sa.SmallInteger, nullable=False, server_default="21"),
+    sa.CheckConstraint("billing_frequency IN ('monthly', 'quarterly')", name="billing_frequency"),
+    sa.CheckConstraint("anchor_day BETWEEN 1 AND 28", name="anchor_day"),
+    sa.CheckConstraint("payment_term_days BETWEEN 13 AND 90", name="payment_term_days"),
     sa.Index(None, "plan_id"),
 )
 
@@ -286,4 +294,134 @@ jobs = sa.Table(
         postgresql_where=sa.text("state = 'RUNNING'"),
         sqlite_where=sa.text("state = 'RUNNING'"),
     ),
+)
+
+
+#: Document series, as ``freehours.domain.invoicing.Series`` names them.
+SERIES = ("invoice", "credit_note")
+#: Document types, as ``freehours.domain.invoicing.DocumentType`` names them.
+DOCUMENT_TYPES = ("invoice", "credit_note", "adjustment_invoice")
+#: A document number: its series' prefix and the sequence number ("INV-000123").
+DOCUMENT_NUMBER_LENGTH = 40
+RUN_ID_LENGTH = 32
+
+# The next number of each series. Taken by an UPDATE in the transaction that finalises the
+# documents that use it: the row stays locked until that commits, and a rollback gives the
+# numbers back, so a number is never skipped or used twice.
+document_counters = sa.Table(
+    "document_counters",
+    metadata,
+    sa.Column("series", sa.String(20), primary_key=True),
+    sa.Column("next_number", sa.BigInteger, nullable=False),
+    sa.CheckConstraint(f"series IN {SERIES}", name="series"),
+    sa.CheckConstraint("next_number >= 1", name="next_number"),
+)
+
+# An invoice run: asked for once (``POST /v1/invoice-runs``, ``freehours invoices run``), done by
+# durable jobs: a plan job pages the customers into batches, a job per batch invoices them.
+invoice_runs = sa.Table(
+    "invoice_runs",
+    metadata,
+    sa.Column("run_id", sa.String(RUN_ID_LENGTH), primary_key=True),
+    # RUNNING, then COMPLETED when its last batch is done.
+    sa.Column("state", sa.String(9), nullable=False),
+    sa.Column("requested_at", UtcDateTime, nullable=False),
+    # Periods that ended before this moment (on each customer's clock) are invoiced.
+    sa.Column("as_of", UtcDateTime, nullable=False),
+    # Set by the plan job: how many batches it made (NULL until then).
+    sa.Column("batches", sa.Integer, nullable=True),
+    sa.Column("batches_done", sa.Integer, nullable=False),
+    sa.Column("accounts", sa.Integer, nullable=False),
+    sa.Column("invoices", sa.Integer, nullable=False),
+    sa.Column("credit_notes", sa.Integer, nullable=False),
+    sa.Column("adjustment_invoices", sa.Integer, nullable=False),
+    # Periods that ended but could not be invoiced yet (days not settled), and why.
+    sa.Column("waiting", sa.Integer, nullable=False),
+    sa.Column("held", sa.Integer, nullable=False),
+    sa.Column("notes", sa.Text, nullable=False),
+    sa.Column("finished_at", UtcDateTime, nullable=True),
+    sa.CheckConstraint("state IN ('RUNNING', 'COMPLETED')", name="state"),
+    sa.Index(None, "requested_at"),
+)
+
+# One row per batch of a run that has been done: written in the batch's own transaction, so that
+# a batch run again (its worker died after the commit) adds nothing to the run's counts.
+invoice_run_batches = sa.Table(
+    "invoice_run_batches",
+    metadata,
+    sa.Column(
+        "run_id", sa.String(RUN_ID_LENGTH), sa.ForeignKey(invoice_runs.c.run_id), primary_key=True
+    ),
+    sa.Column("batch", sa.Integer, primary_key=True),
+    sa.Column("done_at", UtcDateTime, nullable=False),
+)
+
+# One row per customer and billing period that has a document: the lock every run takes before
+# it decides anything about the period (so two runs never both invoice it), and what the
+# period's documents have billed so far, day by day (``versions``: the quota version each local
+# date was billed at, a JSON object). It is bookkeeping, not a document: it changes.
+billing_periods = sa.Table(
+    "billing_periods",
+    metadata,
+    sa.Column("nmi", sa.String(NMI_LENGTH), primary_key=True),
+    sa.Column("period_start", sa.Date, primary_key=True),
+    sa.Column("period_end", sa.Date, nullable=False),
+    sa.Column("documents", sa.Integer, nullable=False),
+    sa.Column("versions", sa.Text, nullable=False),
+    # A digest of the meter data the documents rated (``freehours.domain.invoicing.data_stamp``):
+    # a revision that settles no new quota version (a read outside the window) still shows.
+    sa.Column("data_stamp", sa.String(64), nullable=False),
+    # When a run last looked at the period: revisions received since (less a margin) are looked
+    # at again.
+    sa.Column("checked_at", UtcDateTime, nullable=False),
+)
+
+# Invoices, credit notes and adjustment invoices, finalised: inserted once and never changed or
+# deleted (triggers refuse it, on both databases: ``freehours.store.invoices``). A correction is a
+# new row naming the document it corrects; ``sequence`` orders a period's documents (0: the
+# invoice), and the key (nmi, period_start, sequence) is what makes a second invoice impossible.
+documents = sa.Table(
+    "documents",
+    metadata,
+    sa.Column("number", sa.String(DOCUMENT_NUMBER_LENGTH), primary_key=True),
+    sa.Column("series", sa.String(20), nullable=False),
+    # The number within its series (the number without its prefix).
+    sa.Column("serial", sa.BigInteger, nullable=False),
+    sa.Column("document_type", sa.String(20), nullable=False),
+    sa.Column("nmi", sa.String(NMI_LENGTH), nullable=False),
+    sa.Column("period_start", sa.Date, nullable=False),
+    sa.Column("period_end", sa.Date, nullable=False),
+    sa.Column("sequence", sa.Integer, nullable=False),
+    sa.Column("corrects", sa.String(DOCUMENT_NUMBER_LENGTH), nullable=True),
+    sa.Column("run_id", sa.String(RUN_ID_LENGTH), sa.ForeignKey(invoice_runs.c.run_id)),
+    sa.Column("issue_date", sa.Date, nullable=False),
+    sa.Column("due_date", sa.Date, nullable=True),
+    sa.Column("finalised_at", UtcDateTime, nullable=False),
+    sa.Column("plan_id", sa.String(PLAN_ID_LENGTH), nullable=False),
+    sa.Column("region", sa.String(3), nullable=False),
+    sa.Column("time_zone", sa.String(64), nullable=False),
+    sa.Column("subtotal", DecimalText, nullable=False),
+    sa.Column("gst", DecimalText, nullable=False),
+    sa.Column("total", DecimalText, nullable=False),
+    sa.Column("consumption_kwh", DecimalText, nullable=False),
+    sa.Column("free_kwh", DecimalText, nullable=False),
+    sa.Column("free_value", DecimalText, nullable=False),
+    sa.Column("over_cap_kwh", DecimalText, nullable=False),
+    sa.Column("export_kwh", DecimalText, nullable=False),
+    # Why a correction was made.
+    sa.Column("reason", sa.Text, nullable=True),
+    # JSON: the lines; each local day with its quota version; the plan as it was billed (its
+    # document), and the retailer's details printed on it.
+    sa.Column("lines", sa.Text, nullable=False),
+    sa.Column("days", sa.Text, nullable=False),
+    sa.Column("plan_document", sa.Text, nullable=False),
+    sa.Column("retailer", sa.Text, nullable=False),
+    sa.CheckConstraint(f"series IN {SERIES}", name="series"),
+    sa.CheckConstraint(f"document_type IN {DOCUMENT_TYPES}", name="document_type"),
+    sa.CheckConstraint("(sequence = 0) = (corrects IS NULL)", name="corrects"),
+    sa.ForeignKeyConstraint(["corrects"], ["documents.number"]),
+    sa.UniqueConstraint("series", "serial"),
+    sa.UniqueConstraint("nmi", "period_start", "sequence"),
+    sa.Index(None, "run_id"),
+    sa.Index(None, "period_start"),
 )

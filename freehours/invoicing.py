@@ -1,0 +1,753 @@
+"""Invoicing: from settled quotas to numbered, finalised invoices, exactly once, and the credit
+notes and adjustment invoices that late meter data makes.
+
+An **invoice run** (``Invoicing.start_run``) is a row and a durable job. The job (``plan``) pages
+the customers by NMI into batches and enqueues a job per batch; each batch job
+(``invoice_batch``) invoices its accounts in two steps:
+
+1. **Draft**, in a read transaction: for every account, every billing period of its cycle that
+   ended before the run's ``as_of`` (on the customer's own calendar) and has no invoice, and
+   every invoiced period with a day whose quota has a newer version. A period is *ready* when
+   each of its days has its newest quota COMPLETED, or no quota and no consumption data past its
+   data deadline; a day still settling makes the period *wait* (the next run takes it), an
+   ABORTED quota *holds* it (an operator reopens the quota; the invoice never disagrees with the
+   ledger). A ready period is rated from the meter data as ``freehours bill`` rates it, and each
+   day's free energy is checked against its settled quota to the 0.001 kWh (a day that differs
+   waits for its revision to settle). A revised period is rated again with the plan it was
+   invoiced under, and the difference from what its documents billed is its next document
+   (``freehours.domain.invoicing.difference``).
+2. **Finalise**, in one write transaction: the batch marked done in its run (a batch done
+   before changes nothing: its worker died after the commit), the billing periods locked in
+   key order, each period's documents and quota versions read again (a period that changed
+   since its draft is left to the next run), the numbers taken from their series' counters, the
+   documents inserted, the periods and the run's counts written. The key (NMI, period, sequence)
+   refuses a second invoice whatever runs at once; the counters' row locks make numbers gapless.
+
+The meter data is read before the quotas in step 1: a revision commits its data and its quota's
+next version together, so a draft never sees revised data without the version that will settle
+it.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import Any, Protocol
+
+import structlog
+from opentelemetry import trace
+
+from freehours import defaults
+from freehours.clock import Clock
+from freehours.documents.examples import EXAMPLE_RETAILER
+from freehours.documents.model import Retailer
+from freehours.domain.bill import Bill, make_bill
+from freehours.domain.invoicing import (
+    DocumentType,
+    Figures,
+    Period,
+    Series,
+    billed_so_far,
+    correction_type,
+    data_stamp,
+    difference,
+    figures_of,
+    revised_days,
+)
+from freehours.domain.plan import Plan
+from freehours.domain.rating import DayProfiles, MeterRating
+from freehours.domain.reads import IntervalDay
+from freehours.domain.settlement import Quota, QuotaStatus
+from freehours.errors import PlanError
+from freehours.observability.metrics import DOCUMENTS_FINALISED, INVOICE_RUN_SECONDS
+from freehours.observability.tracing import child_span
+from freehours.plans.document import parse_plan
+from freehours.store.catalog import StoredPlan
+from freehours.store.database import Store, Unit
+from freehours.store.invoices import (
+    Account,
+    BillingPeriodRow,
+    InvoiceRun,
+    RunCounts,
+    StoredDocument,
+)
+
+log = structlog.get_logger("freehours.invoicing")
+tracer = trace.get_tracer("freehours.invoicing")
+
+PLAN_KIND = "invoice-run"
+BATCH_KIND = "invoice-batch"
+KILOWATT_HOUR_THOUSANDTH = Decimal("0.001")
+
+
+@dataclass(frozen=True, slots=True)
+class InvoicingPolicy:
+    """How invoices are numbered and runs are cut. The prefixes are settings
+    (``FREEHOURS_INVOICE_PREFIX``, ``FREEHOURS_CREDIT_NOTE_PREFIX``)."""
+
+    #: After a window's end, how long its day may still get data before it settles with what
+    #: there is (the settlement's data deadline): a day without a quota is billed after it.
+    data_deadline: timedelta = defaults.DATA_DEADLINE
+    invoice_prefix: str = "INV-"
+    credit_note_prefix: str = "CN-"
+    #: Digits of the serial number, zero-padded ("INV-00000042"); more when it outgrows them.
+    digits: int = 8
+    #: Accounts per batch job: one write transaction finalises a batch, so the run's throughput
+    #: grows with it; 500 keeps that transaction under a second on this machine.
+    batch_size: int = 500
+    #: How far back a revision is looked for on invoiced periods. The Retail Rules (rule 30)
+    #: limit backbilling to 9 months; a revision older than that is not billed again.
+    correction_window: timedelta = timedelta(days=275)
+    #: The retailer's details, printed on every document and kept with it.
+    retailer: Retailer = field(default=EXAMPLE_RETAILER)
+
+    def number(self, series: Series, serial: int) -> str:
+        prefix = self.invoice_prefix if series is Series.INVOICE else self.credit_note_prefix
+        return f"{prefix}{serial:0{self.digits}d}"
+
+
+class InvoicingFaults(Protocol):
+    """Where a test makes a run fail: ``numbered`` (numbers taken, documents not yet stored)."""
+
+    def check(self, point: str) -> None: ...
+
+
+class _NoFaults:
+    def check(self, point: str) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """A document worked out for one period, not numbered yet."""
+
+    account: Account
+    period: Period
+    document_type: DocumentType
+    figures: Figures
+    #: The period's documents when drafted (the sequence this one takes).
+    sequence: int
+    corrects: str | None
+    reason: str | None
+    plan: StoredPlan
+    #: The quota versions the draft was rated against, by day, as they must still be.
+    versions: dict[date, int | None]
+    #: The digest of the meter data it rated.
+    stamp: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """A period a batch looks at, and what it needs to draft its document."""
+
+    account: Account
+    stored: StoredPlan
+    plan: Plan
+    profiles: DayProfiles
+    period: Period
+    row: BillingPeriodRow | None
+    days: list[IntervalDay]
+    quotas: dict[date, Quota]
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """A revised period whose new rating changes nothing: its versions are noted, no document."""
+
+    nmi: str
+    period: Period
+    documents: int
+    versions: dict[date, int | None]
+    stamp: str
+
+
+@dataclass
+class BatchResult:
+    drafts: list[Draft] = field(default_factory=list)
+    checked: list[Checked] = field(default_factory=list)
+    waiting: int = 0
+    held: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOutcome:
+    """What finalising a batch did; ``replayed`` when the batch had been done before."""
+
+    documents: tuple[StoredDocument, ...]
+    counts: RunCounts
+    run: InvoiceRun | None
+    replayed: bool = False
+
+
+class Invoicing:
+    """The invoicing service over one store."""
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        policy: InvoicingPolicy | None = None,
+        faults: InvoicingFaults | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.policy = policy or InvoicingPolicy()
+        self.faults: InvoicingFaults = faults or _NoFaults()
+        self._plans: dict[str, tuple[Plan, DayProfiles]] = {}
+        self._plans_lock = threading.Lock()
+
+    # --- runs --------------------------------------------------------------------------------
+
+    def start_run(self, *, as_of: datetime | None = None, run_id: str | None = None) -> InvoiceRun:
+        """A new run over every account, as of ``as_of`` (default: now), and its plan job."""
+        now = self.clock.now()
+        run_id = run_id or uuid.uuid4().hex
+        with self.store.write() as unit:
+            run = self.start_run_in(unit, as_of=as_of or now, run_id=run_id)
+        log.info("invoice_run_started", run_id=run.run_id, as_of=run.as_of.isoformat())
+        return run
+
+    def start_run_in(self, unit: Unit, *, as_of: datetime, run_id: str) -> InvoiceRun:
+        """``start_run`` in the caller's transaction (the API's, with its Idempotency-Key)."""
+        now = self.clock.now()
+        run = unit.invoices.create_run(run_id, requested_at=now, as_of=as_of)
+        unit.jobs.enqueue(
+            PLAN_KIND,
+            run_id,
+            {"run_id": run_id},
+            run_at=now,
+            deadline=now + timedelta(days=1),
+            now=now,
+        )
+        return run
+
+    def plan(self, run_id: str) -> int | None:
+        """The plan job: a batch job per ``batch_size`` accounts; how many, or None when the run
+        was planned before."""
+        now = self.clock.now()
+        with self.store.write() as unit:
+            run = unit.invoices.get_run(run_id, for_update=True)
+            if run is None:
+                raise LookupError(f"invoice run {run_id} is not stored")
+            if run.batches is not None:
+                return None
+            batches = 0
+            after = None
+            while page := unit.invoices.account_page(after, self.policy.batch_size):
+                unit.jobs.enqueue(
+                    BATCH_KIND,
+                    f"{run_id}:{batches}",
+                    {"run_id": run_id, "batch": batches, "nmis": page},
+                    run_at=now,
+                    deadline=now + timedelta(days=1),
+                    now=now,
+                )
+                batches += 1
+                after = page[-1]
+            unit.invoices.planned(run_id, batches, now=now)
+        log.info("invoice_run_planned", run_id=run_id, batches=batches)
+        if batches == 0:
+            INVOICE_RUN_SECONDS.observe((now - run.requested_at).total_seconds())
+        return batches
+
+    def invoice_batch(self, run_id: str, batch: int, nmis: Sequence[str]) -> BatchOutcome:
+        """Draft and finalise the documents of one batch of accounts (see the module docstring)."""
+        with child_span(tracer, "invoicing.batch"):
+            with self.store.read() as unit:
+                run = unit.invoices.get_run(run_id)
+                if run is None:
+                    raise LookupError(f"invoice run {run_id} is not stored")
+                drafted = self._draft(unit, run, nmis)
+            return self._finalise(run, batch, len(nmis), drafted)
+
+    def run_once(self, *, as_of: datetime | None = None) -> InvoiceRun:
+        """A whole run in this thread, without workers: for tests, the demo and a CLI run that
+        is asked to run here. The same jobs' work, in the same transactions."""
+        run = self.start_run(as_of=as_of)
+        self.plan(run.run_id)
+        after = None
+        batch = 0
+        while True:
+            with self.store.read() as unit:
+                page = unit.invoices.account_page(after, self.policy.batch_size)
+            if not page:
+                break
+            self.invoice_batch(run.run_id, batch, page)
+            batch += 1
+            after = page[-1]
+        with self.store.read() as unit:
+            done = unit.invoices.get_run(run.run_id)
+        assert done is not None
+        return done
+
+    # --- drafting ----------------------------------------------------------------------------
+
+    def _draft(self, unit: Unit, run: InvoiceRun, nmis: Sequence[str]) -> BatchResult:
+        result = BatchResult()
+        accounts = unit.invoices.accounts(nmis)
+        if not accounts:
+            return result
+        known = [a.nmi for a in accounts]
+        first_days = unit.invoices.first_days(known)
+        periods = unit.invoices.periods(known)
+        now = self.clock.now()
+        wanted: list[_Wanted] = []
+        plans: dict[str, StoredPlan] = {}
+        for account in accounts:
+            stored = plans.get(account.plan_id)
+            if stored is None:
+                stored = unit.catalog.get_plan(account.plan_id)
+                assert stored is not None, "a customer's plan is kept by its foreign key"
+                plans[account.plan_id] = stored
+            parsed = self._plan(stored)
+            if parsed is None:
+                result.held += 1
+                result.notes.append(f"{account.nmi}: its plan {stored.plan_id!r} does not parse")
+                continue
+            plan, profiles = parsed
+            first = first_days.get(account.nmi)
+            if first is None:
+                continue  # no data, no quota: nothing to bill yet
+            today = run.as_of.astimezone(plan.zone).date()
+            oldest = today - self.policy.correction_window
+            for period in account.cycle.periods(first, today):
+                row = periods.get((account.nmi, period.start))
+                if row is not None and row.documents and period.end < oldest:
+                    continue
+                wanted.append((account, stored, plan, profiles, period, row))
+        wanted = self._revisable(unit, wanted)
+        if not wanted:
+            return result
+        first = min(item[4].start for item in wanted)
+        last = max(item[4].end for item in wanted)
+        nmis_wanted = sorted({item[0].nmi for item in wanted})
+        # Meter data first, then quotas: see the module docstring.
+        meter = unit.invoices.meter_days(
+            nmis_wanted, first - timedelta(days=1), last + timedelta(days=1)
+        )
+        quotas = unit.invoices.latest_quotas(nmis_wanted, first, last)
+        for account, stored, plan, profiles, period, row in wanted:
+            candidate = _Candidate(
+                account,
+                stored,
+                plan,
+                profiles,
+                period,
+                row,
+                meter.get(account.nmi, []),
+                quotas.get(account.nmi, {}),
+            )
+            if row is None or row.documents == 0:
+                self._draft_invoice(result, candidate, now)
+            else:
+                self._draft_correction(result, unit, candidate, now)
+        return result
+
+    def _revisable(self, unit: Unit, wanted: list[_Wanted]) -> list[_Wanted]:
+        """``wanted`` without the invoiced periods that no day row received since they were
+        last looked at (less ``RECEIPT_MARGIN``) can have revised."""
+        invoiced = [item for item in wanted if item[5] is not None and item[5].documents]
+        if not invoiced:
+            return wanted
+        since = min(item[5].checked_at or EPOCH for item in invoiced if item[5]) - RECEIPT_MARGIN
+        received = unit.invoices.received_since(
+            sorted({item[0].nmi for item in invoiced}),
+            min(item[4].start for item in invoiced) - timedelta(days=1),
+            max(item[4].end for item in invoiced) + timedelta(days=1),
+            since,
+        )
+        kept = []
+        for item in wanted:
+            account, _, plan, _, period, row = item
+            if row is not None and row.documents:
+                touched = received.get(account.nmi, set())
+                if not touched or not touched & _nem_dates(plan, period):
+                    continue
+            kept.append(item)
+        return kept
+
+    def _ready(
+        self,
+        plan: Plan,
+        period: Period,
+        days: list[IntervalDay],
+        quotas: dict[date, Quota],
+        now: datetime,
+    ) -> tuple[dict[date, int | None], str | None, bool]:
+        """The quota version of each day of ``period``, or why it cannot be billed yet and
+        whether that is a hold (an ABORTED quota) rather than a wait."""
+        versions: dict[date, int | None] = {}
+        window = plan.free_window
+        consumption_dates = {
+            day.day for day in days if day.is_energy and plan.is_consumption(day.suffix)
+        }
+        for local_date in period.dates():
+            quota = quotas.get(local_date)
+            if window is None:
+                end = plan.local_day_bounds(period.end)[1]
+                if now < end + self.policy.data_deadline:
+                    return versions, f"{period.end}: its data deadline has not passed", False
+                versions[local_date] = None
+                continue
+            if quota is None:
+                end = window.bounds(local_date, plan.zone)[1]
+                has_data = any(d in consumption_dates for d in plan.nem_dates(local_date))
+                if has_data or now < end + self.policy.data_deadline:
+                    return versions, f"{local_date}: not settled yet", False
+                versions[local_date] = None
+            elif quota.status is QuotaStatus.COMPLETED:
+                versions[local_date] = quota.version
+            elif quota.status is QuotaStatus.ABORTED:
+                return versions, f"{local_date}: quota version {quota.version} ABORTED", True
+            else:
+                return versions, f"{local_date}: quota {quota.status.value}", False
+        return versions, None, False
+
+    def _rate(
+        self, nmi: str, plan: Plan, profiles: DayProfiles, period: Period, rows: list[IntervalDay]
+    ) -> Bill:
+        rating = MeterRating(nmi, profiles)
+        for day in rows:
+            rating.add(day)
+        return make_bill(plan, nmi, rating.days(period.dates()).values())
+
+    def _free_mismatch(self, bill: Bill, quotas: dict[date, Quota]) -> str | None:
+        for day in bill.days:
+            quota = quotas.get(day.local_date)
+            settled = quota.free_kwh if quota is not None else None
+            if settled is None:
+                settled = Decimal(0)
+            rated = day.free_kwh.quantize(KILOWATT_HOUR_THOUSANDTH)
+            if rated != settled.quantize(KILOWATT_HOUR_THOUSANDTH):
+                return (
+                    f"{day.local_date}: rated free energy {day.free_kwh} kWh is not the settled"
+                    f" {settled} kWh; waiting for its revision to settle"
+                )
+        return None
+
+    def _draft_invoice(self, result: BatchResult, candidate: _Candidate, now: datetime) -> None:
+        account, stored, plan, profiles = (
+            candidate.account,
+            candidate.stored,
+            candidate.plan,
+            candidate.profiles,
+        )
+        period, days, quotas = candidate.period, candidate.days, candidate.quotas
+        rows = _period_rows(plan, period, days)
+        versions, why, hold = self._ready(plan, period, rows, quotas, now)
+        if why is None:
+            bill = self._rate(account.nmi, plan, profiles, period, rows)
+            why = self._free_mismatch(bill, quotas) if plan.free_window is not None else None
+        if why is not None:
+            if hold:
+                result.held += 1
+            else:
+                result.waiting += 1
+            result.notes.append(f"{account.nmi} {period.start}..{period.end}: {why}")
+            return
+        result.drafts.append(
+            Draft(
+                account,
+                period,
+                DocumentType.INVOICE,
+                figures_of(bill, versions),
+                0,
+                None,
+                None,
+                stored,
+                versions,
+                data_stamp(rows),
+            )
+        )
+
+    def _draft_correction(
+        self, result: BatchResult, unit: Unit, candidate: _Candidate, now: datetime
+    ) -> None:
+        account, period, days, quotas = (
+            candidate.account,
+            candidate.period,
+            candidate.days,
+            candidate.quotas,
+        )
+        row = candidate.row
+        assert row is not None
+        latest = {day: (quotas[day].version if day in quotas else None) for day in period.dates()}
+        if not revised_days(row.versions, latest) and row.data_stamp == data_stamp(
+            _period_rows(candidate.plan, period, days)
+        ):
+            return
+        documents = unit.invoices.period_documents(account.nmi, period.start)
+        original = documents[0]
+        stored = StoredPlan(original.plan_id, original.plan_document, original.finalised_at)
+        parsed = self._plan(stored, key=f"document:{original.number}")
+        if parsed is None:  # it parsed when the invoice was made; a later rule refuses it
+            result.held += 1
+            result.notes.append(f"{original.number}: its plan no longer parses")
+            return
+        plan, profiles = parsed
+        rows = _period_rows(plan, period, days)
+        versions, why, hold = self._ready(plan, period, rows, quotas, now)
+        if why is None:
+            bill = self._rate(account.nmi, plan, profiles, period, rows)
+            why = self._free_mismatch(bill, quotas) if plan.free_window is not None else None
+        if why is not None:
+            if hold:
+                result.held += 1
+            else:
+                result.waiting += 1
+            result.notes.append(f"{original.number} revision: {why}")
+            return
+        change = difference(billed_so_far(d.figures for d in documents), figures_of(bill, versions))
+        if change is None:
+            result.checked.append(
+                Checked(account.nmi, period, len(documents), versions, data_stamp(rows))
+            )
+            return
+        revised = revised_days(row.versions, latest) or sorted({day.day for day in change.days})
+        shown = ", ".join(day.isoformat() for day in revised[:3])
+        more = f" and {len(revised) - 3} more" if len(revised) > 3 else ""
+        noun = "day" if len(revised) == 1 else "days"
+        reason = f"Revised meter data for {len(revised)} {noun} ({shown}{more})"
+        result.drafts.append(
+            Draft(
+                account,
+                period,
+                correction_type(change),
+                change,
+                len(documents),
+                original.number,
+                reason,
+                stored,
+                versions,
+                data_stamp(rows),
+            )
+        )
+
+    def _plan(self, stored: StoredPlan, key: str | None = None) -> tuple[Plan, DayProfiles] | None:
+        key = key or f"{stored.plan_id}@{stored.updated_at.isoformat()}"
+        with self._plans_lock:
+            known = self._plans.get(key)
+        if known is None:
+            try:
+                plan = parse_plan(stored.document, source=f"plan {stored.plan_id}")
+            except PlanError as exc:
+                log.warning("stored_plan_not_valid", plan_id=stored.plan_id, error=str(exc))
+                return None
+            known = (plan, DayProfiles(plan))
+            with self._plans_lock:
+                self._plans[key] = known
+        return known
+
+    # --- finalising --------------------------------------------------------------------------
+
+    def _finalise(
+        self, run: InvoiceRun, batch: int, accounts: int, drafted: BatchResult
+    ) -> BatchOutcome:
+        try:
+            return self._finalise_once(run, batch, accounts, drafted)
+        except _Replayed:
+            log.info("invoice_batch_replayed", run_id=run.run_id, batch=batch)
+            return BatchOutcome((), RunCounts(), None, replayed=True)
+
+    def _finalise_once(
+        self, run: InvoiceRun, batch: int, accounts: int, drafted: BatchResult
+    ) -> BatchOutcome:
+        now = self.clock.now()
+        result = BatchResult(waiting=drafted.waiting, held=drafted.held, notes=list(drafted.notes))
+        with child_span(tracer, "invoicing.finalise"), self.store.write() as unit:
+            keys = [(d.account.nmi, d.period.start, d.period.end) for d in drafted.drafts]
+            keys += [(c.nmi, c.period.start, c.period.end) for c in drafted.checked]
+            locked = unit.invoices.lock_periods(keys, now=now)
+            fresh = self._still_fresh(unit, drafted, locked)
+            for draft in drafted.drafts:
+                if fresh.get((draft.account.nmi, draft.period.start), False):
+                    result.drafts.append(draft)
+                else:
+                    result.waiting += 1
+                    result.notes.append(
+                        f"{draft.account.nmi} {draft.period.start}: changed while it was drafted"
+                    )
+            stored = self._number(unit, run, result.drafts, now)
+            self.faults.check("numbered")
+            unit.invoices.insert_documents(stored)
+            for draft in result.drafts:
+                row = locked[(draft.account.nmi, draft.period.start)]
+                unit.invoices.save_period(
+                    BillingPeriodRow(
+                        row.nmi,
+                        row.start,
+                        row.end,
+                        row.documents + 1,
+                        {**row.versions, **draft.versions},
+                        draft.stamp,
+                    ),
+                    now=now,
+                )
+            for checked in drafted.checked:
+                row = locked[(checked.nmi, checked.period.start)]
+                if fresh.get((checked.nmi, checked.period.start), False):
+                    unit.invoices.save_period(
+                        BillingPeriodRow(
+                            row.nmi,
+                            row.start,
+                            row.end,
+                            row.documents,
+                            {**row.versions, **checked.versions},
+                            checked.stamp,
+                        ),
+                        now=now,
+                    )
+            counts = RunCounts(
+                accounts=accounts,
+                invoices=sum(d.document_type is DocumentType.INVOICE for d in result.drafts),
+                credit_notes=sum(
+                    d.document_type is DocumentType.CREDIT_NOTE for d in result.drafts
+                ),
+                adjustment_invoices=sum(
+                    d.document_type is DocumentType.ADJUSTMENT_INVOICE for d in result.drafts
+                ),
+                waiting=result.waiting,
+                held=result.held,
+            )
+            finished = unit.invoices.finish_batch(run.run_id, batch, counts, result.notes, now=now)
+            if finished is None:
+                # Done before (its worker died after that commit): this transaction undoes all.
+                raise _Replayed
+        for document in stored:
+            DOCUMENTS_FINALISED.labels(document.document_type.value).inc()
+        if stored:
+            log.info(
+                "invoices_finalised",
+                run_id=run.run_id,
+                batch=batch,
+                documents=len(stored),
+                first=stored[0].number,
+                last=stored[-1].number,
+            )
+        if finished.finished and finished.finished_at is not None:
+            seconds = (finished.finished_at - finished.requested_at).total_seconds()
+            INVOICE_RUN_SECONDS.observe(seconds)
+            log.info(
+                "invoice_run_finished",
+                run_id=run.run_id,
+                seconds=seconds,
+                **asdict(finished.counts),
+            )
+        return BatchOutcome(tuple(stored), counts, finished)
+
+    def _still_fresh(
+        self,
+        unit: Unit,
+        drafted: BatchResult,
+        locked: dict[tuple[str, date], BillingPeriodRow],
+    ) -> dict[tuple[str, date], bool]:
+        """Whether each drafted period is as it was drafted, now that it is locked: the same
+        number of documents, and each day's newest quota still the version rated."""
+        items: list[tuple[str, Period, int, dict[date, int | None]]] = [
+            (d.account.nmi, d.period, d.sequence, d.versions) for d in drafted.drafts
+        ]
+        items += [(c.nmi, c.period, c.documents, c.versions) for c in drafted.checked]
+        if not items:
+            return {}
+        first = min(period.start for _, period, _, _ in items)
+        last = max(period.end for _, period, _, _ in items)
+        quotas = unit.invoices.latest_quotas(sorted({nmi for nmi, *_ in items}), first, last)
+        fresh = {}
+        for nmi, period, documents, versions in items:
+            row = locked[(nmi, period.start)]
+            now_versions = quotas.get(nmi, {})
+            same = all(
+                (now_versions[day].version if day in now_versions else None) == version
+                and (day not in now_versions or now_versions[day].status is QuotaStatus.COMPLETED)
+                for day, version in versions.items()
+            )
+            fresh[(nmi, period.start)] = row.documents == documents and same
+        return fresh
+
+    def _number(
+        self, unit: Unit, run: InvoiceRun, drafts: list[Draft], now: datetime
+    ) -> list[StoredDocument]:
+        """The drafts numbered from their series (taken in this transaction) and finalised."""
+        by_series: dict[Series, list[Draft]] = {}
+        for draft in sorted(drafts, key=lambda d: (d.account.nmi, d.period.start)):
+            by_series.setdefault(draft.document_type.series, []).append(draft)
+        stored = []
+        retailer = _retailer_json(self.policy.retailer)
+        # Counters in a fixed order, after every period lock: no two transactions wait on each
+        # other in a circle.
+        for series in sorted(by_series):
+            series_drafts = by_series[series]
+            first = unit.invoices.take_numbers(series, len(series_drafts))
+            for serial, draft in enumerate(series_drafts, start=first):
+                plan, _ = self._plan(draft.plan, key=_plan_key(draft)) or (None, None)
+                assert plan is not None, "a draft's plan parsed when it was drafted"
+                issued = run.as_of.astimezone(plan.zone).date()
+                charges = draft.figures.total > 0
+                stored.append(
+                    StoredDocument(
+                        number=self.policy.number(series, serial),
+                        series=series,
+                        serial=serial,
+                        document_type=draft.document_type,
+                        nmi=draft.account.nmi,
+                        period_start=draft.period.start,
+                        period_end=draft.period.end,
+                        sequence=draft.sequence,
+                        corrects=draft.corrects,
+                        run_id=run.run_id,
+                        issue_date=issued,
+                        due_date=draft.account.cycle.due_date(issued) if charges else None,
+                        finalised_at=now,
+                        plan_id=draft.plan.plan_id,
+                        region=draft.account.region,
+                        time_zone=plan.zone_name,
+                        figures=draft.figures,
+                        reason=draft.reason,
+                        plan_document=draft.plan.document,
+                        retailer=retailer,
+                    )
+                )
+        return stored
+
+
+#: A period of a customer, its plan as stored and parsed, and its row (None: never looked at).
+_Wanted = tuple[Account, StoredPlan, Plan, DayProfiles, Period, BillingPeriodRow | None]
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: Day rows received this long before a period was last looked at are looked at again: longer
+#: than any ingest transaction, whose rows carry the time it began, may take to commit.
+RECEIPT_MARGIN = timedelta(days=1)
+
+
+def _nem_dates(plan: Plan, period: Period) -> set[date]:
+    return {d for day in period.dates() for d in plan.nem_dates(day)}
+
+
+def _period_rows(plan: Plan, period: Period, days: list[IntervalDay]) -> list[IntervalDay]:
+    wanted = _nem_dates(plan, period)
+    return [day for day in days if day.day in wanted]
+
+
+class _Replayed(Exception):
+    """A batch found done in its run: roll back what this attempt wrote."""
+
+
+def _plan_key(draft: Draft) -> str:
+    if draft.corrects is not None:
+        return f"document:{draft.corrects}"
+    return f"{draft.plan.plan_id}@{draft.plan.updated_at.isoformat()}"
+
+
+def _retailer_json(retailer: Retailer) -> dict[str, Any]:
+    values = asdict(retailer)
+    values["postal_address"] = list(retailer.postal_address)
+    return values
+
+
+def retailer_of(values: dict[str, Any]) -> Retailer:
+    """The retailer's details as a document kept them."""
+    return Retailer(**{**values, "postal_address": tuple(values["postal_address"])})

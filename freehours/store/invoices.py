@@ -1,0 +1,669 @@
+"""Invoicing's rows: accounts, billing periods, document numbers, finalised documents and runs.
+
+A document is inserted once, finalised, and never changed: the migration puts triggers on
+``documents`` that refuse an UPDATE or DELETE (and on PostgreSQL a TRUNCATE), so that not even a
+hand-typed statement can edit an invoice. Numbers come from ``document_counters`` in the
+transaction that inserts their documents (``take_numbers``): the counter's row stays locked
+until that transaction ends, so two runs take turns, and a rollback gives the numbers back.
+
+``Invoices`` runs in its unit of work's transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+import sqlalchemy as sa
+
+from freehours.domain.bill import BillLine
+from freehours.domain.invoicing import (
+    BillingCycle,
+    DayFigures,
+    DocumentType,
+    Figures,
+    Frequency,
+    Series,
+)
+from freehours.domain.reads import IntervalDay
+from freehours.domain.settlement import Quota
+from freehours.domain.time import Region
+from freehours.store.meter import decode_values
+from freehours.store.quotas import _quota
+from freehours.store.repository import Repository
+from freehours.store.tables import (
+    billing_periods,
+    customers,
+    document_counters,
+    documents,
+    invoice_run_batches,
+    invoice_runs,
+    meter_days,
+    quotas,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    """A customer as invoicing sees them: NMI, plan, region and billing cycle."""
+
+    nmi: str
+    plan_id: str
+    region: Region
+    cycle: BillingCycle
+
+
+@dataclass(frozen=True, slots=True)
+class BillingPeriodRow:
+    """What a customer's billing period has had so far: its documents, and the quota version each
+    local date was billed at (None: billed without a quota, after its data deadline)."""
+
+    nmi: str
+    start: date
+    end: date
+    documents: int
+    versions: dict[date, int | None]
+    data_stamp: str = ""
+    checked_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDocument:
+    """A finalised document as stored."""
+
+    number: str
+    series: Series
+    serial: int
+    document_type: DocumentType
+    nmi: str
+    period_start: date
+    period_end: date
+    sequence: int
+    corrects: str | None
+    run_id: str | None
+    issue_date: date
+    due_date: date | None
+    finalised_at: datetime
+    plan_id: str
+    region: Region
+    time_zone: str
+    figures: Figures
+    reason: str | None
+    plan_document: dict[str, Any]
+    retailer: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RunCounts:
+    """What one batch of a run did."""
+
+    accounts: int = 0
+    invoices: int = 0
+    credit_notes: int = 0
+    adjustment_invoices: int = 0
+    waiting: int = 0
+    held: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class InvoiceRun:
+    """An invoice run and what it has done so far."""
+
+    run_id: str
+    state: str
+    requested_at: datetime
+    as_of: datetime
+    batches: int | None
+    batches_done: int
+    counts: RunCounts
+    notes: tuple[str, ...]
+    finished_at: datetime | None
+
+    @property
+    def finished(self) -> bool:
+        return self.state == "COMPLETED"
+
+
+#: How many notes (a period waiting or held, and why) a run keeps: the first ones, as examples;
+#: the counts say how many there were.
+MAX_RUN_NOTES = 100
+
+
+class Invoices(Repository):
+    """Invoicing's tables, in the unit of work's transaction."""
+
+    __slots__ = ()
+
+    # --- accounts and their data -------------------------------------------------------------
+
+    def account_page(self, after: str | None, limit: int) -> list[str]:
+        """Up to ``limit`` customers' NMIs after ``after``, in order: how a run pages them."""
+        query = sa.select(customers.c.nmi).order_by(customers.c.nmi).limit(limit)
+        if after is not None:
+            query = query.where(customers.c.nmi > after)
+        return list(self._conn.scalars(query))
+
+    def accounts(self, nmis: Collection[str]) -> list[Account]:
+        """The customers of ``nmis``, by NMI."""
+        c = customers.c
+        rows = self._conn.execute(
+            sa.select(
+                c.nmi, c.plan_id, c.region, c.billing_frequency, c.anchor_day, c.payment_term_days
+            )
+            .where(c.nmi.in_(list(nmis)))
+            .order_by(c.nmi)
+        )
+        return [
+            Account(
+                row.nmi,
+                row.plan_id,
+                Region(row.region),
+                BillingCycle(
+                    Frequency(row.billing_frequency), row.anchor_day, row.payment_term_days
+                ),
+            )
+            for row in rows
+        ]
+
+    def set_cycle(self, nmi: str, cycle: BillingCycle) -> bool:
+        """Set the billing cycle of ``nmi``'s customer; whether there is one."""
+        done = self._conn.execute(
+            customers.update()
+            .where(customers.c.nmi == nmi)
+            .values(
+                billing_frequency=cycle.frequency.value,
+                anchor_day=cycle.anchor_day,
+                payment_term_days=cycle.payment_term_days,
+            )
+        )
+        return bool(done.rowcount)
+
+    def first_days(self, nmis: Collection[str]) -> dict[str, date]:
+        """The first date each NMI has a quota for, else a meter day row: where its billing
+        starts."""
+        found: dict[str, date] = {}
+        for table in (quotas, meter_days):
+            missing = [nmi for nmi in nmis if nmi not in found]
+            if not missing:
+                break
+            rows = self._conn.execute(
+                sa.select(table.c.nmi, sa.func.min(table.c.day))
+                .where(table.c.nmi.in_(missing))
+                .group_by(table.c.nmi)
+            )
+            found.update({nmi: first for nmi, first in rows if first is not None})
+        return found
+
+    def latest_quotas(
+        self, nmis: Collection[str], first: date, last: date
+    ) -> dict[str, dict[date, Quota]]:
+        """The newest version of each quota of ``nmis`` on ``first`` to ``last``, by NMI and
+        date."""
+        c = quotas.c
+        rows = self._conn.execute(
+            sa.select(quotas)
+            .where(c.nmi.in_(list(nmis)), c.day >= first, c.day <= last)
+            .order_by(c.nmi, c.day, c.version)
+        )
+        found: dict[str, dict[date, Quota]] = defaultdict(dict)
+        for row in rows:
+            # Ordered by version: the last one read is the newest.
+            found[row.nmi][row.day] = _quota(tuple(row))
+        return found
+
+    def meter_days(
+        self, nmis: Collection[str], first: date, last: date
+    ) -> dict[str, list[IntervalDay]]:
+        """The stored day rows of ``nmis`` on NEM dates ``first`` to ``last``, by NMI."""
+        m = meter_days.c
+        rows = self._conn.execute(
+            sa.select(
+                m.nmi,
+                m.suffix,
+                m.day,
+                m.interval_minutes,
+                m.interval_values,
+                m.qualities,
+                m.update_datetime,
+                m.uom,
+            ).where(m.nmi.in_(list(nmis)), m.day >= first, m.day <= last)
+        )
+        found: dict[str, list[IntervalDay]] = defaultdict(list)
+        for nmi, suffix, day, minutes, values, qualities, stamp, uom in rows:
+            found[nmi].append(
+                IntervalDay(
+                    nmi=nmi,
+                    suffix=suffix,
+                    day=day,
+                    interval_minutes=minutes,
+                    values=decode_values(values),
+                    qualities=qualities,
+                    update_datetime=stamp,
+                    uom=uom,
+                )
+            )
+        return found
+
+    def received_since(
+        self, nmis: Collection[str], first: date, last: date, since: datetime
+    ) -> dict[str, set[date]]:
+        """The NEM dates from ``first`` to ``last`` on which each NMI has a day row received
+        since ``since``: where a revision of an invoiced period may be."""
+        m = meter_days.c
+        rows = self._conn.execute(
+            sa.select(m.nmi, m.day)
+            .where(m.nmi.in_(list(nmis)), m.day >= first, m.day <= last, m.received_at >= since)
+            .distinct()
+        )
+        found: dict[str, set[date]] = defaultdict(set)
+        for nmi, day in rows:
+            found[nmi].add(day)
+        return found
+
+    # --- billing periods ---------------------------------------------------------------------
+
+    def periods(self, nmis: Collection[str]) -> dict[tuple[str, date], BillingPeriodRow]:
+        """Every billing period of ``nmis`` that a run has locked before, by (NMI, start)."""
+        rows = self._conn.execute(
+            sa.select(billing_periods).where(billing_periods.c.nmi.in_(list(nmis)))
+        )
+        return {(row.nmi, row.period_start): _period(row) for row in rows}
+
+    def lock_periods(
+        self, keys: Sequence[tuple[str, date, date]], *, now: datetime
+    ) -> dict[tuple[str, date], BillingPeriodRow]:
+        """Lock the billing periods ``keys`` (NMI, start, end) for this transaction, creating the
+        rows that are not there yet, and read them as they are once locked.
+
+        Rows are created and locked in key order, so two runs whose batches overlap wait for
+        each other instead of deadlocking; a period another transaction is finalising is read
+        after it commits.
+        """
+        if not keys:
+            return {}
+        ordered = sorted(set(keys))
+        self._conn.execute(
+            self._driver.insert_or_ignore(billing_periods),
+            [
+                {
+                    "nmi": nmi,
+                    "period_start": start,
+                    "period_end": end,
+                    "documents": 0,
+                    "versions": "{}",
+                    "data_stamp": "",
+                    "checked_at": now,
+                }
+                for nmi, start, end in ordered
+            ],
+        )
+        b = billing_periods.c
+        nmis = sorted({nmi for nmi, _, _ in ordered})
+        rows = self._conn.execute(
+            sa.select(billing_periods)
+            .where(
+                b.nmi.in_(nmis),
+                b.period_start >= min(start for _, start, _ in ordered),
+                b.period_start <= max(start for _, start, _ in ordered),
+            )
+            .order_by(b.nmi, b.period_start)
+            .with_for_update()
+        )
+        wanted = {(nmi, start) for nmi, start, _ in ordered}
+        return {
+            (row.nmi, row.period_start): _period(row)
+            for row in rows
+            if (row.nmi, row.period_start) in wanted
+        }
+
+    def save_period(self, period: BillingPeriodRow, *, now: datetime) -> None:
+        """Write what a locked period has billed so far."""
+        b = billing_periods.c
+        self._conn.execute(
+            billing_periods.update()
+            .where(b.nmi == period.nmi, b.period_start == period.start)
+            .values(
+                documents=period.documents,
+                versions=_versions_text(period.versions),
+                data_stamp=period.data_stamp,
+                checked_at=now,
+            )
+        )
+
+    # --- numbers and documents ---------------------------------------------------------------
+
+    def take_numbers(self, series: Series, count: int) -> int:
+        """The first of ``count`` consecutive serial numbers of ``series``, taken in this
+        transaction (its counter stays locked until it ends, and a rollback gives them back)."""
+        c = document_counters.c
+        row = self._conn.execute(
+            document_counters.update()
+            .where(c.series == series.value)
+            .values(next_number=c.next_number + count)
+            .returning(c.next_number)
+        ).one()
+        return int(row[0]) - count
+
+    def next_serial(self, series: Series) -> int:
+        c = document_counters.c
+        return int(self._conn.scalar(sa.select(c.next_number).where(c.series == series.value)) or 1)
+
+    def insert_documents(self, stored: Iterable[StoredDocument]) -> None:
+        rows = [_document_row(document) for document in stored]
+        if rows:
+            self._conn.execute(documents.insert(), rows)
+
+    def period_documents(self, nmi: str, start: date) -> list[StoredDocument]:
+        """A period's documents, in order: the invoice, then its corrections."""
+        d = documents.c
+        rows = self._conn.execute(
+            sa.select(documents).where(d.nmi == nmi, d.period_start == start).order_by(d.sequence)
+        )
+        return [_document(row) for row in rows]
+
+    def get_document(self, number: str) -> StoredDocument | None:
+        row = self._conn.execute(
+            sa.select(documents).where(documents.c.number == number)
+        ).one_or_none()
+        return None if row is None else _document(row)
+
+    def corrections_of(self, number: str) -> list[str]:
+        """The numbers of the documents that correct ``number``, in order."""
+        d = documents.c
+        return list(
+            self._conn.scalars(sa.select(d.number).where(d.corrects == number).order_by(d.sequence))
+        )
+
+    def list_documents(
+        self,
+        *,
+        nmi: str | None = None,
+        first: date | None = None,
+        last: date | None = None,
+        series: Series | None = None,
+        run_id: str | None = None,
+        after: tuple[date, str, int] | None = None,
+        limit: int = 100,
+    ) -> list[StoredDocument]:
+        """Documents whose period overlaps ``first`` to ``last``, oldest period first, then by
+        NMI, each invoice before its corrections: keyset pages after ``after`` (the period
+        start, NMI and sequence of the last one seen)."""
+        d = documents.c
+        query = sa.select(documents)
+        if nmi is not None:
+            query = query.where(d.nmi == nmi)
+        if first is not None:
+            query = query.where(d.period_end >= first)
+        if last is not None:
+            query = query.where(d.period_start <= last)
+        if series is not None:
+            query = query.where(d.series == series.value)
+        if run_id is not None:
+            query = query.where(d.run_id == run_id)
+        if after is not None:
+            query = query.where(sa.tuple_(d.period_start, d.nmi, d.sequence) > sa.tuple_(*after))
+        rows = self._conn.execute(query.order_by(d.period_start, d.nmi, d.sequence).limit(limit))
+        return [_document(row) for row in rows]
+
+    def serials(self, series: Series) -> list[int]:
+        """Every serial number of ``series``, in order (for the gapless checks)."""
+        d = documents.c
+        return list(
+            self._conn.scalars(
+                sa.select(d.serial).where(d.series == series.value).order_by(d.serial)
+            )
+        )
+
+    def count_documents(self) -> dict[DocumentType, int]:
+        d = documents.c
+        rows = self._conn.execute(
+            sa.select(d.document_type, sa.func.count()).group_by(d.document_type)
+        )
+        return {DocumentType(kind): int(count) for kind, count in rows}
+
+    # --- runs --------------------------------------------------------------------------------
+
+    def create_run(self, run_id: str, *, requested_at: datetime, as_of: datetime) -> InvoiceRun:
+        row = {
+            "run_id": run_id,
+            "state": "RUNNING",
+            "requested_at": requested_at,
+            "as_of": as_of,
+            "batches": None,
+            "batches_done": 0,
+            "accounts": 0,
+            "invoices": 0,
+            "credit_notes": 0,
+            "adjustment_invoices": 0,
+            "waiting": 0,
+            "held": 0,
+            "notes": "[]",
+            "finished_at": None,
+        }
+        self._conn.execute(invoice_runs.insert().values(row))
+        run = self.get_run(run_id)
+        assert run is not None
+        return run
+
+    def get_run(self, run_id: str, *, for_update: bool = False) -> InvoiceRun | None:
+        query = sa.select(invoice_runs).where(invoice_runs.c.run_id == run_id)
+        if for_update:
+            query = query.with_for_update()
+        row = self._conn.execute(query).one_or_none()
+        return None if row is None else _run(row)
+
+    def list_runs(self, limit: int = 20) -> list[InvoiceRun]:
+        rows = self._conn.execute(
+            sa.select(invoice_runs).order_by(invoice_runs.c.requested_at.desc()).limit(limit)
+        )
+        return [_run(row) for row in rows]
+
+    def planned(self, run_id: str, batches: int, *, now: datetime) -> None:
+        """The plan job made ``batches`` batches (a run of none is done at once)."""
+        r = invoice_runs.c
+        values: dict[str, Any] = {"batches": batches}
+        if batches == 0:
+            values.update(state="COMPLETED", finished_at=now)
+        self._conn.execute(
+            invoice_runs.update().where(r.run_id == run_id, r.batches.is_(None)).values(values)
+        )
+
+    def finish_batch(
+        self, run_id: str, batch: int, counts: RunCounts, notes: Sequence[str], *, now: datetime
+    ) -> InvoiceRun | None:
+        """Add a batch's counts to its run, once: None when this batch was done before. The run
+        is COMPLETED by its last batch."""
+        inserted = self._conn.execute(
+            self._driver.insert_or_ignore(invoice_run_batches)
+            .values(run_id=run_id, batch=batch, done_at=now)
+            .returning(invoice_run_batches.c.batch)
+        ).first()
+        if inserted is None:
+            return None
+        run = self.get_run(run_id, for_update=True)
+        assert run is not None, f"invoice run {run_id} is not stored"
+        kept = [*run.notes, *notes][:MAX_RUN_NOTES]
+        done = run.batches_done + 1
+        finished = run.batches is not None and done >= run.batches
+        r = invoice_runs.c
+        total = run.counts
+        self._conn.execute(
+            invoice_runs.update()
+            .where(r.run_id == run_id)
+            .values(
+                batches_done=done,
+                accounts=total.accounts + counts.accounts,
+                invoices=total.invoices + counts.invoices,
+                credit_notes=total.credit_notes + counts.credit_notes,
+                adjustment_invoices=total.adjustment_invoices + counts.adjustment_invoices,
+                waiting=total.waiting + counts.waiting,
+                held=total.held + counts.held,
+                notes=json.dumps(kept),
+                state="COMPLETED" if finished else "RUNNING",
+                finished_at=now if finished else None,
+            )
+        )
+        return self.get_run(run_id)
+
+
+def _period(row: sa.Row[Any]) -> BillingPeriodRow:
+    versions = {date.fromisoformat(day): v for day, v in json.loads(row.versions).items()}
+    return BillingPeriodRow(
+        row.nmi,
+        row.period_start,
+        row.period_end,
+        row.documents,
+        versions,
+        row.data_stamp,
+        row.checked_at,
+    )
+
+
+def _versions_text(versions: dict[date, int | None]) -> str:
+    return json.dumps(
+        {day.isoformat(): v for day, v in sorted(versions.items())}, separators=(",", ":")
+    )
+
+
+def _run(row: sa.Row[Any]) -> InvoiceRun:
+    return InvoiceRun(
+        run_id=row.run_id,
+        state=row.state,
+        requested_at=row.requested_at,
+        as_of=row.as_of,
+        batches=row.batches,
+        batches_done=row.batches_done,
+        counts=RunCounts(
+            accounts=row.accounts,
+            invoices=row.invoices,
+            credit_notes=row.credit_notes,
+            adjustment_invoices=row.adjustment_invoices,
+            waiting=row.waiting,
+            held=row.held,
+        ),
+        notes=tuple(json.loads(row.notes)),
+        finished_at=row.finished_at,
+    )
+
+
+def _lines_text(lines: Sequence[BillLine]) -> str:
+    return json.dumps(
+        [
+            [
+                line.code,
+                line.description,
+                str(line.quantity),
+                line.unit,
+                str(line.unit_price),
+                str(line.amount),
+            ]
+            for line in lines
+        ],
+        separators=(",", ":"),
+    )
+
+
+def _lines(text: str) -> tuple[BillLine, ...]:
+    return tuple(
+        BillLine(code, description, Decimal(quantity), unit, Decimal(price), Decimal(amount))
+        for code, description, quantity, unit, price, amount in json.loads(text)
+    )
+
+
+def _days_text(days: Sequence[DayFigures]) -> str:
+    return json.dumps(
+        [
+            [
+                day.day.isoformat(),
+                day.quota_version,
+                str(day.consumption_kwh),
+                str(day.free_kwh),
+                str(day.export_kwh),
+            ]
+            for day in days
+        ],
+        separators=(",", ":"),
+    )
+
+
+def _days(text: str) -> tuple[DayFigures, ...]:
+    return tuple(
+        DayFigures(date.fromisoformat(day), version, Decimal(c), Decimal(f), Decimal(e))
+        for day, version, c, f, e in json.loads(text)
+    )
+
+
+def _document_row(document: StoredDocument) -> dict[str, Any]:
+    figures = document.figures
+    return {
+        "number": document.number,
+        "series": document.series.value,
+        "serial": document.serial,
+        "document_type": document.document_type.value,
+        "nmi": document.nmi,
+        "period_start": document.period_start,
+        "period_end": document.period_end,
+        "sequence": document.sequence,
+        "corrects": document.corrects,
+        "run_id": document.run_id,
+        "issue_date": document.issue_date,
+        "due_date": document.due_date,
+        "finalised_at": document.finalised_at,
+        "plan_id": document.plan_id,
+        "region": document.region.value,
+        "time_zone": document.time_zone,
+        "subtotal": figures.subtotal,
+        "gst": figures.gst,
+        "total": figures.total,
+        "consumption_kwh": figures.consumption_kwh,
+        "free_kwh": figures.free_kwh,
+        "free_value": figures.free_value,
+        "over_cap_kwh": figures.over_cap_kwh,
+        "export_kwh": figures.export_kwh,
+        "reason": document.reason,
+        "lines": _lines_text(figures.lines),
+        "days": _days_text(figures.days),
+        "plan_document": json.dumps(document.plan_document, sort_keys=True, separators=(",", ":")),
+        "retailer": json.dumps(document.retailer, sort_keys=True, separators=(",", ":")),
+    }
+
+
+def _document(row: sa.Row[Any]) -> StoredDocument:
+    return StoredDocument(
+        number=row.number,
+        series=Series(row.series),
+        serial=row.serial,
+        document_type=DocumentType(row.document_type),
+        nmi=row.nmi,
+        period_start=row.period_start,
+        period_end=row.period_end,
+        sequence=row.sequence,
+        corrects=row.corrects,
+        run_id=row.run_id,
+        issue_date=row.issue_date,
+        due_date=row.due_date,
+        finalised_at=row.finalised_at,
+        plan_id=row.plan_id,
+        region=Region(row.region),
+        time_zone=row.time_zone,
+        figures=Figures(
+            lines=_lines(row.lines),
+            subtotal=row.subtotal,
+            gst=row.gst,
+            total=row.total,
+            consumption_kwh=row.consumption_kwh,
+            free_kwh=row.free_kwh,
+            free_value=row.free_value,
+            over_cap_kwh=row.over_cap_kwh,
+            export_kwh=row.export_kwh,
+            days=_days(row.days),
+        ),
+        reason=row.reason,
+        plan_document=json.loads(row.plan_document),
+        retailer=json.loads(row.retailer),
+    )
