@@ -11,10 +11,13 @@ from decimal import Decimal
 import pytest
 import sqlalchemy as sa
 
+from freehours.documents.html import render_html
+from freehours.documents.pdf import render_pdf
 from freehours.domain.bill import Bill, make_bill
 from freehours.domain.invoicing import DocumentType, Series, iter_dates
 from freehours.domain.rating import DayProfiles, MeterRating
 from freehours.domain.settlement import QuotaStatus
+from freehours.invoicing import document_of
 from freehours.plans.document import parse_plan
 from freehours.store.database import Store
 from freehours.store.invoices import StoredDocument
@@ -267,3 +270,21 @@ def test_documents_table_is_keyed_against_a_second_invoice() -> None:
         if isinstance(u, sa.UniqueConstraint)
     }
     assert ("nmi", "period_start", "sequence") in keys
+
+
+def test_every_stored_document_renders_from_what_it_kept(system: System) -> None:
+    [meter] = system.customers(1)
+    system.month([meter])
+    system.run()
+    system.ingestion.file([consumption(meter, JULY[9], scale=Decimal("0.5"), stamp=AUGUST_STAMP)])
+    system.settle()
+    system.run()
+    invoice, note = system.documents()
+    for stored in (invoice, note):
+        document = document_of(stored)
+        assert document.total == stored.figures.total
+        assert render_pdf(document).startswith(b"%PDF-")
+        page = render_html(document)
+        assert stored.number in page
+        assert meter in page
+    assert document_of(note).corrects == invoice.number
