@@ -19,9 +19,11 @@ the customers by NMI into batches and enqueues a job per batch; each batch job
 2. **Finalise**, in one write transaction: the batch marked done in its run (a batch done
    before changes nothing: its worker died after the commit), the billing periods locked in
    key order, each period's documents and quota versions read again (a period that changed
-   since its draft is left to the next run), the numbers taken from their series' counters, the
-   documents inserted, the periods and the run's counts written. The key (NMI, period, sequence)
-   refuses a second invoice whatever runs at once; the counters' row locks make numbers gapless.
+   since its draft is left to the next run), the periods and the run's counts written, and
+   last the numbers taken from their series' counters and the documents inserted (every batch
+   waits for a counter's lock, so it is held as briefly as can be). The key (NMI, period,
+   sequence) refuses a second invoice whatever runs at once; the counters' row locks make
+   numbers gapless.
 
 The meter data is read before the quotas in step 1: a revision commits its data and its quota's
 next version together, so a draft never sees revised data without the version that will settle
@@ -30,6 +32,7 @@ it.
 
 from __future__ import annotations
 
+import functools
 import threading
 import uuid
 from collections.abc import Sequence
@@ -585,12 +588,10 @@ class Invoicing:
                     result.notes.append(
                         f"{draft.account.nmi} {draft.period.start}: changed while it was drafted"
                     )
-            stored = self._number(unit, run, result.drafts, now)
-            self.faults.check("numbered")
-            unit.invoices.insert_documents(stored)
+            saved = []
             for draft in result.drafts:
                 row = locked[(draft.account.nmi, draft.period.start)]
-                unit.invoices.save_period(
+                saved.append(
                     BillingPeriodRow(
                         row.nmi,
                         row.start,
@@ -598,13 +599,12 @@ class Invoicing:
                         row.documents + 1,
                         {**row.versions, **draft.versions},
                         draft.stamp,
-                    ),
-                    now=now,
+                    )
                 )
             for checked in drafted.checked:
                 row = locked[(checked.nmi, checked.period.start)]
                 if fresh.get((checked.nmi, checked.period.start), False):
-                    unit.invoices.save_period(
+                    saved.append(
                         BillingPeriodRow(
                             row.nmi,
                             row.start,
@@ -612,9 +612,9 @@ class Invoicing:
                             row.documents,
                             {**row.versions, **checked.versions},
                             checked.stamp,
-                        ),
-                        now=now,
+                        )
                     )
+            unit.invoices.save_periods(saved, now=now)
             counts = RunCounts(
                 accounts=accounts,
                 invoices=sum(d.document_type is DocumentType.INVOICE for d in result.drafts),
@@ -631,6 +631,11 @@ class Invoicing:
             if finished is None:
                 # Done before (its worker died after that commit): this transaction undoes all.
                 raise _Replayed
+            # Numbers last: their counter stays locked until the commit, and every other batch
+            # waits for it, so as little as can be happens while it is held.
+            stored = self._number(unit, run, result.drafts, now)
+            self.faults.check("numbered")
+            unit.invoices.insert_documents(stored)
         for document in stored:
             DOCUMENTS_FINALISED.labels(document.document_type.value).inc()
         if stored:
@@ -669,7 +674,7 @@ class Invoicing:
             return {}
         first = min(period.start for _, period, _, _ in items)
         last = max(period.end for _, period, _, _ in items)
-        quotas = unit.invoices.latest_quotas(sorted({nmi for nmi, *_ in items}), first, last)
+        quotas = unit.invoices.latest_versions(sorted({nmi for nmi, *_ in items}), first, last)
         fresh = {}
         for nmi, period, documents, versions in items:
             row = locked[(nmi, period.start)]
@@ -691,8 +696,8 @@ class Invoicing:
             by_series.setdefault(draft.document_type.series, []).append(draft)
         stored = []
         retailer = _retailer_json(self.policy.retailer)
-        # Counters in a fixed order, after every period lock: no two transactions wait on each
-        # other in a circle.
+        # Counters in a fixed order, after every period lock and the run's row: no two
+        # transactions wait on each other in a circle.
         for series in sorted(by_series):
             series_drafts = by_series[series]
             first = unit.invoices.take_numbers(series, len(series_drafts))
@@ -736,8 +741,10 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 RECEIPT_MARGIN = timedelta(days=1)
 
 
-def _nem_dates(plan: Plan, period: Period) -> set[date]:
-    return {d for day in period.dates() for d in plan.nem_dates(day)}
+@functools.lru_cache(maxsize=1024)
+def _nem_dates(plan: Plan, period: Period) -> frozenset[date]:
+    """The NEM dates of ``period``'s local dates: the same for every account of a batch."""
+    return frozenset(d for day in period.dates() for d in plan.nem_dates(day))
 
 
 def _period_rows(plan: Plan, period: Period, days: list[IntervalDay]) -> list[IntervalDay]:
