@@ -526,6 +526,10 @@ class Invoices(Repository):
     ) -> InvoiceRun | None:
         """Add a batch's counts to its run, once: None when this batch was done before. The run
         is COMPLETED by its last batch."""
+        # The run's row locked first: the batch row's foreign key takes a share lock on it, and
+        # two batches each holding that and asking for the row's update lock would deadlock.
+        run = self.get_run(run_id, for_update=True)
+        assert run is not None, f"invoice run {run_id} is not stored"
         inserted = self._conn.execute(
             self._driver.insert_or_ignore(invoice_run_batches)
             .values(run_id=run_id, batch=batch, done_at=now)
@@ -533,8 +537,6 @@ class Invoices(Repository):
         ).first()
         if inserted is None:
             return None
-        run = self.get_run(run_id, for_update=True)
-        assert run is not None, f"invoice run {run_id} is not stored"
         kept = [*run.notes, *notes][:MAX_RUN_NOTES]
         done = run.batches_done + 1
         finished = run.batches is not None and done >= run.batches
