@@ -18,20 +18,27 @@ The run is what production does: ``Invoicing.start_run`` as of 10 August 2026, i
 and batch jobs run by two ``freehours worker`` processes (default settings: 4 threads each,
 batches of ``FREEHOURS_INVOICE_BATCH_SIZE`` accounts), started before the run and idle until it.
 Invoices per second are counted from the run's ``requested_at`` to its ``finished_at``, and over
-the documents' ``finalised_at`` (first batch committed to last: the batches' own pace, without
-the plan job and the first batch's work). Peak memory is each worker's ``VmHWM``.
+the documents' ``finalised_at`` (when the first batch began finalising to when the last did: the
+batches' own pace, without the plan job and the first batches' drafting). Also printed: batch
+attempts that failed and were retried (from the workers' logs), and each worker's peak memory
+(``VmHWM``), idle and after the run.
 
 Then the run is checked: one invoice per account, serials 1 to N without a gap, and the invoice's
 free kWh the ledger's for a sample of accounts.
+
+``FREEHOURS_BENCH_INVOICE_ACCOUNTS`` (comma-separated) runs other sizes instead, for a quicker
+look (``2000,10000``: under a minute); the goal is stated at 100,000.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -111,13 +118,14 @@ def _measure(admin_url: str, accounts: int) -> int:
         conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
     url = sa.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
     try:
-        with Store.open(url) as store:
-            workers = [_start_worker(url) for _ in range(WORKERS)]
+        with Store.open(url) as store, tempfile.TemporaryDirectory() as logs:
+            paths = [Path(logs) / f"worker-{n}.log" for n in range(WORKERS)]
+            workers = [_start_worker(url, path) for path in paths]
             try:
                 started = time.perf_counter()
                 took = _load(store, url, accounts)
                 loaded = time.perf_counter() - started
-                peaks = _invoice(store, accounts, workers)
+                peaks = _invoice(store, accounts, workers, paths)
             finally:
                 for worker in workers:
                     _stop_worker(worker)
@@ -269,17 +277,32 @@ def _load(store: Store, url: str, accounts: int) -> dict[str, float]:
 # --- the run ----------------------------------------------------------------------------------
 
 
-def _start_worker(url: str) -> subprocess.Popen[bytes]:
+def _start_worker(url: str, log: Path) -> subprocess.Popen[bytes]:
+    """A ``freehours worker`` process on ``url``, logging warnings to ``log``."""
     env = {
         **os.environ,
         "FREEHOURS_DATABASE_URL": url,
         "FREEHOURS_LOG_LEVEL": "warning",
     }
-    return subprocess.Popen(
-        [str(Path(sys.executable).parent / "freehours"), "worker"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-    )
+    with log.open("wb") as sink:
+        return subprocess.Popen(
+            [str(Path(sys.executable).parent / "freehours"), "worker"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+        )
+
+
+def _failures(logs: list[Path]) -> list[str]:
+    """The job attempts that failed, as the workers logged them: each one's note."""
+    notes = []
+    for log in logs:
+        for line in log.read_text().splitlines():
+            if line.startswith("{"):
+                entry = json.loads(line)
+                if entry.get("event") == "job_finished" and entry.get("outcome") == "failed":
+                    notes.append(str(entry.get("note", "")))
+    return notes
 
 
 def _stop_worker(worker: subprocess.Popen[bytes]) -> None:
@@ -297,7 +320,9 @@ def _peak_rss(pid: int) -> int:
     raise RuntimeError(f"no VmHWM for process {pid}")
 
 
-def _invoice(store: Store, accounts: int, workers: list[subprocess.Popen[bytes]]) -> list[int]:
+def _invoice(
+    store: Store, accounts: int, workers: list[subprocess.Popen[bytes]], logs: list[Path]
+) -> list[int]:
     for worker in workers:
         if worker.poll() is not None:
             raise RuntimeError(f"worker process exited with {worker.returncode} before the run")
@@ -336,6 +361,12 @@ def _invoice(store: Store, accounts: int, workers: list[subprocess.Popen[bytes]]
         f" {', '.join(f'{peak / 2**20:,.0f}' for peak in peaks)} MiB"
         f" (idle {', '.join(f'{peak / 2**20:,.0f}' for peak in before)})"
     )
+    failures = _failures(logs)
+    if failures:
+        print(
+            f"invoicing postgres {accounts:,} accounts: {len(failures)} batch attempts failed"
+            f" (retried), the first: {failures[0].splitlines()[0]}"
+        )
     return peaks
 
 
