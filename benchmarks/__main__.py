@@ -15,6 +15,7 @@ BENCHMARKS = [
     "api",
     "processes",
     "jobs",
+    "invoicing",
     "hostile",
     "faults",
 ]

@@ -19,9 +19,11 @@ the customers by NMI into batches and enqueues a job per batch; each batch job
 2. **Finalise**, in one write transaction: the batch marked done in its run (a batch done
    before changes nothing: its worker died after the commit), the billing periods locked in
    key order, each period's documents and quota versions read again (a period that changed
-   since its draft is left to the next run), the numbers taken from their series' counters, the
-   documents inserted, the periods and the run's counts written. The key (NMI, period, sequence)
-   refuses a second invoice whatever runs at once; the counters' row locks make numbers gapless.
+   since its draft is left to the next run), the periods and the run's counts written, and
+   last the numbers taken from their series' counters and the documents inserted (every batch
+   waits for a counter's lock, so it is held as briefly as can be). The key (NMI, period,
+   sequence) refuses a second invoice whatever runs at once; the counters' row locks make
+   numbers gapless.
 
 The meter data is read before the quotas in step 1: a revision commits its data and its quota's
 next version together, so a draft never sees revised data without the version that will settle
@@ -30,6 +32,7 @@ it.
 
 from __future__ import annotations
 
+import functools
 import threading
 import uuid
 from collections.abc import Sequence
@@ -165,7 +168,7 @@ class _Candidate:
     profiles: DayProfiles
     period: Period
     row: BillingPeriodRow | None
-    days: list[IntervalDay]
+    days: list[tuple[IntervalDay, str]]
     quotas: dict[date, Quota]
 
 
@@ -453,7 +456,7 @@ class Invoicing:
             candidate.profiles,
         )
         period, days, quotas = candidate.period, candidate.days, candidate.quotas
-        rows = _period_rows(plan, period, days)
+        rows, stamp = _period_rows(plan, period, days)
         versions, why, hold = self._ready(plan, period, rows, quotas, now)
         if why is None:
             bill = self._rate(account.nmi, plan, profiles, period, rows)
@@ -476,7 +479,7 @@ class Invoicing:
                 None,
                 stored,
                 versions,
-                data_stamp(rows),
+                stamp,
             )
         )
 
@@ -492,8 +495,9 @@ class Invoicing:
         row = candidate.row
         assert row is not None
         latest = {day: (quotas[day].version if day in quotas else None) for day in period.dates()}
-        if not revised_days(row.versions, latest) and row.data_stamp == data_stamp(
-            _period_rows(candidate.plan, period, days)
+        if (
+            not revised_days(row.versions, latest)
+            and row.data_stamp == (_period_rows(candidate.plan, period, days)[1])
         ):
             return
         documents = unit.invoices.period_documents(account.nmi, period.start)
@@ -505,7 +509,7 @@ class Invoicing:
             result.notes.append(f"{original.number}: its plan no longer parses")
             return
         plan, profiles = parsed
-        rows = _period_rows(plan, period, days)
+        rows, stamp = _period_rows(plan, period, days)
         versions, why, hold = self._ready(plan, period, rows, quotas, now)
         if why is None:
             bill = self._rate(account.nmi, plan, profiles, period, rows)
@@ -519,9 +523,7 @@ class Invoicing:
             return
         change = difference(billed_so_far(d.figures for d in documents), figures_of(bill, versions))
         if change is None:
-            result.checked.append(
-                Checked(account.nmi, period, len(documents), versions, data_stamp(rows))
-            )
+            result.checked.append(Checked(account.nmi, period, len(documents), versions, stamp))
             return
         revised = revised_days(row.versions, latest) or sorted({day.day for day in change.days})
         shown = ", ".join(day.isoformat() for day in revised[:3])
@@ -539,7 +541,7 @@ class Invoicing:
                 reason,
                 stored,
                 versions,
-                data_stamp(rows),
+                stamp,
             )
         )
 
@@ -587,12 +589,10 @@ class Invoicing:
                     result.notes.append(
                         f"{draft.account.nmi} {draft.period.start}: changed while it was drafted"
                     )
-            stored = self._number(unit, run, result.drafts, now)
-            self.faults.check("numbered")
-            unit.invoices.insert_documents(stored)
+            saved = []
             for draft in result.drafts:
                 row = locked[(draft.account.nmi, draft.period.start)]
-                unit.invoices.save_period(
+                saved.append(
                     BillingPeriodRow(
                         row.nmi,
                         row.start,
@@ -600,13 +600,12 @@ class Invoicing:
                         row.documents + 1,
                         {**row.versions, **draft.versions},
                         draft.stamp,
-                    ),
-                    now=now,
+                    )
                 )
             for checked in drafted.checked:
                 row = locked[(checked.nmi, checked.period.start)]
                 if fresh.get((checked.nmi, checked.period.start), False):
-                    unit.invoices.save_period(
+                    saved.append(
                         BillingPeriodRow(
                             row.nmi,
                             row.start,
@@ -614,9 +613,9 @@ class Invoicing:
                             row.documents,
                             {**row.versions, **checked.versions},
                             checked.stamp,
-                        ),
-                        now=now,
+                        )
                     )
+            unit.invoices.save_periods(saved, now=now)
             counts = RunCounts(
                 accounts=accounts,
                 invoices=sum(d.document_type is DocumentType.INVOICE for d in result.drafts),
@@ -633,6 +632,11 @@ class Invoicing:
             if finished is None:
                 # Done before (its worker died after that commit): this transaction undoes all.
                 raise _Replayed
+            # Numbers last: their counter stays locked until the commit, and every other batch
+            # waits for it, so as little as can be happens while it is held.
+            stored = self._number(unit, run, result.drafts, now)
+            self.faults.check("numbered")
+            unit.invoices.insert_documents(stored)
         self.faults.check("committed")
         for document in stored:
             DOCUMENTS_FINALISED.labels(document.document_type.value).inc()
@@ -672,7 +676,7 @@ class Invoicing:
             return {}
         first = min(period.start for _, period, _, _ in items)
         last = max(period.end for _, period, _, _ in items)
-        quotas = unit.invoices.latest_quotas(sorted({nmi for nmi, *_ in items}), first, last)
+        quotas = unit.invoices.latest_versions(sorted({nmi for nmi, *_ in items}), first, last)
         fresh = {}
         for nmi, period, documents, versions in items:
             row = locked[(nmi, period.start)]
@@ -694,8 +698,8 @@ class Invoicing:
             by_series.setdefault(draft.document_type.series, []).append(draft)
         stored = []
         retailer = _retailer_json(self.policy.retailer)
-        # Counters in a fixed order, after every period lock: no two transactions wait on each
-        # other in a circle.
+        # Counters in a fixed order, after every period lock and the run's row: no two
+        # transactions wait on each other in a circle.
         for series in sorted(by_series):
             series_drafts = by_series[series]
             first = unit.invoices.take_numbers(series, len(series_drafts))
@@ -739,13 +743,19 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 RECEIPT_MARGIN = timedelta(days=1)
 
 
-def _nem_dates(plan: Plan, period: Period) -> set[date]:
-    return {d for day in period.dates() for d in plan.nem_dates(day)}
+@functools.lru_cache(maxsize=1024)
+def _nem_dates(plan: Plan, period: Period) -> frozenset[date]:
+    """The NEM dates of ``period``'s local dates: the same for every account of a batch."""
+    return frozenset(d for day in period.dates() for d in plan.nem_dates(day))
 
 
-def _period_rows(plan: Plan, period: Period, days: list[IntervalDay]) -> list[IntervalDay]:
+def _period_rows(
+    plan: Plan, period: Period, days: list[tuple[IntervalDay, str]]
+) -> tuple[list[IntervalDay], str]:
+    """The day rows on the NEM dates that cover ``period``, and their digest."""
     wanted = _nem_dates(plan, period)
-    return [day for day in days if day.day in wanted]
+    kept = [(day, text) for day, text in days if day.day in wanted]
+    return [day for day, _ in kept], data_stamp(text for _, text in kept)
 
 
 class _Replayed(Exception):

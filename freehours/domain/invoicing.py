@@ -25,7 +25,6 @@ from enum import StrEnum
 from itertools import pairwise
 
 from freehours.domain.bill import Bill, BillLine
-from freehours.domain.reads import IntervalDay
 
 ZERO = Decimal(0)
 
@@ -326,15 +325,11 @@ def iter_dates(first: date, last: date) -> Iterator[date]:
         day += timedelta(days=1)
 
 
-def data_stamp(days: Iterable[IntervalDay]) -> str:
-    """A digest of meter day rows (channel, date, interval length, values, qualities, stamp):
-    equal exactly when the rows are, whatever order they come in."""
+def data_stamp(rows: Iterable[str]) -> str:
+    """A digest of meter day rows, each given as its stored text: equal exactly when the rows
+    are, whatever order they come in."""
     digest = hashlib.sha256()
-    for day in sorted(days, key=lambda d: (d.day, d.suffix)):
-        stamp = "" if day.update_datetime is None else day.update_datetime.isoformat()
-        values = ",".join("" if v is None else str(v) for v in day.values)
-        digest.update(
-            f"{day.suffix}|{day.day}|{day.interval_minutes}|{day.uom}|{values}|{day.qualities}"
-            f"|{stamp}\n".encode()
-        )
+    for row in sorted(rows):
+        digest.update(row.encode())
+        digest.update(b"\n")
     return digest.hexdigest()

@@ -17,7 +17,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
@@ -31,9 +31,8 @@ from freehours.domain.invoicing import (
     Series,
 )
 from freehours.domain.reads import IntervalDay
-from freehours.domain.settlement import Quota
+from freehours.domain.settlement import Quota, QuotaStatus
 from freehours.domain.time import Region
-from freehours.store.meter import decode_values
 from freehours.store.quotas import _quota
 from freehours.store.repository import Repository
 from freehours.store.tables import (
@@ -96,6 +95,16 @@ class StoredDocument:
     reason: str | None
     plan_document: dict[str, Any]
     retailer: dict[str, Any]
+
+
+class QuotaVersion(NamedTuple):
+    """A quota's version and status, without its figures."""
+
+    version: int
+    status: QuotaStatus
+
+
+_QUOTA_STATUSES = {status.value: status for status in QuotaStatus}
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,15 +220,35 @@ class Invoices(Repository):
             .order_by(c.nmi, c.day, c.version)
         )
         found: dict[str, dict[date, Quota]] = defaultdict(dict)
-        for row in rows:
+        for row in rows.all():
             # Ordered by version: the last one read is the newest.
             found[row.nmi][row.day] = _quota(tuple(row))
         return found
 
+    def latest_versions(
+        self, nmis: Collection[str], first: date, last: date
+    ) -> dict[str, dict[date, QuotaVersion]]:
+        """The newest version of each quota of ``nmis`` on ``first`` to ``last`` and its status,
+        by NMI and date: ``latest_quotas`` without the rest of each quota."""
+        c = quotas.c
+        rows = self._conn.execute(
+            sa.select(c.nmi, c.day, c.version, c.status)
+            .where(c.nmi.in_(list(nmis)), c.day >= first, c.day <= last)
+            .order_by(c.nmi, c.day, c.version)
+        )
+        found: dict[str, dict[date, QuotaVersion]] = defaultdict(dict)
+        for nmi, day, version, status in rows.all():
+            # Ordered by version: the last one read is the newest.
+            found[nmi][day] = QuotaVersion(version, _QUOTA_STATUSES[status])
+        return found
+
     def meter_days(
         self, nmis: Collection[str], first: date, last: date
-    ) -> dict[str, list[IntervalDay]]:
-        """The stored day rows of ``nmis`` on NEM dates ``first`` to ``last``, by NMI."""
+    ) -> dict[str, list[tuple[IntervalDay, str]]]:
+        """The stored day rows of ``nmis`` on NEM dates ``first`` to ``last``, by NMI, each with
+        its text as stored (channel, date, interval length, unit, values, qualities, stamp): what
+        ``freehours.domain.invoicing.data_stamp`` digests, exactly as the row is, without
+        writing its values out again."""
         m = meter_days.c
         rows = self._conn.execute(
             sa.select(
@@ -233,18 +262,24 @@ class Invoices(Repository):
                 m.uom,
             ).where(m.nmi.in_(list(nmis)), m.day >= first, m.day <= last)
         )
-        found: dict[str, list[IntervalDay]] = defaultdict(list)
-        for nmi, suffix, day, minutes, values, qualities, stamp, uom in rows:
+        found: dict[str, list[tuple[IntervalDay, str]]] = defaultdict(list)
+        # A batch's values repeat (a meter reads to the Wh): each distinct one is read once.
+        decimals = _Decimals()
+        for nmi, suffix, day, minutes, values, qualities, stamp, uom in rows.all():
+            text = f"{suffix}|{day}|{minutes}|{uom}|{values}|{qualities}|{stamp}"
             found[nmi].append(
-                IntervalDay(
-                    nmi=nmi,
-                    suffix=suffix,
-                    day=day,
-                    interval_minutes=minutes,
-                    values=decode_values(values),
-                    qualities=qualities,
-                    update_datetime=stamp,
-                    uom=uom,
+                (
+                    IntervalDay(
+                        nmi=nmi,
+                        suffix=suffix,
+                        day=day,
+                        interval_minutes=minutes,
+                        values=tuple(map(decimals.__getitem__, values.split(","))),
+                        qualities=qualities,
+                        update_datetime=stamp,
+                        uom=uom,
+                    ),
+                    text,
                 )
             )
         return found
@@ -323,16 +358,34 @@ class Invoices(Repository):
 
     def save_period(self, period: BillingPeriodRow, *, now: datetime) -> None:
         """Write what a locked period has billed so far."""
+        self.save_periods([period], now=now)
+
+    def save_periods(self, periods: Sequence[BillingPeriodRow], *, now: datetime) -> None:
+        """Write what each of the locked ``periods`` has billed so far, in one statement run
+        for them all (one round trip, not one each)."""
+        if not periods:
+            return
         b = billing_periods.c
         self._conn.execute(
             billing_periods.update()
-            .where(b.nmi == period.nmi, b.period_start == period.start)
+            .where(b.nmi == sa.bindparam("key_nmi"), b.period_start == sa.bindparam("key_start"))
             .values(
-                documents=period.documents,
-                versions=_versions_text(period.versions),
-                data_stamp=period.data_stamp,
-                checked_at=now,
-            )
+                documents=sa.bindparam("documents"),
+                versions=sa.bindparam("versions"),
+                data_stamp=sa.bindparam("data_stamp"),
+                checked_at=sa.bindparam("checked_at", type_=b.checked_at.type),
+            ),
+            [
+                {
+                    "key_nmi": period.nmi,
+                    "key_start": period.start,
+                    "documents": period.documents,
+                    "versions": _versions_text(period.versions),
+                    "data_stamp": period.data_stamp,
+                    "checked_at": now,
+                }
+                for period in periods
+            ],
         )
 
     # --- numbers and documents ---------------------------------------------------------------
@@ -354,7 +407,9 @@ class Invoices(Repository):
         return int(self._conn.scalar(sa.select(c.next_number).where(c.series == series.value)) or 1)
 
     def insert_documents(self, stored: Iterable[StoredDocument]) -> None:
-        rows = [_document_row(document) for document in stored]
+        # A batch's documents share their plan's and retailer's details: each written out once.
+        texts: dict[int, str] = {}
+        rows = [_document_row(document, texts) for document in stored]
         if rows:
             self._conn.execute(documents.insert(), rows)
 
@@ -481,6 +536,10 @@ class Invoices(Repository):
     ) -> InvoiceRun | None:
         """Add a batch's counts to its run, once: None when this batch was done before. The run
         is COMPLETED by its last batch."""
+        # The run's row locked first: the batch row's foreign key takes a share lock on it, and
+        # two batches each holding that and asking for the row's update lock would deadlock.
+        run = self.get_run(run_id, for_update=True)
+        assert run is not None, f"invoice run {run_id} is not stored"
         inserted = self._conn.execute(
             self._driver.insert_or_ignore(invoice_run_batches)
             .values(run_id=run_id, batch=batch, done_at=now)
@@ -488,8 +547,6 @@ class Invoices(Repository):
         ).first()
         if inserted is None:
             return None
-        run = self.get_run(run_id, for_update=True)
-        assert run is not None, f"invoice run {run_id} is not stored"
         kept = [*run.notes, *notes][:MAX_RUN_NOTES]
         done = run.batches_done + 1
         finished = run.batches is not None and done >= run.batches
@@ -512,6 +569,16 @@ class Invoices(Repository):
             )
         )
         return self.get_run(run_id)
+
+
+class _Decimals(dict[str, Decimal | None]):
+    """Stored interval values read as ``decode_values`` reads them, each distinct text once:
+    a ``Decimal`` is immutable, so day rows may share one."""
+
+    def __missing__(self, text: str) -> Decimal | None:
+        value = Decimal(text) if text else None
+        self[text] = value
+        return value
 
 
 def _period(row: sa.Row[Any]) -> BillingPeriodRow:
@@ -601,7 +668,9 @@ def _days(text: str) -> tuple[DayFigures, ...]:
     )
 
 
-def _document_row(document: StoredDocument) -> dict[str, Any]:
+def _document_row(document: StoredDocument, texts: dict[int, str]) -> dict[str, Any]:
+    """``document`` as a row; ``texts``: the JSON of the objects written so far, by identity
+    (kept only while they are)."""
     figures = document.figures
     return {
         "number": document.number,
@@ -631,9 +700,16 @@ def _document_row(document: StoredDocument) -> dict[str, Any]:
         "reason": document.reason,
         "lines": _lines_text(figures.lines),
         "days": _days_text(figures.days),
-        "plan_document": json.dumps(document.plan_document, sort_keys=True, separators=(",", ":")),
-        "retailer": json.dumps(document.retailer, sort_keys=True, separators=(",", ":")),
+        "plan_document": _json_once(document.plan_document, texts),
+        "retailer": _json_once(document.retailer, texts),
     }
+
+
+def _json_once(value: dict[str, Any], texts: dict[int, str]) -> str:
+    text = texts.get(id(value))
+    if text is None:
+        text = texts[id(value)] = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return text
 
 
 def _document(row: sa.Row[Any]) -> StoredDocument:

@@ -1,0 +1,68 @@
+"""A worker process for the invoicing process tests: ``python -m tests.invoicing.invoice_worker
+URL [--hang-at POINT] [--lease SECONDS]``.
+
+Runs the invoice-run and invoice-batch jobs (and the settlements) of the database at ``URL`` until
+SIGTERM. With ``--hang-at numbered`` the first batch hangs inside its finalising transaction, its
+numbers taken and its period rows locked; with ``--hang-at committed`` just after that
+transaction commits, before its job is marked done: the test kills the process there. Prints
+``ready`` once the worker runs, and ``hanging`` when it hangs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from datetime import timedelta
+from types import FrameType
+
+import structlog
+
+from freehours.clock import SystemClock
+from freehours.invoicing import Invoicing, InvoicingPolicy
+from freehours.jobs.invoice import invoicing_tasks
+from freehours.jobs.worker import Worker, WorkerConfig
+from freehours.store.database import Store
+from tests.invoicing.support import DEADLINE
+
+
+class HangAt:
+    def __init__(self, point: str | None) -> None:
+        self.point = point
+
+    def check(self, point: str) -> None:
+        if point == self.point:
+            print("hanging", flush=True)
+            threading.Event().wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("url")
+    parser.add_argument("--hang-at", default=None)
+    parser.add_argument("--lease", type=float, default=30.0)
+    args = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    stop = threading.Event()
+
+    def request_stop(_signal: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    with Store.open(args.url) as store:
+        clock = SystemClock()
+        policy = InvoicingPolicy(data_deadline=DEADLINE, batch_size=5)
+        invoicing = Invoicing(store, clock, policy, HangAt(args.hang_at))
+        config = WorkerConfig(
+            concurrency=2, lease=timedelta(seconds=args.lease), poll=timedelta(seconds=0.2)
+        )
+        worker = Worker(store, invoicing_tasks(invoicing), config=config, clock=clock)
+        worker.start()
+        print("ready", flush=True)
+        stop.wait()
+        worker.stop(grace=5.0)
+
+
+if __name__ == "__main__":
+    main()
