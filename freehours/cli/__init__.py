@@ -52,7 +52,7 @@ COMMANDS = {
         ("demo",),
         "Run freehours end to end: a real HTTP API on 127.0.0.1, plans and customers in every"
         " region, the meter agent's simulated meters, settlement workers, settlements under"
-        " injected faults, bills.",
+        " injected faults, bills, invoices and a credit note for a late revision.",
     ),
     "serve": Command(
         ("serve",),
