@@ -464,7 +464,10 @@ def _print_document(document: StoredDocument, corrected_by: list[str]) -> None:
             str(day.free_kwh),
             str(day.export_kwh),
         )
-    days.caption = "none: billed without a quota (no free window, or no data by its data deadline)"
+    if any(day.quota_version is None for day in figures.days):
+        days.caption = (
+            "none: billed without a quota (no free window, or no data by its data deadline)"
+        )
     console.print(days)
 
 
