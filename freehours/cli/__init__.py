@@ -26,6 +26,8 @@ from freehours.errors import ConfigurationError, FreehoursError, InputError
 if TYPE_CHECKING:
     from rich.progress import Progress
 
+    from freehours.settings import Settings
+
 
 @dataclass(frozen=True)
 class Command:
@@ -50,7 +52,7 @@ COMMANDS = {
         ("demo",),
         "Run freehours end to end: a real HTTP API on 127.0.0.1, plans and customers in every"
         " region, the meter agent's simulated meters, settlement workers, settlements under"
-        " injected faults, bills.",
+        " injected faults, bills, invoices and a credit note for a late revision.",
     ),
     "serve": Command(
         ("serve",),
@@ -70,6 +72,13 @@ COMMANDS = {
     "keys": Command(("keys",), "API keys for the HTTP API (scopes: ingest, settle, read, admin)."),
     "plans": Command(
         ("plans",), "Tariff plans: check a plan file (TOML), store a plan, list the built-in plans."
+    ),
+    "customers": Command(
+        ("customers",), "Customers: the plan an NMI is on, its region and its billing cycle."
+    ),
+    "invoices": Command(
+        ("invoices",),
+        "Invoices and credit notes: run the invoicing, list the documents, show one (PDF, HTML).",
     ),
     "simulate": Command(
         ("simulate",), "Simulations that replay what freehours is built to survive."
@@ -237,6 +246,16 @@ def require_database() -> None:
             f"no database at {path} (FREEHOURS_DATABASE_URL is not set); set it, or create one"
             " with 'freehours db upgrade'"
         )
+
+
+def quiet_logging(settings: Settings) -> None:
+    """Log lines as JSON on stderr, for a one-shot command whose stdout is its answer: at
+    FREEHOURS_LOG_LEVEL when it is set, else warnings only (the jobs' canonical lines are noise
+    beside a command's progress and summary)."""
+    from freehours.observability.logging import configure_logging
+
+    given = "log_level" in settings.model_fields_set
+    configure_logging(settings.log_level if given else "warning")
 
 
 #: The long-running commands' ``--metrics-port`` and ``--metrics-host``.

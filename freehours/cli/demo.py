@@ -51,9 +51,11 @@ def demo(
 ) -> None:
     """Run freehours end to end: a real HTTP API on 127.0.0.1, plans and customers in every
     region, the meter agent's simulated meters, settlement workers, settlements under injected
-    faults, bills. Prints a summary and writes report.html to --out; exit status 1 when an
-    invariant fails (a duplicate credit, an unsettled quota without a reason, bills and
-    settlements disagreeing, meter data left behind).
+    faults, bills, invoices and a credit note for a late revision. Prints a summary and writes
+    report.html (linking every document's PDF and HTML in --out/documents) to --out; exit status
+    1 when an invariant fails (a duplicate credit, an unsettled quota without a reason, bills and
+    settlements disagreeing, meter data left behind, a second invoice for a period, a document's
+    free energy not the ledger's, a credit note not the difference, a gap in the numbers).
     """
     from freehours.sim.demo import DemoConfig, run_demo
     from freehours.sim.report import demo_plots, html_report
@@ -75,7 +77,13 @@ def demo(
     summary = Console(record=True, width=100)
     _print_summary(result, summary)
     report = out / "report.html"
-    html_report("freehours demo", summary.export_text(), demo_plots(result, out), report)
+    html_report(
+        "freehours demo",
+        summary.export_text(),
+        demo_plots(result, out),
+        report,
+        documents=result.documents,
+    )
     console.print(f"report: {report}", highlight=False)
     if result.failures:
         for failure in result.failures:
@@ -171,8 +179,11 @@ def _print_summary(result: DemoResult, console: Console) -> None:
             "asked again",
             ", ".join(f"{count} x HTTP {status}" for status, count in sorted(result.asks.items())),
         ),
+        *_invoicing_lines(result),
         ("invariants", "; ".join(result.failures) or "all hold"),
     ]
+    if result.invoicing:
+        console.print(result.invoicing, highlight=False)
     table = Table(show_header=False, box=None)
     table.add_column(style="bold")
     table.add_column(overflow="fold")
@@ -184,3 +195,35 @@ def _print_summary(result: DemoResult, console: Console) -> None:
 def _rejected(result: DemoResult) -> list[str]:
     rejected = result.agent.rejected
     return [f"{rejected} batches refused by the API"] if rejected else []
+
+
+def _invoicing_lines(result: DemoResult) -> list[tuple[str, str]]:
+    """The summary's lines on the invoice runs and their documents."""
+    from freehours.domain.invoicing import DocumentType
+    from freehours.sim.demo import counted
+
+    if not result.runs:
+        return []
+    runs = "; ".join(
+        f"as of {run.as_of:%d %b %Y}: {counted(run.counts.invoices, 'invoice')},"
+        f" {counted(run.counts.credit_notes, 'credit note')},"
+        f" {counted(run.counts.adjustment_invoices, 'adjustment invoice')},"
+        f" {run.counts.waiting} waiting, {run.counts.held} held"
+        for run in result.runs
+    )
+    kinds = {kind: [d for d in result.documents if d.kind is kind] for kind in DocumentType}
+    corrections = ", ".join(
+        f"{d.number} corrects {d.corrects} by {d.total} AUD"
+        for kind in (DocumentType.CREDIT_NOTE, DocumentType.ADJUSTMENT_INVOICE)
+        for d in kinds[kind]
+    )
+    gapless = not any("numbers are not" in failure for failure in result.failures)
+    documents = (
+        f"{counted(len(kinds[DocumentType.INVOICE]), 'invoice')},"
+        f" {counted(len(kinds[DocumentType.CREDIT_NOTE]), 'credit note')},"
+        f" {counted(len(kinds[DocumentType.ADJUSTMENT_INVOICE]), 'adjustment invoice')};"
+        f" numbers {'gapless' if gapless else 'NOT gapless'}"
+        + (f"; {corrections}" if corrections else "")
+        + f"; PDF and HTML of each in {result.config.out / 'documents'}"
+    )
+    return [("invoice runs", runs), ("documents", documents)]

@@ -17,17 +17,29 @@
    database error before the final write (released, retried), some cache writes fail, and one
    quota has a stale "pending" cache entry. The pool starts once the meters' reads are in: a read
    that lands after its day is settled opens the next version of the day, which step 5 shows.
-5. **Revision**: the meter data provider revises one settled day, a NEM12 file that
-   ``freehours agent --nem12-dir`` sends: the quota reopens as version 2 and books the difference.
-6. **Answers and bills**: every quota asked once more over HTTP (a replay, 200), every
+5. **Invoices**: an invoice run (``freehours invoices run``'s), its jobs run by the worker pool,
+   as of the moment the demo's billing period (July, monthly from the 1st) closed: its last
+   day's data deadline passed (``invoice_as_of``). The demo's clock is the machine's and its days
+   are the offer's first, in the past; a run as of now would also invoice every month since, for
+   which the demo has no meter data, at the daily supply charge alone. The period's days without
+   data (the demo reads ``--days`` of them) are billed as invoicing bills a day that got no data
+   by its deadline: supply, no energy.
+6. **Revision**: the meter data provider revises one invoiced day (half its reads: an estimate
+   replaced by the actual), a NEM12 file that ``freehours agent --nem12-dir`` sends: the quota
+   reopens as version 2 and books the difference. A second run, a day after the first, credits
+   exactly the difference on a credit note that names the invoice.
+7. **Answers and bills**: every quota asked once more over HTTP (a replay, 200), every
    customer's bill fetched over HTTP.
+8. **Documents**: every invoice and credit note written as PDF and HTML to ``--out``/documents.
 
 A region whose customers had no free energy on a day is told why (``no_free_days``): what its
 meters imported and exported inside that day's window, read back from the store.
 
 Then the invariants are checked: every customer-day settled (or aborted with its reason), one
 credit per quota version and the ledger summing to the settled free energy, bills agreeing with
-the settlements, no meter data left behind.
+the settlements, no meter data left behind; one invoice per customer and period, each day's free
+energy on its documents the ledger's to the 0.001 kWh, the credit note's total the difference
+between the period's bill after the revision and its invoice, numbers without a gap.
 
 Leases and settlement locks are 5 s here instead of 30 s, so that the dead worker's job is rescued
 within seconds; everything else runs as configured.
@@ -47,6 +59,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from datetime import time as clock_time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Protocol
@@ -64,10 +77,14 @@ from freehours.api.ratelimit import RateLimits
 from freehours.api.services import Services
 from freehours.cache.quota import CacheUnavailable
 from freehours.clock import SystemClock
+from freehours.documents.html import render_html
+from freehours.documents.pdf import render_pdf
+from freehours.domain.invoicing import BillingCycle, DocumentType, Period, Series
 from freehours.domain.plan import Plan
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import Quota, QuotaStatus, new_quota
 from freehours.domain.time import NEM_TIME, Region
+from freehours.invoicing import document_of
 from freehours.jobs.job import JobState
 from freehours.jobs.worker import Worker
 from freehours.meterdata.writer import write_nem12
@@ -78,6 +95,7 @@ from freehours.settlement import FaultPoint
 from freehours.sim.meters import SOLAR_SHARER_START, households
 from freehours.sim.replay import WorkerDied
 from freehours.store.errors import connection_lost
+from freehours.store.invoices import InvoiceRun, RunCounts, StoredDocument
 
 #: Each region's built-in plan.
 REGION_PLANS = {
@@ -107,6 +125,26 @@ DRAIN_SECONDS = 120.0
 SETTLE_DEADLINE = 90.0
 #: How often the demo looks at the quotas while it waits.
 POLL_SECONDS = 0.25
+#: Where the documents go, in ``--out``: the report links them by this relative path.
+DOCUMENTS_DIR = "documents"
+#: What a raising revision adds to each interval, in kWh.
+RAISED = Decimal("0.250")
+#: How closely a document's free energy must match the ledger's (and the revision's reads' step).
+KWH_THOUSANDTH = Decimal("0.001")
+
+
+def counted(count: int, noun: str) -> str:
+    """ "1 invoice", "8 invoices", "0 credit notes"."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def invoice_as_of(period: Period, data_deadline: timedelta) -> datetime:
+    """The first midnight, NEM time, by which ``period``'s last day is past its data deadline in
+    every region: when a retailer's run can invoice it, every day settled or given up on."""
+    whole_days = data_deadline.days + (
+        1 if data_deadline - timedelta(days=data_deadline.days) else 0
+    )
+    return datetime.combine(period.end + timedelta(days=1 + whole_days), clock_time(), NEM_TIME)
 
 
 class DemoProgress(Protocol):
@@ -331,6 +369,30 @@ class ApiServer:
         self._socket.close()
 
 
+@dataclass(frozen=True, slots=True)
+class DemoRun:
+    """An invoice run of the demo: as of when, what it made, and why any period waited."""
+
+    as_of: datetime
+    counts: RunCounts
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DemoDocument:
+    """A finalised document of the demo, and its PDF and HTML (paths relative to ``--out``)."""
+
+    number: str
+    kind: DocumentType
+    nmi: str
+    period: Period
+    total: Decimal
+    free_kwh: Decimal
+    corrects: str | None
+    pdf: str
+    html: str
+
+
 @dataclass
 class DemoResult:
     """What the demo did and found."""
@@ -359,6 +421,10 @@ class DemoResult:
     settle_seconds: list[float] = field(default_factory=list)
     #: (seconds since the start, the agent's retried attempts, job runs after a job's first).
     retry_samples: list[tuple[float, int, int]] = field(default_factory=list)
+    #: The invoice runs, the documents they made, and how the runs were dated and why.
+    runs: list[DemoRun] = field(default_factory=list)
+    documents: list[DemoDocument] = field(default_factory=list)
+    invoicing: str = ""
     failures: list[str] = field(default_factory=list)
     elapsed: float = 0.0
 
@@ -418,19 +484,44 @@ def run_demo(config: DemoConfig, settings: Settings, progress: DemoProgress) -> 
                 sample=sample,
             )
             pool = _settle(runtime, faults, keys, result=result, progress=progress, sample=sample)
+            target, halve = _revision_target(runtime, keys, config.seed)
+            period = BillingCycle().period_of(days[-1])
+            as_of = invoice_as_of(period, runtime.settlements.policy.data_deadline)
+            invoicing = as_of <= runtime.clock.now()
+            before: Decimal | None = None
             try:
+                if invoicing:
+                    _explain_as_of(result, period, as_of, days)
+                    _invoice_run(runtime, as_of, result=result, progress=progress, sample=sample)
+                    before = _period_total(api, target[0], period)
+                else:
+                    result.invoicing = (
+                        f"no invoices: the billing period {period.start} to {period.end} is not"
+                        f" over before {as_of.isoformat()} (its last day's data deadline), and the"
+                        " machine's clock says it is not that yet"
+                    )
                 _revise(
                     config,
                     server.url,
                     agent_key,
                     runtime=runtime,
-                    keys=keys,
+                    target=target,
+                    halve=halve,
                     result=result,
                     progress=progress,
                     sample=sample,
                 )
+                if invoicing:
+                    _invoice_run(
+                        runtime,
+                        as_of + timedelta(days=1),
+                        result=result,
+                        progress=progress,
+                        sample=sample,
+                    )
             finally:
                 pool.stop(settings.worker_grace_seconds)
+            after = _period_total(api, target[0], period) if invoicing else None
             progress.phase("every quota asked once more; every customer's bill", len(keys))
             _ask(api, keys, result, progress)
             billed = _bills(api, customers, days, result)
@@ -443,6 +534,19 @@ def run_demo(config: DemoConfig, settings: Settings, progress: DemoProgress) -> 
             cache_write_failures=faults.cache_failures,
         )
         _check(runtime, keys, billed, result)
+        if invoicing:
+            stored = _write_documents(runtime, out, result, progress)
+            _check_invoices(
+                runtime,
+                stored=stored,
+                nmis=set(customers),
+                period=period,
+                target=target,
+                credited=halve,
+                before=before,
+                after=after,
+                result=result,
+            )
     finally:
         runtime.close()
     result.elapsed = time.monotonic() - started
@@ -455,13 +559,13 @@ def _clear(out: Path) -> None:
         for suffix in ("", "-wal", "-shm"):
             (out / f"{name}{suffix}").unlink(missing_ok=True)
     (out / "agent.log").unlink(missing_ok=True)
-    inbox = out / "inbox"
-    if inbox.is_dir():
-        for path in sorted(inbox.rglob("*"), reverse=True):
-            if path.is_dir():
-                path.rmdir()
-            else:
-                path.unlink()
+    for directory in (out / "inbox", out / DOCUMENTS_DIR):
+        if directory.is_dir():
+            for path in sorted(directory.rglob("*"), reverse=True):
+                if path.is_dir():
+                    path.rmdir()
+                else:
+                    path.unlink()
 
 
 def _first_day(days: int) -> date:
@@ -673,27 +777,33 @@ def _revise(
     key: str,
     *,
     runtime: Runtime,
-    keys: list[tuple[str, date]],
+    target: tuple[str, date],
+    halve: bool,
     result: DemoResult,
     progress: DemoProgress,
     sample: _Sampler,
 ) -> None:
-    """The provider revises one settled day: a NEM12 file through the agent; version 2."""
-    nmi, day = keys[random.Random(config.seed).randrange(len(keys))]
+    """The provider revises one settled (and invoiced) day, halving its reads (``halve``) or
+    raising each by 0.25 kWh: a NEM12 file through the agent; version 2."""
+    nmi, day = target
     with runtime.store.read() as unit:
         before = unit.quotas.latest(nmi, day)
         stored = [d for d in unit.meter.days_for(nmi, [day]) if d.suffix == "E1"]
     if before is None or before.status is not QuotaStatus.COMPLETED or not stored:
         result.failures.append(f"{nmi}:{day}: not settled, so it cannot be revised")
         return
-    progress.phase(f"revision: the provider raises {nmi}'s reads of {day}; version 2", 1)
+    how = "halves" if halve else "raises"
+    progress.phase(f"revision: the provider {how} {nmi}'s reads of {day}; version 2", 1)
     original = stored[0]
     revised = IntervalDay(
         nmi,
         "E1",
         day,
         original.interval_minutes,
-        tuple(None if v is None else v + Decimal("0.250") for v in original.values),
+        tuple(
+            None if v is None else (v / 2).quantize(KWH_THOUSANDTH) if halve else v + RAISED
+            for v in original.values
+        ),
         "A" * len(original.values),
         datetime.now(NEM_TIME).replace(microsecond=0) + timedelta(seconds=1),
     )
@@ -716,6 +826,25 @@ def _revise(
             return
         time.sleep(POLL_SECONDS)
     result.failures.append(f"{nmi}:{day}: the revision's version 2 did not settle")
+
+
+def _revision_target(
+    runtime: Runtime, keys: list[tuple[str, date]], seed: int
+) -> tuple[tuple[str, date], bool]:
+    """The customer-day the provider revises, and whether it halves its reads: a day with free
+    energy, so that halving it changes what was settled (a read that leaves the free energy as
+    it was opens no new version) and the invoice is credited; without one, a day whose reads
+    are raised, charged on an adjustment invoice."""
+    settled = _settled(runtime, keys)
+    free = [
+        key
+        for key in keys
+        if (quota := settled.get(key)) is not None
+        and quota.status is QuotaStatus.COMPLETED
+        and (quota.free_kwh or 0) > 0
+    ]
+    chosen = free or keys
+    return chosen[random.Random(seed).randrange(len(chosen))], bool(free)
 
 
 def _ask(
@@ -825,3 +954,181 @@ def _check(
     replays = result.asks.get(200, 0)
     if replays != len(keys):
         result.failures.append(f"{len(keys) - replays} quotas did not answer 200 when asked")
+
+
+def _explain_as_of(result: DemoResult, period: Period, as_of: datetime, days: list[date]) -> None:
+    unread = period.days - len(days)
+    result.invoicing = (
+        f"Invoice runs as of {as_of:%d %b %Y %H:%M} AEST, when the billing period"
+        f" {period.start} to {period.end} closed (its last day past its data deadline), and a day"
+        " later: the demo's days are in the past on the machine's clock, and a run as of now would"
+        " also invoice every month since, which the demo has no meter data for. The period's"
+        f" {unread} days without meter data (the demo reads {len(days)}) are billed as invoicing"
+        " bills a day that got no data by its deadline: daily supply, no energy."
+    )
+
+
+def _invoice_run(
+    runtime: Runtime,
+    as_of: datetime,
+    *,
+    result: DemoResult,
+    progress: DemoProgress,
+    sample: _Sampler,
+) -> InvoiceRun | None:
+    """An invoice run as of ``as_of``, its jobs run by the worker pool; the run once finished."""
+    number = len(result.runs) + 1
+    progress.phase(
+        f"invoice run {number}, as of {as_of:%d %b %Y %H:%M} AEST: its jobs run by the pool"
+    )
+    run_id = runtime.invoicing.start_run(as_of=as_of).run_id
+    deadline = time.monotonic() + SETTLE_DEADLINE
+    while time.monotonic() < deadline:
+        sample.sample()
+        with runtime.store.read() as unit:
+            run = unit.invoices.get_run(run_id)
+        assert run is not None, "a run's row is never deleted"
+        counts = run.counts
+        progress.update(
+            run.batches_done,
+            f"{run.batches_done} of {run.batches or '?'} batches: {counts.invoices} invoices,"
+            f" {counts.credit_notes} credit notes, {counts.adjustment_invoices} adjustment"
+            f" invoices, {counts.waiting} waiting, {counts.held} held",
+        )
+        if run.finished:
+            result.runs.append(DemoRun(as_of, counts, run.notes))
+            return run
+        time.sleep(POLL_SECONDS)
+    result.failures.append(f"invoice run {number} did not finish in {SETTLE_DEADLINE:.0f} s")
+    return None
+
+
+def _period_total(api: httpx.Client, nmi: str, period: Period) -> Decimal:
+    """The total of ``nmi``'s bill for ``period``, over HTTP: what the period rates at now."""
+    answer = api.get(
+        f"/v1/customers/{nmi}/bill",
+        params={"from": period.start.isoformat(), "to": period.end.isoformat()},
+    )
+    answer.raise_for_status()
+    return Decimal(answer.json()["total"])
+
+
+def _write_documents(
+    runtime: Runtime, out: Path, result: DemoResult, progress: DemoProgress
+) -> list[StoredDocument]:
+    """Every finalised document as PDF and HTML in ``out``/documents; the documents."""
+    with runtime.store.read() as unit:
+        stored = unit.invoices.list_documents(limit=100_000)
+    progress.phase(
+        f"documents: {len(stored)} as PDF and HTML in {out / DOCUMENTS_DIR}", len(stored)
+    )
+    folder = out / DOCUMENTS_DIR
+    folder.mkdir(exist_ok=True)
+    for n, document in enumerate(stored, start=1):
+        readable = document_of(document)
+        pdf, page = (
+            f"{DOCUMENTS_DIR}/{document.number}.pdf",
+            f"{DOCUMENTS_DIR}/{document.number}.html",
+        )
+        (out / pdf).write_bytes(render_pdf(readable))
+        (out / page).write_text(render_html(readable), encoding="utf-8")
+        figures = document.figures
+        result.documents.append(
+            DemoDocument(
+                document.number,
+                document.document_type,
+                document.nmi,
+                Period(document.period_start, document.period_end),
+                figures.total,
+                figures.free_kwh,
+                document.corrects,
+                pdf,
+                page,
+            )
+        )
+        progress.update(n, document.number)
+    return stored
+
+
+def _check_invoices(
+    runtime: Runtime,
+    *,
+    stored: list[StoredDocument],
+    nmis: set[str],
+    period: Period,
+    target: tuple[str, date],
+    credited: bool,
+    before: Decimal | None,
+    after: Decimal | None,
+    result: DemoResult,
+) -> None:
+    """The invoices' invariants; each one broken is a sentence in ``result.failures``."""
+    with runtime.store.read() as unit:
+        credits = unit.quotas.every_credit()
+        serials = {series: unit.invoices.serials(series) for series in Series}
+    booked: dict[tuple[str, date], list[tuple[int, Decimal]]] = {}
+    for credit in credits:
+        booked.setdefault((credit.nmi, credit.date), []).append((credit.version, credit.kwh))
+    by_period: dict[tuple[str, date], list[StoredDocument]] = {}
+    for document in stored:
+        by_period.setdefault((document.nmi, document.period_start), []).append(document)
+    # One invoice per customer and period, and one for each customer's demo period.
+    for nmi in sorted(nmis):
+        if (nmi, period.start) not in by_period:
+            result.failures.append(f"{nmi}: no invoice for {period.start} to {period.end}")
+    for (nmi, start), documents in sorted(by_period.items()):
+        documents.sort(key=lambda d: d.sequence)
+        invoices = [d for d in documents if d.document_type is DocumentType.INVOICE]
+        if len(invoices) != 1 or documents[0] is not invoices[0]:
+            result.failures.append(f"{nmi} {start}: {len(invoices)} invoices, not one")
+            continue
+        # Each day's free energy, as the documents have billed it so far, is the ledger's.
+        billed: dict[date, tuple[int | None, Decimal]] = {}
+        for document in documents:
+            for day in document.figures.days:
+                version, kwh = billed.get(day.day, (None, Decimal(0)))
+                newest = day.quota_version if day.quota_version is not None else version
+                billed[day.day] = (newest, kwh + day.free_kwh)
+            for local_date, (version, kwh) in sorted(billed.items()):
+                entries = booked.get((nmi, local_date), [])
+                ledger = sum(
+                    (k for v, k in entries if version is not None and v <= version), Decimal(0)
+                )
+                if kwh.quantize(KWH_THOUSANDTH) != ledger.quantize(KWH_THOUSANDTH):
+                    result.failures.append(
+                        f"{document.number}: {local_date} billed {kwh} free kWh so far, the ledger"
+                        f" books {ledger} (version {version})"
+                    )
+    # The revision's credit note: the difference, naming the invoice.
+    corrections = [d for d in stored if d.document_type is not DocumentType.INVOICE]
+    original = by_period.get((target[0], period.start), [None])[0]
+    if len(corrections) != 1 or original is None:
+        result.failures.append(
+            f"the revision of {target[0]}:{target[1]} made {len(corrections)} corrections, not one"
+        )
+    else:
+        (note,) = corrections
+        wanted = DocumentType.CREDIT_NOTE if credited else DocumentType.ADJUSTMENT_INVOICE
+        if note.document_type is not wanted or note.corrects != original.number:
+            result.failures.append(
+                f"{note.number}: {_a(note.document_type)} correcting {note.corrects}, where"
+                f" {_a(wanted)} correcting {original.number} was due"
+            )
+        if before != original.figures.total:
+            result.failures.append(
+                f"{original.number}: total {original.figures.total}, its period's bill {before}"
+            )
+        if after is None or note.figures.total != after - original.figures.total:
+            result.failures.append(
+                f"{note.number}: total {note.figures.total}, not the difference"
+                f" {after} - {original.figures.total} of the period's bills"
+            )
+    for series, numbers in serials.items():
+        if numbers != list(range(1, len(numbers) + 1)):
+            result.failures.append(f"{series.value} numbers are not 1 to {len(numbers)}: {numbers}")
+
+
+def _a(kind: DocumentType) -> str:
+    """ "a credit note", "an invoice", "an adjustment invoice"."""
+    words = kind.value.replace("_", " ")
+    return f"{'an' if words[0] in 'aeiou' else 'a'} {words}"

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from freehours.sim.demo import DemoResult
+from freehours.domain.invoicing import DocumentType
+from freehours.sim.demo import DemoDocument, DemoResult, counted
 from freehours.sim.incident import IncidentReplay
 
 if TYPE_CHECKING:
@@ -130,8 +131,43 @@ def latency_figure(result: DemoResult) -> Figure:
     return figure
 
 
-def html_report(title: str, summary: str, plots: Sequence[Path], path: Path) -> None:
-    """A page with the ``summary`` text and the ``plots`` embedded."""
+def documents_section(documents: Sequence[DemoDocument]) -> str:
+    """The report's list of documents: counts, and each one's PDF and HTML linked by its path
+    relative to the report."""
+    if not documents:
+        return ""
+    counts = {kind: sum(d.kind is kind for d in documents) for kind in DocumentType}
+    rows = "\n".join(
+        f"<tr><td>{html.escape(d.number)}</td><td>{d.kind.value.replace('_', ' ')}</td>"
+        f"<td>{d.nmi}</td><td>{d.period.start} to {d.period.end}</td>"
+        f'<td class="n">{d.total}</td><td class="n">{d.free_kwh}</td>'
+        f"<td>{html.escape(d.corrects or '')}</td>"
+        f'<td><a href="{html.escape(d.pdf)}">PDF</a> <a href="{html.escape(d.html)}">HTML</a></td>'
+        "</tr>"
+        for d in documents
+    )
+    return f"""<h2>Invoices and credit notes</h2>
+<p>{counted(counts[DocumentType.INVOICE], "invoice")},
+{counted(counts[DocumentType.CREDIT_NOTE], "credit note")},
+{counted(counts[DocumentType.ADJUSTMENT_INVOICE], "adjustment invoice")}: each as the household
+reads it, in PDF and HTML.</p>
+<table><thead><tr><th>number</th><th>type</th><th>NMI</th><th>period</th><th>total (AUD)</th>
+<th>free kWh</th><th>corrects</th><th>document</th></tr></thead>
+<tbody>
+{rows}
+</tbody></table>
+"""
+
+
+def html_report(
+    title: str,
+    summary: str,
+    plots: Sequence[Path],
+    path: Path,
+    *,
+    documents: Sequence[DemoDocument] = (),
+) -> None:
+    """A page with the ``summary`` text, the ``plots`` embedded and the ``documents`` linked."""
     images = "\n".join(
         f'<p><img alt="{html.escape(plot.stem)}" src="data:image/png;base64,'
         f'{base64.b64encode(plot.read_bytes()).decode("ascii")}"></p>'
@@ -141,9 +177,12 @@ def html_report(title: str, summary: str, plots: Sequence[Path], path: Path) -> 
         f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}}
-pre{{background:#f6f8fa;padding:1em;overflow-x:auto}}img{{max-width:100%}}</style></head>
+pre{{background:#f6f8fa;padding:1em;overflow-x:auto}}img{{max-width:100%}}
+table{{border-collapse:collapse}}th,td{{padding:.2em .6em;border-bottom:1px solid #ddd;
+text-align:left}}td.n{{text-align:right}}</style></head>
 <body><h1>{html.escape(title)}</h1>
 <pre>{html.escape(summary)}</pre>
+{documents_section(documents)}
 {images}
 </body></html>
 """,

@@ -92,6 +92,15 @@ def test_plans_validate_imports_no_database() -> None:
     assert imported_after(["plans", "validate", "sso-nsw"], heavy) == []
 
 
+def test_the_invoices_help_imports_no_database_nor_renderer() -> None:
+    """``invoices`` lists its commands without the database, the runtime or the PDF library
+    that ``run`` and ``show --pdf`` load when they run."""
+    heavy = ["sqlalchemy", "freehours.store", "freehours.runtime", "freehours.settings"]
+    heavy += ["freehours.documents", "reportlab", "rich.progress"]
+    assert imported_after(["invoices", "--help"], heavy) == []
+    assert imported_after(["customers", "put", "--help"], heavy) == []
+
+
 def test_a_command_runs_through_the_lazy_group() -> None:
     result = subprocess.run(
         [FREEHOURS, "plans", "list"], capture_output=True, text=True, check=False

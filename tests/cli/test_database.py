@@ -30,6 +30,10 @@ NEEDS_DATABASE = {
     "nem12 import": ["day.csv"],
     "worker": [],
     "serve": ["--port", "1"],
+    "invoices run": [],
+    "invoices list": [],
+    "invoices show": ["INV-00000001"],
+    "customers put": ["4103035611", "--plan", "sso-nsw", "--region", "NSW"],
 }
 
 

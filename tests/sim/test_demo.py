@@ -27,6 +27,20 @@ def test_the_demo_settles_every_customer_day_under_its_faults_and_writes_its_rep
     report = (tmp_path / "report.html").read_text()
     assert report.count('src="data:image/png;base64,') == 3
     assert "a worker died holding" in report
+    # An invoice per customer for July, then a credit note for the revised day, each linked.
+    text = " ".join(result.stdout.split())
+    assert "as of 04 Aug 2026: 4 invoices, 0 credit notes" in text
+    assert "as of 05 Aug 2026: 0 invoices, 1 credit note" in text
+    assert "4 invoices, 1 credit note, 0 adjustment invoices; numbers gapless" in text
+    assert "CN-00000001 corrects INV-0000000" in text
+    documents = sorted(path.name for path in (tmp_path / "documents").iterdir())
+    numbers = [f"INV-0000000{n}" for n in range(1, 5)] + ["CN-00000001"]
+    assert documents == sorted(f"{n}.{kind}" for n in numbers for kind in ("pdf", "html"))
+    for number in numbers:
+        assert f'<a href="documents/{number}.pdf">PDF</a>' in report
+        assert f'<a href="documents/{number}.html">HTML</a>' in report
+        assert (tmp_path / "documents" / f"{number}.pdf").read_bytes().startswith(b"%PDF-")
+    assert "4 invoices, 1 credit note" in " ".join(report.split())
     # Every region's free kWh to the watt-hour; one with none is said why, here and in the report.
     rows = re.findall(r"│ (NSW|SEQ|SA|VIC)\s+│\s+\d+ │\s+(\S+) │", result.stdout)
     assert [region for region, _ in rows] == ["NSW", "SA", "SEQ", "VIC"]

@@ -11,18 +11,23 @@ from pathlib import Path
 from rich.console import Console
 
 from freehours.cli.demo import _print_summary
+from freehours.domain.invoicing import DocumentType, Period
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME
 from freehours.plans import builtin_plan
 from freehours.sim.demo import (
     DemoConfig,
+    DemoDocument,
     DemoResult,
+    DemoRun,
     NoFreeDays,
     RegionTotals,
+    invoice_as_of,
     kwh_figure,
     no_free_days,
 )
-from freehours.sim.report import latency_figure, retries_figure
+from freehours.sim.report import documents_section, latency_figure, retries_figure
+from freehours.store.invoices import RunCounts
 
 DAY = date(2026, 7, 1)
 STAMP = datetime(2026, 7, 2, 6, 0, tzinfo=NEM_TIME)
@@ -104,6 +109,40 @@ def result() -> DemoResult:
     done.no_free = [NoFreeDays("SA", (DAY,), 1, "12:00-15:00", Decimal(0), Decimal("2.25"))]
     done.retry_samples = [(0.5, 0, 0), (1.0, 1, 0), (2.0, 2, 1), (3.0, 2, 2)]
     done.settle_seconds = [0.1, 0.2, 0.3, 1.4, 2.5]
+    july = Period(DAY, date(2026, 7, 31))
+    as_of = datetime(2026, 8, 4, tzinfo=NEM_TIME)
+    done.runs = [
+        DemoRun(as_of, RunCounts(accounts=2, invoices=2), ()),
+        DemoRun(as_of + timedelta(days=1), RunCounts(accounts=2, credit_notes=1), ()),
+    ]
+    done.documents = [
+        DemoDocument(
+            f"INV-0000000{n}",
+            DocumentType.INVOICE,
+            f"410000000{n}",
+            july,
+            Decimal("40.12"),
+            Decimal("3.640"),
+            None,
+            f"documents/INV-0000000{n}.pdf",
+            f"documents/INV-0000000{n}.html",
+        )
+        for n in (1, 2)
+    ]
+    done.documents.append(
+        DemoDocument(
+            "CN-00000001",
+            DocumentType.CREDIT_NOTE,
+            "4100000001",
+            july,
+            Decimal("-0.62"),
+            Decimal("-0.500"),
+            "INV-00000001",
+            "documents/CN-00000001.pdf",
+            "documents/CN-00000001.html",
+        )
+    )
+    done.invoicing = "Invoice runs as of 04 Aug 2026 00:00 AEST, when the billing period closed"
     return done
 
 
@@ -124,3 +163,38 @@ def test_the_axes_of_counts_have_whole_number_ticks() -> None:
         ticks = list(axes.get_yticks())
         assert len(ticks) >= 3
         assert all(float(tick).is_integer() for tick in ticks), ticks
+
+
+def test_the_summary_counts_the_runs_and_documents_and_says_how_they_were_dated() -> None:
+    console = Console(record=True, width=200)
+    _print_summary(result(), console)
+    text = " ".join(console.export_text().split())
+    assert "Invoice runs as of 04 Aug 2026 00:00 AEST, when the billing period closed" in text
+    assert (
+        "invoice runs as of 04 Aug 2026: 2 invoices, 0 credit notes, 0 adjustment invoices, 0"
+        " waiting, 0 held; as of 05 Aug 2026: 0 invoices, 1 credit note" in text
+    )
+    assert (
+        "documents 2 invoices, 1 credit note, 0 adjustment invoices; numbers gapless;"
+        " CN-00000001 corrects INV-00000001 by -0.62 AUD; PDF and HTML of each in"
+        " unused/documents" in text
+    )
+
+
+def test_the_report_links_each_document_by_its_relative_path() -> None:
+    section = documents_section(result().documents)
+    assert "2 invoices,\n1 credit note,\n0 adjustment invoices" in section
+    assert section.count("<tr><td>") == 3
+    assert (
+        '<td class="n">-0.62</td><td class="n">-0.500</td><td>INV-00000001</td>'
+        '<td><a href="documents/CN-00000001.pdf">PDF</a>'
+        ' <a href="documents/CN-00000001.html">HTML</a></td>' in section
+    )
+    assert documents_section([]) == ""
+
+
+def test_a_run_is_dated_the_first_midnight_after_the_periods_last_data_deadline() -> None:
+    july = Period(DAY, date(2026, 7, 31))
+    assert invoice_as_of(july, timedelta(days=3)) == datetime(2026, 8, 4, tzinfo=NEM_TIME)
+    assert invoice_as_of(july, timedelta(hours=1)) == datetime(2026, 8, 2, tzinfo=NEM_TIME)
+    assert invoice_as_of(july, timedelta(0)) == datetime(2026, 8, 1, tzinfo=NEM_TIME)

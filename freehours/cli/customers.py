@@ -1,0 +1,148 @@
+"""``freehours customers put``: create or update a customer, its plan, region and billing cycle,
+by the rules of ``PUT /v1/customers/{nmi}``: a built-in plan is stored the first time a customer
+is put on it, and the days whose reads came before the customer are scheduled to settle."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from freehours.cli import app, needs_database, quiet_logging
+
+customers_app = typer.Typer(
+    name="customers",
+    help="Customers: the plan an NMI is on, its region and its billing cycle.",
+    no_args_is_help=True,
+)
+app.add_typer(customers_app)
+
+
+class RegionChoice(StrEnum):
+    NSW = "NSW"
+    SEQ = "SEQ"
+    SA = "SA"
+    VIC = "VIC"
+
+
+class CycleChoice(StrEnum):
+    MONTHLY = "monthly"
+    QUARTERLY = "quarterly"
+
+
+#: Each cycle field, the option that sets it.
+_OPTIONS = {
+    "frequency": "--cycle",
+    "anchor_day": "--anchor-day",
+    "payment_term_days": "--payment-term-days",
+}
+
+
+@customers_app.command("put")
+@needs_database
+def put(
+    *,
+    nmi: Annotated[str, typer.Argument(metavar="NMI", help="the customer's NMI (10 characters)")],
+    plan: Annotated[
+        str,
+        typer.Option(
+            "--plan",
+            metavar="ID",
+            help="a stored plan's id, or a built-in one (sso-nsw, sso-seq, sso-sa, mps-vic)",
+        ),
+    ],
+    region: Annotated[
+        RegionChoice, typer.Option("--region", metavar="REGION", help="NSW, SEQ, SA or VIC")
+    ],
+    cycle: Annotated[
+        CycleChoice | None,
+        typer.Option(
+            "--cycle",
+            metavar="CYCLE",
+            help="monthly or quarterly (default: as stored; monthly for a new customer)",
+            show_default=False,
+        ),
+    ] = None,
+    anchor_day: Annotated[
+        int | None,
+        typer.Option(
+            "--anchor-day",
+            metavar="N",
+            help="the day of the month a billing period starts, 1 to 28 (default: as stored; 1)",
+            show_default=False,
+        ),
+    ] = None,
+    payment_term_days: Annotated[
+        int | None,
+        typer.Option(
+            "--payment-term-days",
+            metavar="N",
+            help="days from issue to due date, 13 to 90 (default: as stored; 21)",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Create or update a customer: its plan, region and billing cycle, in one transaction.
+
+    A built-in plan needs no 'plans put' first: it is stored the first time a customer is put on
+    it. Cycle options not given keep what is stored. Exit status 2 for a bad NMI, an unknown
+    plan or a cycle that cannot be, the message naming the option.
+    """
+    from dataclasses import replace
+
+    from freehours.domain import reads as rules
+    from freehours.domain.invoicing import BillingCycle, CycleError, Frequency
+    from freehours.domain.time import Region
+    from freehours.errors import InputError
+    from freehours.plans import BUILTIN_IDS, builtin_document
+    from freehours.runtime import Runtime
+    from freehours.settings import get_settings
+
+    try:
+        rules.check_nmi(nmi, "NMI")
+    except rules.RangeError as exc:
+        raise InputError(str(exc)) from None
+    changes: dict[str, object] = {}
+    if cycle is not None:
+        changes["frequency"] = Frequency(cycle.value)
+    if anchor_day is not None:
+        changes["anchor_day"] = anchor_day
+    if payment_term_days is not None:
+        changes["payment_term_days"] = payment_term_days
+    try:
+        BillingCycle(**changes)  # type: ignore[arg-type]
+    except CycleError as exc:
+        raise InputError(_named(str(exc))) from None
+    settings = get_settings()
+    quiet_logging(settings)
+    runtime = Runtime.open(settings)
+    try:
+        now = runtime.clock.now()
+        with runtime.store.write() as unit:
+            if unit.catalog.get_plan(plan) is None:
+                if plan not in BUILTIN_IDS:
+                    raise InputError(
+                        f"--plan: no plan {plan!r} (stored, or built in: {', '.join(BUILTIN_IDS)})"
+                    )
+                unit.catalog.put_plan(plan, builtin_document(plan), updated_at=now)
+            unit.catalog.put_customer(
+                nmi, plan_id=plan, region=Region(region.value), updated_at=now
+            )
+            (account,) = unit.invoices.accounts([nmi])
+            billing = replace(account.cycle, **changes)  # type: ignore[arg-type]
+            unit.invoices.set_cycle(nmi, billing)
+            # Reads may have come first (meter data is never dropped): their days settle now.
+            runtime.ingestion.customer_changed(unit, nmi)
+    finally:
+        runtime.close()
+    typer.echo(
+        f"customer {nmi}: plan {plan!r}, {region.value}, billed {billing.frequency.value} from day"
+        f" {billing.anchor_day}, due {billing.payment_term_days} days after issue"
+    )
+
+
+def _named(message: str) -> str:
+    """A ``CycleError``'s message, its field named as the option that sets it."""
+    field, _, rest = message.partition(":")
+    return f"{_OPTIONS.get(field, field)}:{rest}"
