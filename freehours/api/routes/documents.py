@@ -31,7 +31,6 @@ from freehours.api.openapi import problem
 from freehours.api.problems import Problem
 from freehours.api.services import AppServices, Services
 from freehours.documents.html import render_html
-from freehours.documents.pdf import render_pdf
 from freehours.domain.bill import decimal_text, kwh_text
 from freehours.domain.invoicing import Series
 from freehours.domain.reads import NMI_PATTERN
@@ -203,6 +202,9 @@ def find(
 
 def render(document: StoredDocument, media_type: str) -> Response:
     """The document as a household reads it, PDF or HTML (in the caller's thread)."""
+    # reportlab is loaded with the first PDF asked for, not with every API process.
+    from freehours.documents.pdf import render_pdf  # noqa: PLC0415
+
     readable = document_of(document)
     filename = f"{document.number.replace('/', '-')}"
     if media_type == PDF:
