@@ -23,8 +23,10 @@ from freehours.settings import Settings
 from freehours.store.database import Store
 from tests.api.conftest import Api, serving
 from tests.documents.builders import flat, pdf_pages
-from tests.invoicing.support import AFTER_JULY, JULY, STAMP, consumption, export, nmi
+from tests.invoicing.support import AFTER_JULY, JULY, STAMP, System, consumption, export, nmi
+from tests.servers import api_server, freehours
 from tests.store.fixtures import PostgresSchemas
+from tests.support import eventually
 
 
 @pytest.fixture
@@ -458,3 +460,54 @@ def test_fifty_runs_at_once_invoice_each_period_once_with_gapless_numbers(
     assert periods == Counter({(m, JULY[0]): 1 for m in meters})
     assert all(d.document_type is DocumentType.INVOICE for d in documents)
     assert serials == list(range(1, len(meters) + 1))
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_fifty_runs_at_once_over_http_to_a_served_api_with_workers(
+    postgres_schemas: PostgresSchemas,
+) -> None:
+    """The same race against ``freehours serve --workers 2`` over real HTTP, its workers doing
+    the runs on the system clock: every period from July to last month billed once."""
+    with postgres_schemas.migrated() as url:
+        env = {"FREEHOURS_DATABASE_URL": url}
+        with Store.open(url) as store:
+            system = System.on(store)
+            meters = system.customers(8)
+            system.month(meters)
+        key = freehours("keys", "create", "--scope", "admin", env=env)
+        auth = {"Authorization": f"Bearer {key}"}
+        with (
+            api_server(env, extra_args=["--workers", "2"]) as base,
+            httpx.Client(
+                base_url=base, timeout=60, limits=httpx.Limits(max_connections=RACERS)
+            ) as client,
+        ):
+
+            def post(n: int) -> httpx.Response:
+                headers = {**auth, "Idempotency-Key": f"served-{n}"}
+                return client.post("/v1/invoice-runs", headers=headers)
+
+            with ThreadPoolExecutor(max_workers=RACERS) as pool:
+                answers = list(pool.map(post, range(RACERS)))
+            assert [a.status_code for a in answers] == [202] * RACERS
+            locations = {a.headers["Location"] for a in answers}
+            assert len(locations) == RACERS
+
+            def all_done() -> bool:
+                states = {client.get(path, headers=auth).json()["state"] for path in locations}
+                return states == {"COMPLETED"}
+
+            eventually(all_done, within=120, what="every run completed", every=0.5)
+            replay = client.post(
+                "/v1/invoice-runs", headers={**auth, "Idempotency-Key": "served-0"}
+            )
+            assert replay.json()["run_id"] == answers[0].json()["run_id"]
+        with Store.open(url) as store, store.read() as unit:
+            documents = unit.invoices.list_documents(limit=10_000)
+            serials = unit.invoices.serials(Series.INVOICE)
+            assert len(unit.invoices.list_runs(limit=100)) == RACERS
+    periods = Counter((d.nmi, d.period_start) for d in documents)
+    assert set(periods.values()) == {1}
+    assert {(m, JULY[0]) for m in meters} <= set(periods)
+    assert serials == list(range(1, len(documents) + 1))
