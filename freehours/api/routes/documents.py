@@ -36,6 +36,7 @@ from freehours.domain.invoicing import Series
 from freehours.domain.reads import NMI_PATTERN
 from freehours.invoicing import document_of
 from freehours.observability.logging import bind_fields
+from freehours.store.database import Unit
 from freehours.store.invoices import StoredDocument
 
 router = APIRouter(tags=["invoicing"], dependencies=[requires(Scope.READ)])
@@ -140,6 +141,16 @@ def whole(document: StoredDocument, corrected_by: list[str]) -> dict[str, Any]:
     }
 
 
+def corrections(unit: Unit, document: StoredDocument) -> list[str]:
+    """The numbers of the documents that correct ``document``, in order. Every correction names
+    its period's invoice (``freehours.invoicing``), so they are the period's later documents,
+    found by the period's key; a correction has none."""
+    if document.sequence != 0:
+        return []
+    later = unit.invoices.period_documents(document.nmi, document.period_start)[1:]
+    return [d.number for d in later if d.corrects == document.number]
+
+
 # --- cursors ---------------------------------------------------------------------------------
 
 
@@ -184,7 +195,7 @@ def find(
     bind_fields(document=number)
     with services.store.read() as unit:
         document = unit.invoices.get_document(number)
-        corrected_by = [] if document is None else unit.invoices.corrections_of(number)
+        corrected_by = [] if document is None else corrections(unit, document)
     if document is None:
         raise Problem(
             404, "document-not-found", "No such document", f"number: no document {number}"
@@ -262,7 +273,7 @@ def _list_route(collection: Collection) -> Callable[..., JSONResponse]:
                 after=after,
                 limit=limit,
             )
-            corrections = {d.number: unit.invoices.corrections_of(d.number) for d in page}
+            corrected = {d.number: corrections(unit, d) for d in page}
         following = None
         headers = {}
         if len(page) == limit:
@@ -271,7 +282,7 @@ def _list_route(collection: Collection) -> Callable[..., JSONResponse]:
             query["cursor"] = encode_cursor(page[-1])
             following = f"{collection.path}?{urlencode(query)}"
             headers["Link"] = f'<{following}>; rel="next"'
-        items = [summary(d, corrections[d.number]) for d in page]
+        items = [summary(d, corrected[d.number]) for d in page]
         return JSONResponse({"items": items, "next": following}, headers=headers)
 
     list_documents.__doc__ = (
