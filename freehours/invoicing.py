@@ -124,7 +124,9 @@ class InvoicingPolicy:
 
 
 class InvoicingFaults(Protocol):
-    """Where a test makes a run fail: ``numbered`` (numbers taken, documents not yet stored)."""
+    """Where a test makes a batch fail or hang: ``numbered`` (in the finalising transaction,
+    numbers taken, documents not yet stored) and ``committed`` (just after its commit, before
+    the job is marked done)."""
 
     def check(self, point: str) -> None: ...
 
@@ -631,6 +633,7 @@ class Invoicing:
             if finished is None:
                 # Done before (its worker died after that commit): this transaction undoes all.
                 raise _Replayed
+        self.faults.check("committed")
         for document in stored:
             DOCUMENTS_FINALISED.labels(document.document_type.value).inc()
         if stored:

@@ -453,7 +453,10 @@ class Invoices(Repository):
     def get_run(self, run_id: str, *, for_update: bool = False) -> InvoiceRun | None:
         query = sa.select(invoice_runs).where(invoice_runs.c.run_id == run_id)
         if for_update:
-            query = query.with_for_update()
+            # FOR NO KEY UPDATE, not FOR UPDATE: the run's batches and documents refer to it by
+            # their foreign keys, which take KEY SHARE locks on it; FOR UPDATE would wait for
+            # those of every batch in flight, and two batches' waits would deadlock.
+            query = query.with_for_update(key_share=True)
         row = self._conn.execute(query).one_or_none()
         return None if row is None else _run(row)
 
