@@ -50,6 +50,8 @@ LAYERS: dict[str, int] = {
     # the retention schedule over the store
     "settlement": 6,
     "invoicing": 6,
+    # the accounting export: a run's documents as journals, pure
+    "journal": 6,
     "maintenance": 6,
     "ingest": 7,
     # the job runner (worker, rescuer, settlement jobs), and the meter agent: a client of the

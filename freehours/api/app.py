@@ -39,6 +39,8 @@ from freehours.api.problems import (
 from freehours.api.routes import (
     bills,
     customers,
+    documents,
+    invoice_runs,
     meter_readings,
     operations,
     plans,
@@ -127,6 +129,16 @@ def assemble(lifespan: Lifespan[FastAPI] | None = None) -> FastAPI:
         app.add_exception_handler(unavailable, database_unavailable_handler)
     app.add_exception_handler(Exception, internal_error_handler)
     app.add_middleware(RequestTelemetry)
-    for resource in (plans, customers, meter_readings, settlements, bills, operations):
+    resources = (
+        plans,
+        customers,
+        meter_readings,
+        settlements,
+        bills,
+        invoice_runs,
+        documents,
+        operations,
+    )
+    for resource in resources:
         app.include_router(resource.router)
     return app

@@ -23,6 +23,14 @@ from pydantic import (
 
 from freehours.api.problems import range_problem
 from freehours.domain import reads as rules
+from freehours.domain.invoicing import (
+    DEFAULT_PAYMENT_TERM_DAYS,
+    MAX_ANCHOR_DAY,
+    MAX_PAYMENT_TERM_DAYS,
+    MIN_PAYMENT_TERM_DAYS,
+    BillingCycle,
+    Frequency,
+)
 from freehours.domain.reads import NMI_PATTERN, SUFFIX_PATTERN, IntervalMinutes, QualityFlag
 from freehours.domain.time import Region
 from freehours.plans.document import PlanDocument, PlanId
@@ -145,17 +153,53 @@ class QuotaOut(BaseModel):
     reason: str | None
 
 
+BillingFrequency = Literal["monthly", "quarterly"]
+AnchorDay = Annotated[
+    int,
+    Field(
+        strict=True,
+        ge=1,
+        le=MAX_ANCHOR_DAY,
+        description="the day of the month each billing period starts on (1 to 28, so that"
+        " every month has it)",
+    ),
+]
+PaymentTermDays = Annotated[
+    int,
+    Field(
+        strict=True,
+        ge=MIN_PAYMENT_TERM_DAYS,
+        le=MAX_PAYMENT_TERM_DAYS,
+        description="days from an invoice's issue to its due date (the Retail Rules give at"
+        " least 13 business days)",
+    ),
+]
+
+
 class CustomerIn(BaseModel):
+    """A customer: the plan, the region, and the billing cycle (the defaults when left out)."""
+
     model_config = ConfigDict(extra="forbid")
 
     plan_id: PlanId
     region: Region
+    billing_cycle: BillingFrequency = Field(
+        default="monthly", description="how often the customer is invoiced"
+    )
+    anchor_day: AnchorDay = 1
+    payment_term_days: PaymentTermDays = DEFAULT_PAYMENT_TERM_DAYS
+
+    def cycle(self) -> BillingCycle:
+        return BillingCycle(Frequency(self.billing_cycle), self.anchor_day, self.payment_term_days)
 
 
 class CustomerOut(BaseModel):
     nmi: str
     plan_id: str
     region: Region
+    billing_cycle: BillingFrequency
+    anchor_day: AnchorDay
+    payment_term_days: PaymentTermDays
 
 
 #: A decimal as the bill writes it: plain notation, no exponent.
@@ -236,3 +280,117 @@ def check_read_date(day: date, today: date, field: str, *, where: str = "body") 
         rules.check_read_date(day, today, field)
     except rules.RangeError as exc:
         raise range_problem(f"{where}.{field}", exc) from None
+
+
+class InvoiceRunIn(BaseModel):
+    """What ``POST /v1/invoice-runs`` may say: the moment the run bills up to (default now)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    as_of: AwareDatetime | None = Field(
+        default=None,
+        description="RFC 3339 with an offset, not in the future: the run invoices the billing"
+        " periods that ended before it, on each customer's calendar (default: now)",
+    )
+
+
+class RunCountsOut(BaseModel):
+    """What a run has done so far, added up over its batches done."""
+
+    accounts: int = Field(ge=0, description="accounts looked at")
+    invoices: int = Field(ge=0)
+    credit_notes: int = Field(ge=0)
+    adjustment_invoices: int = Field(ge=0)
+    waiting: int = Field(
+        ge=0, description="periods not ready (a day still settling): the next run takes them"
+    )
+    held: int = Field(
+        ge=0, description="periods held (an ABORTED quota, a plan that no longer parses)"
+    )
+
+
+class InvoiceRunOut(BaseModel):
+    """An invoice run: RUNNING until its last batch is done, then COMPLETED."""
+
+    run_id: str
+    state: Literal["RUNNING", "COMPLETED"]
+    as_of: datetime
+    requested_at: datetime
+    finished_at: datetime | None
+    batches: int | None = Field(ge=0, description="null until the run is planned")
+    batches_done: int = Field(ge=0)
+    counts: RunCountsOut
+    notes: list[str] = Field(description="why periods wait or are held: the first 100, as examples")
+    journal: str = Field(description="the path of the run's accounting journal (CSV)")
+
+
+DocumentTypeName = Literal["invoice", "credit_note", "adjustment_invoice"]
+
+
+class DocumentLinksOut(BaseModel):
+    """Where the document is, as JSON and as the household reads it."""
+
+    document: str
+    pdf: str
+    html: str
+
+
+class DocumentSummaryOut(BaseModel):
+    """A finalised document, in short. Amounts in AUD; a correction's are differences."""
+
+    number: str
+    type: DocumentTypeName
+    nmi: str
+    period_start: date
+    period_end: date
+    issue_date: date
+    due_date: date | None = Field(description="null when there is nothing to pay")
+    subtotal: DecimalText
+    gst: DecimalText
+    total: DecimalText
+    free_kwh: DecimalText
+    free_value: DecimalText
+    corrects: str | None = Field(description="the number of the invoice this one corrects")
+    corrected_by: list[str] = Field(description="the numbers of its corrections, in order")
+    links: DocumentLinksOut
+
+
+class DocumentPageOut(BaseModel):
+    """A page of documents, oldest period first, then by NMI, each invoice before its
+    corrections."""
+
+    items: list[DocumentSummaryOut]
+    next: str | None = Field(description="the next page's path (its cursor); null on the last")
+
+
+class DocumentDayOut(BaseModel):
+    """One local day of a document, and the quota version it billed (null: no quota, billed
+    after its data deadline). On a correction, the change in each figure."""
+
+    date: date
+    quota_version: int | None
+    consumption_kwh: DecimalText
+    free_kwh: DecimalText
+    export_kwh: DecimalText
+
+
+class DocumentOut(DocumentSummaryOut):
+    """A finalised document, whole: what it charges, line by line and day by day, each day with
+    the quota version it billed, and the plan and retailer it was made with."""
+
+    series: Literal["invoice", "credit_note"]
+    serial: int = Field(ge=1)
+    sequence: int = Field(ge=0, description="0: the period's invoice; 1 on: its corrections")
+    run_id: str | None
+    finalised_at: datetime
+    plan_id: str
+    region: Region
+    time_zone: str
+    reason: str | None = Field(description="why a correction was made")
+    consumption_kwh: DecimalText
+    over_cap_kwh: DecimalText
+    export_kwh: DecimalText
+    lines: list[BillLineOut]
+    days: list[DocumentDayOut]
+    plan: dict[str, Any] = Field(description="the plan as it was when the document was made")
+    retailer: dict[str, Any] = Field(description="the retailer's details printed on it")

@@ -20,6 +20,14 @@ V1_ROUTES = [
     ("POST", "/v1/meter-readings/nem12", "ingest"),
     ("POST", "/v1/free-energy/settlements", "settle"),
     ("GET", "/v1/free-energy/settlements/4102000001/2026-07-01", "read"),
+    ("POST", "/v1/invoice-runs", "admin"),
+    ("GET", "/v1/invoice-runs/r1", "read"),
+    ("GET", "/v1/invoice-runs/r1/journal.csv", "read"),
+    ("GET", "/v1/invoices", "read"),
+    ("GET", "/v1/invoices/INV-00000001", "read"),
+    ("GET", "/v1/invoices/INV-00000001.pdf", "read"),
+    ("GET", "/v1/credit-notes", "read"),
+    ("GET", "/v1/credit-notes/CN-00000001.html", "read"),
 ]
 
 

@@ -80,7 +80,15 @@ def test_a_customer_body_is_checked_as_declared(api: Api) -> None:
     assert answer["status"] == 422
     assert [error["field"] for error in answer["errors"]] == ["body.region"]  # type: ignore[attr-defined]
     answer = send(api, "PUT", "/v1/customers/4102000001", "admin", body.replace(b"MARS", b"NSW"))
-    assert answer == {"status": 200, "nmi": "4102000001", "plan_id": "test-nsw", "region": "NSW"}
+    assert answer == {
+        "status": 200,
+        "nmi": "4102000001",
+        "plan_id": "test-nsw",
+        "region": "NSW",
+        "billing_cycle": "monthly",
+        "anchor_day": 1,
+        "payment_term_days": 21,
+    }
 
 
 def test_a_plan_body_must_be_an_object(api: Api) -> None:

@@ -199,6 +199,7 @@ def test_a_long_x_filename_is_400_and_stores_nothing(server: Server) -> None:
         ("PUT", "/v1/plans/test-nsw"),
         ("PUT", "/v1/customers/HOSTILE000"),
         ("POST", "/v1/free-energy/settlements"),
+        ("POST", "/v1/invoice-runs"),
     ],
 )
 def test_an_unauthenticated_huge_body_is_401_before_it_is_read(

@@ -115,7 +115,11 @@ def test_the_key_is_no_header_parameter_and_idempotency_key_is_required_where_it
                 assert parameter["required"] is True
                 assert parameter["schema"]["maxLength"] == 255
                 idempotent.add((method, path))
-    assert idempotent == {("post", "/v1/meter-readings"), ("post", "/v1/meter-readings/nem12")}
+    assert idempotent == {
+        ("post", "/v1/meter-readings"),
+        ("post", "/v1/meter-readings/nem12"),
+        ("post", "/v1/invoice-runs"),
+    }
 
 
 def test_every_error_answer_is_problem_details_unless_the_contract_says_otherwise(
@@ -147,6 +151,17 @@ def test_each_route_documents_the_answers_it_can_give(document: dict[str, Any]) 
         ("post", "/v1/free-energy/settlements"): {"200", "409", "413", "422"} | access,
         ("get", "/v1/free-energy/settlements/{nmi}/{day}"): {"200", "422"} | access,
         ("get", "/v1/customers/{nmi}/bill"): {"200", "404", "422"} | access,
+        ("post", "/v1/invoice-runs"): {"202", "400", "409", "413", "422"} | access,
+        ("get", "/v1/invoice-runs/{run_id}"): {"200", "404", "422"} | access,
+        ("get", "/v1/invoice-runs/{run_id}/journal.csv"): {"200", "404", "422"} | access,
+        ("get", "/v1/invoices"): {"200", "422"} | access,
+        ("get", "/v1/invoices/{number}"): {"200", "404", "422"} | access,
+        ("get", "/v1/invoices/{number}.pdf"): {"200", "404", "422"} | access,
+        ("get", "/v1/invoices/{number}.html"): {"200", "404", "422"} | access,
+        ("get", "/v1/credit-notes"): {"200", "422"} | access,
+        ("get", "/v1/credit-notes/{number}"): {"200", "404", "422"} | access,
+        ("get", "/v1/credit-notes/{number}.pdf"): {"200", "404", "422"} | access,
+        ("get", "/v1/credit-notes/{number}.html"): {"200", "404", "422"} | access,
         ("get", "/healthz"): {"200"},
         ("get", "/readyz"): {"200", "503"},
         ("get", "/metrics"): {"200"} | access,
@@ -157,16 +172,32 @@ def test_each_route_documents_the_answers_it_can_give(document: dict[str, Any]) 
     for path in ("/v1/meter-readings", "/v1/meter-readings/nem12", "/v1/free-energy/settlements"):
         ok = document["paths"][path]["post"]["responses"]["200"]
         assert ok["headers"]["Idempotent-Replayed"] == replayed, path
+    accepted = document["paths"]["/v1/invoice-runs"]["post"]["responses"]["202"]
+    assert accepted["headers"]["Idempotent-Replayed"] == replayed
+    assert accepted["headers"]["Location"]["required"] is True
 
 
 def test_every_route_has_a_model_for_its_answer_and_the_plan_its_document(
     document: dict[str, Any],
 ) -> None:
     for method, path, operation in operations(document):
-        ok = operation["responses"]["200"]["content"]
+        answers = operation["responses"]
+        ok = (answers["200"] if "200" in answers else answers["202"])["content"]
         if path == "/metrics":
             assert set(ok) == {"text/plain"}
             continue
+        if path.endswith(".pdf"):
+            assert set(ok) == {"application/pdf"}, path
+            continue
+        if path.endswith(".html"):
+            assert set(ok) == {"text/html"}, path
+            continue
+        if path.endswith(".csv"):
+            assert set(ok) == {"text/csv"}, path
+            continue
+        if path.startswith(("/v1/invoices/", "/v1/credit-notes/")):
+            # Also the document as the household reads it, by Accept.
+            assert set(ok) == {"application/json", "application/pdf", "text/html"}, path
         schema = ok["application/json"]["schema"]
         assert schema.get("$ref", "").startswith("#/components/schemas/"), (method, path)
     plan = document["paths"]["/v1/plans/{plan_id}"]["put"]

@@ -53,9 +53,13 @@ router = APIRouter(tags=["catalogue"], dependencies=[requires(Scope.ADMIN)])
     ),
 )
 async def put_customer(request: Request, nmi: NmiPath, services: AppServices) -> CustomerOut:
-    """Create or update a customer: the plan they are on and their region. A built-in plan
+    """Create or update a customer: the plan they are on, their region, and their billing
+    cycle (``billing_cycle`` monthly or quarterly from ``anchor_day``, each invoice due
+    ``payment_term_days`` after its issue; monthly from the 1st, due in 21 days, when left out:
+    a PUT sets them all). A built-in plan
     (``sso-nsw``, ``sso-seq``, ``sso-sa``, ``mps-vic``) needs no ``PUT /v1/plans`` first: it is
-    stored the first time a customer is put on it, unless a plan of that id is stored already."""
+    stored the first time a customer is put on it, unless a plan of that id is stored
+    already."""
     bind_fields(nmi=nmi)
     raw = await bounded_body(
         request, services.settings.max_json_body_bytes, title="Body too large", required=None
@@ -81,6 +85,14 @@ def _store_customer(services: Services, nmi: str, body: CustomerIn) -> CustomerO
         unit.catalog.put_customer(
             nmi, plan_id=body.plan_id, region=body.region, updated_at=services.clock.now()
         )
+        unit.invoices.set_cycle(nmi, body.cycle())
         # Reads may have come first (meter data is never dropped): their days settle now.
         services.runtime.ingestion.customer_changed(unit, nmi)
-    return CustomerOut(nmi=nmi, plan_id=body.plan_id, region=body.region)
+    return CustomerOut(
+        nmi=nmi,
+        plan_id=body.plan_id,
+        region=body.region,
+        billing_cycle=body.billing_cycle,
+        anchor_day=body.anchor_day,
+        payment_term_days=body.payment_term_days,
+    )

@@ -1,0 +1,372 @@
+"""Invoices and credit notes (read key): ``GET /v1/invoices`` and ``GET /v1/credit-notes``, pages
+of a series' finalised documents, and each document as JSON, PDF or HTML
+(``/v1/invoices/{number}``, ``.pdf``, ``.html``; the plain path also by ``Accept``).
+
+Invoices and adjustment invoices are numbered from the invoice series, credit notes from their
+own (``freehours.domain.invoicing.Series``): each collection holds its series' documents, and a
+number of the other series is a 404 that says where it is. A document renders from what was
+stored when it was finalised (``freehours.invoicing.document_of``), the same whenever it is
+asked for; the PDF takes some milliseconds of CPU, so it renders in a worker thread.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from freehours.api.auth import requires
+from freehours.api.keys import Scope
+from freehours.api.models import DocumentOut, DocumentPageOut
+from freehours.api.openapi import problem
+from freehours.api.problems import Problem
+from freehours.api.services import AppServices, Services
+from freehours.documents.html import render_html
+from freehours.domain.bill import decimal_text, kwh_text
+from freehours.domain.invoicing import Series
+from freehours.domain.reads import NMI_PATTERN
+from freehours.invoicing import document_of
+from freehours.observability.logging import bind_fields
+from freehours.store.database import Unit
+from freehours.store.invoices import StoredDocument
+
+router = APIRouter(tags=["invoicing"], dependencies=[requires(Scope.READ)])
+
+PDF = "application/pdf"
+HTML = "text/html"
+
+#: The longest page of a collection, and a page's length unless asked.
+MAX_LIMIT = 500
+DEFAULT_LIMIT = 100
+
+#: A document number: a prefix of the settings' characters (``FREEHOURS_INVOICE_PREFIX``) and
+#: digits.
+NUMBER_PATTERN = r"^[A-Za-z0-9/_-]+$"
+NumberPath = Annotated[
+    str, Path(pattern=NUMBER_PATTERN, max_length=64, description="the document's number")
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Collection:
+    """A series' documents as a collection of the API."""
+
+    series: Series
+    path: str
+    #: What one of them is called, in an answer's words.
+    noun: str
+    #: The operation ids' stem.
+    name: str
+    #: One of them, with its article.
+    one: str
+
+
+INVOICES = Collection(Series.INVOICE, "/v1/invoices", "invoice", "invoice", "an invoice")
+CREDIT_NOTES = Collection(
+    Series.CREDIT_NOTE, "/v1/credit-notes", "credit note", "credit_note", "a credit note"
+)
+COLLECTIONS = (INVOICES, CREDIT_NOTES)
+
+
+def collection_of(series: Series) -> Collection:
+    return INVOICES if series is Series.INVOICE else CREDIT_NOTES
+
+
+def links(document: StoredDocument) -> dict[str, str]:
+    path = f"{collection_of(document.series).path}/{document.number}"
+    return {"document": path, "pdf": f"{path}.pdf", "html": f"{path}.html"}
+
+
+def summary(document: StoredDocument, corrected_by: list[str]) -> dict[str, Any]:
+    """A document's summary, as ``DocumentSummaryOut``."""
+    figures = document.figures
+    return {
+        "number": document.number,
+        "type": document.document_type.value,
+        "nmi": document.nmi,
+        "period_start": document.period_start.isoformat(),
+        "period_end": document.period_end.isoformat(),
+        "issue_date": document.issue_date.isoformat(),
+        "due_date": None if document.due_date is None else document.due_date.isoformat(),
+        "subtotal": decimal_text(figures.subtotal),
+        "gst": decimal_text(figures.gst),
+        "total": decimal_text(figures.total),
+        "free_kwh": kwh_text(figures.free_kwh),
+        "free_value": decimal_text(figures.free_value),
+        "corrects": document.corrects,
+        "corrected_by": corrected_by,
+        "links": links(document),
+    }
+
+
+def whole(document: StoredDocument, corrected_by: list[str]) -> dict[str, Any]:
+    """A document, every field, as ``DocumentOut``."""
+    figures = document.figures
+    return {
+        **summary(document, corrected_by),
+        "series": document.series.value,
+        "serial": document.serial,
+        "sequence": document.sequence,
+        "run_id": document.run_id,
+        "finalised_at": document.finalised_at.isoformat(),
+        "plan_id": document.plan_id,
+        "region": document.region.value,
+        "time_zone": document.time_zone,
+        "reason": document.reason,
+        "consumption_kwh": kwh_text(figures.consumption_kwh),
+        "over_cap_kwh": kwh_text(figures.over_cap_kwh),
+        "export_kwh": kwh_text(figures.export_kwh),
+        "lines": [line.as_json() for line in figures.lines],
+        "days": [
+            {
+                "date": day.day.isoformat(),
+                "quota_version": day.quota_version,
+                "consumption_kwh": kwh_text(day.consumption_kwh),
+                "free_kwh": kwh_text(day.free_kwh),
+                "export_kwh": kwh_text(day.export_kwh),
+            }
+            for day in figures.days
+        ],
+        "plan": document.plan_document,
+        "retailer": document.retailer,
+    }
+
+
+def corrections(unit: Unit, document: StoredDocument) -> list[str]:
+    """The numbers of the documents that correct ``document``, in order. Every correction names
+    its period's invoice (``freehours.invoicing``), so they are the period's later documents,
+    found by the period's key; a correction has none."""
+    if document.sequence != 0:
+        return []
+    later = unit.invoices.period_documents(document.nmi, document.period_start)[1:]
+    return [d.number for d in later if d.corrects == document.number]
+
+
+# --- cursors ---------------------------------------------------------------------------------
+
+
+def encode_cursor(document: StoredDocument) -> str:
+    """The opaque cursor after ``document``: its (period start, NMI, sequence), base64url."""
+    key = [document.period_start.isoformat(), document.nmi, document.sequence]
+    return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[date, str, int]:
+    """The key a cursor holds, or a 422 naming ``query.cursor``."""
+    key = None
+    try:
+        start, nmi, sequence = json.loads(base64.urlsafe_b64decode(cursor.encode("ascii")))
+        if isinstance(nmi, str) and isinstance(sequence, int) and isinstance(start, str):
+            key = date.fromisoformat(start), nmi, sequence
+    except (ValueError, TypeError, UnicodeError, binascii.Error):
+        key = None
+    if key is None:
+        raise Problem(
+            422,
+            "validation-error",
+            "Request is not valid",
+            "query.cursor: not a cursor this API gave",
+            errors=[{"field": "query.cursor", "message": "not a cursor this API gave"}],
+        )
+    return key
+
+
+# --- the routes ------------------------------------------------------------------------------
+
+NOT_FOUND = problem(
+    "No document of this number in this collection: `/problems/document-not-found`; `detail`"
+    " says where a number of the other series is."
+)
+
+
+def find(
+    services: Services, collection: Collection, number: str
+) -> tuple[StoredDocument, list[str]]:
+    """The document ``number`` of ``collection`` and the numbers of its corrections, or a 404."""
+    bind_fields(document=number)
+    with services.store.read() as unit:
+        document = unit.invoices.get_document(number)
+        corrected_by = [] if document is None else corrections(unit, document)
+    if document is None:
+        raise Problem(
+            404, "document-not-found", "No such document", f"number: no document {number}"
+        )
+    if document.series is not collection.series:
+        elsewhere = collection_of(document.series)
+        raise Problem(
+            404,
+            "document-not-found",
+            f"Not {collection.one}",
+            f"number: {number} is {elsewhere.one} (its series' number): {elsewhere.path}/{number}",
+        )
+    return document, corrected_by
+
+
+def render(document: StoredDocument, media_type: str) -> Response:
+    """The document as a household reads it, PDF or HTML (in the caller's thread)."""
+    # reportlab is loaded with the first PDF asked for, not with every API process.
+    from freehours.documents.pdf import render_pdf  # noqa: PLC0415
+
+    readable = document_of(document)
+    filename = f"{document.number.replace('/', '-')}"
+    if media_type == PDF:
+        return Response(
+            render_pdf(readable),
+            media_type=PDF,
+            headers={"Content-Disposition": f'inline; filename="{filename}.pdf"'},
+        )
+    return HTMLResponse(render_html(readable))
+
+
+def wanted(request: Request) -> str | None:
+    """PDF or HTML when ``Accept`` asks for one before JSON, else None (JSON)."""
+    accept = request.headers.get("accept", "")
+    for part in accept.split(","):
+        media = part.split(";")[0].strip().lower()
+        if media in {PDF, HTML}:
+            return media
+        if media in {"application/json", "application/*", "*/*"}:
+            return None
+    return None
+
+
+def _list_route(collection: Collection) -> Callable[..., JSONResponse]:
+    def list_documents(
+        *,
+        services: AppServices,
+        nmi: Annotated[
+            str | None, Query(pattern=NMI_PATTERN, description="only this NMI's documents")
+        ] = None,
+        first: Annotated[
+            date | None,
+            Query(alias="from", description="periods that end on or after this day"),
+        ] = None,
+        last: Annotated[
+            date | None, Query(alias="to", description="periods that start on or before this day")
+        ] = None,
+        cursor: Annotated[
+            str | None,
+            Query(max_length=200, description="where the page starts: a previous page's `next`"),
+        ] = None,
+        limit: Annotated[
+            int, Query(ge=1, le=MAX_LIMIT, description="documents in the page")
+        ] = DEFAULT_LIMIT,
+    ) -> JSONResponse:
+        if first is not None and last is not None and first > last:
+            raise Problem(422, "validation-error", "Empty period", f"from: {first} is after {last}")
+        after = None if cursor is None else decode_cursor(cursor)
+        with services.store.read() as unit:
+            page = unit.invoices.list_documents(
+                nmi=nmi,
+                first=first,
+                last=last,
+                series=collection.series,
+                after=after,
+                limit=limit,
+            )
+            corrected = {d.number: corrections(unit, d) for d in page}
+        following = None
+        headers = {}
+        if len(page) == limit:
+            query = {"nmi": nmi, "from": first, "to": last, "limit": limit}
+            query = {name: value for name, value in query.items() if value is not None}
+            query["cursor"] = encode_cursor(page[-1])
+            following = f"{collection.path}?{urlencode(query)}"
+            headers["Link"] = f'<{following}>; rel="next"'
+        items = [summary(d, corrected[d.number]) for d in page]
+        return JSONResponse({"items": items, "next": following}, headers=headers)
+
+    list_documents.__doc__ = (
+        f"The {collection.noun}s whose billing period overlaps ``from`` to ``to`` (either or"
+        " both may be left out), oldest period first, then by NMI, each invoice before its"
+        " corrections; a page of ``limit``, and ``next`` (also a ``Link: rel=next`` header)"
+        " while there may be more."
+    )
+    return list_documents
+
+
+def _document_route(collection: Collection, media_type: str | None) -> Callable[..., Any]:
+    async def get_document(request: Request, number: NumberPath, services: AppServices) -> Any:
+        document, corrected_by = await run_in_threadpool(find, services, collection, number)
+        chosen = media_type or wanted(request)
+        if chosen is None:
+            return JSONResponse(whole(document, corrected_by))
+        return await run_in_threadpool(render, document, chosen)
+
+    return get_document
+
+
+LINK_HEADER = {
+    "Link": {
+        "description": 'The next page, `<path>; rel="next"`: there while `next` is not null.',
+        "schema": {"type": "string"},
+    }
+}
+
+for _collection in COLLECTIONS:
+    # The suffixed paths first: the plain one's number would take ".pdf" too.
+    for _suffix, _media in ((".pdf", PDF), (".html", HTML)):
+        router.add_api_route(
+            f"{_collection.path}/{{number:path}}{_suffix}",
+            _document_route(_collection, _media),
+            methods=["GET"],
+            name=f"get_{_collection.name}_{_suffix[1:]}",
+            summary=f"The {_collection.noun} as {_suffix[1:].upper()}",
+            description=f"The {_collection.noun} as the household reads it"
+            f" ({_media}), rendered from what was stored when it was finalised.",
+            response_class=Response,
+            responses={
+                200: {
+                    "description": f"The {_collection.noun}, {_suffix[1:].upper()}.",
+                    "content": {_media: {"schema": {"type": "string"}}},
+                },
+                404: NOT_FOUND,
+            },
+        )
+    router.add_api_route(
+        f"{_collection.path}/{{number:path}}",
+        _document_route(_collection, None),
+        methods=["GET"],
+        name=f"get_{_collection.name}",
+        summary=_collection.one.capitalize(),
+        description=f"The {_collection.noun}, every field: its lines, each day with the quota"
+        " version it billed (its traceability to the ledger), its plan and its corrections."
+        f" `Accept: {PDF}` or `{HTML}` answers what `.pdf` and `.html` do.",
+        response_model=DocumentOut,
+        responses={
+            200: {
+                "description": f"The {_collection.noun}.",
+                "content": {
+                    PDF: {"schema": {"type": "string"}},
+                    HTML: {"schema": {"type": "string"}},
+                },
+            },
+            404: NOT_FOUND,
+        },
+    )
+    router.add_api_route(
+        _collection.path,
+        _list_route(_collection),
+        methods=["GET"],
+        name=f"list_{_collection.name}s",
+        summary=f"{_collection.noun.capitalize()}s",
+        response_model=DocumentPageOut,
+        responses={200: {"description": f"A page of {_collection.noun}s.", "headers": LINK_HEADER}},
+        openapi_extra={
+            "responses": {
+                "422": {
+                    "description": "So is a period whose from is after its to, or a cursor"
+                    " this API did not give."
+                }
+            }
+        },
+    )
