@@ -424,4 +424,6 @@ documents = sa.Table(
     sa.UniqueConstraint("nmi", "period_start", "sequence"),
     sa.Index(None, "run_id"),
     sa.Index(None, "period_start"),
+    # What corrects a document: its credit notes and adjustment invoices.
+    sa.Index(None, "corrects"),
 )

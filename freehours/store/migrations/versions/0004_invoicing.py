@@ -148,6 +148,7 @@ def upgrade() -> None:
     )
     op.create_index(op.f("ix_documents_run_id"), "documents", ["run_id"])
     op.create_index(op.f("ix_documents_period_start"), "documents", ["period_start"])
+    op.create_index(op.f("ix_documents_corrects"), "documents", ["corrects"])
     _refuse_changes()
 
 
@@ -184,6 +185,7 @@ def downgrade() -> None:
             op.execute(f"DROP TRIGGER {table}_no_truncate ON {table}")
             op.execute(f"DROP TRIGGER {table}_immutable ON {table}")
         op.execute("DROP FUNCTION freehours_refuse_change()")
+    op.drop_index(op.f("ix_documents_corrects"), table_name="documents")
     op.drop_index(op.f("ix_documents_period_start"), table_name="documents")
     op.drop_index(op.f("ix_documents_run_id"), table_name="documents")
     op.drop_table("documents")
