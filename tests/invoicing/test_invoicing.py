@@ -10,6 +10,7 @@ from decimal import Decimal
 
 import pytest
 import sqlalchemy as sa
+from prometheus_client import REGISTRY
 
 from freehours.documents.html import render_html
 from freehours.documents.pdf import render_pdf
@@ -288,3 +289,22 @@ def test_every_stored_document_renders_from_what_it_kept(system: System) -> None
         assert stored.number in page
         assert meter in page
     assert document_of(note).corrects == invoice.number
+
+
+def test_documents_and_runs_are_counted(system: System) -> None:
+    def finalised(kind: str) -> float:
+        value = REGISTRY.get_sample_value("freehours_documents_finalised_total", {"type": kind})
+        return value or 0.0
+
+    def runs() -> float:
+        return REGISTRY.get_sample_value("freehours_invoice_run_seconds_count") or 0.0
+
+    before = finalised("invoice"), finalised("credit_note"), runs()
+    [meter] = system.customers(1)
+    system.month([meter])
+    system.run()
+    system.ingestion.file([consumption(meter, JULY[9], scale=Decimal("0.5"), stamp=AUGUST_STAMP)])
+    system.settle()
+    system.run()
+    after = finalised("invoice"), finalised("credit_note"), runs()
+    assert [b - a for a, b in zip(before, after, strict=True)] == [1.0, 1.0, 2.0]

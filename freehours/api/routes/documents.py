@@ -33,7 +33,7 @@ from freehours.api.services import AppServices, Services
 from freehours.documents.html import render_html
 from freehours.domain.bill import decimal_text, kwh_text
 from freehours.domain.invoicing import Series
-from freehours.domain.reads import NMI_PATTERN
+from freehours.domain.reads import NMI_LENGTH, NMI_PATTERN
 from freehours.invoicing import document_of
 from freehours.observability.logging import bind_fields
 from freehours.store.database import Unit
@@ -165,7 +165,14 @@ def decode_cursor(cursor: str) -> tuple[date, str, int]:
     key = None
     try:
         start, nmi, sequence = json.loads(base64.urlsafe_b64decode(cursor.encode("ascii")))
-        if isinstance(nmi, str) and isinstance(sequence, int) and isinstance(start, str):
+        # Within what the columns hold: a key out of range would be the database's error.
+        if (
+            isinstance(nmi, str)
+            and len(nmi) <= NMI_LENGTH
+            and type(sequence) is int
+            and 0 <= sequence < 2**31
+            and isinstance(start, str)
+        ):
             key = date.fromisoformat(start), nmi, sequence
     except (ValueError, TypeError, UnicodeError, binascii.Error):
         key = None
