@@ -35,6 +35,7 @@ from freehours.domain.settlement import QuotaStatus
 from freehours.domain.time import Region
 from freehours.store.repository import Repository
 from freehours.store.tables import (
+    UtcDateTime,
     billing_periods,
     customers,
     document_counters,
@@ -266,15 +267,19 @@ class Invoices(Repository):
                 m.interval_minutes,
                 m.interval_values,
                 m.qualities,
-                m.update_datetime,
+                # Read as the driver gives it, and made a UTC datetime once per distinct stamp
+                # below: a batch's 31,000 rows share a few (a file's UpdateDateTime).
+                sa.type_coerce(m.update_datetime, UtcDateTime.impl),
                 m.uom,
             ).where(m.nmi.in_(list(nmis)), m.day >= first, m.day <= last)
         )
         found: dict[str, list[tuple[IntervalDay, str]]] = defaultdict(list)
         # A batch's values repeat (a meter reads to the Wh): each distinct one is read once.
         decimals = _Decimals()
-        for nmi, suffix, day, minutes, values, qualities, stamp, uom in rows.all():
-            text = f"{suffix}|{day}|{minutes}|{uom}|{values}|{qualities}|{stamp}"
+        stamps = _Stamps(self._conn.dialect)
+        for nmi, suffix, day, minutes, values, qualities, raw, uom in rows.all():
+            stamp, stamp_text = stamps[raw]
+            text = f"{suffix}|{day}|{minutes}|{uom}|{values}|{qualities}|{stamp_text}"
             found[nmi].append(
                 (
                     IntervalDay(
@@ -587,6 +592,21 @@ class _Decimals(dict[str, Decimal | None]):
         value = Decimal(text) if text else None
         self[text] = value
         return value
+
+
+class _Stamps(dict[datetime | None, tuple[datetime | None, str]]):
+    """Stored stamps as ``UtcDateTime`` reads them, and their text (``str``, None for none),
+    each distinct one worked out once."""
+
+    def __init__(self, dialect: sa.Dialect) -> None:
+        super().__init__()
+        self._dialect = dialect
+        self._type = UtcDateTime()
+
+    def __missing__(self, raw: datetime | None) -> tuple[datetime | None, str]:
+        stamp = self._type.process_result_value(raw, self._dialect)
+        self[raw] = found = (stamp, str(stamp))
+        return found
 
 
 def _period(row: sa.Row[Any]) -> BillingPeriodRow:
