@@ -128,10 +128,6 @@ class Driver(ABC):
         return prepared
 
     @abstractmethod
-    def one_of(self, column: sa.Column[str], values: Collection[str]) -> sa.ColumnElement[bool]:
-        """``column IN values`` for a text column and many values (a batch's NMIs)."""
-
-    @abstractmethod
     def where_pairs(
         self,
         statement: sa.Update,

@@ -172,7 +172,7 @@ class Invoices(Repository):
             sa.select(
                 c.nmi, c.plan_id, c.region, c.billing_frequency, c.anchor_day, c.payment_term_days
             )
-            .where(self._driver.one_of(c.nmi, nmis))
+            .where(c.nmi.in_(list(nmis)))
             .order_by(c.nmi)
         )
         return [
@@ -210,7 +210,7 @@ class Invoices(Repository):
                 break
             rows = self._conn.execute(
                 sa.select(table.c.nmi, sa.func.min(table.c.day))
-                .where(self._driver.one_of(table.c.nmi, missing))
+                .where(table.c.nmi.in_(missing))
                 .group_by(table.c.nmi)
             )
             found.update({nmi: first for nmi, first in rows if first is not None})
@@ -225,7 +225,7 @@ class Invoices(Repository):
         c = quotas.c
         rows = self._conn.execute(
             sa.select(c.nmi, c.day, c.version, c.status, c.free_kwh)
-            .where(self._driver.one_of(c.nmi, nmis), c.day >= first, c.day <= last)
+            .where(c.nmi.in_(list(nmis)), c.day >= first, c.day <= last)
             .order_by(c.nmi, c.day, c.version)
         )
         found: dict[str, dict[date, SettledQuota]] = defaultdict(dict)
@@ -242,7 +242,7 @@ class Invoices(Repository):
         c = quotas.c
         rows = self._conn.execute(
             sa.select(c.nmi, c.day, c.version, c.status)
-            .where(self._driver.one_of(c.nmi, nmis), c.day >= first, c.day <= last)
+            .where(c.nmi.in_(list(nmis)), c.day >= first, c.day <= last)
             .order_by(c.nmi, c.day, c.version)
         )
         found: dict[str, dict[date, QuotaVersion]] = defaultdict(dict)
@@ -271,7 +271,7 @@ class Invoices(Repository):
                 # below: a batch's 31,000 rows share a few (a file's UpdateDateTime).
                 sa.type_coerce(m.update_datetime, UtcDateTime.impl),
                 m.uom,
-            ).where(self._driver.one_of(m.nmi, nmis), m.day >= first, m.day <= last)
+            ).where(m.nmi.in_(list(nmis)), m.day >= first, m.day <= last)
         )
         found: dict[str, list[tuple[IntervalDay, str]]] = defaultdict(list)
         # A batch's values repeat (a meter reads to the Wh): each distinct one is read once.
@@ -305,12 +305,7 @@ class Invoices(Repository):
         m = meter_days.c
         rows = self._conn.execute(
             sa.select(m.nmi, m.day)
-            .where(
-                self._driver.one_of(m.nmi, nmis),
-                m.day >= first,
-                m.day <= last,
-                m.received_at >= since,
-            )
+            .where(m.nmi.in_(list(nmis)), m.day >= first, m.day <= last, m.received_at >= since)
             .distinct()
         )
         found: dict[str, set[date]] = defaultdict(set)
@@ -323,7 +318,7 @@ class Invoices(Repository):
     def periods(self, nmis: Collection[str]) -> dict[tuple[str, date], BillingPeriodRow]:
         """Every billing period of ``nmis`` that a run has locked before, by (NMI, start)."""
         rows = self._conn.execute(
-            sa.select(billing_periods).where(self._driver.one_of(billing_periods.c.nmi, nmis))
+            sa.select(billing_periods).where(billing_periods.c.nmi.in_(list(nmis)))
         )
         return {(row.nmi, row.period_start): _period(row) for row in rows}
 
@@ -360,7 +355,7 @@ class Invoices(Repository):
         rows = self._conn.execute(
             sa.select(billing_periods)
             .where(
-                self._driver.one_of(b.nmi, nmis),
+                b.nmi.in_(nmis),
                 b.period_start >= min(start for _, start, _ in ordered),
                 b.period_start <= max(start for _, start, _ in ordered),
             )

@@ -101,9 +101,6 @@ class SQLite(Driver):
     def _insert(self, table: sa.Table) -> Any:
         return sqlite.insert(table)
 
-    def one_of(self, column: sa.Column[str], values: Collection[str]) -> sa.ColumnElement[bool]:
-        return column.in_(list(values))
-
     def where_pairs(
         self,
         statement: sa.Update,
