@@ -16,7 +16,9 @@ once for each of ``PATTERNS`` day profiles and each date, and shared by the acco
 
 The run is what production does: ``Invoicing.start_run`` as of 10 August 2026, its plan job
 and batch jobs run by two ``freehours worker`` processes (default settings: 4 threads each,
-batches of ``FREEHOURS_INVOICE_BATCH_SIZE`` accounts), started before the run and idle until it.
+batches of ``FREEHOURS_INVOICE_BATCH_SIZE`` accounts, at most 2 batches held by a worker at once:
+``freehours.jobs.invoice.BatchTask.hold``, so both share a run's batches), started before the
+run and idle until it.
 Invoices per second are counted from the run's ``requested_at`` to its ``finished_at``, and over
 the documents' ``finalised_at`` (when the first batch began finalising to when the last did: the
 batches' own pace, without the plan job and the first batches' drafting). Also printed: batch

@@ -77,7 +77,7 @@ from freehours.domain.invoicing import (
 from freehours.domain.plan import Plan, clock_text
 from freehours.domain.rating import DayProfiles, MeterRating
 from freehours.domain.reads import IntervalDay
-from freehours.domain.settlement import Quota, QuotaStatus
+from freehours.domain.settlement import QuotaStatus
 from freehours.errors import PlanError
 from freehours.observability.metrics import DOCUMENTS_FINALISED, INVOICE_RUN_SECONDS
 from freehours.observability.tracing import child_span
@@ -89,6 +89,7 @@ from freehours.store.invoices import (
     BillingPeriodRow,
     InvoiceRun,
     RunCounts,
+    SettledQuota,
     StoredDocument,
 )
 
@@ -169,7 +170,7 @@ class _Candidate:
     period: Period
     row: BillingPeriodRow | None
     days: list[tuple[IntervalDay, str]]
-    quotas: dict[date, Quota]
+    quotas: dict[date, SettledQuota]
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,7 +395,7 @@ class Invoicing:
         plan: Plan,
         period: Period,
         days: list[IntervalDay],
-        quotas: dict[date, Quota],
+        quotas: dict[date, SettledQuota],
         now: datetime,
     ) -> tuple[dict[date, int | None], str | None, bool]:
         """The quota version of each day of ``period``, or why it cannot be billed yet and
@@ -434,7 +435,7 @@ class Invoicing:
             rating.add(day)
         return make_bill(plan, nmi, rating.days(period.dates()).values())
 
-    def _free_mismatch(self, bill: Bill, quotas: dict[date, Quota]) -> str | None:
+    def _free_mismatch(self, bill: Bill, quotas: dict[date, SettledQuota]) -> str | None:
         for day in bill.days:
             quota = quotas.get(day.local_date)
             settled = quota.free_kwh if quota is not None else None

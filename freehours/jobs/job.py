@@ -82,5 +82,21 @@ class RetryAfter(FreehoursError):
         super().__init__(message)
 
 
-#: A job's handler: answers ``Done`` or ``Snooze``, or raises for a failed attempt.
+#: A job's handler: answers ``Done`` or ``Snooze``, or raises for a failed attempt. A handler
+#: may say how many jobs of its kind one worker holds at once (running, and claimed waiting for
+#: a runner) with an int attribute ``HOLD_ATTRIBUTE``: a kind whose jobs run for seconds, so
+#: that a worker does not claim a whole run's jobs ahead of the others (``hold_limit``).
 Task = Callable[[Job], Done | Snooze]
+
+HOLD_ATTRIBUTE = "hold"
+
+
+def hold_limit(task: Task) -> int | None:
+    """The most jobs of ``task``'s kind a worker holds at once, or None: as many as it has room
+    for."""
+    limit = getattr(task, HOLD_ATTRIBUTE, None)
+    if limit is None:
+        return None
+    if not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"a task's {HOLD_ATTRIBUTE} must be a positive int, not {limit!r}")
+    return limit

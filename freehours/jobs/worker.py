@@ -8,8 +8,9 @@
 
 Threads of one worker (all daemons, so a process that exits does not wait for a hung handler):
 
-- the dispatcher writes finished results and claims up to ``capacity`` due jobs, each in one
-  transaction for the whole batch, then waits for the first of: a runner finishing, a NOTIFY
+- the dispatcher writes finished results and claims up to ``capacity`` due jobs (of a kind
+  whose task has a ``hold``, no more than it says: ``freehours.jobs.job.hold_limit``), each in
+  one transaction for the whole batch, then waits for the first of: a runner finishing, a NOTIFY
   (PostgreSQL), the next job falling due, or ``poll``;
 - ``concurrency`` runners, each running one handler at a time;
 - the keeper renews the worker's leases every third of a lease, and every ``rescue_every`` rescues
@@ -34,9 +35,10 @@ import random
 import secrets
 import socket
 import threading
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import structlog
 from opentelemetry import trace
@@ -46,11 +48,11 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from freehours import defaults
 from freehours.clock import Clock, SystemClock
 from freehours.jobs import rescuer, telemetry
-from freehours.jobs.job import Job, JobId, RetryAfter, Snooze, Task
+from freehours.jobs.job import Job, JobId, RetryAfter, Snooze, Task, hold_limit
 from freehours.jobs.queue import Complete, Finish, Release
 from freehours.jobs.retry import RetryPolicy
 from freehours.maintenance import Expiry, Retention
-from freehours.store.database import Store
+from freehours.store.database import Store, Unit
 from freehours.store.errors import DatabaseError
 from freehours.store.jobs import NOTIFY_CHANNEL
 
@@ -130,6 +132,10 @@ class Worker:
             raise ValueError("a worker needs at least one task")
         self.store = store
         self.tasks = dict(tasks)
+        #: Kinds whose tasks limit how many of their jobs this worker holds at once.
+        self._limits = {
+            kind: limit for kind, task in self.tasks.items() if (limit := hold_limit(task))
+        }
         self.config = config or WorkerConfig()
         self.clock = clock or SystemClock()
         self.retry = retry or RetryPolicy(self.clock, random.Random())
@@ -260,11 +266,9 @@ class Worker:
                 with self.store.write() as unit:
                     written = unit.jobs.finish(finished, now=now) if finished else set()
                     if room > 0:
-                        claimed = unit.jobs.claim(
-                            self.name, self.tasks, room, now=now, lease=self.config.lease
-                        )
-                        if len(claimed) < room:
-                            upcoming = unit.jobs.next_due(self.tasks)
+                        claimed, open_kinds = self._claim(unit, room, finished, now)
+                        if len(claimed) < room and open_kinds:
+                            upcoming = unit.jobs.next_due(open_kinds)
             except BaseException:
                 with self._lock:
                     self._finished[:0] = finished  # fenced: writing them again later is safe
@@ -281,6 +285,33 @@ class Worker:
             return poll  # a runner wakes the dispatcher when its queue runs low
         until = (upcoming - now).total_seconds()
         return min(poll, max(_RETRY_CLAIM_SECONDS, until))
+
+    def _claim(
+        self, unit: Unit, room: int, finished: list[Finish], now: datetime
+    ) -> tuple[list[Job], list[str]]:
+        """Claim up to ``room`` due jobs, no more of a limited kind than its task's hold allows;
+        the jobs and the kinds that had room left (those whose next due job matters)."""
+        lease = self.config.lease
+        if not self._limits:
+            return unit.jobs.claim(self.name, self.tasks, room, now=now, lease=lease), list(
+                self.tasks
+            )
+        with self._lock:
+            leaving = {item.job.id for item in finished}
+            held = Counter(job.kind for job in self._held.values() if job.id not in leaving)
+        unlimited = [kind for kind in self.tasks if kind not in self._limits]
+        claimed = (
+            unit.jobs.claim(self.name, unlimited, room, now=now, lease=lease) if unlimited else []
+        )
+        open_kinds = list(unlimited)
+        for kind, limit in sorted(self._limits.items()):
+            free = min(room - len(claimed), limit - held[kind])
+            if free > 0:
+                got = unit.jobs.claim(self.name, [kind], free, now=now, lease=lease)
+                claimed += got
+                if len(got) < free:
+                    open_kinds.append(kind)
+        return claimed, open_kinds
 
     # --- runners ---------------------------------------------------------------------------------
 

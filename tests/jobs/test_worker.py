@@ -228,3 +228,40 @@ def test_on_postgresql_an_enqueue_wakes_an_idle_worker_at_once(
         within=5.0,
         what="the notified worker's run",
     )
+
+
+class HeldGate(Gate):
+    """A gated handler whose kind a worker holds one job of at a time."""
+
+    hold = 1
+
+
+def test_a_task_with_a_hold_is_claimed_one_job_per_worker_and_the_rest_wait_for_any_worker(
+    store: Store, workers: list[Worker]
+) -> None:
+    gate = HeldGate()
+    keys = [f"batch-{n}" for n in range(6)]
+    enqueue(store, "held", *keys)
+    ran: list[str] = []
+    enqueue(store, "free", *(f"free-{n}" for n in range(3)))
+    tasks: dict[str, Task] = {"held": gate, "free": lambda job: Done(ran.append(job.key))}
+    first = start(workers, store, tasks)
+    second = start(workers, store, tasks)
+    # Each worker holds one gated job, though it has room for 66 more; the other kind still runs.
+    eventually(lambda: states(store)[JobState.RUNNING] == 2, what="a gated job on each worker")
+    eventually(lambda: len(ran) == 3, what="the jobs of the kind without a hold")
+    with store.read() as unit:
+        held = [found for key in keys if (found := unit.jobs.history("held", key)[-1])]
+    running = [found for found in held if found.state is JobState.RUNNING]
+    assert sorted(found.worker or "" for found in running) == sorted([first.name, second.name])
+    assert sum(found.state is JobState.AVAILABLE for found in held) == 4
+    gate.opened.set()
+    eventually(lambda: states(store)[JobState.COMPLETED] == 9, what="every job completed")
+
+
+def test_a_hold_that_is_not_a_positive_int_is_refused(store: Store) -> None:
+    class Bad(Gate):
+        hold = 0
+
+    with pytest.raises(ValueError, match="hold must be a positive int, not 0"):
+        Worker(store, {"bad": Bad()})
