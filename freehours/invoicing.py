@@ -449,6 +449,31 @@ class Invoicing:
                 )
         return None
 
+    def _rated(
+        self,
+        result: BatchResult,
+        candidate: _Candidate,
+        plan: Plan,
+        profiles: DayProfiles,
+        now: datetime,
+    ) -> tuple[Bill, dict[date, int | None], str] | str:
+        """A ready period rated under ``plan``, each day's quota version and the rows' digest;
+        or why it waits or is held (counted in ``result``)."""
+        rows, stamp = _period_rows(plan, candidate.period, candidate.days)
+        versions, why, hold = self._ready(plan, candidate.period, rows, candidate.quotas, now)
+        if why is None:
+            bill = self._rate(candidate.account.nmi, plan, profiles, candidate.period, rows)
+            if plan.free_window is None:
+                return bill, versions, stamp
+            why = self._free_mismatch(bill, candidate.quotas)
+            if why is None:
+                return bill, versions, stamp
+        if hold:
+            result.held += 1
+        else:
+            result.waiting += 1
+        return why
+
     def _draft_invoice(self, result: BatchResult, candidate: _Candidate, now: datetime) -> None:
         account, stored, plan, profiles = (
             candidate.account,
@@ -456,19 +481,12 @@ class Invoicing:
             candidate.plan,
             candidate.profiles,
         )
-        period, days, quotas = candidate.period, candidate.days, candidate.quotas
-        rows, stamp = _period_rows(plan, period, days)
-        versions, why, hold = self._ready(plan, period, rows, quotas, now)
-        if why is None:
-            bill = self._rate(account.nmi, plan, profiles, period, rows)
-            why = self._free_mismatch(bill, quotas) if plan.free_window is not None else None
-        if why is not None:
-            if hold:
-                result.held += 1
-            else:
-                result.waiting += 1
-            result.notes.append(f"{account.nmi} {period.start}..{period.end}: {why}")
+        period = candidate.period
+        rated = self._rated(result, candidate, plan, profiles, now)
+        if isinstance(rated, str):
+            result.notes.append(f"{account.nmi} {period.start}..{period.end}: {rated}")
             return
+        bill, versions, stamp = rated
         result.drafts.append(
             Draft(
                 account,
@@ -510,18 +528,11 @@ class Invoicing:
             result.notes.append(f"{original.number}: its plan no longer parses")
             return
         plan, profiles = parsed
-        rows, stamp = _period_rows(plan, period, days)
-        versions, why, hold = self._ready(plan, period, rows, quotas, now)
-        if why is None:
-            bill = self._rate(account.nmi, plan, profiles, period, rows)
-            why = self._free_mismatch(bill, quotas) if plan.free_window is not None else None
-        if why is not None:
-            if hold:
-                result.held += 1
-            else:
-                result.waiting += 1
-            result.notes.append(f"{original.number} revision: {why}")
+        rated = self._rated(result, candidate, plan, profiles, now)
+        if isinstance(rated, str):
+            result.notes.append(f"{original.number} revision: {rated}")
             return
+        bill, versions, stamp = rated
         change = difference(billed_so_far(d.figures for d in documents), figures_of(bill, versions))
         if change is None:
             result.checked.append(Checked(account.nmi, period, len(documents), versions, stamp))
