@@ -5,6 +5,7 @@
     |   +-- NEM12Error          a NEM12 file that cannot be read; names file, line and field
     |   |   +-- NEM12TooLarge   past one of its ReadLimits: HTTP 413       [meterdata.nem12]
     |   +-- PlanError           a tariff plan that is not valid; names file and key
+    |   +-- UnknownPlan         a plan id neither stored nor built in      [store.catalog]
     +-- ConfigurationError      settings or an environment that cannot work: exit 1
     |   +-- SpoolOwned          the agent's spool holds another API's batches  [agent.spool]
     |   +-- KeyRefused          the API refused the agent's key (401, 403)    [agent.sender]

@@ -8,7 +8,8 @@ runtime.close()
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from functools import partial
 from random import Random
@@ -19,6 +20,8 @@ from freehours.cache.quota import open_quota_cache
 from freehours.clock import Clock, SystemClock
 from freehours.documents.examples import EXAMPLE_RETAILER
 from freehours.documents.model import DocumentError, Retailer
+from freehours.domain.invoicing import BillingCycle
+from freehours.domain.time import Region
 from freehours.errors import ConfigurationError
 from freehours.ingest import Ingestion
 from freehours.invoicing import Invoicing, InvoicingPolicy
@@ -176,6 +179,25 @@ class Runtime:
         ingestion = Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements))
         invoicing = Invoicing(store, clock, invoicing_policy(settings))
         return cls(settings, store, clock, settlements, ingestion, invoicing, breaker)
+
+    def put_customer(
+        self, nmi: str, *, plan_id: str, region: Region, cycle: Mapping[str, object]
+    ) -> BillingCycle:
+        """Create or update a customer in one transaction: its plan (a built-in one stored on
+        first use; ``UnknownPlan`` for an id neither stored nor built in), its region, and the
+        fields of its billing cycle in ``cycle`` (``BillingCycle``'s; those left out keep what
+        is stored, or the defaults for a new customer). Reads that came before the customer
+        settle now. The cycle as stored; ``CycleError`` for one that cannot be."""
+        now = self.clock.now()
+        with self.store.write() as unit:
+            unit.catalog.ensure_plan(plan_id, updated_at=now)
+            unit.catalog.put_customer(nmi, plan_id=plan_id, region=region, updated_at=now)
+            (account,) = unit.invoices.accounts([nmi])
+            billing = replace(account.cycle, **cycle)  # type: ignore[arg-type]
+            unit.invoices.set_cycle(nmi, billing)
+            # Reads may have come first (meter data is never dropped): their days settle now.
+            self.ingestion.customer_changed(unit, nmi)
+        return billing
 
     def worker(self, concurrency: int | None = None) -> Worker:
         """A job worker over this runtime (settlements and invoice runs), as configured;

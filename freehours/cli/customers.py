@@ -89,15 +89,13 @@ def put(
     it. Cycle options not given keep what is stored. Exit status 2 for a bad NMI, an unknown
     plan or a cycle that cannot be, the message naming the option.
     """
-    from dataclasses import replace
-
     from freehours.domain import reads as rules
     from freehours.domain.invoicing import BillingCycle, CycleError, Frequency
     from freehours.domain.time import Region
     from freehours.errors import InputError
-    from freehours.plans import BUILTIN_IDS, builtin_document
     from freehours.runtime import Runtime
     from freehours.settings import get_settings
+    from freehours.store.catalog import UnknownPlan
 
     try:
         rules.check_nmi(nmi, "NMI")
@@ -118,22 +116,11 @@ def put(
     quiet_logging(settings)
     runtime = Runtime.open(settings)
     try:
-        now = runtime.clock.now()
-        with runtime.store.write() as unit:
-            if unit.catalog.get_plan(plan) is None:
-                if plan not in BUILTIN_IDS:
-                    raise InputError(
-                        f"--plan: no plan {plan!r} (stored, or built in: {', '.join(BUILTIN_IDS)})"
-                    )
-                unit.catalog.put_plan(plan, builtin_document(plan), updated_at=now)
-            unit.catalog.put_customer(
-                nmi, plan_id=plan, region=Region(region.value), updated_at=now
-            )
-            (account,) = unit.invoices.accounts([nmi])
-            billing = replace(account.cycle, **changes)  # type: ignore[arg-type]
-            unit.invoices.set_cycle(nmi, billing)
-            # Reads may have come first (meter data is never dropped): their days settle now.
-            runtime.ingestion.customer_changed(unit, nmi)
+        billing = runtime.put_customer(
+            nmi, plan_id=plan, region=Region(region.value), cycle=changes
+        )
+    except UnknownPlan as exc:
+        raise InputError(f"--plan: {exc}") from None
     finally:
         runtime.close()
     typer.echo(

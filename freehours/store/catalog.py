@@ -19,9 +19,14 @@ import sqlalchemy as sa
 from freehours.domain import reads
 from freehours.domain.time import Region
 from freehours.errors import InputError
+from freehours.plans import BUILTIN_IDS, builtin_document
 from freehours.store.prepared import Prepared
 from freehours.store.repository import Repository
 from freehours.store.tables import PLAN_ID_LENGTH, customers, plans
+
+
+class UnknownPlan(InputError):
+    """A plan id neither stored nor built in."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +83,18 @@ class Catalog(Repository):
         if row is None:
             return None
         return StoredPlan(row.plan_id, json.loads(row.document), row.updated_at)
+
+    def ensure_plan(self, plan_id: str, *, updated_at: datetime) -> None:
+        """Make sure plan ``plan_id`` is stored: a built-in one (``sso-nsw``, ...) is stored the
+        first time it is asked for, unless a plan of that id is stored already; any other id
+        not stored is an ``UnknownPlan``."""
+        if self.get_plan(plan_id) is not None:
+            return
+        if plan_id not in BUILTIN_IDS:
+            raise UnknownPlan(
+                f"no plan {plan_id!r} (stored, or built in: {', '.join(BUILTIN_IDS)})"
+            )
+        self.put_plan(plan_id, builtin_document(plan_id), updated_at=updated_at)
 
     def list_plans(self) -> list[StoredPlan]:
         """Every plan, by id."""

@@ -9,7 +9,7 @@ import pytest
 
 from freehours.domain.time import NEM_TIME, Region
 from freehours.errors import InputError
-from freehours.store.catalog import Customer, StoredPlan
+from freehours.store.catalog import Customer, StoredPlan, UnknownPlan
 from freehours.store.database import Store
 
 AT = datetime(2026, 7, 1, 9, 0, tzinfo=NEM_TIME)
@@ -86,3 +86,22 @@ def test_a_nmi_that_is_not_an_nmi_is_refused(store: Store, nmi: str) -> None:
         unit.catalog.put_plan("p", {}, updated_at=AT)
         with pytest.raises(InputError, match=r"^nmi: .* is not an NMI"):
             unit.catalog.put_customer(nmi, plan_id="p", region=Region.VIC, updated_at=AT)
+
+
+def test_a_built_in_plan_is_stored_on_first_use_and_an_unknown_one_refused(store: Store) -> None:
+    now = datetime(2026, 7, 1, tzinfo=UTC)
+    with store.write() as unit:
+        unit.catalog.ensure_plan("sso-nsw", updated_at=now)
+        unit.catalog.put_plan("sso-sa", {"id": "sso-sa", "mine": True}, updated_at=now)
+        unit.catalog.ensure_plan("sso-sa", updated_at=now + timedelta(days=1))
+    with store.read() as unit:
+        built_in = unit.catalog.get_plan("sso-nsw")
+        kept = unit.catalog.get_plan("sso-sa")
+    assert built_in is not None
+    assert built_in.document["id"] == "sso-nsw"
+    assert kept == StoredPlan("sso-sa", {"id": "sso-sa", "mine": True}, now)  # not replaced
+    refused = pytest.raises(UnknownPlan, match="no plan 'nope' \\(stored, or built in: sso-nsw")
+    with refused, store.write() as unit:
+        unit.catalog.ensure_plan("nope", updated_at=now)
+    with store.read() as unit:
+        assert unit.catalog.get_plan("nope") is None

@@ -11,7 +11,7 @@ from freehours.api.openapi import TOO_LARGE, link, merged
 from freehours.api.problems import Problem
 from freehours.api.services import AppServices, Services
 from freehours.observability.logging import bind_fields
-from freehours.plans import BUILTIN_IDS, builtin_document
+from freehours.store.catalog import UnknownPlan
 
 router = APIRouter(tags=["catalogue"], dependencies=[requires(Scope.ADMIN)])
 
@@ -69,25 +69,20 @@ async def put_customer(request: Request, nmi: NmiPath, services: AppServices) ->
 
 
 def _store_customer(services: Services, nmi: str, body: CustomerIn) -> CustomerOut:
-    with services.store.write() as unit:
-        if unit.catalog.get_plan(body.plan_id) is None:
-            if body.plan_id not in BUILTIN_IDS:
-                raise Problem(
-                    422,
-                    "unknown-plan",
-                    "Unknown plan",
-                    f"plan_id: no plan {body.plan_id!r} (stored, or built in:"
-                    f" {', '.join(BUILTIN_IDS)})",
-                )
-            unit.catalog.put_plan(
-                body.plan_id, builtin_document(body.plan_id), updated_at=services.clock.now()
-            )
-        unit.catalog.put_customer(
-            nmi, plan_id=body.plan_id, region=body.region, updated_at=services.clock.now()
+    cycle = body.cycle()
+    try:
+        services.runtime.put_customer(
+            nmi,
+            plan_id=body.plan_id,
+            region=body.region,
+            cycle={
+                "frequency": cycle.frequency,
+                "anchor_day": cycle.anchor_day,
+                "payment_term_days": cycle.payment_term_days,
+            },
         )
-        unit.invoices.set_cycle(nmi, body.cycle())
-        # Reads may have come first (meter data is never dropped): their days settle now.
-        services.runtime.ingestion.customer_changed(unit, nmi)
+    except UnknownPlan as exc:
+        raise Problem(422, "unknown-plan", "Unknown plan", f"plan_id: {exc}") from None
     return CustomerOut(
         nmi=nmi,
         plan_id=body.plan_id,
