@@ -382,7 +382,7 @@ def show(
 
     with Store.open(get_settings().database_url) as store, store.read() as unit:
         document = unit.invoices.get_document(number)
-        corrected_by = [] if document is None else unit.invoices.corrections_of(number)
+        corrected_by = [] if document is None else unit.invoices.corrections_of([number])[number]
     if document is None:
         raise FreehoursError(f"no invoice or credit note numbered {number!r}")
     if pdf is not None or html is not None:

@@ -17,12 +17,11 @@ quantity and no amount makes no document (``difference`` answers None).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal
 from enum import StrEnum
-from itertools import pairwise
 
 from freehours.domain.bill import Bill, BillLine
 
@@ -266,13 +265,6 @@ def revised_days(billed: dict[date, int | None], latest: dict[date, int | None])
     return sorted(day for day, version in latest.items() if billed.get(day) != version)
 
 
-def check_numbers(numbers: Sequence[int]) -> None:
-    """Document numbers of one series in issue order must run without a gap or a repeat."""
-    for before, after in pairwise(numbers):
-        if after != before + 1:
-            raise ValueError(f"document numbers {before} then {after}: not gapless")
-
-
 def _line_difference(new: BillLine | None, old: BillLine | None) -> BillLine:
     if old is None:
         assert new is not None
@@ -316,13 +308,6 @@ def _day_difference(new: DayFigures, old: DayFigures) -> DayFigures:
         new.free_kwh - old.free_kwh,
         new.export_kwh - old.export_kwh,
     )
-
-
-def iter_dates(first: date, last: date) -> Iterator[date]:
-    day = first
-    while day <= last:
-        yield day
-        day += timedelta(days=1)
 
 
 def data_stamp(rows: Iterable[str]) -> str:

@@ -369,10 +369,6 @@ class Invoices(Repository):
             if (row.nmi, row.period_start) in wanted
         }
 
-    def save_period(self, period: BillingPeriodRow, *, now: datetime) -> None:
-        """Write what a locked period has billed so far."""
-        self.save_periods([period], now=now)
-
     def save_periods(self, periods: Sequence[BillingPeriodRow], *, now: datetime) -> None:
         """Write what each of the locked ``periods`` has billed so far, in one statement run
         for them all (one round trip, not one each)."""
@@ -440,12 +436,21 @@ class Invoices(Repository):
         ).one_or_none()
         return None if row is None else _document(row)
 
-    def corrections_of(self, number: str) -> list[str]:
-        """The numbers of the documents that correct ``number``, in order."""
+    def corrections_of(self, numbers: Collection[str]) -> dict[str, list[str]]:
+        """The numbers of the documents that correct each of ``numbers``, in order (one query,
+        by the index on ``corrects``); an empty list for a document nothing corrects."""
         d = documents.c
-        return list(
-            self._conn.scalars(sa.select(d.number).where(d.corrects == number).order_by(d.sequence))
+        found: dict[str, list[str]] = {number: [] for number in numbers}
+        if not found:
+            return found
+        rows = self._conn.execute(
+            sa.select(d.corrects, d.number)
+            .where(d.corrects.in_(list(found)))
+            .order_by(d.corrects, d.sequence)
         )
+        for corrected, number in rows:
+            found[corrected].append(number)
+        return found
 
     def list_documents(
         self,
@@ -486,13 +491,6 @@ class Invoices(Repository):
                 sa.select(d.serial).where(d.series == series.value).order_by(d.serial)
             )
         )
-
-    def count_documents(self) -> dict[DocumentType, int]:
-        d = documents.c
-        rows = self._conn.execute(
-            sa.select(d.document_type, sa.func.count()).group_by(d.document_type)
-        )
-        return {DocumentType(kind): int(count) for kind, count in rows}
 
     # --- runs --------------------------------------------------------------------------------
 

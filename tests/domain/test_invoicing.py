@@ -19,7 +19,6 @@ from freehours.domain.invoicing import (
     Frequency,
     Period,
     billed_so_far,
-    check_numbers,
     correction_type,
     difference,
 )
@@ -150,11 +149,3 @@ def test_billed_and_its_difference_add_up_to_the_new_rating(old: Figures, new: F
 @given(figures())
 def test_the_same_rating_again_is_no_difference(f: Figures) -> None:
     assert difference(f, f) is None
-
-
-def test_numbers_run_without_gaps() -> None:
-    check_numbers([1, 2, 3])
-    with pytest.raises(ValueError, match="2 then 4"):
-        check_numbers([1, 2, 4])
-    with pytest.raises(ValueError, match="2 then 2"):
-        check_numbers([1, 2, 2])

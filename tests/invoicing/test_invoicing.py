@@ -15,7 +15,7 @@ from prometheus_client import REGISTRY
 from freehours.documents.html import render_html
 from freehours.documents.pdf import render_pdf
 from freehours.domain.bill import Bill, make_bill
-from freehours.domain.invoicing import DocumentType, Series, iter_dates
+from freehours.domain.invoicing import DocumentType, Series
 from freehours.domain.rating import DayProfiles, MeterRating
 from freehours.domain.settlement import QuotaStatus
 from freehours.invoicing import document_of
@@ -253,7 +253,7 @@ def _rated(system: System, meter: str) -> Bill:
     rating = MeterRating(meter, DayProfiles(plan))
     for day in days:
         rating.add(day)
-    return make_bill(plan, meter, rating.days(list(iter_dates(JULY[0], JULY[-1]))).values())
+    return make_bill(plan, meter, rating.days(JULY).values())
 
 
 def _rated_total(system: System, meter: str) -> Decimal:

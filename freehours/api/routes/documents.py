@@ -36,7 +36,6 @@ from freehours.domain.invoicing import Series
 from freehours.domain.reads import NMI_LENGTH, NMI_PATTERN
 from freehours.invoicing import document_of
 from freehours.observability.logging import bind_fields
-from freehours.store.database import Unit
 from freehours.store.invoices import StoredDocument
 
 router = APIRouter(tags=["invoicing"], dependencies=[requires(Scope.READ)])
@@ -141,16 +140,6 @@ def whole(document: StoredDocument, corrected_by: list[str]) -> dict[str, Any]:
     }
 
 
-def corrections(unit: Unit, document: StoredDocument) -> list[str]:
-    """The numbers of the documents that correct ``document``, in order. Every correction names
-    its period's invoice (``freehours.invoicing``), so they are the period's later documents,
-    found by the period's key; a correction has none."""
-    if document.sequence != 0:
-        return []
-    later = unit.invoices.period_documents(document.nmi, document.period_start)[1:]
-    return [d.number for d in later if d.corrects == document.number]
-
-
 # --- cursors ---------------------------------------------------------------------------------
 
 
@@ -202,7 +191,7 @@ def find(
     bind_fields(document=number)
     with services.store.read() as unit:
         document = unit.invoices.get_document(number)
-        corrected_by = [] if document is None else corrections(unit, document)
+        corrected_by = [] if document is None else unit.invoices.corrections_of([number])[number]
     if document is None:
         raise Problem(
             404, "document-not-found", "No such document", f"number: no document {number}"
@@ -280,7 +269,7 @@ def _list_route(collection: Collection) -> Callable[..., JSONResponse]:
                 after=after,
                 limit=limit,
             )
-            corrected = {d.number: corrections(unit, d) for d in page}
+            corrected = unit.invoices.corrections_of([d.number for d in page])
         following = None
         headers = {}
         if len(page) == limit:
