@@ -223,6 +223,8 @@ JOB_STATES = ("AVAILABLE", "RUNNING", "RETRYABLE", "COMPLETED", "DISCARDED", "CA
 UNFINISHED_JOB_STATES = ("AVAILABLE", "RUNNING", "RETRYABLE")
 #: Job kinds are short names chosen in code (``settle``).
 JOB_KIND_LENGTH = 50
+#: A job keeps its last so many failed attempts' errors (``errors``).
+JOB_ERRORS_KEPT = 20
 #: A W3C traceparent is exactly 55 characters (version 00).
 TRACEPARENT_LENGTH = 55
 
@@ -263,6 +265,9 @@ jobs = sa.Table(
     sa.Column("outcome", sa.Text, nullable=True),
     # The last failure, as ``Type: message``.
     sa.Column("error", sa.Text, nullable=True),
+    # Every failed attempt's error, oldest first, the last ``JOB_ERRORS_KEPT``: a JSON array of
+    # ``{"attempt", "at", "error"}`` (migration 0005).
+    sa.Column("errors", sa.Text, nullable=True),
     sa.Column("traceparent", sa.String(TRACEPARENT_LENGTH), nullable=True),
     sa.CheckConstraint(f"state IN {JOB_STATES}", name="state"),
     sa.CheckConstraint(
@@ -427,3 +432,108 @@ documents = sa.Table(
     # What corrects a document: its credit notes and adjustment invoices.
     sa.Index(None, "corrects"),
 )
+
+
+# --- The operations console (docs/console.md) ------------------------------------------------
+
+#: A console session's token and CSRF token: 32 random bytes, URL-safe base64 (43 characters);
+#: only the token's SHA-256 is stored.
+SESSION_HASH_LENGTH = 64
+TRACE_ID_LENGTH = 32
+
+# A signed-in operator: the session cookie's token, hashed, and the key it signed in with. A
+# session ends at its expiry, at sign-out (the row deleted), or when its key is revoked.
+console_sessions = sa.Table(
+    "console_sessions",
+    metadata,
+    sa.Column("token_hash", sa.String(SESSION_HASH_LENGTH), primary_key=True),
+    sa.Column("key_id", sa.String(16), sa.ForeignKey(api_keys.c.id), nullable=False),
+    # Sent back in every form of the session's pages: an action without it is refused.
+    sa.Column("csrf_token", sa.String(SESSION_HASH_LENGTH), nullable=False),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("expires_at", UtcDateTime, nullable=False),
+    sa.Index(None, "key_id"),
+    sa.Index(None, "expires_at"),
+)
+
+# Every action an operator takes (console or API), and every sign-in: who, when, what, the state
+# before and after (JSON), and how it ended. Inserted in the action's own transaction, so an
+# action is never done without its entry nor recorded without being done.
+audit_log = sa.Table(
+    "audit_log",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True),
+    sa.Column("at", UtcDateTime, nullable=False),
+    sa.Column("key_id", sa.String(16), nullable=False),
+    sa.Column("key_name", sa.String(100), nullable=False),
+    # ``job.retry``, ``job.cancel``, ``quota.reopen``, ``key.revoke``, ``session.sign_in``, ...
+    sa.Column("action", sa.String(40), nullable=False),
+    # What it acted on: ``job:123``, ``quota:NMI:date``, ``key:key_...``.
+    sa.Column("target", sa.String(200), nullable=False),
+    # ``done``, or ``conflict`` when the state had changed meanwhile and nothing was done.
+    sa.Column("outcome", sa.String(20), nullable=False),
+    sa.Column("reason", sa.Text, nullable=True),
+    sa.Column("before", sa.Text, nullable=True),
+    sa.Column("after", sa.Text, nullable=True),
+    sa.Column("trace_id", sa.String(TRACE_ID_LENGTH), nullable=True),
+    sa.Index(None, "target", "id"),
+)
+
+# Each state a quota version was written in, with the trace of the request or job that wrote it:
+# a quota's history (its claims, attempts, fences, releases, completion), and the settlement
+# rate, latency and retries of a day. Written by the quota repository with every quota it saves.
+quota_events = sa.Table(
+    "quota_events",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True),
+    sa.Column("nmi", sa.String(NMI_LENGTH), nullable=False),
+    sa.Column("day", sa.Date, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("at", UtcDateTime, nullable=False),
+    sa.Column("status", sa.String(9), nullable=False),
+    sa.Column("fence", sa.Integer, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("reason", sa.Text, nullable=True),
+    sa.Column("trace_id", sa.String(TRACE_ID_LENGTH), nullable=True),
+    sa.Index(None, "nmi", "day", "id"),
+    sa.Index(None, "at"),
+)
+
+# What meter data arrived: one row per upload, read batch or imported file, with its counts.
+ingestions = sa.Table(
+    "ingestions",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True),
+    sa.Column("received_at", UtcDateTime, nullable=False),
+    # ``nem12`` (an upload), ``reads`` (a JSON batch), ``import`` (``freehours nem12 import``).
+    sa.Column("source", sa.String(10), nullable=False),
+    sa.Column("name", sa.String(255), nullable=True),
+    sa.Column("key_id", sa.String(16), nullable=True),
+    sa.Column("agent", sa.String(100), nullable=True),
+    sa.Column("bytes", sa.BigInteger, nullable=False),
+    sa.Column("accepted", sa.Integer, nullable=False),
+    sa.Column("superseded", sa.Integer, nullable=False),
+    sa.Column("unchanged", sa.Integer, nullable=False),
+    sa.Column("stale", sa.Integer, nullable=False),
+    sa.Column("trace_id", sa.String(TRACE_ID_LENGTH), nullable=True),
+    sa.Index(None, "received_at"),
+)
+
+# What each meter agent last said of itself (its ``Freehours-Agent`` header): its circuit
+# breaker's state and trips, and when it was last heard from.
+agents = sa.Table(
+    "agents",
+    metadata,
+    sa.Column("name", sa.String(100), primary_key=True),
+    sa.Column("breaker", sa.String(9), nullable=False),
+    sa.Column("trips", sa.Integer, nullable=False),
+    sa.Column("version", sa.String(40), nullable=False),
+    sa.Column("address", sa.String(64), nullable=False),
+    sa.Column("last_seen_at", UtcDateTime, nullable=False),
+)
+
+# What the console's pages ask, by the indexes they walk (docs/console.md#speed).
+sa.Index("ix_quotas_day_nmi", quotas.c.day, quotas.c.nmi)
+sa.Index("ix_quotas_status_day_nmi", quotas.c.status, quotas.c.day, quotas.c.nmi)
+sa.Index("ix_jobs_state_kind_id", jobs.c.state, jobs.c.kind, jobs.c.id)
+sa.Index("ix_jobs_key_id", jobs.c.key, jobs.c.id)
