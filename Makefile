@@ -23,8 +23,9 @@ $(BSTAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	touch $@
 
+# SERVE=1: then serve the operations console over the demo's data until interrupted.
 demo: $(STAMP)
-	$(BIN)/freehours demo --out out/demo
+	$(BIN)/freehours demo --out out/demo $(if $(SERVE),--serve)
 
 # The suite on every core (pytest-xdist): each test has its own database and Redis prefix.
 test: $(STAMP)

@@ -287,6 +287,12 @@ class Settings(BaseSettings):
         ge=0,
         description="How long a looked-up API key is remembered (revocation delay)",
     )
+    console_session_minutes: int = Field(
+        default=480,
+        ge=1,
+        le=7 * 24 * 60,
+        description="How long a console sign-in lasts before the operator signs in again",
+    )
     api_key_cache_size: int = Field(
         default=10_000,
         ge=1,

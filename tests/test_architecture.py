@@ -60,6 +60,8 @@ LAYERS: dict[str, int] = {
     "agent": 8,
     # the running system, built from the settings, and the HTTP API that serves it
     "runtime": 9,
+    # what an operator does (retry, cancel, reopen, revoke), each in the audit log
+    "actions": 9,
     "api": 10,
     # the simulation drives everything; the command line exposes everything
     "sim": 11,
@@ -79,6 +81,7 @@ OWNED: dict[str, set[str]] = {
     "alembic": {"store"},
     "psycopg": {"store"},
     "fastapi": {"api", "sim"},
+    "jinja2": {"api"},
     "starlette": {"api", "sim"},
     "uvicorn": {"api", "sim"},
     "limits": {"api"},

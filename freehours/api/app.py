@@ -24,7 +24,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Lifespan
 
-from freehours.api import openapi
+from freehours.api import console, openapi
 from freehours.api.docs import mount_docs
 from freehours.api.once import purge_keys, renew_leases
 from freehours.api.problems import (
@@ -37,6 +37,7 @@ from freehours.api.problems import (
     validation_handler,
 )
 from freehours.api.routes import (
+    audit,
     bills,
     customers,
     documents,
@@ -138,7 +139,9 @@ def assemble(lifespan: Lifespan[FastAPI] | None = None) -> FastAPI:
         invoice_runs,
         documents,
         operations,
+        audit,
     )
     for resource in resources:
         app.include_router(resource.router)
+    console.install(app)
     return app

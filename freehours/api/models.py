@@ -394,3 +394,29 @@ class DocumentOut(DocumentSummaryOut):
     days: list[DocumentDayOut]
     plan: dict[str, Any] = Field(description="the plan as it was when the document was made")
     retailer: dict[str, Any] = Field(description="the retailer's details printed on it")
+
+
+class AuditEntryOut(BaseModel):
+    """One operator action or sign-in: who, when, what, and the state before and after."""
+
+    id: int
+    at: datetime
+    key_id: str = Field(description="the key the operator signed in or called with")
+    key_name: str
+    action: str = Field(
+        description="job.retry, job.cancel, quota.reopen, key.revoke, session.sign_in,"
+        " session.sign_out"
+    )
+    target: str = Field(description="what it acted on: job:ID, quota:NMI:DATE, key:ID")
+    outcome: str = Field(description="done, or conflict: the state had changed, nothing done")
+    reason: str | None = Field(description="the operator's reason, or why it was not done")
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    trace_id: str | None = Field(description="the trace of the request that did it")
+
+
+class AuditPageOut(BaseModel):
+    """A page of the audit log, newest first."""
+
+    items: list[AuditEntryOut]
+    next: str | None = Field(description="the next page's path; null on the last")

@@ -12,6 +12,7 @@ from typing import Annotated, cast
 import anyio
 from fastapi import Depends, Request
 
+from freehours.actions import Actions
 from freehours.api import idempotency
 from freehours.api.keycache import KeyCache
 from freehours.api.ratelimit import RateLimits
@@ -48,6 +49,8 @@ class Services:
     readiness: anyio.CapacityLimiter = field(init=False)
     #: The NEM12 reader's limits for an upload.
     nem12_limits: ReadLimits = field(init=False)
+    #: What an operator may do through the console, each in the audit log.
+    actions: Actions = field(init=False)
 
     def __post_init__(self) -> None:
         settings = self.settings
@@ -61,6 +64,7 @@ class Services:
         self.uploads = anyio.CapacityLimiter(settings.upload_concurrency)
         self.readiness = anyio.CapacityLimiter(READINESS_THREADS)
         self.nem12_limits = settings.nem12_limits()
+        self.actions = Actions(self.store, self.clock, self.settlements)
 
     @classmethod
     def from_settings(cls, settings: Settings, clock: Clock | None = None) -> Services:

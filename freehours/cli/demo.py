@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 @app.command("demo")
 def demo(
+    *,
     out: Annotated[
         Path,
         typer.Option(
@@ -48,6 +49,19 @@ def demo(
     seed: Annotated[
         int, typer.Option("--seed", metavar="N", help="Seed: the same seed, the same run.")
     ] = 1,
+    serve: Annotated[
+        bool,
+        typer.Option(
+            "--serve",
+            help="Then serve the operations console over the demo's data until interrupted.",
+        ),
+    ] = False,
+    port: Annotated[
+        int,
+        typer.Option(
+            "--port", min=1, max=65535, metavar="PORT", help="The console's port, with --serve."
+        ),
+    ] = 8765,
 ) -> None:
     """Run freehours end to end: a real HTTP API on 127.0.0.1, plans and customers in every
     region, the meter agent's simulated meters, settlement workers, settlements under injected
@@ -89,6 +103,22 @@ def demo(
         for failure in result.failures:
             err_console.print(f"[bold red]invariant broken:[/] {failure}", highlight=False)
         raise typer.Exit(1)
+    if not serve:
+        console.print(
+            f"console: `freehours demo --serve` (or `make demo SERVE=1`) serves it over this"
+            f" demo's data at http://127.0.0.1:{port}/console/",
+            highlight=False,
+        )
+        return
+    from freehours.sim.demo import console_server
+
+    server = console_server(out, get_settings(), port)
+    console.print(
+        f"[bold]console[/]: {server.url} (sign in with the key {server.key});"
+        " serving until interrupted (Ctrl-C)",
+        highlight=False,
+    )
+    server.run()
 
 
 class _Steps(ProgressDisplay):

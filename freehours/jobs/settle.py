@@ -115,7 +115,7 @@ def schedule_settlements(
     versions = versions or {}
     policy = settlements.policy
     now = settlements.clock.now()
-    traceparent = traceparent or _current_traceparent()
+    traceparent = traceparent or current_traceparent()
     scheduled = []
     for affected in settlements.affected_days(unit, changed):
         nmi, customer = affected.nmi, affected.customer
@@ -137,7 +137,7 @@ def schedule_settlements(
     return scheduled
 
 
-def _current_traceparent() -> str | None:
+def current_traceparent() -> str | None:
     carrier: dict[str, str] = {}
     TraceContextTextMapPropagator().inject(carrier)
     return carrier.get("traceparent")

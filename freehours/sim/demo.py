@@ -1132,3 +1132,40 @@ def _a(kind: DocumentType) -> str:
     """ "a credit note", "an invoice", "an adjustment invoice"."""
     words = kind.value.replace("_", " ")
     return f"{'an' if words[0] in 'aeiou' else 'a'} {words}"
+
+
+@dataclass(frozen=True, slots=True)
+class ConsoleServer:
+    """The console over a finished demo's database: where, and the key to sign in with."""
+
+    url: str
+    key: str
+    server: uvicorn.Server
+    runtime: Runtime
+
+    def run(self) -> None:
+        """Serve until interrupted (Ctrl-C), then close the database."""
+        try:
+            self.server.run()
+        finally:
+            self.runtime.close()
+
+
+def console_server(out: Path, settings: Settings, port: int) -> ConsoleServer:
+    """The API and its console on 127.0.0.1:``port`` over the demo's database in ``out``, with
+    a new admin key to sign in with (made as ``freehours keys create --scope admin`` makes one).
+    Not started: ``run()`` serves until interrupted."""
+    settings = settings.model_copy(
+        update={"database_url": f"sqlite:///{out / 'demo.db'}", "redis_url": None}
+    )
+    runtime = Runtime.open(settings, SystemClock())
+    with runtime.store.write() as unit:
+        _, key = create_key(
+            unit.keys, frozenset({KeyScope.ADMIN}), "demo console", runtime.clock.now()
+        )
+    limits = RateLimits.open(None, settings.rate_limit_per_client, settings.rate_limit_per_nmi)
+    app = create_app(Services(runtime, limits))
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="on"
+    )
+    return ConsoleServer(f"http://127.0.0.1:{port}/console/", key, uvicorn.Server(config), runtime)

@@ -23,7 +23,9 @@ from types import TracebackType
 import sqlalchemy as sa
 
 from freehours.store import locks, schema
+from freehours.store.audit import Audit
 from freehours.store.catalog import Catalog
+from freehours.store.console import Console
 from freehours.store.driver import Driver, Notifications
 from freehours.store.engine import Timeouts, create_engine, driver_of
 from freehours.store.errors import DatabaseError
@@ -33,6 +35,7 @@ from freehours.store.jobs import Jobs
 from freehours.store.keys import Keys
 from freehours.store.meter import Meter
 from freehours.store.quotas import Quotas
+from freehours.store.sessions import Sessions
 
 
 class Unit:
@@ -62,6 +65,18 @@ class Unit:
     @cached_property
     def invoices(self) -> Invoices:
         return Invoices(self.connection, self._driver)
+
+    @cached_property
+    def console(self) -> Console:
+        return Console(self.connection, self._driver)
+
+    @cached_property
+    def audit(self) -> Audit:
+        return Audit(self.connection, self._driver)
+
+    @cached_property
+    def sessions(self) -> Sessions:
+        return Sessions(self.connection, self._driver)
 
     @cached_property
     def keys(self) -> Keys:

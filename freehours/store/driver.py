@@ -165,6 +165,14 @@ class Driver(ABC):
         ``returning`` columns of every row it wrote. ``existing`` counts the incoming rows
         already stored, for a database that cannot tell an insert from an update afterwards."""
 
+    @abstractmethod
+    def epoch_seconds(self, column: sa.ColumnElement[Any]) -> sa.ColumnElement[float]:
+        """Seconds since 1970 of a ``UtcDateTime`` column: for grouping times into buckets."""
+
+    #: Whether SQL sums ``DecimalText`` exactly (PostgreSQL's numeric); where not (SQLite's
+    #: numbers are floats), the rows are summed in Python instead.
+    sums_decimals: bool = False
+
     # --- bulk load -----------------------------------------------------------------------------
 
     @abstractmethod

@@ -274,6 +274,71 @@ class Jobs(Repository):
         )
         return int(count or 0)
 
+    def page(
+        self,
+        *,
+        state: str | None = None,
+        kind: str | None = None,
+        key: str | None = None,
+        limit: int,
+        before_id: int | None = None,
+    ) -> list[Job]:
+        """Up to ``limit`` jobs, newest first, older than ``before_id``, of the state, kind and
+        key given (the console's lists: off ``ix_jobs_state_id``, ``ix_jobs_kind_id``,
+        ``ix_jobs_key_id``)."""
+        c = jobs.c
+        query = sa.select(jobs).order_by(c.id.desc()).limit(limit)
+        for column, value in ((c.state, state), (c.kind, kind), (c.key, key)):
+            if value is not None:
+                query = query.where(column == value)
+        if before_id is not None:
+            query = query.where(c.id < before_id)
+        return [_job(row) for row in self._conn.execute(query)]
+
+    def count_in(self, states: Collection[JobState]) -> dict[JobState, int]:
+        """How many jobs are in each of ``states``, each counted off the state index: cheap for
+        the unfinished and discarded states, which are few in a busy table."""
+        c = jobs.c
+        return {
+            state: int(
+                self._conn.scalar(sa.select(sa.func.count()).where(c.state == state.value)) or 0
+            )
+            for state in states
+        }
+
+    def kinds(self) -> list[str]:
+        """The kinds of job there are: each next kind one probe of the kind index, however many
+        jobs there are."""
+        c = jobs.c
+        kinds: list[str] = []
+        while True:
+            query = sa.select(sa.func.min(c.kind))
+            if kinds:
+                query = query.where(c.kind > kinds[-1])
+            kind = self._conn.scalar(query)
+            if kind is None:
+                return kinds
+            kinds.append(kind)
+
+    def cancel_job(self, job_id: int, *, now: datetime) -> bool:
+        """Cancel job ``job_id`` if it is waiting (AVAILABLE or RETRYABLE); whether it was."""
+        c = jobs.c
+        return (
+            self._conn.execute(
+                jobs.update()
+                .where(c.id == job_id, c.state.in_(_WAITING))
+                .values(state=JobState.CANCELLED.value, outcome="cancelled", finalized_at=now)
+            ).rowcount
+            == 1
+        )
+
+    def lock(self, job_id: int) -> Job | None:
+        """The job ``job_id`` locked for the rest of the transaction, or None."""
+        row = self._conn.execute(
+            sa.select(jobs).where(jobs.c.id == job_id).with_for_update()
+        ).first()
+        return None if row is None else _job(row)
+
     def _want_by(self, kind: str, key: str, run_at: datetime, deadline: datetime) -> bool:
         """Tell the unfinished job of (kind, key) that it is wanted by ``run_at``; False if
         none."""

@@ -144,6 +144,11 @@ class PostgreSQL(Driver):
     def _insert(self, table: sa.Table) -> Any:
         return postgresql.insert(table)
 
+    sums_decimals = True
+
+    def epoch_seconds(self, column: sa.ColumnElement[Any]) -> sa.ColumnElement[float]:
+        return sa.cast(sa.extract("epoch", column), sa.Float)
+
     def where_pairs(
         self,
         statement: sa.Update,

@@ -101,6 +101,10 @@ class SQLite(Driver):
     def _insert(self, table: sa.Table) -> Any:
         return sqlite.insert(table)
 
+    def epoch_seconds(self, column: sa.ColumnElement[Any]) -> sa.ColumnElement[float]:
+        # Stored as UTC text (``UtcDateTime``), which strftime reads as UTC.
+        return sa.cast(sa.func.strftime("%s", column), sa.Float)
+
     def where_pairs(
         self,
         statement: sa.Update,

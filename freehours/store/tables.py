@@ -535,5 +535,6 @@ agents = sa.Table(
 # What the console's pages ask, by the indexes they walk (docs/console.md#speed).
 sa.Index("ix_quotas_day_nmi", quotas.c.day, quotas.c.nmi)
 sa.Index("ix_quotas_status_day_nmi", quotas.c.status, quotas.c.day, quotas.c.nmi)
-sa.Index("ix_jobs_state_kind_id", jobs.c.state, jobs.c.kind, jobs.c.id)
+sa.Index("ix_jobs_state_id", jobs.c.state, jobs.c.id)
+sa.Index("ix_jobs_kind_id", jobs.c.kind, jobs.c.id)
 sa.Index("ix_jobs_key_id", jobs.c.key, jobs.c.id)

@@ -97,13 +97,15 @@ def upgrade() -> None:
         batch.add_column(sa.Column("errors", sa.Text(), nullable=True))
     op.create_index("ix_quotas_day_nmi", "quotas", ["day", "nmi"])
     op.create_index("ix_quotas_status_day_nmi", "quotas", ["status", "day", "nmi"])
-    op.create_index("ix_jobs_state_kind_id", "jobs", ["state", "kind", "id"])
+    op.create_index("ix_jobs_state_id", "jobs", ["state", "id"])
+    op.create_index("ix_jobs_kind_id", "jobs", ["kind", "id"])
     op.create_index("ix_jobs_key_id", "jobs", ["key", "id"])
 
 
 def downgrade() -> None:
     op.drop_index("ix_jobs_key_id", "jobs")
-    op.drop_index("ix_jobs_state_kind_id", "jobs")
+    op.drop_index("ix_jobs_kind_id", "jobs")
+    op.drop_index("ix_jobs_state_id", "jobs")
     op.drop_index("ix_quotas_status_day_nmi", "quotas")
     op.drop_index("ix_quotas_day_nmi", "quotas")
     with op.batch_alter_table("jobs") as batch:

@@ -1,0 +1,67 @@
+"""The audit log: ``GET /v1/audit`` (read), every operator action and sign-in, newest first.
+
+What is recorded, and when, is ``freehours.actions``'; the console shows the same entries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+
+from freehours.api.auth import requires
+from freehours.api.keys import Scope
+from freehours.api.models import AuditEntryOut, AuditPageOut
+from freehours.api.services import AppServices
+
+router = APIRouter(tags=["operations"], dependencies=[requires(Scope.READ)])
+
+ROUTE = "/v1/audit"
+MAX_LIMIT = 200
+
+
+@router.get(
+    ROUTE,
+    response_model=AuditPageOut,
+    responses={
+        200: {
+            "description": "A page of entries, newest first.",
+            "headers": {
+                "Link": {
+                    "description": 'The next page, `<path>; rel="next"`: there while `next`'
+                    " is not null.",
+                    "schema": {"type": "string"},
+                }
+            },
+        }
+    },
+)
+def list_audit(
+    services: AppServices,
+    target: Annotated[
+        str | None,
+        Query(max_length=200, description="only the entries of this target (job:ID, ...)"),
+    ] = None,
+    before: Annotated[
+        int | None, Query(ge=1, description="entries older than this id: a previous `next`")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="entries in the page")] = 50,
+) -> JSONResponse:
+    """Operator actions (retry, cancel, reopen, revoke) and console sign-ins, newest first, each
+    with who did it, when, and the state before and after; a page of ``limit``, and ``next``
+    (also a ``Link: rel=next`` header) while there may be more."""
+    with services.store.read() as unit:
+        page = unit.audit.page(limit=limit, before_id=before, target=target)
+    items = [AuditEntryOut(**asdict(entry)).model_dump(mode="json") for entry in page]
+    following = None
+    headers = {}
+    if len(page) == limit:
+        query: dict[str, object] = {"limit": limit, "before": page[-1].id}
+        if target is not None:
+            query["target"] = target
+        following = f"{ROUTE}?{urlencode(query)}"
+        headers["Link"] = f'<{following}>; rel="next"'
+    return JSONResponse({"items": items, "next": following}, headers=headers)

@@ -1,0 +1,236 @@
+"""The console's actions through its forms: each confirmed, done exactly once, in the audit log
+with the state before and after, refused to a read-only key and to a form without its CSRF
+token, and answered 409 (nothing done) when the state changed meanwhile."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from freehours.actions import Operator
+from freehours.domain.settlement import QuotaStatus
+from freehours.jobs.job import JobState
+from tests.api.conftest import Api
+from tests.console.conftest import ORIGIN, csrf_of, sign_in
+from tests.console.support import DAY, NMI, aborted_quota, discarded_job, waiting_job
+
+
+def _confirm_and_post(api: Api, path: str, **fields: str) -> tuple[str, int, str]:
+    """Open the action's confirmation page, then send its form: the page, the answer's status
+    and its text."""
+    page = api.client.get(path)
+    assert page.status_code == 200, page.text
+    assert "Confirm" in page.text
+    answer = api.client.post(
+        path.partition("?")[0], data={"csrf_token": csrf_of(page.text), **fields}, headers=ORIGIN
+    )
+    return page.text, answer.status_code, answer.text
+
+
+def _audit(api: Api, target: str) -> list[dict[str, object]]:
+    items = api.client.get("/v1/audit", params={"target": target}, headers=api.auth("read"))
+    assert items.status_code == 200
+    return list(items.json()["items"])
+
+
+def test_retry_makes_a_new_job_once_and_leaves_the_discarded_one(admin: Api) -> None:
+    runtime = admin.services.runtime
+    aborted_quota(runtime)
+    doomed = discarded_job(runtime)
+    _, status, text = _confirm_and_post(admin, f"/console/jobs/{doomed}/retry")
+    assert status == 200, text
+    with runtime.store.read() as unit:
+        old = unit.jobs.get(doomed)
+        jobs = unit.jobs.page(kind="settle", key=f"{NMI}:{DAY}", limit=10)
+        quota = unit.quotas.latest(NMI, DAY)
+    assert old is not None
+    assert old.state is JobState.DISCARDED  # kept as it was: the record of what failed
+    (new,) = [job for job in jobs if job.id != doomed]
+    assert new.state is JobState.AVAILABLE
+    assert (new.payload, new.max_attempts, new.attempts) == (old.payload, old.max_attempts, 0)
+    assert f"retried as job {new.id}" in text
+    # The quota it works on is not reset: its attempts are its own.
+    assert quota is not None
+    assert (quota.status, quota.attempts, quota.fence) == (QuotaStatus.ABORTED, 5, 5)
+    (entry,) = _audit(admin, f"job:{doomed}")
+    assert (entry["action"], entry["outcome"], entry["key_name"]) == ("job.retry", "done", "admin")
+    assert entry["before"]["state"] == "DISCARDED"  # type: ignore[index]
+    assert entry["after"]["retried_as"] == new.id  # type: ignore[index]
+    # The same button again: a conflict, and no third job.
+    _, again, said = _confirm_and_post(admin, f"/console/jobs/{doomed}/retry")
+    assert again == 409
+    assert f"retried already, as job {new.id}" in said
+    with runtime.store.read() as unit:
+        assert len(unit.jobs.page(kind="settle", key=f"{NMI}:{DAY}", limit=10)) == 2
+    assert [e["outcome"] for e in _audit(admin, f"job:{doomed}")] == ["conflict", "done"]
+
+
+def test_two_operators_retrying_at_once_make_one_job(admin: Api) -> None:
+    runtime = admin.services.runtime
+    doomed = discarded_job(runtime)
+    actions = admin.services.actions
+    outcomes = []
+    barrier = threading.Barrier(4)
+
+    def press(n: int) -> None:
+        barrier.wait()
+        outcomes.append(actions.retry_job(Operator(f"key_{n}", f"operator {n}"), doomed))
+
+    threads = [threading.Thread(target=press, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcome.done for outcome in outcomes) == [False, False, False, True]
+    with runtime.store.read() as unit:
+        assert len(unit.jobs.page(kind="settle", key=f"{NMI}:{DAY}", limit=10)) == 2
+
+
+def test_only_a_discarded_job_is_retried(admin: Api) -> None:
+    waiting = waiting_job(admin.services.runtime)
+    _, status, text = _confirm_and_post(admin, f"/console/jobs/{waiting}/retry")
+    assert status == 409
+    assert "is AVAILABLE: only a DISCARDED job is retried" in text
+
+
+def test_cancel_ends_a_waiting_job_and_not_a_finished_one(admin: Api) -> None:
+    runtime = admin.services.runtime
+    waiting = waiting_job(runtime)
+    _, status, text = _confirm_and_post(admin, f"/console/jobs/{waiting}/cancel")
+    assert status == 200, text
+    with runtime.store.read() as unit:
+        job = unit.jobs.get(waiting)
+    assert job is not None
+    assert job.state is JobState.CANCELLED
+    (entry,) = _audit(admin, f"job:{waiting}")
+    assert (entry["before"]["state"], entry["after"]["state"]) == ("AVAILABLE", "CANCELLED")  # type: ignore[index]
+    _, again, said = _confirm_and_post(admin, f"/console/jobs/{waiting}/cancel")
+    assert again == 409
+    assert "is CANCELLED" in said
+
+
+def test_reopen_makes_the_next_version_and_its_job(admin: Api) -> None:
+    runtime = admin.services.runtime
+    aborted_quota(runtime)
+    page = admin.client.get(f"/console/quotas/{NMI}/{DAY}")
+    assert "Reopen as version 2" in page.text
+    _, status, text = _confirm_and_post(
+        admin,
+        f"/console/quotas/{NMI}/{DAY}/reopen?version=1",
+        version="1",
+        reason="  the meter data service is back \n",
+    )
+    assert status == 200, text
+    assert "reopened as version 2" in text
+    with runtime.store.read() as unit:
+        quota = unit.quotas.latest(NMI, DAY)
+        (job,) = unit.jobs.page(kind="settle", key=f"{NMI}:{DAY}", limit=10)
+    assert quota is not None
+    assert (quota.version, quota.status, quota.attempts) == (2, QuotaStatus.PENDING, 0)
+    assert quota.reason == "reopened: the meter data service is back"
+    assert job.payload == {"nmi": NMI, "date": DAY.isoformat(), "version": 2}
+    (entry,) = _audit(admin, f"quota:{NMI}:{DAY}")
+    assert entry["reason"] == "the meter data service is back"
+    assert entry["before"]["status"] == "ABORTED"  # type: ignore[index]
+    assert entry["after"]["version"] == 2  # type: ignore[index]
+    # The page the operator had open still says version 1: sent again, it is a conflict.
+    _, again, said = _confirm_and_post(
+        admin, f"/console/quotas/{NMI}/{DAY}/reopen?version=1", version="1", reason="again"
+    )
+    assert again == 409
+    assert "is at version 2 now (PENDING), not 1" in said
+    with runtime.store.read() as unit:
+        assert unit.quotas.latest(NMI, DAY).version == 2  # type: ignore[union-attr]
+
+
+def test_reopen_needs_a_reason(admin: Api) -> None:
+    aborted_quota(admin.services.runtime)
+    _, status, text = _confirm_and_post(
+        admin, f"/console/quotas/{NMI}/{DAY}/reopen?version=1", version="1", reason="   "
+    )
+    assert status == 422
+    assert "reason: say why" in text
+    with admin.services.store.read() as unit:
+        assert unit.quotas.latest(NMI, DAY).version == 1  # type: ignore[union-attr]
+
+
+def test_revoke_stops_the_key_and_ends_its_sessions(admin: Api) -> None:
+    other = admin.client.__class__(admin.client.app, base_url="http://testserver")
+    sign_in(other, admin.keys["read"])
+    assert other.get("/console/", follow_redirects=False).status_code == 200
+    keys = admin.client.get("/console/keys")
+    with admin.services.store.read() as unit:
+        read_id = next(key.id for key in unit.keys.every() if key.name == "read")
+    assert f"/console/keys/{read_id}/revoke" in keys.text
+    _, status, text = _confirm_and_post(admin, f"/console/keys/{read_id}/revoke")
+    assert status == 200, text
+    assert "1 console session(s) ended" in text
+    assert other.get("/console/", follow_redirects=False).status_code == 303
+    _, again, said = _confirm_and_post(admin, f"/console/keys/{read_id}/revoke")
+    assert again == 409
+    assert "revoked already" in said
+
+
+@pytest.mark.parametrize("action", ["retry", "cancel"])
+def test_a_read_key_may_look_but_not_act(api: Api, action: str) -> None:
+    runtime = api.services.runtime
+    job_id = discarded_job(runtime) if action == "retry" else waiting_job(runtime)
+    sign_in(api.client, api.keys["read"])
+    page = api.client.get(f"/console/jobs/{job_id}")
+    assert page.status_code == 200
+    confirm = api.client.get(f"/console/jobs/{job_id}/{action}")
+    assert "may only look" in confirm.text
+    answer = api.client.post(
+        f"/console/jobs/{job_id}/{action}",
+        data={"csrf_token": csrf_of(confirm.text)},
+        headers=ORIGIN,
+    )
+    assert answer.status_code == 403
+    assert "acting needs an admin key" in answer.text
+    with runtime.store.read() as unit:
+        job = unit.jobs.get(job_id)
+        assert unit.audit.page(limit=10, target=f"job:{job_id}") == []
+    assert job is not None
+    assert job.state in (JobState.DISCARDED, JobState.AVAILABLE)
+
+
+def test_an_action_without_its_csrf_token_or_from_elsewhere_does_nothing(admin: Api) -> None:
+    runtime = admin.services.runtime
+    waiting = waiting_job(runtime)
+    path = f"/console/jobs/{waiting}/cancel"
+    token = csrf_of(admin.client.get(path).text)
+    refused = [
+        admin.client.post(path, data={"reason": "no token"}, headers=ORIGIN),
+        admin.client.post(path, data={"csrf_token": "not-it"}, headers=ORIGIN),
+        admin.client.post(path, data={"csrf_token": token}, headers={"Origin": "https://x.test"}),
+        admin.client.post(path, data={"csrf_token": token}),
+    ]
+    assert [answer.status_code for answer in refused] == [403, 403, 403, 403]
+    with runtime.store.read() as unit:
+        assert unit.jobs.get(waiting).state is JobState.AVAILABLE  # type: ignore[union-attr]
+
+
+def test_hostile_forms_are_refused_before_they_are_read(admin: Api) -> None:
+    path = "/console/jobs/1/cancel"
+    token = csrf_of(admin.client.get("/console/").text)
+    too_large = admin.client.post(
+        path,
+        content=b"csrf_token=" + b"x" * 10_000,
+        headers={**ORIGIN, "Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert too_large.status_code == 413
+    as_json = admin.client.post(path, json={"csrf_token": token}, headers=ORIGIN)
+    assert as_json.status_code == 415
+    many = "&".join(f"f{n}=1" for n in range(50))
+    too_many = admin.client.post(
+        path,
+        content=many.encode(),
+        headers={**ORIGIN, "Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert too_many.status_code == 400
+    missing = admin.client.post(
+        "/console/jobs/999999/cancel", data={"csrf_token": token}, headers=ORIGIN
+    )
+    assert missing.status_code == 404
+    assert "no such job" in missing.text
