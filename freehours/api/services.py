@@ -13,6 +13,7 @@ import anyio
 from fastapi import Depends, Request
 
 from freehours.api import idempotency
+from freehours.api.agents import AgentReports
 from freehours.api.keycache import KeyCache
 from freehours.api.ratelimit import RateLimits
 from freehours.clock import Clock
@@ -48,6 +49,8 @@ class Services:
     readiness: anyio.CapacityLimiter = field(init=False)
     #: The NEM12 reader's limits for an upload.
     nem12_limits: ReadLimits = field(init=False)
+    #: What meter agents say of themselves (their ``Freehours-Agent`` header), written behind.
+    agents: AgentReports = field(init=False)
 
     def __post_init__(self) -> None:
         settings = self.settings
@@ -61,6 +64,7 @@ class Services:
         self.uploads = anyio.CapacityLimiter(settings.upload_concurrency)
         self.readiness = anyio.CapacityLimiter(READINESS_THREADS)
         self.nem12_limits = settings.nem12_limits()
+        self.agents = AgentReports(self.store, self.clock)
 
     @classmethod
     def from_settings(cls, settings: Settings, clock: Clock | None = None) -> Services:

@@ -25,9 +25,11 @@ from freehours.errors import InputError
 from freehours.jobs.job import JobError, JobState
 from freehours.jobs.queue import Complete, Finish, Release
 from freehours.jobs.retry import Discard, DiscardReason, RetryAt, SnoozeUntil
+from freehours.store.agents import AgentReport
 from freehours.store.catalog import Customer, StoredPlan
 from freehours.store.database import Store, Unit
 from freehours.store.idempotency import SavedResponse, StoredIdempotencyKey
+from freehours.store.ingestions import IngestionRecord
 from freehours.store.jobs import NOTIFY_CHANNEL
 from freehours.store.keys import StoredKey
 from freehours.store.meter import IngestCounts
@@ -306,6 +308,55 @@ def test_jobs(store: Store) -> None:
         assert unit.jobs.prune(finished_before=NOW + timedelta(seconds=1), limit=2) == 1
         unit.jobs.enqueue("settle", "d", {}, run_at=NOW, now=NOW)
         assert unit.jobs.count_stuck(now=NOW + 2 * LEASE, waiting_over=LEASE) == 1
+
+
+# --- ingestions and agents --------------------------------------------------------------------
+
+
+def test_ingestions(store: Store) -> None:
+    counts = IngestCounts(accepted=3, superseded=2, unchanged=1, stale=4)
+    with store.write() as unit:
+        first = unit.ingestions.record(
+            received_at=NOW,
+            source="nem12",
+            size=1234,
+            counts=counts,
+            name="a.csv",
+            key_id="key_1",
+            agent="gw-1",
+            trace_id="0af7651916cd43dd8448eb211c80319c",
+        )
+        second = unit.ingestions.record(
+            received_at=NOW, source="import", size=5, counts=IngestCounts(), name="x" * 300
+        )
+        third = unit.ingestions.record(received_at=NOW, source="reads", size=9, counts=counts)
+        with pytest.raises(ValueError, match="ingestion source 'ftp'"):
+            unit.ingestions.record(received_at=NOW, source="ftp", size=1, counts=counts)
+    assert first < second < third
+    with store.read() as unit:
+        newest = unit.ingestions.recent(limit=2)
+        assert [r.id for r in newest] == [third, second]
+        assert newest[1].name == "x" * 255
+        (oldest,) = unit.ingestions.recent(limit=2, before_id=second)
+        assert oldest == IngestionRecord(
+            first, NOW, "nem12", "a.csv", "key_1", "gw-1", 1234, 3, 2, 1, 4,
+            "0af7651916cd43dd8448eb211c80319c",
+        )  # fmt: skip
+        assert unit.ingestions.recent(limit=5, before_id=first) == []
+
+
+def test_agents(store: Store) -> None:
+    later = NOW + timedelta(seconds=10)
+    with store.write() as unit:
+        unit.agents.report(AgentReport("gw-2", "closed", 0, "0.1.0", "10.0.0.2", NOW))
+        unit.agents.report(AgentReport("gw-1", "open", 1, "0.1.0", "10.0.0.1", NOW))
+        unit.agents.report(AgentReport("gw-1", "half-open", 2, "0.2.0", "10.0.0.9", later))
+        unit.agents.report(AgentReport("gw-1", "closed", 0, "0.1.0", "10.0.0.1", NOW))  # older
+    with store.read() as unit:
+        assert unit.agents.every() == [
+            AgentReport("gw-1", "half-open", 2, "0.2.0", "10.0.0.9", later),
+            AgentReport("gw-2", "closed", 0, "0.1.0", "10.0.0.2", NOW),
+        ]
 
 
 # --- keys and idempotency -----------------------------------------------------------------------
