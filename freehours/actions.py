@@ -164,8 +164,8 @@ class Actions:
             successor = replace(
                 new_quota(nmi, day, version=quota.version + 1), reason=f"reopened: {reason}"
             )
-            unit.quotas.insert(successor)
             now = self.clock.now()
+            unit.quotas.insert(successor, at=now)
             unit.jobs.enqueue(
                 SETTLE_KIND,
                 quota.key,

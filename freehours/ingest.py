@@ -2,16 +2,18 @@
 
 Within one transaction: the day rows are stored under the revision rule, every settled quota whose
 window the changed consumption rows touch opens its next version, and each affected day's
-settlement job is scheduled. After the commit, the reopened quotas are written to the cache, and
-the interval values counted (``freehours_ingested_values_total``).
-Nothing of a batch is stored, reopened or scheduled unless all of it is.
+settlement job is scheduled; and, when the caller says where the data came from (an
+``Arrival``), the arrival is recorded with its counts (``unit.ingestions``). After the commit, the
+reopened quotas are written to the cache, and the interval values counted
+(``freehours_ingested_values_total``). Nothing of a batch is stored, reopened, scheduled or
+recorded unless all of it is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
 from freehours.clock import Clock
@@ -19,6 +21,7 @@ from freehours.domain.reads import DayKey, IntervalDay, IntervalRead, latest_rea
 from freehours.domain.settlement import Quota
 from freehours.domain.time import NEM_TIME
 from freehours.observability.metrics import INGESTED_VALUES
+from freehours.observability.trace_ids import current_trace_id
 from freehours.settlement import Settlements
 from freehours.store.database import Store, Unit
 from freehours.store.meter import IngestCounts
@@ -28,6 +31,19 @@ class SettlementScheduler(Protocol):
     """Schedules the settlement of the days that changed rows touch, in the caller's transaction."""
 
     def __call__(self, unit: Unit, changed: frozenset[DayKey], reopened: list[Quota]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """Where a batch of meter data came from, recorded with it: an upload (``nem12``), a JSON
+    batch (``reads``) or a file of ``freehours nem12 import`` (``import``); its size in bytes as
+    received; the file's name, the API key's id and the meter agent's name, where known."""
+
+    source: Literal["nem12", "reads", "import"]
+    size: int
+    name: str | None = None
+    key_id: str | None = None
+    agent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +72,11 @@ class Ingestion:
         self.clock = clock
         self.schedule = schedule
 
-    def days(self, unit: Unit, days: Iterable[IntervalDay]) -> Ingested:
-        """NEM12 day rows, in the caller's transaction. Call ``committed`` after the commit."""
+    def days(
+        self, unit: Unit, days: Iterable[IntervalDay], arrival: Arrival | None = None
+    ) -> Ingested:
+        """NEM12 day rows, in the caller's transaction, recorded as ``arrival`` (if given). Call
+        ``committed`` after the commit."""
         values = 0
 
         def counted(days: Iterable[IntervalDay]) -> Iterator[IntervalDay]:
@@ -66,19 +85,27 @@ class Ingestion:
                 values += len(day.values)
                 yield day
 
-        counts = unit.meter.ingest_days(counted(days), received_at=self.clock.now())
+        received_at = self.clock.now()
+        counts = unit.meter.ingest_days(counted(days), received_at=received_at)
+        _record(unit, arrival, counts, received_at)
         return self._follow(unit, counts, "nem12", values)
 
-    def reads(self, unit: Unit, reads: Iterable[IntervalRead]) -> Ingested:
-        """Interval reads, in the caller's transaction. Call ``committed`` after the commit."""
-        counts = unit.meter.ingest_reads(reads, received_at=self.clock.now())
+    def reads(
+        self, unit: Unit, reads: Iterable[IntervalRead], arrival: Arrival | None = None
+    ) -> Ingested:
+        """Interval reads, in the caller's transaction, recorded as ``arrival`` (if given). Call
+        ``committed`` after the commit."""
+        received_at = self.clock.now()
+        counts = unit.meter.ingest_reads(reads, received_at=received_at)
+        _record(unit, arrival, counts, received_at)
         # Reads count in intervals: every interval the batch named once.
         return self._follow(unit, counts, "reads", counts.total)
 
-    def file(self, days: Iterable[IntervalDay]) -> Ingested:
-        """A whole NEM12 file in a transaction of its own: all of it, or nothing."""
+    def file(self, days: Iterable[IntervalDay], arrival: Arrival | None = None) -> Ingested:
+        """A whole NEM12 file in a transaction of its own, recorded as ``arrival`` (if given):
+        all of it, or nothing."""
         with self.store.write() as unit:
-            ingested = self.days(unit, days)
+            ingested = self.days(unit, days, arrival)
         self.committed(ingested)
         return ingested
 
@@ -115,3 +142,20 @@ class Ingestion:
         if self.schedule is not None:
             self.schedule(unit, counts.changed, reopened)
         return Ingested(counts, reopened, values, path)
+
+
+def _record(
+    unit: Unit, arrival: Arrival | None, counts: IngestCounts, received_at: datetime
+) -> None:
+    if arrival is None:
+        return
+    unit.ingestions.record(
+        received_at=received_at,
+        source=arrival.source,
+        size=arrival.size,
+        counts=counts,
+        name=arrival.name,
+        key_id=arrival.key_id,
+        agent=arrival.agent,
+        trace_id=current_trace_id(),
+    )

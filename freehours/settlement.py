@@ -255,6 +255,7 @@ class Settlements:
         difference is worth an adjustment. Call ``publish`` with the result after the commit.
         """
         reopened = []
+        now = self.clock.now()
         for affected in self.affected_days(unit, changed):
             nmi, customer = affected.nmi, affected.customer
             # Until this commits, a settlement of these days waits before it reads them (and if
@@ -268,7 +269,7 @@ class Settlements:
                 now_free = free_energy(customer.plan, customer.profiles, days, day)
                 if now_free == (settled.free_kwh, settled.free_value):
                     continue
-                successor = unit.quotas.reopen_if_settled(nmi, day)
+                successor = unit.quotas.reopen_if_settled(nmi, day, at=now)
                 if successor is not None:
                     log.info("quota_reopened", quota_key=successor.key, version=successor.version)
                     reopened.append(successor)
@@ -372,7 +373,7 @@ class Settlements:
                     # Due: the quota exists, lock it. Not due: create it PENDING if new, to
                     # answer with.
                     quota = unit.quotas.latest(nmi, day, for_update=True) if wait is None else None
-                    quota = quota or unit.quotas.latest_or_new(nmi, day)
+                    quota = quota or unit.quotas.latest_or_new(nmi, day, at=now)
                     self._count_revalidation(cached, quota)
                     decision = claim(quota, now, policy.lock_timeout, policy.max_attempts)
                     if isinstance(decision, Settled) and not decision.changed:
@@ -385,7 +386,7 @@ class Settlements:
                         if quota.reason is None:
                             quota = replace(quota, reason=self._due_reason(customer, day, now))
                         return Answer(Outcome.NOT_DUE, quota, wait)
-                    unit.quotas.save(decision.quota)
+                    unit.quotas.save(decision.quota, at=now)
                     if isinstance(decision, Settled):
                         log.error(
                             "quota_aborted", quota_key=quota.key, reason=decision.quota.reason
@@ -403,7 +404,7 @@ class Settlements:
         one statement where an existing quota takes three. None when the quota exists."""
         first = claim(new_quota(nmi, day), now, self.policy.lock_timeout, self.policy.max_attempts)
         assert isinstance(first, Claimed), "a new quota can always be claimed"
-        return first if unit.quotas.insert_if_absent(first.quota) else None
+        return first if unit.quotas.insert_if_absent(first.quota, at=now) else None
 
     # --- B: complete, or C: release ---------------------------------------------------------
 
@@ -464,10 +465,11 @@ class Settlements:
             start, end = customer.window.bounds(held.date, plan.zone)
             reason = None
             if not window_complete(plan, days, start, end):
-                wait = self._wait(customer, held.date, self.clock.now(), data_complete=False)
+                now = self.clock.now()
+                wait = self._wait(customer, held.date, now, data_complete=False)
                 if wait is not None:
                     waiting = postpone(quota, held.fence, self._waiting_reason(customer, held.date))
-                    unit.quotas.save(waiting)
+                    unit.quotas.save(waiting, at=now)
                     return Answer(Outcome.NOT_DUE, waiting, wait)
                 # The data deadline has passed: settled with what there is, and it says so. Data
                 # that arrives later opens the next version, which books the difference.
@@ -505,7 +507,7 @@ class Settlements:
             if quota.status is not QuotaStatus.LOCKED:
                 return self._after_stale(quota)
             released = release(quota, held.fence, reason, now, self.policy.max_attempts)
-            unit.quotas.save(released)
+            unit.quotas.save(released, at=now)
         if released.status is QuotaStatus.ABORTED:
             log.error("quota_aborted", quota_key=released.key, reason=released.reason)
             return self._terminal(released, replay=False)

@@ -7,11 +7,14 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext
 
 from freehours.clock import ManualClock
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import QuotaStatus
 from freehours.errors import InputError
+from freehours.ingest import Arrival
 from freehours.runtime import Runtime
 from freehours.settings import Settings
 from freehours.settlement import Outcome
@@ -71,3 +74,31 @@ def test_a_revision_outside_the_window_reopens_nothing(runtime: Runtime) -> None
     ingested = runtime.ingestion.file([evening])
     assert ingested.counts.superseded == 1
     assert ingested.reopened == []
+
+
+def test_an_arrival_is_recorded_with_its_counts_in_the_ingests_transaction(
+    runtime: Runtime,
+) -> None:
+    arrival = Arrival("import", 2048, name="a.csv")
+    context = SpanContext(trace_id=0xABC, span_id=0x1, is_remote=False)
+    with trace.use_span(NonRecordingSpan(context)):
+        runtime.ingestion.file([day_row("0.500", stamp=STAMP)], arrival)
+    runtime.ingestion.file([day_row("0.500", stamp=STAMP)])  # no arrival: not recorded
+
+    def broken():
+        yield day_row("0.900", stamp=STAMP + timedelta(days=1))
+        raise InputError("bad.csv:7: not a number (field value)")
+
+    with pytest.raises(InputError):
+        runtime.ingestion.file(broken(), Arrival("import", 10, name="bad.csv"))
+    with runtime.store.read() as unit:
+        (record,) = unit.ingestions.recent(limit=10)
+    assert (record.source, record.name, record.bytes, record.key_id, record.agent) == (
+        "import",
+        "a.csv",
+        2048,
+        None,
+        None,
+    )
+    assert (record.accepted, record.superseded, record.unchanged, record.stale) == (1, 0, 0, 0)
+    assert (record.received_at, record.trace_id) == (DUE, f"{0xABC:032x}")

@@ -252,9 +252,9 @@ def test_a_stale_holder_cannot_complete_or_book_after_a_takeover(
 ) -> None:
     ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
     with store.write() as unit:
-        pending = unit.quotas.latest_or_new(NMI, DAY)
+        pending = unit.quotas.latest_or_new(NMI, DAY, at=clock.now())
         first = claim(pending, clock.now(), POLICY.lock_timeout, POLICY.max_attempts)
-        unit.quotas.save(first.quota)
+        unit.quotas.save(first.quota, at=clock.now())
     clock.advance(POLICY.lock_timeout.total_seconds())
     assert service.settle(NMI, DAY).outcome is Outcome.SETTLED  # the successor, fence 2
     with store.write() as unit:
@@ -308,11 +308,12 @@ def test_a_stale_non_terminal_cache_entry_is_re_read_from_the_database(
 ) -> None:
     ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
     with store.write() as unit:
-        pending = unit.quotas.latest_or_new(NMI, DAY)
+        pending = unit.quotas.latest_or_new(NMI, DAY, at=clock.now())
     service.cache.put(pending, 30)  # the incident: "pending" cached, then settled elsewhere
     with store.write() as unit:
         locked = claim(pending, clock.now(), POLICY.lock_timeout, 5).quota
-        unit.quotas.save(complete(locked, locked.fence, Decimal(3), Decimal("0.9"), clock.now()))
+        done = complete(locked, locked.fence, Decimal(3), Decimal("0.9"), clock.now())
+        unit.quotas.save(done, at=clock.now())
     stale = _cache_count("stale")
     answer = service.settle(NMI, DAY)
     assert answer.outcome is Outcome.REPLAYED

@@ -8,12 +8,16 @@ synchronous, because the circuit breaker (pybreaker) guards synchronous calls. T
 ``httpx.MockTransport``.
 
 Each request is a client span, whose context goes with it as a W3C ``traceparent`` header: the
-API's server span continues it.
+API's server span continues it. Each also says who sent it and how its breaker stands, in a
+``Freehours-Agent`` header (``agent_header``; docs/agent.md): the breaker's trial call when
+half-open carries it too, since an open breaker sends nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
@@ -26,6 +30,23 @@ from freehours.agent.batch import Batch, Route, upload_name
 from freehours.errors import FreehoursError
 
 tracer = trace.get_tracer("freehours.agent")
+
+#: The header that names the agent and its breaker's state (``agent_header``).
+AGENT_HEADER = "Freehours-Agent"
+#: The longest agent name sent (the API keeps no more).
+AGENT_NAME_LENGTH = 100
+BREAKER_STATES = ("closed", "half-open", "open")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def agent_header(name: str, breaker: str, trips: int) -> str:
+    """``name=<name>; breaker=<state>; trips=<n>``: the name kept to letters, digits, ``.``,
+    ``_`` and ``-`` (others become ``-``) and at most ``AGENT_NAME_LENGTH`` characters
+    (``agent`` if nothing is left), a state the breaker does not have sent as ``open``, trips
+    at least 0."""
+    safe = _UNSAFE.sub("-", name)[:AGENT_NAME_LENGTH] or "agent"
+    state = breaker if breaker in BREAKER_STATES else "open"
+    return f"name={safe}; breaker={state}; trips={max(0, trips)}"
 
 
 class Unreachable(FreehoursError):
@@ -111,7 +132,10 @@ class IngestApi(BlockingClient):
         timeouts: Timeouts,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
+        identity: Callable[[], str] | None = None,
     ) -> None:
+        #: The ``Freehours-Agent`` header's value as each request is made (None: not sent).
+        self._identity = identity
         client = httpx.AsyncClient(
             base_url=base_url,
             headers={
@@ -164,6 +188,8 @@ class IngestApi(BlockingClient):
         headers = {"Content-Type": batch.content_type, "Idempotency-Key": batch.idempotency_key}
         if batch.route is Route.NEM12:
             headers["X-Filename"] = upload_name(batch.source)
+        if self._identity is not None:
+            headers[AGENT_HEADER] = self._identity()
         headers |= extra
         for name, value in headers.items():
             if not value.isascii() or not value.isprintable():

@@ -18,6 +18,7 @@ Whatever is still spooled then is sent by the next run.
 from __future__ import annotations
 
 import random
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ import structlog
 from freehours import defaults
 from freehours.agent.batch import Batch
 from freehours.agent.breaker import Breaker, BreakerConfig
-from freehours.agent.http import IngestApi, Timeouts
+from freehours.agent.http import IngestApi, Timeouts, agent_header
 from freehours.agent.inbox import (
     MAX_FILE_BYTES,
     SETTLE_SECONDS,
@@ -101,6 +102,8 @@ class AgentConfig:
     max_file_bytes: int = MAX_FILE_BYTES
     redis_url: str | None = None
     redis_prefix: str = defaults.REDIS_PREFIX
+    #: What the agent calls itself in its ``Freehours-Agent`` header (default: the host's name).
+    name: str = field(default_factory=socket.gethostname)
 
 
 class Ending(StrEnum):
@@ -359,6 +362,11 @@ class MeterAgent:
 
     # --- the sender thread: the spool out to the API ---
 
+    def _identity(self) -> str:
+        """The ``Freehours-Agent`` header: this agent's name, its breaker's state as the
+        request is made (``half-open`` on the trial call), and how often it opened this run."""
+        return agent_header(self.config.name, self.breaker.state, self.tally.counts().breaker_trips)
+
     def _send_all(self) -> None:
         spool = Spool.open(self.config.spool_path, durable=False)
         api = IngestApi(
@@ -366,6 +374,7 @@ class MeterAgent:
             self.config.api_key,
             self.config.timeouts,
             transport=self._transport,
+            identity=self._identity,
         )
         backoff = Backoff(self._rng)
         sender = Sender(

@@ -14,6 +14,7 @@ The defaults, each with its reason, are those of the objects they configure (``B
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from pydantic import Field
@@ -34,6 +35,14 @@ class AgentSettings(BaseSettings):
     """How the meter agent sends. ``FREEHOURS_AGENT_<NAME>`` sets ``<name>``."""
 
     model_config = SettingsConfigDict(env_prefix="FREEHOURS_AGENT_", frozen=True)
+
+    # --- who it is ---
+    name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        description="what it calls itself in its Freehours-Agent header (unset: the host name)",
+    )
 
     # --- the circuit breaker ---
     breaker_failures: int = Field(
@@ -110,4 +119,5 @@ class AgentSettings(BaseSettings):
             max_file_bytes=self.max_file_bytes,
             redis_url=redis_url,
             redis_prefix=redis_prefix,
+            name=self.name or socket.gethostname(),
         )

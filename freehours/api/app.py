@@ -89,6 +89,7 @@ def create_app(services: Services, *, workers: int = 0, owned: bool = False) -> 
             if worker is not None:
                 grace = services.settings.worker_grace_seconds
                 await anyio.to_thread.run_sync(worker.stop, grace)
+            await anyio.to_thread.run_sync(services.agents.close)
             if owned:
                 services.store.close()
                 forget_process()

@@ -14,6 +14,7 @@ from fastapi import Depends, Request
 
 from freehours.actions import Actions
 from freehours.api import idempotency
+from freehours.api.agents import AgentReports
 from freehours.api.keycache import KeyCache
 from freehours.api.ratelimit import RateLimits
 from freehours.clock import Clock
@@ -51,6 +52,8 @@ class Services:
     nem12_limits: ReadLimits = field(init=False)
     #: What an operator may do through the console, each in the audit log.
     actions: Actions = field(init=False)
+    #: What meter agents say of themselves (their ``Freehours-Agent`` header), written behind.
+    agents: AgentReports = field(init=False)
 
     def __post_init__(self) -> None:
         settings = self.settings
@@ -65,6 +68,7 @@ class Services:
         self.readiness = anyio.CapacityLimiter(READINESS_THREADS)
         self.nem12_limits = settings.nem12_limits()
         self.actions = Actions(self.store, self.clock, self.settlements)
+        self.agents = AgentReports(self.store, self.clock)
 
     @classmethod
     def from_settings(cls, settings: Settings, clock: Clock | None = None) -> Services:

@@ -137,6 +137,7 @@ def agent(
     ] = None,
     metrics_port: MetricsPort = None,
     metrics_host: MetricsHost = "127.0.0.1",
+    name: Annotated[str | None, _setting("name", "--name", "NAME")] = _DEFAULTS.name,
     breaker_failures: Annotated[
         int, _setting("breaker_failures", "--breaker-failures", "N")
     ] = _DEFAULTS.breaker_failures,

@@ -130,13 +130,16 @@ def _progress() -> Progress:
 
 
 def _import(runtime: Runtime, path: Path, progress: Progress, task: TaskID) -> FileImport:
+    from freehours.ingest import Arrival
+
     result = FileImport(path)
     clock = runtime.clock
     started = clock.monotonic()
     try:
         limits = runtime.settings.nem12_limits()
         days = _tallied(read_days(path, limits=limits), result, progress, task)
-        result.counts = runtime.ingestion.file(days).counts
+        arrival = Arrival("import", path.stat().st_size, name=path.name)
+        result.counts = runtime.ingestion.file(days, arrival).counts
     except InputError as exc:
         result.error = str(exc)
         err_console.print(

@@ -35,6 +35,16 @@ class JobState(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class JobError:
+    """A failed attempt of a job: its number (1 for the first), when it failed, and why
+    (``Type: message``, or why its lease ran out)."""
+
+    attempt: int
+    at: datetime
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
 class Job:
     """A job as stored. A claimed job's ``runs`` is the fence its result is written with."""
 
@@ -57,6 +67,8 @@ class Job:
     outcome: str | None
     error: str | None
     traceparent: str | None
+    #: The failed attempts' errors, oldest first: the last ``JOB_ERRORS_KEPT`` (the store's).
+    errors: tuple[JobError, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,9 +18,7 @@ import sqlalchemy as sa
 
 from freehours.store.repository import Repository
 from freehours.store.tables import (
-    agents,
     customers,
-    ingestions,
     quota_events,
     quotas,
 )
@@ -66,46 +64,6 @@ class RegionDay:
     states: dict[str, int]
     free_kwh: Decimal
     free_value: Decimal
-
-
-@dataclass(frozen=True, slots=True)
-class QuotaEvent:
-    """A state a quota version was written in, and the trace of what wrote it."""
-
-    id: int
-    version: int
-    at: datetime
-    status: str
-    fence: int
-    attempts: int
-    reason: str | None
-    trace_id: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class IngestionRow:
-    id: int
-    received_at: datetime
-    source: str
-    name: str | None
-    key_id: str | None
-    agent: str | None
-    bytes: int
-    accepted: int
-    superseded: int
-    unchanged: int
-    stale: int
-    trace_id: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class AgentRow:
-    name: str
-    breaker: str
-    trips: int
-    version: str
-    address: str
-    last_seen_at: datetime
 
 
 class Console(Repository):
@@ -229,33 +187,6 @@ class Console(Repository):
             .order_by(q.version)
         )
         return [_quota_row(row) for row in rows]
-
-    def quota_events(self, nmi: str, day: date, *, limit: int) -> list[QuotaEvent]:
-        """A quota's events, oldest first (its first ``limit``)."""
-        e = quota_events.c
-        rows = self._conn.execute(
-            sa.select(e.id, e.version, e.at, e.status, e.fence, e.attempts, e.reason, e.trace_id)
-            .where(e.nmi == nmi, e.day == day)
-            .order_by(e.id)
-            .limit(limit)
-        )
-        return [QuotaEvent(*row) for row in rows]
-
-    # --- ingestion and agents ------------------------------------------------------------------
-
-    def ingestions(self, *, limit: int, before_id: int | None = None) -> list[IngestionRow]:
-        """Up to ``limit`` ingestions, newest first, older than ``before_id``."""
-        c = ingestions.c
-        query = sa.select(ingestions).order_by(c.id.desc()).limit(limit)
-        if before_id is not None:
-            query = query.where(c.id < before_id)
-        return [IngestionRow(*row) for row in self._conn.execute(query)]
-
-    def agents(self) -> list[AgentRow]:
-        """What each agent last reported, by name."""
-        return [
-            AgentRow(*row) for row in self._conn.execute(sa.select(agents).order_by(agents.c.name))
-        ]
 
 
 _QUOTA_COLUMNS = (

@@ -23,6 +23,7 @@ from types import TracebackType
 import sqlalchemy as sa
 
 from freehours.store import locks, schema
+from freehours.store.agents import Agents
 from freehours.store.audit import Audit
 from freehours.store.catalog import Catalog
 from freehours.store.console import Console
@@ -30,6 +31,7 @@ from freehours.store.driver import Driver, Notifications
 from freehours.store.engine import Timeouts, create_engine, driver_of
 from freehours.store.errors import DatabaseError
 from freehours.store.idempotency import Idempotency
+from freehours.store.ingestions import Ingestions
 from freehours.store.invoices import Invoices
 from freehours.store.jobs import Jobs
 from freehours.store.keys import Keys
@@ -85,6 +87,14 @@ class Unit:
     @cached_property
     def idempotency(self) -> Idempotency:
         return Idempotency(self.connection, self._driver)
+
+    @cached_property
+    def ingestions(self) -> Ingestions:
+        return Ingestions(self.connection, self._driver)
+
+    @cached_property
+    def agents(self) -> Agents:
+        return Agents(self.connection, self._driver)
 
     def hold_shared(self, names: Iterable[str]) -> None:
         """Hold the named locks (``freehours.store.locks``) shared until the transaction ends

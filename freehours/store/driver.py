@@ -137,19 +137,20 @@ class Driver(ABC):
         """``statement`` restricted to rows whose two integer ``columns`` are one of ``pairs``."""
 
     @abstractmethod
-    def update_and_insert(
+    def write_and_insert(
         self,
         conn: sa.Connection,
         params: dict[str, Any],
         *,
         together: Prepared,
-        update: Prepared,
-        insert: Prepared,
+        write: Prepared,
+        inserts: Sequence[Prepared],
     ) -> bool:
-        """An update and the insert keyed by the row it wrote: ``together`` (one statement
-        whose update is a ``WITH``, returning a row when it inserted) where the database
-        allows it, else ``update`` then ``insert``. Whether the update found its row (always
-        True where two statements run: the caller holds the row)."""
+        """A write (an insert or update returning the row it wrote) and the inserts keyed by
+        that row: ``together`` (one statement whose write, and all but the last insert, are
+        ``WITH``s, returning a row when it inserted) where the database allows it, else
+        ``write``, then each of ``inserts`` if it returned a row. Whether the write wrote its
+        row."""
 
     @abstractmethod
     def upsert_counting(

@@ -9,7 +9,10 @@ was committed. The worker's statements run in ``Store.write()`` units:
 - ``renew``: the heartbeat, extending the leases of one worker's running jobs.
 - ``expired``: running jobs whose lease ran out (their worker died), locked for the rescuer.
 - ``finish``: the results of attempts, written only where the fence still matches, so that a
-  worker whose job was rescued and re-run cannot overwrite its successor's result.
+  worker whose job was rescued and re-run cannot overwrite its successor's result. A failed
+  attempt (a retry, or a discard that counts one more attempt: the worker's or the rescuer's)
+  appends its error to ``errors``, keeping the last ``JOB_ERRORS_KEPT``; completions, snoozes
+  and releases are written in batches and touch no error.
 
 Unique jobs: at most one unfinished (AVAILABLE, RUNNING, RETRYABLE) job per (kind, key), kept by a
 partial unique index. ``enqueue`` of a duplicate inserts nothing and returns None; instead it tells
@@ -27,12 +30,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from freehours.jobs.job import Job, JobId, JobState
+from freehours.jobs.job import Job, JobError, JobId, JobState
 from freehours.jobs.queue import DEFAULT_DEADLINE, DEFAULT_MAX_ATTEMPTS, Complete, Finish, Release
 from freehours.jobs.retry import Discard, RetryAt, SnoozeUntil
 from freehours.store.repository import Repository
 from freehours.store.tables import (
     IDEMPOTENCY_KEY_LENGTH,
+    JOB_ERRORS_KEPT,
     JOB_KIND_LENGTH,
     TRACEPARENT_LENGTH,
     UNFINISHED_JOB_STATES,
@@ -399,6 +403,12 @@ class Jobs(Repository):
                     "error": sa.func.coalesce(item.note, c.error),
                     "finalized_at": now,
                 }
+        # A failed attempt counts one more (a snooze, or a discard before the start, none); the
+        # job is held at its fence, so the errors read when it was claimed are still its own.
+        counted = None if isinstance(decision, SnoozeUntil) else decision.attempts
+        if counted is not None and counted > item.job.attempts:
+            failed = JobError(counted, now, item.note or "")
+            values["errors"] = _errors_text((*item.job.errors, failed))
         return self._update([(item.job.id, item.job.runs)], {**_unheld(), **values})
 
     def _update(self, fences: list[tuple[int, int]], values: dict[str, Any]) -> set[JobId]:
@@ -459,6 +469,26 @@ def _unheld() -> dict[str, Any]:
     return {"worker": None, "lease_until": None, "rerun_at": None}
 
 
+def _errors_text(errors: Sequence[JobError]) -> str:
+    """The last ``JOB_ERRORS_KEPT`` of ``errors`` as the ``errors`` column's JSON array."""
+    return json.dumps(
+        [
+            {"attempt": e.attempt, "at": e.at.astimezone(UTC).isoformat(), "error": e.error}
+            for e in errors[-JOB_ERRORS_KEPT:]
+        ],
+        separators=(",", ":"),
+    )
+
+
+def _errors(text: str | None) -> tuple[JobError, ...]:
+    if not text:
+        return ()
+    return tuple(
+        JobError(e["attempt"], datetime.fromisoformat(e["at"]), e["error"])
+        for e in json.loads(text)
+    )
+
+
 def _job(row: sa.Row[Any]) -> Job:
     return Job(
         id=JobId(row.id),
@@ -480,4 +510,5 @@ def _job(row: sa.Row[Any]) -> Job:
         outcome=row.outcome,
         error=row.error,
         traceparent=row.traceparent,
+        errors=_errors(row.errors),
     )

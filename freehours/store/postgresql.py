@@ -169,14 +169,14 @@ class PostgreSQL(Driver):
         )
         return statement.where(first == pair.c.a, second == pair.c.b)
 
-    def update_and_insert(
+    def write_and_insert(
         self,
         conn: sa.Connection,
         params: dict[str, Any],
         *,
         together: Prepared,
-        update: Prepared,
-        insert: Prepared,
+        write: Prepared,
+        inserts: Sequence[Prepared],
     ) -> bool:
         return bool(together.rows(conn, params))
 

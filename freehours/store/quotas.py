@@ -3,6 +3,13 @@
 ``Quotas`` runs in its unit of work's transaction; the settlement service decides what to write
 with the pure transitions of ``freehours.domain.settlement`` and writes state and ledger entry in
 one transaction.
+
+Every state written (``insert``, ``insert_if_absent`` when it inserts, ``save``, ``save_and_book``,
+``reopen_if_settled``) is also recorded in ``quota_events``, with when it was written and the
+current trace (``events``: a quota's history). On PostgreSQL the event is part of the write's own
+statement (a ``WITH`` whose insert takes the row the write returned); on SQLite, whose ``WITH``
+takes no insert or update, it is a second statement in the same transaction
+(``Driver.write_and_insert``).
 """
 
 from __future__ import annotations
@@ -16,10 +23,11 @@ import sqlalchemy as sa
 from sqlalchemy.sql.expression import ClauseElement
 
 from freehours.domain.settlement import Quota, QuotaStatus, new_quota
+from freehours.observability.trace_ids import current_trace_id
 from freehours.store.driver import Driver
 from freehours.store.prepared import Prepared
 from freehours.store.repository import Repository
-from freehours.store.tables import ledger_entries, quotas
+from freehours.store.tables import ledger_entries, quota_events, quotas
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +42,22 @@ class LedgerEntry:
     booked_at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class QuotaEvent:
+    """A state a quota version was written in: when, and the trace of the request or job that
+    wrote it (None outside a trace)."""
+
+    nmi: str
+    date: date
+    version: int
+    at: datetime
+    status: QuotaStatus
+    fence: int
+    attempts: int
+    reason: str | None
+    trace_id: str | None
+
+
 # The statements of the settlement's hot path, prepared once (freehours.store.prepared).
 _KEY = (quotas.c.nmi == sa.bindparam("k_nmi"), quotas.c.day == sa.bindparam("k_day"))
 _SELECT_LATEST = sa.select(quotas).where(*_KEY).order_by(quotas.c.version.desc()).limit(1)
@@ -41,30 +65,67 @@ _LATEST = Prepared(_SELECT_LATEST)
 _LATEST_FOR_UPDATE = Prepared(_SELECT_LATEST.with_for_update())
 _COLUMNS = [column.name for column in quotas.columns]
 _ROW = {name: sa.bindparam(name, type_=quotas.c[name].type) for name in _COLUMNS}
-_INSERT = Prepared(quotas.insert().values(_ROW))
+
+# What an event takes from the quota row written; its time and trace are bound as ``e_at`` and
+# ``e_trace_id``.
+_EVENT_COLUMNS = ("nmi", "day", "version", "status", "fence", "attempts", "reason")
+_EVENT_EXTRA = {
+    "at": sa.bindparam("e_at", type_=quota_events.c.at.type),
+    "trace_id": sa.bindparam("e_trace_id", type_=quota_events.c.trace_id.type),
+}
+_WRITTEN = [quotas.c[name] for name in _EVENT_COLUMNS]
+_RECORD = Prepared(
+    quota_events.insert().values(
+        {
+            **{
+                name: sa.bindparam(name, type_=quota_events.c[name].type) for name in _EVENT_COLUMNS
+            },
+            **_EVENT_EXTRA,
+        }
+    )
+)
+
+
+def _recorded(written: sa.CTE) -> sa.Insert:
+    """The event of the row a write returned (``written``, a ``WITH``): no row, no event."""
+    return quota_events.insert().from_select(
+        [*_EVENT_COLUMNS, *_EVENT_EXTRA],
+        sa.select(*(written.c[name] for name in _EVENT_COLUMNS), *_EVENT_EXTRA.values()),
+    )
 
 
 def _insert_if_absent(driver: Driver) -> ClauseElement:
     return driver.insert_or_ignore(quotas).values(_ROW).returning(quotas.c.version)
 
 
+def _insert_if_absent_recorded(driver: Driver) -> ClauseElement:
+    written = driver.insert_or_ignore(quotas).values(_ROW).returning(*_WRITTEN).cte("written")
+    return _recorded(written).returning(quota_events.c.version)
+
+
+_INSERT = Prepared(quotas.insert().values(_ROW).returning(quotas.c.version))
+_INSERT_RECORDED = Prepared(
+    _recorded(quotas.insert().values(_ROW).returning(*_WRITTEN).cte("written")).returning(
+        quota_events.c.version
+    )
+)
+
 _SAVE_WHERE = (*_KEY, quotas.c.version == sa.bindparam("k_version"))
 _SAVE_VALUES = {name: sa.bindparam(name, type_=quotas.c[name].type) for name in _COLUMNS[3:]}
-_SAVE = Prepared(quotas.update().where(*_SAVE_WHERE).values(_SAVE_VALUES))
+_UPDATE = quotas.update().where(*_SAVE_WHERE).values(_SAVE_VALUES)
+_SAVE = Prepared(_UPDATE.returning(quotas.c.version))
+_SAVE_RECORDED = Prepared(
+    _recorded(_UPDATE.returning(*_WRITTEN).cte("written")).returning(quota_events.c.version)
+)
 _BOOK = Prepared(
     ledger_entries.insert().values(
         {c.name: sa.bindparam(c.name, type_=c.type) for c in ledger_entries.columns}
     )
 )
-# Where the database allows it (``Driver.update_and_insert``): a transition and its ledger entry
-# in one statement, the entry's key taken from the row the update wrote (no row, no entry).
-_SAVED = (
-    quotas.update()
-    .where(*_SAVE_WHERE)
-    .values(_SAVE_VALUES)
-    .returning(quotas.c.nmi, quotas.c.day, quotas.c.version)
-    .cte("saved")
-)
+# Where the database allows it (``Driver.write_and_insert``): a transition, its event and its
+# ledger entry in one statement, the event's and the entry's key taken from the row the update
+# wrote (no row, neither).
+_SAVED = _UPDATE.returning(*_WRITTEN).cte("saved")
 _ENTRY_VALUES = ("kwh", "amount", "booked_at")
 _SAVE_AND_BOOK = Prepared(
     ledger_entries.insert()
@@ -77,7 +138,13 @@ _SAVE_AND_BOOK = Prepared(
             *(sa.bindparam(name, type_=ledger_entries.c[name].type) for name in _ENTRY_VALUES),
         ),
     )
+    .add_cte(_recorded(_SAVED).cte("recorded"))
     .returning(ledger_entries.c.version)
+)
+_EVENTS = (
+    sa.select(quota_events)
+    .where(quota_events.c.nmi == sa.bindparam("nmi"), quota_events.c.day == sa.bindparam("day"))
+    .order_by(quota_events.c.id)
 )
 
 
@@ -92,39 +159,80 @@ class Quotas(Repository):
         row = statement.first(self._conn, {"k_nmi": nmi, "k_day": day})
         return None if row is None else _quota(row)
 
-    def insert_if_absent(self, quota: Quota) -> bool:
-        """Insert ``quota`` unless its (nmi, date, version) exists; whether it was inserted.
+    def insert_if_absent(self, quota: Quota, *, at: datetime) -> bool:
+        """Insert ``quota`` unless its (nmi, date, version) exists; whether it was inserted (and
+        its event recorded, ``at``).
 
         Two transactions inserting the same key at once: the key keeps one, the other waits for
         it and inserts nothing.
         """
-        return bool(self._driver.prepared(_insert_if_absent).rows(self._conn, _values(quota)))
+        return self._driver.write_and_insert(
+            self._conn,
+            _event_params(_values(quota), at),
+            together=self._driver.prepared(_insert_if_absent_recorded),
+            write=self._driver.prepared(_insert_if_absent),
+            inserts=(_RECORD,),
+        )
 
-    def latest_or_new(self, nmi: str, day: date) -> Quota:
-        """The newest version locked for this transaction, creating version 1 when there is
-        none: two statements whatever there was."""
-        self.insert_if_absent(new_quota(nmi, day))
+    def latest_or_new(self, nmi: str, day: date, *, at: datetime) -> Quota:
+        """The newest version locked for this transaction, creating version 1 (written ``at``)
+        when there is none: two statements whatever there was."""
+        self.insert_if_absent(new_quota(nmi, day), at=at)
         quota = self.latest(nmi, day, for_update=True)
         assert quota is not None, "version 1 was just inserted or already existed"
         return quota
 
-    def insert(self, quota: Quota) -> None:
-        _INSERT.rows(self._conn, _values(quota))
+    def insert(self, quota: Quota, *, at: datetime) -> None:
+        """Insert a new version, and its event (``at``); its key must be new."""
+        self._driver.write_and_insert(
+            self._conn,
+            _event_params(_values(quota), at),
+            together=_INSERT_RECORDED,
+            write=_INSERT,
+            inserts=(_RECORD,),
+        )
 
-    def save(self, quota: Quota) -> None:
-        """Write a transition of an existing row (same nmi, date and version)."""
-        _SAVE.rows(self._conn, _save_params(quota))
+    def save(self, quota: Quota, *, at: datetime) -> None:
+        """Write a transition of an existing row (same nmi, date and version), and its event
+        (``at``, the time of the transition)."""
+        self._driver.write_and_insert(
+            self._conn,
+            _event_params(_save_params(quota), at),
+            together=_SAVE_RECORDED,
+            write=_SAVE,
+            inserts=(_RECORD,),
+        )
 
     def save_and_book(self, quota: Quota, entry: LedgerEntry) -> None:
-        """Write a transition of an existing row and book its ledger entry (of the same nmi,
-        date and version): one statement where the database allows it (PostgreSQL), two where
-        its ``WITH`` takes no update (SQLite)."""
+        """Write a transition of an existing row, its event (at the quota's ``completed_at``,
+        else the entry's ``booked_at``), and book its ledger entry (of the same nmi, date and
+        version): one statement where the database allows it (PostgreSQL), three where its
+        ``WITH`` takes no update (SQLite)."""
         assert (entry.nmi, entry.date, entry.version) == (quota.nmi, quota.date, quota.version)
-        params = {**_save_params(quota), **_entry_params(entry)}
-        booked = self._driver.update_and_insert(
-            self._conn, params, together=_SAVE_AND_BOOK, update=_SAVE, insert=_BOOK
+        at = quota.completed_at or entry.booked_at
+        params = {**_event_params(_save_params(quota), at), **_entry_params(entry)}
+        booked = self._driver.write_and_insert(
+            self._conn, params, together=_SAVE_AND_BOOK, write=_SAVE, inserts=(_RECORD, _BOOK)
         )
         assert booked, f"quota {quota.key} version {quota.version} is not there to save"
+
+    def events(self, nmi: str, day: date) -> list[QuotaEvent]:
+        """Every state the quota's versions were written in, oldest first."""
+        rows = self._conn.execute(_EVENTS, {"nmi": nmi, "day": day})
+        return [
+            QuotaEvent(
+                r.nmi,
+                r.day,
+                r.version,
+                r.at,
+                QuotaStatus(r.status),
+                r.fence,
+                r.attempts,
+                r.reason,
+                r.trace_id,
+            )
+            for r in rows
+        ]
 
     def book(self, entry: LedgerEntry) -> None:
         """Book a credit. The ledger's key (nmi, date, version) refuses a second one for a
@@ -156,8 +264,9 @@ class Quotas(Repository):
         rows = self._conn.execute(q.order_by(ledger_entries.c.day, ledger_entries.c.version))
         return [LedgerEntry(r.nmi, r.day, r.version, r.kwh, r.amount, r.booked_at) for r in rows]
 
-    def reopen_if_settled(self, nmi: str, day: date) -> Quota | None:
-        """After new meter data for a settled day: the next version, PENDING, or None.
+    def reopen_if_settled(self, nmi: str, day: date, *, at: datetime) -> Quota | None:
+        """After new meter data for a settled day: the next version, PENDING (written ``at``),
+        or None.
 
         Only a COMPLETED newest version is reopened; a PENDING or LOCKED one will read the new
         data when it settles (the holder re-reads under the row lock before completing), and an
@@ -167,7 +276,7 @@ class Quotas(Repository):
         if quota is None or quota.status is not QuotaStatus.COMPLETED:
             return None
         successor = new_quota(nmi, day, version=quota.version + 1)
-        self.insert(successor)
+        self.insert(successor, at=at)
         return successor
 
     def every_credit(self) -> list[LedgerEntry]:
@@ -217,6 +326,13 @@ def _entry_params(entry: LedgerEntry) -> dict[str, object]:
         "amount": entry.amount,
         "booked_at": entry.booked_at,
     }
+
+
+def _event_params(params: dict[str, object], at: datetime) -> dict[str, object]:
+    """``params`` with the event's time and the current trace."""
+    params["e_at"] = at
+    params["e_trace_id"] = current_trace_id()
+    return params
 
 
 def _save_params(quota: Quota) -> dict[str, object]:

@@ -113,18 +113,20 @@ class SQLite(Driver):
     ) -> sa.Update:
         return statement.where(sa.tuple_(*columns).in_(list(pairs)))
 
-    def update_and_insert(
+    def write_and_insert(
         self,
         conn: sa.Connection,
         params: dict[str, Any],
         *,
         together: Prepared,
-        update: Prepared,
-        insert: Prepared,
+        write: Prepared,
+        inserts: Sequence[Prepared],
     ) -> bool:
-        # SQLite's WITH takes no UPDATE: two statements, in the caller's transaction.
-        update.rows(conn, params)
-        insert.rows(conn, params)
+        # SQLite's WITH takes no INSERT or UPDATE: a statement each, in the caller's transaction.
+        if not write.rows(conn, params):
+            return False
+        for insert in inserts:
+            insert.rows(conn, params)
         return True
 
     def upsert_counting(

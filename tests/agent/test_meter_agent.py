@@ -260,3 +260,24 @@ def test_with_once_a_file_still_being_written_is_left_for_the_next_run(
     assert not (inbox / "rejected").exists()
     (line,) = [line for line in logs if line["event"] == "files_still_being_written"]
     assert line["files"] == ["growing.csv"]
+
+
+def test_every_request_says_who_sent_it_and_its_breakers_state(tmp_path: Path) -> None:
+    """Closed with no trips at first; after three failures the breaker opens (a trip) and
+    sends nothing until its trial call, which says half-open; then closed again."""
+    failures = 3
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        if len(api.requests) <= failures:
+            return down(request)
+        return up(request)
+
+    api = Recorder(flaky)
+    breaker = BreakerConfig(fail_max=failures, reset_timeout=0.05, name="test")
+    summary = run(config(tmp_path, breaker=breaker, name="gw 1/β", drain_timeout=5.0), api)
+    assert summary.ending is Ending.FINISHED
+    said = [request.headers["Freehours-Agent"] for request in api.requests]
+    assert said[:failures] == ["name=gw-1--; breaker=closed; trips=0"] * failures
+    assert said[failures] == "name=gw-1--; breaker=half-open; trips=1"
+    assert set(said[failures + 1 :]) == {"name=gw-1--; breaker=closed; trips=1"}
+    assert all(r.headers["User-Agent"].startswith("freehours-agent/") for r in api.requests)

@@ -271,11 +271,11 @@ def test_a_key_stays_held_while_its_request_runs_however_long(
         real_reads = ingestion.reads
         runs: list[int] = []
 
-        def slow_reads(unit, reads):  # type: ignore[no-untyped-def]
+        def slow_reads(unit, reads, arrival=None):  # type: ignore[no-untyped-def]
             runs.append(len(reads))
             entered.set()
             assert release.wait(30)
-            return real_reads(unit, reads)
+            return real_reads(unit, reads, arrival)
 
         monkeypatch.setattr(ingestion, "reads", slow_reads)
         body = batch("0.412")

@@ -98,8 +98,9 @@ def test_while_the_window_is_open_it_is_409_pending_with_retry_after(api: Api) -
 def test_a_live_lock_is_409_locked_with_the_seconds_left(api: Api) -> None:
     set_up(api)
     with api.services.store.write() as unit:
-        pending = unit.quotas.latest_or_new(NMI, DAY)
-        unit.quotas.save(claim(pending, api.clock.now(), timedelta(seconds=30), 5).quota)
+        pending = unit.quotas.latest_or_new(NMI, DAY, at=api.clock.now())
+        held = claim(pending, api.clock.now(), timedelta(seconds=30), 5).quota
+        unit.quotas.save(held, at=api.clock.now())
     api.clock.advance(12)
     response = settle(api)
     assert response.status_code == 409
@@ -197,8 +198,9 @@ def test_get_of_a_due_day_whose_data_is_incomplete_waits_for_the_next_data_poll(
 def test_get_of_a_day_being_settled_is_locked_with_the_seconds_left(api: Api) -> None:
     set_up(api)
     with api.services.store.write() as unit:
-        pending = unit.quotas.latest_or_new(NMI, DAY)
-        unit.quotas.save(claim(pending, api.clock.now(), timedelta(seconds=30), 5).quota)
+        pending = unit.quotas.latest_or_new(NMI, DAY, at=api.clock.now())
+        held = claim(pending, api.clock.now(), timedelta(seconds=30), 5).quota
+        unit.quotas.save(held, at=api.clock.now())
     api.clock.advance(12)
     response = state(api)
     assert (response.status_code, response.headers["Retry-After"]) == (200, "18")

@@ -30,7 +30,8 @@ def aborted_quota(runtime: Runtime, nmi: str = NMI, day: date = DAY) -> None:
                 fence=5,
                 attempts=5,
                 reason="attempts exhausted: the meter data service kept failing",
-            )
+            ),
+            at=START,
         )
 
 

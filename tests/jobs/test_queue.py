@@ -11,11 +11,12 @@ from prometheus_client import REGISTRY
 
 from freehours.clock import ManualClock
 from freehours.jobs import queue, rescuer
-from freehours.jobs.job import Job, JobId, JobState
+from freehours.jobs.job import Job, JobError, JobId, JobState
 from freehours.jobs.queue import Complete, Finish, Release
 from freehours.jobs.retry import Discard, DiscardReason, RetryAt, RetryPolicy, SnoozeUntil
 from freehours.store.database import Store
 from freehours.store.jobs import Jobs
+from freehours.store.tables import JOB_ERRORS_KEPT
 from tests.jobs.support import postgres_only
 
 NOW = datetime(2026, 7, 1, 4, 15, tzinfo=UTC)
@@ -210,6 +211,7 @@ def test_the_rescuer_retries_a_job_whose_lease_ran_out_and_counts_it(store: Stor
     job = only(store, "a")
     assert (job.state, job.attempts, job.worker) == (JobState.RETRYABLE, 1, None)
     assert job.error == "lease expired: worker dead stopped renewing it"
+    assert job.errors == (JobError(1, clock.now(), job.error),)
     assert only(store, "b").state is JobState.RUNNING
     # The dead worker's result, should it ever arrive, is stale.
     assert finish(store, Finish(dead, Complete("late"))) == set()
@@ -224,6 +226,28 @@ def test_a_rescued_job_on_its_last_attempt_is_discarded(store: Store) -> None:
     rescuer.rescue(store, RetryPolicy(clock, random.Random(1)))
     job = only(store, "a")
     assert (job.state, job.outcome, job.attempts) == (JobState.DISCARDED, "attempts", 1)
+
+
+def test_a_job_keeps_the_errors_of_its_last_20_failed_attempts(store: Store) -> None:
+    """Each failed attempt appends its error (a snooze appends none); past ``JOB_ERRORS_KEPT``
+    the oldest go, and the last attempt's is ``error`` too."""
+    with store.write() as unit:
+        unit.jobs.enqueue("settle", "a", {}, run_at=NOW, max_attempts=30, now=NOW)
+    at = NOW
+    for attempt in range(1, 26):
+        (held,) = claim(store, at=at)
+        if attempt == 3:
+            finish(store, Finish(held, SnoozeUntil(at), "not yet"), at=at)
+            (held,) = claim(store, at=at)
+        at += timedelta(seconds=1)
+        failed = Finish(held, RetryAt(at, attempt), f"Boom: attempt {attempt}")
+        assert finish(store, failed, at=at) == {held.id}
+    job = only(store, "a")
+    assert JOB_ERRORS_KEPT == 20
+    assert job.errors == tuple(
+        JobError(n, NOW + timedelta(seconds=n), f"Boom: attempt {n}") for n in range(6, 26)
+    )
+    assert (job.attempts, job.error) == (25, "Boom: attempt 25")
 
 
 def test_cancel_ends_a_waiting_job_but_not_a_running_one(store: Store) -> None:

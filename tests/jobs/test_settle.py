@@ -172,10 +172,10 @@ def test_a_quota_locked_by_another_holder_snoozes_the_job_until_the_lock_expires
 ) -> None:
     due.ingest(day_row("0.500", stamp=STAMP))
     with due.store.write() as unit:
-        pending = unit.quotas.latest_or_new(NMI, DAY)
+        pending = unit.quotas.latest_or_new(NMI, DAY, at=DUE)
         held = claim(pending, DUE, POLICY.lock_timeout, POLICY.max_attempts)
         assert isinstance(held, Claimed)
-        unit.quotas.save(held.quota)  # another holder: its lock lasts until DUE + 30 s
+        unit.quotas.save(held.quota, at=DUE)  # another holder: its lock lasts until DUE + 30 s
     assert due.run_due() == 1
     snoozed = due.job()
     assert (snoozed.state, snoozed.run_at, snoozed.attempts) == (

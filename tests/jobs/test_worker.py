@@ -115,6 +115,10 @@ def test_a_job_that_always_fails_is_discarded_within_its_deadline_and_the_rest_g
     discarded = job(store, doomed)
     assert (discarded.outcome, discarded.attempts) == ("attempts", 3)
     assert discarded.error == "ConnectionError: the settlement API is down"
+    assert [(e.attempt, e.error) for e in discarded.errors] == [
+        (n, "ConnectionError: the settlement API is down") for n in (1, 2, 3)
+    ]
+    assert all(e.at <= discarded.finalized_at for e in discarded.errors)
     assert discarded.finalized_at is not None
     assert discarded.finalized_at <= deadline
     assert _discarded("fail", "attempts") == before + 1

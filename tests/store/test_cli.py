@@ -121,6 +121,15 @@ def test_import_stores_every_file_and_sums_them_up(
         "total", "18", "864", "18", "0", "0", "0",
     ]  # fmt: skip
     assert stored_nmis(database_url) == ["4103035611", "4103035612", "4103035613"]
+    with Store.open(database_url) as store, store.read() as unit:
+        recorded = [
+            (r.source, r.name, r.bytes, r.key_id, r.accepted)
+            for r in unit.ingestions.recent(limit=10)
+        ]
+    assert recorded == [
+        ("import", "second.csv", second.stat().st_size, None, 6),
+        ("import", "first.csv", first.stat().st_size, None, 12),
+    ]
 
 
 def test_a_file_with_a_bad_line_stores_nothing_of_itself_and_exits_2(
@@ -141,6 +150,8 @@ def test_a_file_with_a_bad_line_stores_nothing_of_itself_and_exits_2(
     assert "1 of 2 files stored" in captured.out
     # The bad file's first NMI was read, and staged, before its bad line: none of it stayed.
     assert stored_nmis(database_url) == ["4103035611"]
+    with Store.open(database_url) as store, store.read() as unit:
+        assert [r.name for r in unit.ingestions.recent(limit=10)] == ["good.csv"]
 
 
 def test_an_interrupted_import_says_which_files_landed(

@@ -10,25 +10,30 @@ is the contract the two drivers share.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext
 
 from freehours.domain.reads import IntervalDay, IntervalRead
-from freehours.domain.settlement import claim, complete, new_quota
+from freehours.domain.settlement import QuotaStatus, claim, complete, new_quota, release
 from freehours.domain.time import NEM_TIME, Region
 from freehours.errors import InputError
-from freehours.jobs.job import JobState
+from freehours.jobs.job import JobError, JobState
 from freehours.jobs.queue import Complete, Finish, Release
 from freehours.jobs.retry import Discard, DiscardReason, RetryAt, SnoozeUntil
+from freehours.store.agents import AgentReport
 from freehours.store.catalog import Customer, StoredPlan
 from freehours.store.database import Store, Unit
 from freehours.store.idempotency import SavedResponse, StoredIdempotencyKey
+from freehours.store.ingestions import IngestionRecord
 from freehours.store.jobs import NOTIFY_CHANNEL
 from freehours.store.keys import StoredKey
 from freehours.store.meter import IngestCounts
-from freehours.store.quotas import LedgerEntry
+from freehours.store.quotas import LedgerEntry, QuotaEvent
 
 NMI = "4102000001"
 OTHER = "4102000002"
@@ -55,27 +60,27 @@ def nem12_day(nmi: str, value: str, stamp: datetime = STAMP, suffix: str = "E1")
 def test_quotas(store: Store) -> None:
     first = new_quota(NMI, DAY)
     with store.autocommit() as unit:
-        assert unit.quotas.insert_if_absent(first) is True
-        assert unit.quotas.insert_if_absent(first) is False
+        assert unit.quotas.insert_if_absent(first, at=NOW) is True
+        assert unit.quotas.insert_if_absent(first, at=NOW) is False
     with store.write() as unit:
         assert unit.quotas.latest(NMI, DAY) == first
         assert unit.quotas.latest(OTHER, DAY) is None
-        assert unit.quotas.latest_or_new(NMI, DAY) == first
-        assert unit.quotas.latest_or_new(OTHER, DAY) == new_quota(OTHER, DAY)
+        assert unit.quotas.latest_or_new(NMI, DAY, at=NOW) == first
+        assert unit.quotas.latest_or_new(OTHER, DAY, at=NOW) == new_quota(OTHER, DAY)
         held = claim(first, NOW, timedelta(seconds=30), 5)
-        unit.quotas.save(held.quota)
+        unit.quotas.save(held.quota, at=NOW)
         done = complete(held.quota, held.quota.fence, Decimal("1.5"), Decimal("0.75"), NOW)
         unit.quotas.save_and_book(
             done, LedgerEntry(NMI, DAY, 1, Decimal("1.5"), Decimal("0.75"), NOW)
         )
         assert unit.quotas.latest(NMI, DAY, for_update=True) == done
     with store.write() as unit:
-        successor = unit.quotas.reopen_if_settled(NMI, DAY)
+        successor = unit.quotas.reopen_if_settled(NMI, DAY, at=NOW)
         assert successor == new_quota(NMI, DAY, version=2)
-        assert unit.quotas.reopen_if_settled(NMI, DAY) is None  # version 2 is not settled
-        assert unit.quotas.reopen_if_settled(OTHER, DAY) is None
+        assert unit.quotas.reopen_if_settled(NMI, DAY, at=NOW) is None  # version 2 is not settled
+        assert unit.quotas.reopen_if_settled(OTHER, DAY, at=NOW) is None
         unit.quotas.book(LedgerEntry(NMI, DAY, 2, Decimal("0.5"), Decimal("0.25"), NOW))
-        unit.quotas.insert(new_quota(OTHER, DAY, version=2))
+        unit.quotas.insert(new_quota(OTHER, DAY, version=2), at=NOW)
     with store.read() as unit:
         assert unit.quotas.booked_before(NMI, DAY, 1) == (Decimal(0), Decimal(0))
         assert unit.quotas.booked_before(NMI, DAY, 3) == (Decimal("2.0"), Decimal("1.00"))
@@ -91,17 +96,70 @@ def test_quotas(store: Store) -> None:
         assert unit.quotas.first_versions_completed_at() == [NOW]
 
 
+TRACE = 0x0AF7651916CD43DD8448EB211C80319C
+
+
+def in_trace(trace_id: int = TRACE) -> AbstractContextManager[object]:
+    """A current span with a valid context in the trace ``trace_id`` (never recorded)."""
+    context = SpanContext(trace_id=trace_id, span_id=0x00F067AA0BA902B7, is_remote=False)
+    return trace.use_span(NonRecordingSpan(context))
+
+
+def test_every_quota_state_written_is_an_event(store: Store) -> None:
+    """insert, insert_if_absent (when it inserts), save, save_and_book and reopen_if_settled
+    each record the state they wrote, at the time given (the completion's own for
+    save_and_book), with the current trace; none outside one."""
+    later, last = NOW + timedelta(seconds=5), NOW + timedelta(seconds=9)
+    held = claim(new_quota(NMI, DAY), NOW, timedelta(seconds=30), 5).quota
+    with store.autocommit() as unit, in_trace():
+        assert unit.quotas.insert_if_absent(held, at=NOW) is True
+        assert unit.quotas.insert_if_absent(held, at=later) is False  # no write, no event
+    released = release(held, held.fence, "attempt failed", later, 5)
+    with store.write() as unit:
+        unit.quotas.save(released, at=later)
+        again = claim(released, later, timedelta(seconds=30), 5).quota
+        unit.quotas.save(again, at=later)
+        done = complete(again, again.fence, Decimal(1), Decimal("0.5"), last)
+        entry = LedgerEntry(NMI, DAY, 1, Decimal(1), Decimal("0.5"), last)
+        with in_trace(TRACE + 1):
+            unit.quotas.save_and_book(done, entry)
+            assert unit.quotas.reopen_if_settled(NMI, DAY, at=last) is not None
+        unit.quotas.insert(new_quota(OTHER, DAY), at=NOW)
+    trace_id = "0af7651916cd43dd8448eb211c80319c"
+    booked = "0af7651916cd43dd8448eb211c80319d"
+    with store.read() as unit:
+        assert unit.quotas.events(NMI, DAY) == [
+            QuotaEvent(NMI, DAY, 1, NOW, QuotaStatus.LOCKED, 1, 0, None, trace_id),
+            QuotaEvent(NMI, DAY, 1, later, QuotaStatus.PENDING, 1, 1, "attempt failed", None),
+            QuotaEvent(NMI, DAY, 1, later, QuotaStatus.LOCKED, 2, 1, None, None),
+            QuotaEvent(NMI, DAY, 1, last, QuotaStatus.COMPLETED, 2, 1, None, booked),
+            QuotaEvent(NMI, DAY, 2, last, QuotaStatus.PENDING, 0, 0, None, booked),
+        ]
+        assert unit.quotas.events(OTHER, DAY) == [
+            QuotaEvent(OTHER, DAY, 1, NOW, QuotaStatus.PENDING, 0, 0, None, None)
+        ]
+        assert unit.quotas.events(NMI, DAY + timedelta(days=1)) == []
+
+
+def test_a_save_of_no_row_records_no_event(store: Store) -> None:
+    with store.write() as unit:
+        unit.quotas.save(new_quota(NMI, DAY), at=NOW)
+        assert unit.quotas.latest(NMI, DAY) is None
+        assert unit.quotas.events(NMI, DAY) == []
+
+
 def test_a_transition_and_its_entry_stand_or_fall_together(store: Store) -> None:
     first = new_quota(NMI, DAY)
     held = claim(first, NOW, timedelta(seconds=30), 5).quota
     with store.write() as unit:
-        unit.quotas.insert(held)
+        unit.quotas.insert(held, at=NOW)
     done = complete(held, held.fence, Decimal(1), Decimal("0.5"), NOW)
     entry = LedgerEntry(NMI, DAY, 1, Decimal(1), Decimal("0.5"), NOW)
     write_then_fail(store, lambda unit: unit.quotas.save_and_book(done, entry))
     with store.read() as unit:
         assert unit.quotas.latest(NMI, DAY) == held
         assert unit.quotas.ledger(NMI) == []
+        assert [event.status for event in unit.quotas.events(NMI, DAY)] == [QuotaStatus.LOCKED]
 
 
 # --- meter data ---------------------------------------------------------------------------------
@@ -233,6 +291,12 @@ def test_jobs(store: Store) -> None:
             ("c", JobState.CANCELLED, 0),
         ]
         assert [j.key for j in unit.jobs.history("settle", "b")] == ["b"]
+        # The retry and the discard were failed attempts; the snooze was none.
+        assert unit.jobs.history("settle", "b")[0].errors == (
+            JobError(1, NOW, "Boom: failed"),
+            JobError(2, NOW, "Boom"),
+        )
+        assert unit.jobs.history("settle", "a")[0].errors == ()
         assert unit.jobs.get(10_000) is None
         assert unit.jobs.reruns() == 3
         counts = unit.jobs.count_by_state()
@@ -244,6 +308,55 @@ def test_jobs(store: Store) -> None:
         assert unit.jobs.prune(finished_before=NOW + timedelta(seconds=1), limit=2) == 1
         unit.jobs.enqueue("settle", "d", {}, run_at=NOW, now=NOW)
         assert unit.jobs.count_stuck(now=NOW + 2 * LEASE, waiting_over=LEASE) == 1
+
+
+# --- ingestions and agents --------------------------------------------------------------------
+
+
+def test_ingestions(store: Store) -> None:
+    counts = IngestCounts(accepted=3, superseded=2, unchanged=1, stale=4)
+    with store.write() as unit:
+        first = unit.ingestions.record(
+            received_at=NOW,
+            source="nem12",
+            size=1234,
+            counts=counts,
+            name="a.csv",
+            key_id="key_1",
+            agent="gw-1",
+            trace_id="0af7651916cd43dd8448eb211c80319c",
+        )
+        second = unit.ingestions.record(
+            received_at=NOW, source="import", size=5, counts=IngestCounts(), name="x" * 300
+        )
+        third = unit.ingestions.record(received_at=NOW, source="reads", size=9, counts=counts)
+        with pytest.raises(ValueError, match="ingestion source 'ftp'"):
+            unit.ingestions.record(received_at=NOW, source="ftp", size=1, counts=counts)
+    assert first < second < third
+    with store.read() as unit:
+        newest = unit.ingestions.recent(limit=2)
+        assert [r.id for r in newest] == [third, second]
+        assert newest[1].name == "x" * 255
+        (oldest,) = unit.ingestions.recent(limit=2, before_id=second)
+        assert oldest == IngestionRecord(
+            first, NOW, "nem12", "a.csv", "key_1", "gw-1", 1234, 3, 2, 1, 4,
+            "0af7651916cd43dd8448eb211c80319c",
+        )  # fmt: skip
+        assert unit.ingestions.recent(limit=5, before_id=first) == []
+
+
+def test_agents(store: Store) -> None:
+    later = NOW + timedelta(seconds=10)
+    with store.write() as unit:
+        unit.agents.report(AgentReport("gw-2", "closed", 0, "0.1.0", "10.0.0.2", NOW))
+        unit.agents.report(AgentReport("gw-1", "open", 1, "0.1.0", "10.0.0.1", NOW))
+        unit.agents.report(AgentReport("gw-1", "half-open", 2, "0.2.0", "10.0.0.9", later))
+        unit.agents.report(AgentReport("gw-1", "closed", 0, "0.1.0", "10.0.0.1", NOW))  # older
+    with store.read() as unit:
+        assert unit.agents.every() == [
+            AgentReport("gw-1", "half-open", 2, "0.2.0", "10.0.0.9", later),
+            AgentReport("gw-2", "closed", 0, "0.1.0", "10.0.0.2", NOW),
+        ]
 
 
 # --- keys and idempotency -----------------------------------------------------------------------
@@ -297,11 +410,13 @@ def test_idempotency(store: Store) -> None:
 
 
 def test_units_commit_roll_back_and_lock(store: Store) -> None:
-    write_then_fail(store, lambda unit: unit.quotas.insert(new_quota(NMI, DAY)))
-    write_then_fail(store, lambda unit: unit.quotas.insert(new_quota(OTHER, DAY)), "quota-day:x")
+    write_then_fail(store, lambda unit: unit.quotas.insert(new_quota(NMI, DAY), at=NOW))
+    write_then_fail(
+        store, lambda unit: unit.quotas.insert(new_quota(OTHER, DAY), at=NOW), "quota-day:x"
+    )
     with store.write(lock="quota-day:x") as unit:
         unit.hold_shared(["quota-day:y"])
-        unit.quotas.insert(new_quota(OTHER, DAY))
+        unit.quotas.insert(new_quota(OTHER, DAY), at=NOW)
         store.driver.notify(unit.connection, NOTIFY_CHANNEL)
     with store.read() as unit:
         unit.ping()

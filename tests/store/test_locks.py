@@ -5,7 +5,7 @@ rolls back as a whole."""
 from __future__ import annotations
 
 import threading
-from datetime import date
+from datetime import UTC, date, datetime
 
 import pytest
 import sqlalchemy as sa
@@ -16,6 +16,7 @@ from freehours.store.database import Store
 from tests.support import eventually
 
 DAY = date(2026, 7, 1)
+AT = datetime(2026, 7, 2, 9, 0, tzinfo=UTC)
 
 
 def test_keys_are_stable_64_bit_hashes() -> None:
@@ -28,12 +29,12 @@ def test_keys_are_stable_64_bit_hashes() -> None:
 
 def test_a_locked_write_commits_or_rolls_back_as_a_whole(store: Store) -> None:
     with store.write(lock="day") as unit:
-        unit.quotas.insert(new_quota("NMI0000001", DAY))
+        unit.quotas.insert(new_quota("NMI0000001", DAY), at=AT)
 
     def version_2_twice(lock: str | None) -> None:
         with store.write(lock) as unit:
-            unit.quotas.insert(new_quota("NMI0000001", DAY, version=2))
-            unit.quotas.insert(new_quota("NMI0000001", DAY, version=2))
+            unit.quotas.insert(new_quota("NMI0000001", DAY, version=2), at=AT)
+            unit.quotas.insert(new_quota("NMI0000001", DAY, version=2), at=AT)
 
     with pytest.raises(sa.exc.IntegrityError):
         version_2_twice("day")

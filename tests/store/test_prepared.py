@@ -44,7 +44,7 @@ _SELECT = Prepared(
 def _book(store: Store) -> None:
     """The ledger entry, after the quota its key refers to."""
     with store.write() as unit:
-        unit.quotas.insert_if_absent(new_quota("NMI0000001", DAY))
+        unit.quotas.insert_if_absent(new_quota("NMI0000001", DAY), at=BOOKED)
         assert _INSERT.rows(unit.connection, _ENTRY) == []
 
 
@@ -69,7 +69,7 @@ def test_driver_errors_are_sqlalchemy_errors_and_the_transaction_rolls_back(stor
 
     def book_version_2_then_version_1_again() -> None:
         with store.write() as unit:
-            unit.quotas.insert(new_quota("NMI0000001", DAY, version=2))
+            unit.quotas.insert(new_quota("NMI0000001", DAY, version=2), at=BOOKED)
             _INSERT.rows(unit.connection, {**_ENTRY, "version": 2})
             _INSERT.rows(unit.connection, _ENTRY)  # the key of the first entry again
 
@@ -92,8 +92,8 @@ def test_a_type_rule_refuses_as_it_does_through_execute(store: Store) -> None:
 def test_insert_if_absent_says_whether_it_inserted(store: Store) -> None:
     first = new_quota("NMI0000001", DAY)
     with store.write() as unit:
-        assert unit.quotas.insert_if_absent(first)
-        assert not unit.quotas.insert_if_absent(first)
+        assert unit.quotas.insert_if_absent(first, at=BOOKED)
+        assert not unit.quotas.insert_if_absent(first, at=BOOKED)
         stored = unit.quotas.latest("NMI0000001", DAY, for_update=True)
     assert stored == first
     assert stored.status is QuotaStatus.PENDING
@@ -110,10 +110,10 @@ def test_autocommit_commits_each_statement_on_its_own(store: Store) -> None:
 
     def insert_then_insert_again() -> None:
         with store.autocommit() as unit:
-            assert unit.quotas.insert_if_absent(new_quota("NMI0000001", DAY))
+            assert unit.quotas.insert_if_absent(new_quota("NMI0000001", DAY), at=BOOKED)
             with store.read() as other:  # another connection sees it before the block ends
                 assert other.quotas.latest("NMI0000001", DAY) == new_quota("NMI0000001", DAY)
-            unit.quotas.insert(new_quota("NMI0000001", DAY))  # its key again
+            unit.quotas.insert(new_quota("NMI0000001", DAY), at=BOOKED)  # its key again
 
     with pytest.raises(sa.exc.IntegrityError):
         insert_then_insert_again()
@@ -123,13 +123,13 @@ def test_autocommit_commits_each_statement_on_its_own(store: Store) -> None:
 
 def test_a_connection_back_from_autocommit_is_transactional_again(store: Store) -> None:
     with store.autocommit() as unit:
-        unit.quotas.insert_if_absent(new_quota("NMI0000001", DAY))
+        unit.quotas.insert_if_absent(new_quota("NMI0000001", DAY), at=BOOKED)
     # The pool hands the same connection out again (one is enough): a write transaction on it
     # still rolls back as a whole.
 
     def version_2_booked_twice() -> None:
         with store.write() as unit:
-            unit.quotas.insert(new_quota("NMI0000001", DAY, version=2))
+            unit.quotas.insert(new_quota("NMI0000001", DAY, version=2), at=BOOKED)
             _INSERT.rows(unit.connection, {**_ENTRY, "version": 2})
             _INSERT.rows(unit.connection, {**_ENTRY, "version": 2})
 
@@ -146,7 +146,7 @@ def test_a_connection_back_from_autocommit_is_transactional_again(store: Store) 
 def test_save_and_book_writes_the_transition_and_its_entry_together(store: Store) -> None:
     """One statement on PostgreSQL, two on SQLite: the same rows either way."""
     with store.write() as unit:
-        unit.quotas.insert(new_quota("NMI0000001", DAY))
+        unit.quotas.insert(new_quota("NMI0000001", DAY), at=BOOKED)
     done = replace(
         new_quota("NMI0000001", DAY),
         status=QuotaStatus.COMPLETED,

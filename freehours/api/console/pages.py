@@ -135,7 +135,7 @@ def overview(request: Request, session: SignedIn, day: str | None = None) -> HTM
         latencies = unit.console.latencies(start, end)
         jobs = unit.jobs.count_in(_COUNTED)
         stuck = unit.jobs.count_stuck(now=now, waiting_over=STUCK_AFTER)
-        agents = unit.console.agents()
+        agents = unit.agents.every()
     buckets = (24 * 60) // BUCKET_MINUTES
     completed = [completions.get(n, 0) for n in range(buckets)]
     retried = [retries.get(n, 0) for n in range(buckets)]
@@ -252,7 +252,7 @@ def quota(request: Request, session: SignedIn, nmi: str, day: str) -> HTMLRespon
         versions = unit.console.versions(the_nmi, the_day)
         if not versions:
             raise Problem(404, "not-found", "Not Found", f"quota {the_nmi} {the_day}: none")
-        events = unit.console.quota_events(the_nmi, the_day, limit=500)
+        events = unit.quotas.events(the_nmi, the_day)
         ledger = unit.quotas.ledger(the_nmi, the_day)
         jobs = unit.jobs.page(kind=SETTLE_KIND, key=key, limit=PAGE)
         customer = services.settlements.customer_plan(unit, the_nmi)
@@ -383,7 +383,7 @@ def job(request: Request, session: SignedIn, job_id: str) -> HTMLResponse:
         siblings=siblings,
         audit=audit,
         quota_link=quota_link,
-        attempt_errors=[],
+        attempt_errors=found.errors,
         may_retry=found.state is JobState.DISCARDED,
         may_cancel=found.state in (JobState.AVAILABLE, JobState.RETRYABLE),
     )
@@ -397,7 +397,7 @@ def ingestion(request: Request, session: SignedIn, before: str | None = None) ->
     services = services_of(request)
     before_id = parse_id(before, "before")
     with services.store.read() as unit:
-        rows = unit.console.ingestions(limit=PAGE + 1, before_id=before_id)
+        rows = unit.ingestions.recent(limit=PAGE + 1, before_id=before_id)
     more = len(rows) > PAGE
     rows = rows[:PAGE]
     return render(

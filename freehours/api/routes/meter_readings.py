@@ -5,6 +5,11 @@
 A NEM12 upload is refused cheaply first (its name, its key, a free upload slot); then its body
 is read, bounded, and the whole file checked in a worker thread, stopped if the client goes
 away; only then is the database touched, in one transaction: all of the file or none of it.
+
+Each batch or file stored is recorded with its counts (``freehours.ingest.Arrival``) in the same
+transaction. A meter agent's ``Freehours-Agent`` header names it in that record, and its report
+(its breaker's state) is written behind the request (``freehours.api.agents``), whatever the
+request's answer.
 """
 
 import threading
@@ -16,6 +21,7 @@ import anyio
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
+from freehours.api.agents import AgentHeader, parse_header
 from freehours.api.auth import requires
 from freehours.api.bodies import body_operation, bounded_body, parse_body
 from freehours.api.keys import ApiKey, Scope
@@ -27,7 +33,7 @@ from freehours.api.services import AppServices, Services
 from freehours.domain.reads import IntervalDay, IntervalRead
 from freehours.domain.time import NEM_TIME
 from freehours.errors import NEM12Error
-from freehours.ingest import Ingested
+from freehours.ingest import Arrival, Ingested
 from freehours.meterdata.nem12 import NEM12Reader, NEM12TooLarge, ReadCancelled, read_days
 from freehours.observability.logging import bind_fields
 from freehours.observability.metrics import UPLOAD_BYTES_READ
@@ -79,24 +85,50 @@ async def post_readings(
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
     """Ingest interval reads; never stored twice for one Idempotency-Key."""
-    settings = services.settings
-    limit = settings.batch_body_limit
-    raw = await bounded_body(
-        request,
-        limit,
-        title="Body too large",
-        detail=f"body: over {limit} bytes (at most {settings.max_batch_reads} reads a batch)",
-        required=None,
-    )
-    if len(raw) > THREADED_PARSE_BYTES:
-        body = await anyio.to_thread.run_sync(parse_body, MeterReadingsIn, raw)
-    else:
-        body = parse_body(MeterReadingsIn, raw)
-    return await run_in_threadpool(_ingest_reads, services, body, key, idempotency_key)
+    agent = _agent(request)
+    try:
+        settings = services.settings
+        limit = settings.batch_body_limit
+        raw = await bounded_body(
+            request,
+            limit,
+            title="Body too large",
+            detail=f"body: over {limit} bytes (at most {settings.max_batch_reads} reads a batch)",
+            required=None,
+        )
+        if len(raw) > THREADED_PARSE_BYTES:
+            body = await anyio.to_thread.run_sync(parse_body, MeterReadingsIn, raw)
+        else:
+            body = parse_body(MeterReadingsIn, raw)
+        arrival = Arrival(
+            "reads", len(raw), key_id=key.id, agent=None if agent is None else agent.name
+        )
+        return await run_in_threadpool(_ingest_reads, services, body, key, idempotency_key, arrival)
+    finally:
+        _heard(request, services, agent)
+
+
+def _agent(request: Request) -> AgentHeader | None:
+    """The request's ``Freehours-Agent`` header, if it has one that parses."""
+    return parse_header(request.headers.get("freehours-agent"))
+
+
+def _heard(request: Request, services: Services, agent: AgentHeader | None) -> None:
+    """Record the agent's report (behind the request, at most once per agent every 10 s)."""
+    if agent is not None:
+        services.agents.heard(
+            agent,
+            user_agent=request.headers.get("user-agent"),
+            address=None if request.client is None else request.client.host,
+        )
 
 
 def _ingest_reads(
-    services: Services, body: MeterReadingsIn, key: ApiKey, idempotency_key: str | None
+    services: Services,
+    body: MeterReadingsIn,
+    key: ApiKey,
+    idempotency_key: str | None,
+    arrival: Arrival,
 ) -> Response:
     settings = services.settings
     bind_fields(nmi=body.nmi)
@@ -117,7 +149,7 @@ def _ingest_reads(
     ]
 
     def work(unit: Unit) -> tuple[int, dict[str, Any], Ingested]:
-        ingested = services.runtime.ingestion.reads(unit, reads)
+        ingested = services.runtime.ingestion.reads(unit, reads, arrival)
         counts = ingested.counts
         answer = {
             "accepted": counts.accepted,
@@ -196,6 +228,20 @@ async def post_nem12(
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
     """Ingest a NEM12 file (CSV, zip or gzip): all of it, or, on one bad line, none of it."""
+    agent = _agent(request)
+    try:
+        return await _upload(request, key, services, idempotency_key, agent)
+    finally:
+        _heard(request, services, agent)
+
+
+async def _upload(
+    request: Request,
+    key: ApiKey,
+    services: Services,
+    idempotency_key: str | None,
+    agent: AgentHeader | None,
+) -> Response:
     name = _filename(request.headers.get("x-filename"))
     check_idempotency_key(idempotency_key)
     uploads = services.uploads
@@ -223,6 +269,13 @@ async def post_nem12(
             raise Problem(413, "payload-too-large", "File too large", str(exc)) from exc
         except NEM12Error as exc:
             error = exc  # the request's final answer, kept for its Idempotency-Key below
+        arrival = Arrival(
+            "nem12",
+            len(body),
+            name=name if "x-filename" in request.headers else None,
+            key_id=key.id,
+            agent=None if agent is None else agent.name,
+        )
         return await run_in_threadpool(
             _ingest_upload,
             services,
@@ -232,6 +285,7 @@ async def post_nem12(
             error=error,
             key=key,
             idempotency_key=idempotency_key,
+            arrival=arrival,
         )
     finally:
         uploads.release()
@@ -264,6 +318,7 @@ def _ingest_upload(
     error: NEM12Error | None,
     key: ApiKey,
     idempotency_key: str | None,
+    arrival: Arrival,
 ) -> Response:
     def work(unit: Unit) -> tuple[int, dict[str, Any], Ingested]:
         if error is not None:
@@ -275,7 +330,7 @@ def _ingest_upload(
                 body, name=name, today=services.nem_today(), limits=services.nem12_limits
             )
         )
-        ingested = services.runtime.ingestion.days(unit, days)
+        ingested = services.runtime.ingestion.days(unit, days, arrival)
         counts = ingested.counts
         # In channel-days, named so: "accepted" alone means interval reads (IngestCountsOut).
         answer = Nem12CountsOut(
