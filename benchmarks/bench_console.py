@@ -301,6 +301,9 @@ _CUSTOMERS = [
     """,
 ]
 
+# Each table's rows are written in the order production writes them (by the time of the
+# version's first write): a day's quotas lie together on disk, as they do in production.
+#
 # Every quota version: its last state, whether an attempt failed, the time its first write was
 # made (``t0``), its free energy and value, and those of the version before (for the ledger).
 _VERSIONS = [
@@ -360,7 +363,7 @@ _QUOTAS = [
                           THEN %(incomplete)s END END,
            s.seq - 1
     FROM qv JOIN script s ON (s.status, s.retried, s.last) = (qv.status, qv.retried, true)
-    ORDER BY qv.nmi, qv.day, qv.version
+    ORDER BY qv.t0, qv.nmi
     """,
 ]
 
@@ -373,7 +376,7 @@ _LEDGER = [
            qv.t0 + (s.seq - 1) * interval '37 seconds'
     FROM qv JOIN script s ON (s.status, s.retried, s.last) = (qv.status, qv.retried, true)
     WHERE qv.status = 'COMPLETED'
-    ORDER BY qv.nmi, qv.day, qv.version
+    ORDER BY qv.t0, qv.nmi
     """,
 ]
 
