@@ -501,7 +501,7 @@ _JOBS = [
            (60 + mod(c.rank, 90))::numeric(10, 3)::text,
            round((60 + mod(c.rank, 90)) * z.rate, 2)::text, '0.000',
            (100 + mod(c.rank, 200))::numeric(10, 3)::text, NULL,
-           '[{"amount":"' || c.total || '","description":"Energy","kind":"usage"}]', '{}',
+           '[["usage","Energy","300.000","kWh","0.30","' || c.total || '"]]', '[]',
            p.document, '{"name":"Example Energy"}'
     FROM (SELECT nmi, plan_id, region, row_number() OVER (ORDER BY nmi) AS rank,
                  (80 + mod(abs(hashtext(nmi)), 20000)::numeric / 100)::numeric(12, 2) AS total
