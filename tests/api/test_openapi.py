@@ -154,6 +154,7 @@ def test_each_route_documents_the_answers_it_can_give(document: dict[str, Any]) 
         ("post", "/v1/invoice-runs"): {"202", "400", "409", "413", "422"} | access,
         ("get", "/v1/invoice-runs/{run_id}"): {"200", "404", "422"} | access,
         ("get", "/v1/invoice-runs/{run_id}/journal.csv"): {"200", "404", "422"} | access,
+        ("get", "/v1/audit"): {"200", "422"} | access,
         ("get", "/v1/invoices"): {"200", "422"} | access,
         ("get", "/v1/invoices/{number}"): {"200", "404", "422"} | access,
         ("get", "/v1/invoices/{number}.pdf"): {"200", "404", "422"} | access,
