@@ -6,6 +6,7 @@
     |   |   +-- NEM12TooLarge   past one of its ReadLimits: HTTP 413       [meterdata.nem12]
     |   +-- PlanError           a tariff plan that is not valid; names file and key
     |   +-- UnknownPlan         a plan id neither stored nor built in      [store.catalog]
+    |   +-- NotFound            what an operator's action names is not there  [actions]
     +-- ConfigurationError      settings or an environment that cannot work: exit 1
     |   +-- SpoolOwned          the agent's spool holds another API's batches  [agent.spool]
     |   +-- KeyRefused          the API refused the agent's key (401, 403)    [agent.sender]
