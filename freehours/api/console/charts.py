@@ -113,7 +113,7 @@ def reads(
     window: tuple[datetime, datetime] | None,
 ) -> Markup:
     """A day's interval reads (kWh) as bars on its local clock, the free window shaded."""
-    width, height, left, bottom, top = 720, 200, 50, 22, 10
+    width, height, left, bottom, top = 720, 200, 62, 22, 10
     plot_w, plot_h = width - left - 6, height - bottom - top
     span = (day_end - day_start).total_seconds() or 1
     peak = max((float(kwh) for _, kwh in intervals), default=0.0) or 1.0
