@@ -15,10 +15,13 @@ from freehours.api.keys import Scope, create_key
 from freehours.clock import ManualClock
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import Region
-from freehours.jobs.job import JobId
+from freehours.jobs.job import Done, JobId
+from freehours.jobs.queue import Complete, Finish
+from freehours.jobs.settle import KIND as SETTLE_KIND
+from freehours.jobs.settle import settlement_tasks
 from freehours.runtime import Runtime
 from freehours.settings import Settings
-from tests.console.support import DAY, aborted_quota, discarded_job, waiting_job
+from tests.console.support import DAY, LEASE, aborted_quota, discarded_job, waiting_job
 
 try:
     from axe_playwright_python.sync_playwright import Axe
@@ -43,6 +46,8 @@ CHROMIUM_ARGS = [
 ]
 LAPTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
+#: The pages always shot at the phone's viewport as well as the laptop's.
+PHONE_SHOTS = frozenset({"overview", "quota"})
 #: axe-core's rules for WCAG 2.0 and 2.1, levels A and AA.
 WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 
@@ -99,11 +104,9 @@ def prepare(path: Path) -> Console:
             spare, keys["spare"] = create_key(
                 unit.keys, frozenset({Scope.ADMIN}), "spare", SETTLED_AT
             )
-        # The jobs first: ``discarded_job`` claims the first settlement job there is.
+        # First: ``discarded_job`` claims the first settlement job there is.
         aborted_quota(runtime)
         discarded = discarded_job(runtime)
-        waiting = waiting_job(runtime)
-        untouchable = waiting_job(runtime, "4100000003:2026-07-02")
         nmis = []
         for region, plan_id in PLANS.items():
             for n in range(PER_REGION):
@@ -113,12 +116,35 @@ def prepare(path: Path) -> Console:
         runtime.ingestion.file(
             consumption(nmi, DAY, n, SETTLED_AT - timedelta(hours=2)) for n, nmi in enumerate(nmis)
         )
-        for nmi in nmis:
-            runtime.settlements.settle(nmi, DAY)
-            clock.advance(SETTLE_EVERY.total_seconds())
+        settled = _run_settlement_jobs(runtime, clock)
+        assert settled == len(nmis), f"{settled} settlement jobs ran, for {len(nmis)} quotas"
+        # Last, so that the jobs above do not run them.
+        waiting = waiting_job(runtime)
+        untouchable = waiting_job(runtime, "4100000003:2026-07-02")
         return Console(url, keys, discarded, waiting, untouchable, spare.id, nmis)
     finally:
         runtime.close()
+
+
+def _run_settlement_jobs(runtime: Runtime, clock: ManualClock) -> int:
+    """Run the settlement jobs due, one every ``SETTLE_EVERY``, as a worker does (its task,
+    then the job finished with what the task said); how many ran."""
+    task = settlement_tasks(runtime.settlements)[SETTLE_KIND]
+    ran = 0
+    while True:
+        with runtime.store.write() as unit:
+            claimed = unit.jobs.claim(
+                "console-tests", [SETTLE_KIND], 1, now=clock.now(), lease=LEASE
+            )
+        if not claimed:
+            return ran
+        (job,) = claimed
+        done = task(job)
+        assert isinstance(done, Done), f"job {job.id} ({job.key}): {done}"
+        with runtime.store.write() as unit:
+            unit.jobs.finish([Finish(job, Complete(done.outcome))], now=clock.now())
+        ran += 1
+        clock.advance(SETTLE_EVERY.total_seconds())
 
 
 def launch(playwright: Playwright) -> Browser:
@@ -128,12 +154,13 @@ def launch(playwright: Playwright) -> Browser:
     return browser
 
 
-def screenshots_dir(tmp_path: Path) -> Path:
-    """FREEHOURS_SCREENSHOTS if set (made if need be), else ``tmp_path``."""
+def looker(tmp_path: Path) -> Looker:
+    """Screenshots into FREEHOURS_SCREENSHOTS if set (made if need be; every page at both
+    viewports), else into ``tmp_path``."""
     chosen = os.environ.get("FREEHOURS_SCREENSHOTS")
     where = Path(chosen) if chosen else tmp_path
     where.mkdir(parents=True, exist_ok=True)
-    return where
+    return Looker(where, every_phone=bool(chosen))
 
 
 def violations(page: Page) -> list[str]:
@@ -212,6 +239,9 @@ class Looker:
     axe-core at both, and (unless told not to) the keyboard check."""
 
     shots: Path
+    #: Every page at the phone's viewport too, not only those in ``PHONE_SHOTS``: when someone
+    #: asked for the screenshots (FREEHOURS_SCREENSHOTS) to look at them.
+    every_phone: bool = False
     seen: list[str] = field(default_factory=list)
 
     def look(self, page: Page, name: str, *, keys: bool = True) -> None:
@@ -220,7 +250,8 @@ class Looker:
         for viewport, suffix in ((LAPTOP, "laptop"), (PHONE, "phone")):
             page.set_viewport_size(viewport)  # type: ignore[arg-type]
             page.evaluate(_SETTLED)
-            page.screenshot(path=self.shots / f"{name}-{suffix}.png", full_page=True)
+            if viewport is LAPTOP or self.every_phone or name in PHONE_SHOTS:
+                page.screenshot(path=self.shots / f"{name}-{suffix}.png", full_page=True)
             problems += [f"{suffix}: {line}" for line in violations(page)]
             if viewport is PHONE:
                 wide = page.evaluate("() => document.documentElement.scrollWidth")

@@ -6,9 +6,10 @@ quotas and paging on, a quota's page and its chart, each action from its button 
 confirmation to its outcome and its audit entry, a read-only key refused, signing out.
 
 Every page visited is looked at (``Looker.look``): a full-page PNG at a laptop's viewport
-(1280x800) and a phone's (390x844), named ``<page>-laptop.png`` and ``<page>-phone.png``, in
-$FREEHOURS_SCREENSHOTS if set (``FREEHOURS_SCREENSHOTS=out/screens pytest tests/console/
-test_browser.py`` keeps them), else in a pytest temporary directory; axe-core's WCAG 2 A/AA rules
+(1280x800), named ``<page>-laptop.png``, and the overview and a quota's page at a phone's
+(390x844) too, ``<page>-phone.png``: in $FREEHOURS_SCREENSHOTS if set, with every page at the
+phone's viewport too (``FREEHOURS_SCREENSHOTS=out/screens pytest tests/console/test_browser.py``
+keeps them to look at), else in a pytest temporary directory; axe-core's WCAG 2 A/AA rules
 at both viewports, each violation failing the test with its rule, impact and nodes; no page wider
 than the phone's screen (a wide table scrolls in itself); and Tab from the top reaching the skip
 link first, then every link, button and field, each with a visible focus style.
@@ -33,8 +34,8 @@ from tests.console.browser import (
     Looker,
     launch,
     prepare,
-    screenshots_dir,
 )
+from tests.console.browser import looker as console_looker
 from tests.console.support import DAY, NMI
 from tests.servers import api_server, freehours
 
@@ -71,7 +72,7 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture(scope="module")
 def looker(tmp_path_factory: pytest.TempPathFactory) -> Looker:
-    return Looker(screenshots_dir(tmp_path_factory.mktemp("screenshots")))
+    return console_looker(tmp_path_factory.mktemp("screenshots"))
 
 
 @pytest.fixture

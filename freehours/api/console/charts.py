@@ -96,7 +96,7 @@ def stacked(rows: Sequence[tuple[str, dict[str, int]]], *, title: str) -> Markup
         )
     legend_y = height - 8
     for i, (state, colour) in enumerate(STATE_COLOURS.items()):
-        x = left + i * 120
+        x = left + i * 150
         parts.append(
             f'<rect x="{x}" y="{legend_y - 10}" width="10" height="10" fill="{colour}"/>'
             f'<text x="{x + 14}" y="{legend_y}" class="axis">{state}</text>'
