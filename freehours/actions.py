@@ -22,8 +22,6 @@ from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
 
-from opentelemetry import trace
-
 from freehours.clock import Clock
 from freehours.domain.settlement import Quota, QuotaStatus, new_quota
 from freehours.errors import InputError
@@ -31,6 +29,7 @@ from freehours.jobs.job import Job, JobState
 from freehours.jobs.queue import DEFAULT_DEADLINE
 from freehours.jobs.settle import KIND as SETTLE_KIND
 from freehours.jobs.settle import SETTLEMENT_JOB_SLACK, current_traceparent
+from freehours.observability.trace_ids import current_trace_id
 from freehours.settlement import Settlements, day_lock
 from freehours.store.database import Store, Unit
 
@@ -129,7 +128,7 @@ class Actions:
                     f"job {job_id} is {job.state.value}: only a waiting (AVAILABLE or RETRYABLE)"
                     " job is cancelled"
                 )
-            unit.jobs.cancel_job(job_id, now=self.clock.now())
+            unit.jobs.cancel(job.kind, job.key, now=self.clock.now())
             return record(
                 f"job {job_id} cancelled", after={**before, "state": JobState.CANCELLED.value}
             )
@@ -187,7 +186,7 @@ class Actions:
         """A key revoked and its console sessions ended."""
         target = f"key:{key_id}"
         with self.store.write() as unit:
-            key = next((key for key in unit.keys.every() if key.id == key_id), None)
+            key = unit.keys.get(key_id)
             if key is None:
                 raise NotFound(f"key {key_id}: no such key")
             before = {"name": key.name, "scopes": sorted(key.scopes), "revoked_at": key.revoked_at}
@@ -271,9 +270,3 @@ def quota_summary(quota: Quota) -> dict[str, Any]:
         "attempts": quota.attempts,
         "reason": quota.reason,
     }
-
-
-def current_trace_id() -> str | None:
-    """The current span's trace id, 32 hex digits, or None outside a trace."""
-    context = trace.get_current_span().get_span_context()
-    return format(context.trace_id, "032x") if context.is_valid else None

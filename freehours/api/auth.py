@@ -68,15 +68,8 @@ async def authorize(request: Request, authorization: str | None, scope: Scope) -
     """The key of ``authorization`` (``Bearer KEY``), if it may use ``scope`` and is within its
     limit; else a 401, 403 or 429 problem."""
     start_request()  # the request's Redis budget (freehours.cache.breaker)
-    secret = _bearer(authorization)
-    services = services_of(request)
-    key = services.keys.cached(secret)
-    address = request.client.host if request.client else ""
-    if key is False:
-        await services.limits.check_unknown_keys(address)
-        key = await services.keys.load(secret)
+    key = await look_up(request, _bearer(authorization))
     if key is None:
-        await services.limits.count_unknown_key(address)
         raise Problem(
             401,
             "unauthorized",
@@ -87,7 +80,21 @@ async def authorize(request: Request, authorization: str | None, scope: Scope) -
     bind_fields(key_id=key.id)
     if not key.allows(scope):
         raise Problem(403, "forbidden", "Forbidden", f"this key lacks the {scope} scope")
-    await services.limits.check_client(key.id)
+    await services_of(request).limits.check_client(key.id)
+    return key
+
+
+async def look_up(request: Request, secret: str) -> ApiKey | None:
+    """The live key of ``secret``, or None (counted against the client's address, whose next
+    unknown key is refused with a 429 before it costs a database lookup)."""
+    services = services_of(request)
+    key = services.keys.cached(secret)
+    address = request.client.host if request.client else ""
+    if key is False:
+        await services.limits.check_unknown_keys(address)
+        key = await services.keys.load(secret)
+    if key is None:
+        await services.limits.count_unknown_key(address)
     return key
 
 

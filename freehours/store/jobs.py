@@ -324,18 +324,6 @@ class Jobs(Repository):
                 return kinds
             kinds.append(kind)
 
-    def cancel_job(self, job_id: int, *, now: datetime) -> bool:
-        """Cancel job ``job_id`` if it is waiting (AVAILABLE or RETRYABLE); whether it was."""
-        c = jobs.c
-        return (
-            self._conn.execute(
-                jobs.update()
-                .where(c.id == job_id, c.state.in_(_WAITING))
-                .values(state=JobState.CANCELLED.value, outcome="cancelled", finalized_at=now)
-            ).rowcount
-            == 1
-        )
-
     def lock(self, job_id: int) -> Job | None:
         """The job ``job_id`` locked for the rest of the transaction, or None."""
         row = self._conn.execute(

@@ -54,6 +54,11 @@ class Keys(Repository):
         )
         return [_key(row) for row in rows]
 
+    def get(self, key_id: str) -> StoredKey | None:
+        """The key ``key_id``, live or revoked, or None."""
+        row = self._conn.execute(sa.select(api_keys).where(api_keys.c.id == key_id)).first()
+        return None if row is None else _key(row)
+
     def revoke(self, key_id: str, now: datetime) -> bool:
         """Revoke a key; False when there is no such live key."""
         result = self._conn.execute(

@@ -18,6 +18,7 @@ from fastapi.concurrency import run_in_threadpool
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from freehours.actions import NotFound, Outcome
+from freehours.api.auth import look_up
 from freehours.api.console.pages import parse_day, parse_id, parse_nmi
 from freehours.api.console.render import render
 from freehours.api.console.session import (
@@ -58,15 +59,8 @@ async def sign_in(request: Request) -> Response:
     services = services_of(request)
     secret = form.get("key", "").strip()
     next_path = safe_next(form.get("next"))
-    address = request.client.host if request.client else ""
-    key = None
-    if secret and len(secret) <= 100:
-        key = services.keys.cached(secret)
-        if key is False:
-            await services.limits.check_unknown_keys(address)
-            key = await services.keys.load(secret)
-    if not key:
-        await services.limits.count_unknown_key(address)
+    key = await look_up(request, secret) if secret and len(secret) <= 100 else None
+    if key is None:
         return _refused(request, next_path, "That key is unknown or revoked.", 401)
     if not may_sign_in(key):
         return _refused(

@@ -23,6 +23,7 @@ from freehours.api.problems import Problem
 from freehours.api.routes import documents
 from freehours.api.services import services_of
 from freehours.domain.invoicing import Series
+from freehours.domain.reads import NMI_PATTERN
 from freehours.domain.time import NEM_TIME, Region
 from freehours.jobs.job import JobState
 from freehours.jobs.rescuer import STUCK_AFTER
@@ -43,7 +44,7 @@ BUCKET_MINUTES = 15
 AGENT_SILENT_AFTER = timedelta(minutes=5)
 #: Seconds between a live page's refreshes (console.js; a page without script stays as it is).
 LIVE_SECONDS = 10
-_NMI = re.compile(r"[A-Z0-9]{10}")
+_NMI = re.compile(NMI_PATTERN)
 _COUNTED = (JobState.AVAILABLE, JobState.RUNNING, JobState.RETRYABLE, JobState.DISCARDED)
 
 

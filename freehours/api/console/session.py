@@ -17,7 +17,6 @@ action makes of it.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from fastapi import Request
 
 from freehours.actions import Operator
 from freehours.api.bodies import bounded_body
-from freehours.api.keys import ApiKey, Scope
+from freehours.api.keys import ApiKey, Scope, hash_secret
 from freehours.api.problems import Problem
 from freehours.api.services import Services, services_of
 
@@ -67,17 +66,13 @@ class SignInRequired(Exception):
         self.next_path = next_path
 
 
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
 def current(request: Request) -> Session:
     """The request's live session, else ``SignInRequired`` (run in a worker thread: it reads the
     database)."""
     token = request.cookies.get(COOKIE)
     if token and len(token) <= 100:
         services = services_of(request)
-        token_hash = hash_token(token)
+        token_hash = hash_secret(token)
         with services.store.read() as unit:
             stored = unit.sessions.live(token_hash, services.clock.now())
         if stored is not None:
@@ -105,7 +100,7 @@ def start(services: Services, key: ApiKey) -> tuple[str, Session]:
         frozenset(scope.value for scope in key.scopes),
         csrf,
         expires,
-        hash_token(token),
+        hash_secret(token),
     )
     with services.store.write() as unit:
         unit.sessions.add(
