@@ -73,65 +73,72 @@ class Actions:
 
     def retry_job(self, operator: Operator, job_id: int) -> Outcome:
         """A DISCARDED job run again as a new job (once: a second retry of it is a conflict)."""
-        target = f"job:{job_id}"
-        with self.store.write() as unit:
-            job = unit.jobs.lock(job_id)
-            if job is None:
-                raise NotFound(f"job {job_id}: no such job")
-            before = job_summary(job)
-            record = self._recorder(unit, operator, "job.retry", target, before)
-            if job.state is not JobState.DISCARDED:
-                return record(f"job {job_id} is {job.state.value}: only a DISCARDED job is retried")
-            earlier = unit.audit.done("job.retry", target)
-            if earlier is not None:
-                again = (earlier.after or {}).get("retried_as")
-                return record(f"job {job_id} was retried already, as job {again}")
-            unfinished = [
-                other
-                for other in unit.jobs.page(kind=job.kind, key=job.key, limit=5)
-                if not other.state.is_finished
-            ]
-            if unfinished:
-                other = unfinished[0]
-                return record(
-                    f"job {other.id} of the same kind and key is {other.state.value}: it does"
-                    " this work"
-                )
-            now = self.clock.now()
-            new_id = unit.jobs.enqueue(
-                job.kind,
-                job.key,
-                job.payload,
-                run_at=now,
-                deadline=now + DEFAULT_DEADLINE,
-                max_attempts=job.max_attempts,
-                traceparent=current_traceparent(),
-                now=now,
-            )
-            return record(
-                f"job {job_id} retried as job {new_id}",
-                after={**before, "retried_as": new_id},
-                made={"job": new_id},
-            )
+        return self._on_job(operator, job_id, "job.retry", self._retry)
 
     def cancel_job(self, operator: Operator, job_id: int) -> Outcome:
         """A waiting job CANCELLED."""
-        target = f"job:{job_id}"
+        return self._on_job(operator, job_id, "job.cancel", self._cancel)
+
+    def _on_job(
+        self,
+        operator: Operator,
+        job_id: int,
+        action: str,
+        act: Callable[[Unit, Job, Callable[..., Outcome]], Outcome],
+    ) -> Outcome:
+        """``act`` on job ``job_id``, locked for the transaction, with its audit entry."""
         with self.store.write() as unit:
             job = unit.jobs.lock(job_id)
             if job is None:
                 raise NotFound(f"job {job_id}: no such job")
-            before = job_summary(job)
-            record = self._recorder(unit, operator, "job.cancel", target, before)
-            if job.state not in _WAITING:
-                return record(
-                    f"job {job_id} is {job.state.value}: only a waiting (AVAILABLE or RETRYABLE)"
-                    " job is cancelled"
-                )
-            unit.jobs.cancel(job.kind, job.key, now=self.clock.now())
+            record = self._recorder(unit, operator, action, f"job:{job_id}", job_summary(job))
+            return act(unit, job, record)
+
+    def _retry(self, unit: Unit, job: Job, record: Callable[..., Outcome]) -> Outcome:
+        if job.state is not JobState.DISCARDED:
+            return record(f"job {job.id} is {job.state.value}: only a DISCARDED job is retried")
+        earlier = unit.audit.done("job.retry", f"job:{job.id}")
+        if earlier is not None:
+            again = (earlier.after or {}).get("retried_as")
+            return record(f"job {job.id} was retried already, as job {again}")
+        unfinished = [
+            other
+            for other in unit.jobs.page(kind=job.kind, key=job.key, limit=5)
+            if not other.state.is_finished
+        ]
+        if unfinished:
+            other = unfinished[0]
             return record(
-                f"job {job_id} cancelled", after={**before, "state": JobState.CANCELLED.value}
+                f"job {other.id} of the same kind and key is {other.state.value}: it does this work"
             )
+        now = self.clock.now()
+        new_id = unit.jobs.enqueue(
+            job.kind,
+            job.key,
+            job.payload,
+            run_at=now,
+            deadline=now + DEFAULT_DEADLINE,
+            max_attempts=job.max_attempts,
+            traceparent=current_traceparent(),
+            now=now,
+        )
+        return record(
+            f"job {job.id} retried as job {new_id}",
+            after={**job_summary(job), "retried_as": new_id},
+            made={"job": new_id},
+        )
+
+    def _cancel(self, unit: Unit, job: Job, record: Callable[..., Outcome]) -> Outcome:
+        if job.state not in _WAITING:
+            return record(
+                f"job {job.id} is {job.state.value}: only a waiting (AVAILABLE or RETRYABLE)"
+                " job is cancelled"
+            )
+        unit.jobs.cancel(job.kind, job.key, now=self.clock.now())
+        return record(
+            f"job {job.id} cancelled",
+            after={**job_summary(job), "state": JobState.CANCELLED.value},
+        )
 
     def reopen_quota(
         self, operator: Operator, nmi: str, day: date, version: int, reason: str

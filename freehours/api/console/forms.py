@@ -11,13 +11,14 @@ linking to its audit entry.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from freehours.actions import NotFound, Outcome
+from freehours.actions import Actions, NotFound, Operator, Outcome
 from freehours.api.auth import look_up
 from freehours.api.console.pages import parse_day, parse_id, parse_nmi
 from freehours.api.console.render import render
@@ -141,53 +142,56 @@ async def _act(
     )
 
 
-@router.get("/jobs/{job_id}/retry", response_class=HTMLResponse, name="console_retry_job")
-def confirm_retry(request: Request, session: SignedIn, job_id: str) -> HTMLResponse:
-    the_id = parse_id(job_id, "job")
+@dataclass(frozen=True, slots=True)
+class JobAction:
+    """An action on a job: its title, the question its confirmation asks, and what does it."""
+
+    title: str
+    question: str
+    run: Callable[[Actions, Operator, int], Outcome]
+
+
+JOB_ACTIONS = {
+    "retry": JobAction(
+        "Retry job {id}",
+        "Run discarded job {id} again, as a new job with the same kind, key and payload? The"
+        " discarded job stays as it is; what it works on is not reset.",
+        Actions.retry_job,
+    ),
+    "cancel": JobAction(
+        "Cancel job {id}", "Cancel waiting job {id}? It will not run again.", Actions.cancel_job
+    ),
+}
+
+
+def _job_action(name: str) -> JobAction:
+    action = JOB_ACTIONS.get(name)
+    if action is None:
+        raise Problem(404, "not-found", "Not Found", f"{name[:40]}: no such action on a job")
+    return action
+
+
+@router.get("/jobs/{job_id}/{name}", response_class=HTMLResponse, name="console_job_action")
+def confirm_job_action(request: Request, session: SignedIn, job_id: str, name: str) -> HTMLResponse:
+    action, the_id = _job_action(name), parse_id(job_id, "job")
     return _confirm(
         request,
         session,
-        title=f"Retry job {the_id}",
-        action=f"{PATH}/jobs/{the_id}/retry",
-        question=f"Run discarded job {the_id} again, as a new job with the same kind, key and"
-        " payload? The discarded job stays as it is; what it works on is not reset.",
+        title=action.title.format(id=the_id),
+        action=f"{PATH}/jobs/{the_id}/{name}",
+        question=action.question.format(id=the_id),
         hidden={},
         back=f"{PATH}/jobs/{the_id}",
     )
 
 
-@router.post("/jobs/{job_id}/retry", name="console_retry_job_post")
-async def retry(request: Request, job_id: str) -> Response:
-    the_id = parse_id(job_id, "job") or 0
+@router.post("/jobs/{job_id}/{name}", name="console_job_action_post")
+async def job_action(request: Request, job_id: str, name: str) -> Response:
+    action, the_id = _job_action(name), parse_id(job_id, "job") or 0
     actions = services_of(request).actions
     return await _act(
         request,
-        lambda session, _: actions.retry_job(session.operator, the_id),
-        f"{PATH}/jobs/{the_id}",
-    )
-
-
-@router.get("/jobs/{job_id}/cancel", response_class=HTMLResponse, name="console_cancel_job")
-def confirm_cancel(request: Request, session: SignedIn, job_id: str) -> HTMLResponse:
-    the_id = parse_id(job_id, "job")
-    return _confirm(
-        request,
-        session,
-        title=f"Cancel job {the_id}",
-        action=f"{PATH}/jobs/{the_id}/cancel",
-        question=f"Cancel waiting job {the_id}? It will not run again.",
-        hidden={},
-        back=f"{PATH}/jobs/{the_id}",
-    )
-
-
-@router.post("/jobs/{job_id}/cancel", name="console_cancel_job_post")
-async def cancel(request: Request, job_id: str) -> Response:
-    the_id = parse_id(job_id, "job") or 0
-    actions = services_of(request).actions
-    return await _act(
-        request,
-        lambda session, _: actions.cancel_job(session.operator, the_id),
+        lambda session, _: action.run(actions, session.operator, the_id),
         f"{PATH}/jobs/{the_id}",
     )
 
