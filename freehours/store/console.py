@@ -74,36 +74,34 @@ class Console(Repository):
     # --- the overview --------------------------------------------------------------------------
 
     def regions_of_day(self, day: date) -> list[RegionDay]:
-        """Each region's quotas of ``day`` (newest versions), by region."""
+        """Each region's quotas of ``day`` (newest versions), by region: their counts by state
+        and, where SQL sums exactly, their free energy in the same pass."""
         q, c = quotas.c, customers.c
         region = sa.func.coalesce(c.region, "")
-        latest = _latest(q)
-        counts = self._conn.execute(
-            sa.select(region, q.status, sa.func.count())
+        columns: list[sa.ColumnElement[Any]] = [region, q.status, sa.func.count()]
+        if self._driver.sums_decimals:
+            columns += [
+                sa.func.sum(sa.cast(q.free_kwh, sa.Numeric)),
+                sa.func.sum(sa.cast(q.free_value, sa.Numeric)),
+            ]
+        of_day = (
+            sa.select(*columns)
             .select_from(quotas.outerjoin(customers, c.nmi == q.nmi))
-            .where(q.day == day, latest)
-            .group_by(region, q.status)
+            .where(q.day == day, _latest(q))
         )
         states: dict[str, dict[str, int]] = {}
-        for name, status, count in counts:
-            states.setdefault(name, {})[status] = count
-        completed = (
-            sa.select(region)
-            .select_from(quotas.outerjoin(customers, c.nmi == q.nmi))
-            .where(q.day == day, q.status == "COMPLETED", latest)
-        )
         sums: dict[str, tuple[Decimal, Decimal]] = {}
-        if self._driver.sums_decimals:
-            rows = self._conn.execute(
-                completed.add_columns(
-                    sa.func.sum(sa.cast(q.free_kwh, sa.Numeric)),
-                    sa.func.sum(sa.cast(q.free_value, sa.Numeric)),
-                ).group_by(region)
+        for name, status, count, *summed in self._conn.execute(of_day.group_by(region, q.status)):
+            states.setdefault(name, {})[status] = count
+            if status == "COMPLETED" and summed:
+                sums[name] = (Decimal(summed[0] or 0), Decimal(summed[1] or 0))
+        if not self._driver.sums_decimals:
+            # SQLite's sums are floats: the completed quotas' figures are added up here.
+            completed = sa.select(region, q.free_kwh, q.free_value).select_from(
+                quotas.outerjoin(customers, c.nmi == q.nmi)
             )
-            sums = {name: (Decimal(kwh or 0), Decimal(value or 0)) for name, kwh, value in rows}
-        else:
             for name, kwh, value in self._conn.execute(
-                completed.add_columns(q.free_kwh, q.free_value)
+                completed.where(q.day == day, q.status == "COMPLETED", _latest(q))
             ):
                 got = sums.get(name, (Decimal(0), Decimal(0)))
                 sums[name] = (got[0] + Decimal(kwh or 0), got[1] + Decimal(value or 0))
