@@ -171,3 +171,13 @@ def test_pages_say_what_they_may_load(admin: Api) -> None:
         served = admin.client.get(asset)
         assert served.status_code == 200
         assert len(served.content) > 500
+
+
+def test_the_audit_api_refuses_a_position_past_any_id(api: Api) -> None:
+    # A 64-bit id is the largest either database stores: one past it is the caller's mistake.
+    answer = api.client.get("/v1/audit", params={"before": 2**63}, headers=api.auth("read"))
+    assert answer.status_code == 422
+    assert answer.headers["content-type"].startswith("application/problem+json")
+    assert "before" in answer.text
+    largest = api.client.get("/v1/audit", params={"before": 2**63 - 1}, headers=api.auth("read"))
+    assert largest.status_code == 200

@@ -252,13 +252,18 @@ def test_a_task_with_a_hold_is_claimed_one_job_per_worker_and_the_rest_wait_for_
     first = start(workers, store, tasks)
     second = start(workers, store, tasks)
     # Each worker holds one gated job, though it has room for 66 more; the other kind still runs.
-    eventually(lambda: states(store)[JobState.RUNNING] == 2, what="a gated job on each worker")
     eventually(lambda: len(ran) == 3, what="the jobs of the kind without a hold")
-    with store.read() as unit:
-        held = [found for key in keys if (found := unit.jobs.history("held", key)[-1])]
-    running = [found for found in held if found.state is JobState.RUNNING]
-    assert sorted(found.worker or "" for found in running) == sorted([first.name, second.name])
-    assert sum(found.state is JobState.AVAILABLE for found in held) == 4
+
+    def held() -> list[Job]:
+        with store.read() as unit:
+            return [unit.jobs.history("held", key)[-1] for key in keys]
+
+    def running() -> list[Job]:  # a free job running as well would not be counted here
+        return [found for found in held() if found.state is JobState.RUNNING]
+
+    eventually(lambda: len(running()) == 2, what="a gated job on each worker")
+    assert sorted(found.worker or "" for found in running()) == sorted([first.name, second.name])
+    assert sum(found.state is JobState.AVAILABLE for found in held()) == 4
     gate.opened.set()
     eventually(lambda: states(store)[JobState.COMPLETED] == 9, what="every job completed")
 

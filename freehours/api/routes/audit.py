@@ -21,6 +21,7 @@ router = APIRouter(tags=["operations"], dependencies=[requires(Scope.READ)])
 
 ROUTE = "/v1/audit"
 MAX_LIMIT = 200
+LARGEST_ID = 2**63 - 1  # a row id is a 64-bit integer on both databases
 
 
 @router.get(
@@ -46,7 +47,8 @@ def list_audit(
         Query(max_length=200, description="only the entries of this target (job:ID, ...)"),
     ] = None,
     before: Annotated[
-        int | None, Query(ge=1, description="entries older than this id: a previous `next`")
+        int | None,
+        Query(ge=1, le=LARGEST_ID, description="entries older than this id: a previous `next`"),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="entries in the page")] = 50,
 ) -> JSONResponse:
