@@ -415,7 +415,8 @@ class Invoicing:
                 continue
             if quota is None:
                 end = window.bounds(local_date, plan.zone)[1]
-                has_data = any(d in consumption_dates for d in plan.nem_dates(local_date))
+                # As the settlement decides which days have a quota (``quota_dates``).
+                has_data = any(d in consumption_dates for d in plan.window_nem_dates(local_date))
                 if has_data or now < end + self.policy.data_deadline:
                     return versions, f"{local_date}: not settled yet", False
                 versions[local_date] = None

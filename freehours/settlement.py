@@ -61,7 +61,6 @@ from freehours.domain.settlement import (
     release,
     seconds_until_settleable,
 )
-from freehours.domain.time import NEM_TIME
 from freehours.errors import PlanError
 from freehours.observability.metrics import (
     QUOTA_CACHE_REQUESTS,
@@ -653,18 +652,11 @@ def free_energy(
 
 def quota_dates(plan: Plan, nem_dates: Iterable[date]) -> set[date]:
     """The local dates whose free window overlaps any of ``nem_dates`` (NEM days)."""
-    window = plan.free_window
-    if window is None:
-        return set()
-    wanted = set(nem_dates)
     found = set()
-    for nem_date in wanted:
+    for nem_date in set(nem_dates):
         # A local date's window lies within a day of its NEM date in every Australian zone.
         for local_date in (nem_date - timedelta(days=1), nem_date, nem_date + timedelta(days=1)):
-            start, end = window.bounds(local_date, plan.zone)
-            first = start.astimezone(NEM_TIME).date()
-            last = (end.astimezone(NEM_TIME) - timedelta(microseconds=1)).date()
-            if first <= nem_date <= last:
+            if nem_date in plan.window_nem_dates(local_date):
                 found.add(local_date)
     return found
 

@@ -224,7 +224,20 @@ class Plan:
 
     def nem_dates(self, local_date: date) -> tuple[date, ...]:
         """The NEM dates (AEST days, as NEM12 names them) whose intervals cover ``local_date``."""
-        start, end = self.local_day_bounds(local_date)
-        first = start.astimezone(NEM_TIME).date()
-        last = (end.astimezone(NEM_TIME) - timedelta(microseconds=1)).date()
-        return tuple(first + timedelta(days=n) for n in range((last - first).days + 1))
+        return _nem_dates_of(*self.local_day_bounds(local_date))
+
+    def window_nem_dates(self, local_date: date) -> tuple[date, ...]:
+        """The NEM dates whose intervals cover ``local_date``'s free window (none without one):
+        the data a quota of that day is settled from, so the day has a quota only once one of
+        them has data. In South Australia a local day begins in the NEM day before, but its
+        window never does."""
+        if self.free_window is None:
+            return ()
+        return _nem_dates_of(*self.free_window.bounds(local_date, self.zone))
+
+
+def _nem_dates_of(start: datetime, end: datetime) -> tuple[date, ...]:
+    """The NEM dates that ``[start, end)`` overlaps."""
+    first = start.astimezone(NEM_TIME).date()
+    last = (end.astimezone(NEM_TIME) - timedelta(microseconds=1)).date()
+    return tuple(first + timedelta(days=n) for n in range((last - first).days + 1))

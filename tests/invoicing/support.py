@@ -80,14 +80,16 @@ class System:
         worker = Worker(store, tasks, clock=clock)
         return cls(store, clock, settlements, ingestion, invoicing, worker)
 
-    def customers(self, count: int, *, plan: str = "sso-nsw") -> list[str]:
+    def customers(
+        self, count: int, *, plan: str = "sso-nsw", region: Region = Region.NSW
+    ) -> list[str]:
         meters = [nmi(n) for n in range(count)]
         now = self.clock.now()
         with self.store.write() as unit:
             if unit.catalog.get_plan(plan) is None:
                 unit.catalog.put_plan(plan, builtin_document(plan), updated_at=now)
             for meter in meters:
-                unit.catalog.put_customer(meter, plan_id=plan, region=Region.NSW, updated_at=now)
+                unit.catalog.put_customer(meter, plan_id=plan, region=region, updated_at=now)
         return meters
 
     def month(self, meters: list[str], days: list[date] = JULY) -> None:

@@ -18,6 +18,7 @@ from freehours.domain.bill import Bill, make_bill
 from freehours.domain.invoicing import DocumentType, Series
 from freehours.domain.rating import DayProfiles, MeterRating
 from freehours.domain.settlement import QuotaStatus
+from freehours.domain.time import Region
 from freehours.invoicing import document_of
 from freehours.plans.document import parse_plan
 from freehours.store.database import Store
@@ -90,6 +91,26 @@ def test_a_period_waits_until_its_days_are_settled(system: System) -> None:
     assert "not settled" in run.notes[0]
     system.settle()
     assert system.invoicing.run_once().counts.invoices == 1
+
+
+def test_a_day_whose_window_has_no_data_waits_for_no_quota(system: System) -> None:
+    # NEM days are AEST: in Adelaide (half an hour behind) the NEM day of 31 July begins at
+    # 23:30 on the 30th, so data for that day alone touches the 30th, but not its free window.
+    # The 30th gets no quota (the settlement's rule, quota_dates), and the invoice must not
+    # wait for one.
+    [meter] = system.customers(1, plan="sso-sa", region=Region.SA)
+    system.month([meter], days=[JULY[-1]])
+    with system.store.read() as unit:
+        assert unit.quotas.latest(meter, JULY[-2]) is None
+        settled = unit.quotas.latest(meter, JULY[-1])
+    assert settled is not None
+    assert settled.status is QuotaStatus.COMPLETED
+    run = system.invoicing.run_once()
+    assert (run.counts.invoices, run.counts.waiting) == (1, 0), run.notes
+    (invoice,) = invoices(system)
+    with system.store.read() as unit:
+        booked = sum((entry.kwh for entry in unit.quotas.ledger(meter)), Decimal(0))
+    assert invoice.figures.free_kwh == booked > 0
 
 
 def test_an_aborted_quota_holds_the_period(system: System) -> None:
