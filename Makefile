@@ -8,7 +8,7 @@ BSTAMP := $(VENV)/.installed-bench
 FSTAMP := $(VENV)/.installed-fuzz
 FUZZ_SECONDS ?= 600
 
-.PHONY: demo test ci lint types bench fuzz openapi clean
+.PHONY: demo test ci lint types bench bench-day fuzz openapi clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "freehours needs Python 3.11 or newer"'
@@ -45,6 +45,13 @@ ci: lint types
 
 bench: $(BSTAMP)
 	$(BIN)/python -m benchmarks
+
+# A retailer's day at scale (benchmarks/bench_day.py): each size ingested, settled and billed in a
+# database of its own; the cost per customer of the last two sizes compared. CUSTOMERS="10000"
+# for a quick look.
+CUSTOMERS ?= 10000 100000 1000000
+bench-day: $(BSTAMP)
+	$(BIN)/python -m benchmarks day --customers $(CUSTOMERS)
 
 # The OpenAPI document written again from the routes (docs/api.md); a test fails while the
 # committed one differs from what the API serves.

@@ -34,12 +34,9 @@ look (``2000,10000``: under a minute); the goal is stated at 100,000.
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -53,6 +50,7 @@ import psycopg
 import sqlalchemy as sa
 import structlog
 
+from benchmarks.workers import failures, peak_rss, start_worker, stop_worker
 from freehours.clock import SystemClock
 from freehours.domain.invoicing import Series
 from freehours.domain.rating import DayProfiles
@@ -122,7 +120,7 @@ def _measure(admin_url: str, accounts: int) -> int:
     try:
         with Store.open(url) as store, tempfile.TemporaryDirectory() as logs:
             paths = [Path(logs) / f"worker-{n}.log" for n in range(WORKERS)]
-            workers = [_start_worker(url, path) for path in paths]
+            workers = [start_worker(url, path) for path in paths]
             try:
                 started = time.perf_counter()
                 took = _load(store, url, accounts)
@@ -130,7 +128,7 @@ def _measure(admin_url: str, accounts: int) -> int:
                 peaks = _invoice(store, accounts, workers, paths)
             finally:
                 for worker in workers:
-                    _stop_worker(worker)
+                    stop_worker(worker)
             _check(store, accounts)
             print(
                 f"invoicing postgres {accounts:,} accounts: loaded in {loaded:.0f} s ("
@@ -279,56 +277,13 @@ def _load(store: Store, url: str, accounts: int) -> dict[str, float]:
 # --- the run ----------------------------------------------------------------------------------
 
 
-def _start_worker(url: str, log: Path) -> subprocess.Popen[bytes]:
-    """A ``freehours worker`` process on ``url``, logging warnings to ``log``."""
-    env = {
-        **os.environ,
-        "FREEHOURS_DATABASE_URL": url,
-        "FREEHOURS_LOG_LEVEL": "warning",
-    }
-    with log.open("wb") as sink:
-        return subprocess.Popen(
-            [str(Path(sys.executable).parent / "freehours"), "worker"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=sink,
-        )
-
-
-def _failures(logs: list[Path]) -> list[str]:
-    """The job attempts that failed, as the workers logged them: each one's note."""
-    notes = []
-    for log in logs:
-        for line in log.read_text().splitlines():
-            if line.startswith("{"):
-                entry = json.loads(line)
-                if entry.get("event") == "job_finished" and entry.get("outcome") == "failed":
-                    notes.append(str(entry.get("note", "")))
-    return notes
-
-
-def _stop_worker(worker: subprocess.Popen[bytes]) -> None:
-    if worker.poll() is None:
-        worker.send_signal(signal.SIGTERM)
-    if worker.wait(timeout=60) != 0:
-        raise RuntimeError(f"worker process exited with {worker.returncode}")
-
-
-def _peak_rss(pid: int) -> int:
-    """The peak resident set size of process ``pid`` so far, in bytes (Linux: VmHWM)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmHWM for process {pid}")
-
-
 def _invoice(
     store: Store, accounts: int, workers: list[subprocess.Popen[bytes]], logs: list[Path]
 ) -> list[int]:
     for worker in workers:
         if worker.poll() is not None:
             raise RuntimeError(f"worker process exited with {worker.returncode} before the run")
-    before = [_peak_rss(worker.pid) for worker in workers]
+    before = [peak_rss(worker.pid) for worker in workers]
     invoicing = Invoicing(store, SystemClock())
     run = invoicing.start_run(as_of=AS_OF)
     deadline = time.monotonic() + RUN_TIMEOUT
@@ -344,7 +299,7 @@ def _invoice(
             if worker.poll() is not None:
                 raise RuntimeError(f"worker process exited with {worker.returncode}")
         time.sleep(0.1)
-    peaks = [_peak_rss(worker.pid) for worker in workers]
+    peaks = [peak_rss(worker.pid) for worker in workers]
     assert done.finished_at is not None
     seconds = (done.finished_at - done.requested_at).total_seconds()
     with store.read() as unit:
@@ -363,11 +318,11 @@ def _invoice(
         f" {', '.join(f'{peak / 2**20:,.0f}' for peak in peaks)} MiB"
         f" (idle {', '.join(f'{peak / 2**20:,.0f}' for peak in before)})"
     )
-    failures = _failures(logs)
-    if failures:
+    failed = failures(logs)
+    if failed:
         print(
-            f"invoicing postgres {accounts:,} accounts: {len(failures)} batch attempts failed"
-            f" (retried), the first: {failures[0].splitlines()[0]}"
+            f"invoicing postgres {accounts:,} accounts: {len(failed)} batch attempts failed"
+            f" (retried), the first: {failed[0].splitlines()[0]}"
         )
     return peaks
 

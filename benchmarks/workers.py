@@ -1,0 +1,69 @@
+"""The project's own processes as a benchmark runs them: ``freehours worker`` (and any other
+command) started with its environment, stopped by SIGTERM as a supervisor would, and measured
+from outside: peak memory (``VmHWM``) while it lives, and what its JSON log says failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+#: Where the virtual environment's commands are.
+BIN = Path(sys.executable).parent
+
+
+def start(
+    args: Sequence[str], url: str, log: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``freehours ARGS`` on the database at ``url``, logging warnings to ``log``."""
+    environment = {
+        **os.environ,
+        "FREEHOURS_DATABASE_URL": url,
+        "FREEHOURS_LOG_LEVEL": "warning",
+        **(env or {}),
+    }
+    with log.open("wb") as sink:
+        return subprocess.Popen(
+            [str(BIN / "freehours"), *args],
+            env=environment,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+        )
+
+
+def start_worker(url: str, log: Path) -> subprocess.Popen[bytes]:
+    """A ``freehours worker`` process on ``url``, logging warnings to ``log``."""
+    return start(["worker"], url, log)
+
+
+def stop_worker(worker: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, as a supervisor stops it; a worker that does not exit 0 breaks the bench."""
+    if worker.poll() is None:
+        worker.send_signal(signal.SIGTERM)
+    if worker.wait(timeout=60) != 0:
+        raise RuntimeError(f"worker process exited with {worker.returncode}")
+
+
+def peak_rss(pid: int) -> int:
+    """The peak resident set size of process ``pid`` so far, in bytes (Linux: VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmHWM for process {pid}")
+
+
+def failures(logs: Sequence[Path]) -> list[str]:
+    """The job attempts that failed, as the workers logged them: each one's note."""
+    notes = []
+    for log in logs:
+        for line in log.read_text().splitlines():
+            if line.startswith("{"):
+                entry = json.loads(line)
+                if entry.get("event") == "job_finished" and entry.get("outcome") == "failed":
+                    notes.append(str(entry.get("note", "")))
+    return notes
