@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.hosts import Network, NamespacesUnavailable
+from tests.cluster.hosts import NamespacesUnavailable, Network
 from tests.cluster.services import missing_tools
 
 

@@ -115,14 +115,25 @@ def database_host(host: Host, subnet: str) -> Iterator[tuple[str, str]]:
         )
         isready = str(bin_dir / "pg_isready")
         wait_for(
-            lambda: subprocess.run(
-                [isready, "-q", "-h", host.address, "-p", str(PG_PORT)], check=False
-            ).returncode
-            == 0,
+            lambda: (
+                subprocess.run(
+                    [isready, "-q", "-h", host.address, "-p", str(PG_PORT)], check=False
+                ).returncode
+                == 0
+            ),
             "PostgreSQL",
         )
         subprocess.run(
-            [str(bin_dir / "createdb"), "-h", host.address, "-p", str(PG_PORT), "-U", "postgres", "freehours"],
+            [
+                str(bin_dir / "createdb"),
+                "-h",
+                host.address,
+                "-p",
+                str(PG_PORT),
+                "-U",
+                "postgres",
+                "freehours",
+            ],
             check=True,
             capture_output=True,
         )

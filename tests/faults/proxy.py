@@ -37,12 +37,10 @@ class Counts:
 
 
 class FaultProxy:
-    """A proxy from ``{listen_host}:{port}`` (127.0.0.1 unless told) to ``target``, run on an
-    event loop of its own thread."""
+    """A proxy from ``127.0.0.1:{port}`` to ``target``, run on an event loop of its own thread."""
 
-    def __init__(self, target_host: str, target_port: int, listen_host: str = "127.0.0.1") -> None:
+    def __init__(self, target_host: str, target_port: int) -> None:
         self.target = (target_host, target_port)
-        self.listen_host = listen_host
         self.mode: Mode = "pass"
         self.delay = 0.0
         self.counts = Counts()
@@ -56,7 +54,7 @@ class FaultProxy:
 
     def start(self) -> FaultProxy:
         self._thread.start()
-        self._server = self._run(asyncio.start_server(self._accept, self.listen_host, 0))
+        self._server = self._run(asyncio.start_server(self._accept, "127.0.0.1", 0))
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -142,11 +140,9 @@ def _reset(writer: asyncio.StreamWriter) -> None:
 
 
 @contextmanager
-def fault_proxy(
-    target_host: str, target_port: int, listen_host: str = "127.0.0.1"
-) -> Iterator[FaultProxy]:
+def fault_proxy(target_host: str, target_port: int) -> Iterator[FaultProxy]:
     """A started proxy to the target, stopped afterwards."""
-    proxy = FaultProxy(target_host, target_port, listen_host).start()
+    proxy = FaultProxy(target_host, target_port).start()
     try:
         yield proxy
     finally:
