@@ -138,8 +138,10 @@ class Host:
         self._table(
             "partition",
             [
-                f"chain out {{\n type filter hook output priority 0;\n ip daddr {address} {match}drop\n}}",
-                f"chain in {{\n type filter hook input priority 0;\n ip saddr {address} {back}drop\n}}",
+                "chain out {\n type filter hook output priority 0;\n"
+                f" ip daddr {address} {match}drop\n}}",
+                "chain in {\n type filter hook input priority 0;\n"
+                f" ip saddr {address} {back}drop\n}}",
             ],
         )
 

@@ -92,8 +92,18 @@ def database_host(host: Host, subnet: str) -> Iterator[tuple[str, str]]:
         as_postgres = ("runuser", "-u", "postgres", "--")
         pgdata = data / "data"
         subprocess.run(
-            [*as_postgres, str(bin_dir / "initdb"), "-D", str(pgdata), "-U", "postgres"]
-            + ["--auth=trust", "--no-sync", "-E", "UTF8"],
+            [
+                *as_postgres,
+                str(bin_dir / "initdb"),
+                "-D",
+                str(pgdata),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            ],
             check=True,
             capture_output=True,
         )
@@ -176,7 +186,8 @@ class ApiNode:
 
     def wait_up(self, within: float = 60.0) -> None:
         def up() -> bool:
-            assert self.process is not None and self.process.poll() is None, (
+            assert self.process is not None
+            assert self.process.poll() is None, (
                 f"{self.host.name}'s API exited:\n{self.host.log('serve')[-3000:]}"
             )
             return httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200
