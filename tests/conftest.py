@@ -92,6 +92,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         reasons[reason] = reasons.get(reason, 0) + 1
     for reason, count in sorted(reasons.items()):
         terminalreporter.write_line(f"SKIPPED {count} tests: {reason}", yellow=True)
+    # What a test measured for people to read (tests/cluster: the time each fault cost), from its
+    # report's user properties: they reach this process from xdist's workers too.
+    for outcome in ("passed", "failed"):
+        for report in terminalreporter.stats.get(outcome, []):
+            for name, text in getattr(report, "user_properties", []):
+                if name == "fault timings" and report.when == "call":
+                    terminalreporter.write_sep("-", f"fault timings ({report.nodeid}, {outcome})")
+                    for line in str(text).splitlines():
+                        terminalreporter.write_line(line)
 
 
 @pytest.fixture
