@@ -35,6 +35,7 @@ from freehours.domain.settlement import Quota
 from freehours.jobs.job import Done, Job, Snooze, Task
 from freehours.settlement import Outcome, Settlements
 from freehours.store.database import Unit
+from freehours.store.jobs import NewJob
 
 log = structlog.get_logger("freehours.jobs")
 
@@ -117,21 +118,24 @@ def schedule_settlements(
     now = settlements.clock.now()
     traceparent = traceparent or current_traceparent()
     scheduled = []
+    new = []
     for affected in settlements.affected_days(unit, changed):
         nmi, customer = affected.nmi, affected.customer
         for day in affected.days:
             window_end = customer.window.bounds(day, customer.plan.zone)[1]
             key = f"{nmi}:{day.isoformat()}"
-            unit.jobs.enqueue(
-                KIND,
-                key,
-                {"nmi": nmi, "date": day.isoformat(), "version": versions.get(key, 1)},
-                run_at=window_end + policy.grace,
-                deadline=max(window_end + policy.data_deadline, now) + SETTLEMENT_JOB_SLACK,
-                traceparent=traceparent,
-                now=now,
+            new.append(
+                NewJob(
+                    KIND,
+                    key,
+                    {"nmi": nmi, "date": day.isoformat(), "version": versions.get(key, 1)},
+                    run_at=window_end + policy.grace,
+                    deadline=max(window_end + policy.data_deadline, now) + SETTLEMENT_JOB_SLACK,
+                    traceparent=traceparent,
+                )
             )
             scheduled.append(key)
+    unit.jobs.enqueue_many(new, now=now)  # one statement a thousand jobs, not one a job
     if scheduled:
         log.info("settlements_scheduled", quotas=len(scheduled))
     return scheduled

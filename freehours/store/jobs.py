@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -55,6 +56,51 @@ _WAITING = (JobState.AVAILABLE.value, JobState.RETRYABLE.value)
 _UNFINISHED = sa.text(f"state IN {UNFINISHED_JOB_STATES}")
 
 
+#: Jobs per statement of ``enqueue_many``: 12 parameters each, far under both databases' limits.
+_ENQUEUE_BATCH = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A job to enqueue (``Jobs.enqueue_many``), with ``Jobs.enqueue``'s arguments."""
+
+    kind: str
+    key: str
+    payload: Mapping[str, Any]
+    run_at: datetime
+    deadline: datetime | None = None
+    max_attempts: int | None = None
+    traceparent: str | None = None
+
+
+def _new_row(job: NewJob, now: datetime) -> dict[str, Any]:
+    """The job table's row for ``job``, enqueued ``now``; checked (``ValueError``)."""
+    deadline = job.deadline or max(job.run_at, now) + DEFAULT_DEADLINE
+    attempts = DEFAULT_MAX_ATTEMPTS if job.max_attempts is None else job.max_attempts
+    _check(
+        job.kind,
+        job.key,
+        run_at=job.run_at,
+        deadline=deadline,
+        max_attempts=attempts,
+        traceparent=job.traceparent,
+    )
+    return {
+        "kind": job.kind,
+        "key": job.key,
+        "payload": json.dumps(dict(job.payload), sort_keys=True, separators=(",", ":")),
+        "state": JobState.AVAILABLE.value,
+        "run_at": job.run_at,
+        "deadline": deadline,
+        "attempts": 0,
+        "max_attempts": attempts,
+        "snoozes": 0,
+        "runs": 0,
+        "created_at": now,
+        "traceparent": job.traceparent,
+    }
+
+
 class Jobs(Repository):
     """The job table, in the unit of work's transaction."""
 
@@ -78,50 +124,125 @@ class Jobs(Repository):
         ``deadline`` defaults to ``DEFAULT_DEADLINE`` after the job is due, ``max_attempts`` to
         ``DEFAULT_MAX_ATTEMPTS``; ``payload`` must be JSON-serialisable.
         """
+        job = NewJob(kind, key, payload, run_at, deadline, max_attempts, traceparent)
+        return self.enqueue_many([job], now=now)[0]
+
+    def enqueue_many(
+        self, new: Sequence[NewJob], *, now: datetime | None = None
+    ) -> list[JobId | None]:
+        """``enqueue`` of each of ``new`` in turn, in a few statements: for each, its id, or None
+        where it was a duplicate (of a job stored, or of one earlier in ``new``).
+
+        The n-th occurrence of a (kind, key) is enqueued in the n-th wave, all of a wave's jobs
+        at once: one multi-row ``INSERT ... ON CONFLICT DO NOTHING`` per ``_ENQUEUE_BATCH``, then
+        the duplicates told they are wanted (one statement on PostgreSQL), which is what the
+        same enqueues one by one do. Every job is checked before anything is written.
+        """
         now = now or datetime.now(UTC)
-        deadline = deadline or max(run_at, now) + DEFAULT_DEADLINE
-        attempts = DEFAULT_MAX_ATTEMPTS if max_attempts is None else max_attempts
-        _check(
-            kind,
-            key,
-            run_at=run_at,
-            deadline=deadline,
-            max_attempts=attempts,
-            traceparent=traceparent,
-        )
-        row = {
-            "kind": kind,
-            "key": key,
-            "payload": json.dumps(dict(payload), sort_keys=True, separators=(",", ":")),
-            "state": JobState.AVAILABLE.value,
-            "run_at": run_at,
-            "deadline": deadline,
-            "attempts": 0,
-            "max_attempts": attempts,
-            "snoozes": 0,
-            "runs": 0,
-            "created_at": now,
-            "traceparent": traceparent,
-        }
-        insert = (
-            self._driver.insert_or_ignore(
-                jobs, index_elements=["kind", "key"], index_where=_UNFINISHED
-            )
-            .values(row)
-            .returning(jobs.c.id)
-        )
+        rows = [_new_row(job, now) for job in new]
+        answers: list[JobId | None] = [None] * len(rows)
+        waves: list[list[int]] = []
+        seen: dict[tuple[str, str], int] = {}
+        for index, row in enumerate(rows):
+            identity = (row["kind"], row["key"])
+            occurrence = seen.get(identity, 0)
+            seen[identity] = occurrence + 1
+            if occurrence == len(waves):
+                waves.append([])
+            waves[occurrence].append(index)
+        for wave in waves:
+            self._enqueue_wave(rows, wave, answers)
+        if rows:
+            self._notify()
+        return answers
+
+    def _enqueue_wave(
+        self, rows: list[dict[str, Any]], wave: list[int], answers: list[JobId | None]
+    ) -> None:
+        """Enqueue ``rows[i]`` for each ``i`` of ``wave`` (distinct kinds and keys)."""
+        pending = {(rows[i]["kind"], rows[i]["key"]): i for i in wave}
         # A duplicate found here may finish before the update below reaches it (READ
         # COMMITTED): then the insert is tried again, and succeeds. Three rounds cover any
         # interleaving of one finish.
         for _ in range(3):
-            inserted = self._conn.execute(insert).scalar_one_or_none()
-            if inserted is not None:
-                self._notify()
-                return JobId(inserted)
-            if self._want_by(kind, key, run_at, deadline):
-                self._notify()
-                return None
+            for identity, job_id in self._insert_new([rows[i] for i in pending.values()]):
+                answers[pending.pop(identity)] = JobId(job_id)
+            if not pending:
+                return
+            for identity in self._want_by_many([rows[i] for i in pending.values()]):
+                del pending[identity]
+            if not pending:
+                return
+        kind, key = next(iter(pending))
         raise RuntimeError(f"job {kind} {key}: neither inserted nor found unfinished")
+
+    def _insert_new(self, rows: list[dict[str, Any]]) -> list[tuple[tuple[str, str], int]]:
+        """Insert the rows whose (kind, key) has no unfinished job: ((kind, key), id) of each."""
+        c = jobs.c
+        inserted: list[tuple[tuple[str, str], int]] = []
+        for start in range(0, len(rows), _ENQUEUE_BATCH):
+            insert = (
+                self._driver.insert_or_ignore(
+                    jobs, index_elements=["kind", "key"], index_where=_UNFINISHED
+                )
+                .values(rows[start : start + _ENQUEUE_BATCH])
+                .returning(c.id, c.kind, c.key)
+            )
+            inserted.extend(((row.kind, row.key), row.id) for row in self._conn.execute(insert))
+        return inserted
+
+    def _want_by_many(self, rows: list[dict[str, Any]]) -> set[tuple[str, str]]:
+        """``_want_by`` for each row's (kind, key), run_at and deadline: the (kind, key) of those
+        found unfinished. One statement per ``_ENQUEUE_BATCH`` on PostgreSQL; SQLite, which
+        cannot name the columns of a VALUES list, is asked one by one (in process, no round
+        trips)."""
+        if self._conn.dialect.name != "postgresql":
+            return {
+                (row["kind"], row["key"])
+                for row in rows
+                if self._want_by(row["kind"], row["key"], row["run_at"], row["deadline"])
+            }
+        c = jobs.c
+        found: set[tuple[str, str]] = set()
+        for start in range(0, len(rows), _ENQUEUE_BATCH):
+            wanted = sa.values(
+                sa.column("kind", sa.String),
+                sa.column("key", sa.String),
+                sa.column("run_at", UtcDateTime()),
+                sa.column("deadline", UtcDateTime()),
+                name="wanted",
+            ).data(
+                [
+                    (row["kind"], row["key"], row["run_at"], row["deadline"])
+                    for row in rows[start : start + _ENQUEUE_BATCH]
+                ]
+            )
+            w = wanted.c
+            running = c.state == JobState.RUNNING.value
+            updated = self._conn.execute(
+                jobs.update()
+                .where(c.kind == w.kind, c.key == w.key, _UNFINISHED)
+                .values(
+                    run_at=sa.case(
+                        (
+                            sa.and_(c.state == JobState.AVAILABLE.value, c.run_at > w.run_at),
+                            w.run_at,
+                        ),
+                        else_=c.run_at,
+                    ),
+                    rerun_at=sa.case(
+                        (
+                            sa.and_(running, sa.or_(c.rerun_at.is_(None), c.rerun_at > w.run_at)),
+                            w.run_at,
+                        ),
+                        else_=c.rerun_at,
+                    ),
+                    deadline=sa.case((c.deadline < w.deadline, w.deadline), else_=c.deadline),
+                )
+                .returning(c.kind, c.key)
+            )
+            found.update((row.kind, row.key) for row in updated)
+        return found
 
     def claim(
         self,
