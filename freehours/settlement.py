@@ -291,6 +291,7 @@ class Settlements:
         for nmi, suffix, nem_date in changed:
             by_nmi.setdefault(nmi, set()).add((suffix, nem_date))
         versions = unit.catalog.plan_versions_of(by_nmi)  # one look-up for all of them
+        days_of: dict[tuple[tuple[str, datetime], frozenset[date]], list[date]] = {}
         for nmi, rows in sorted(by_nmi.items()):
             version = versions.get(nmi)
             if version is None:
@@ -299,8 +300,14 @@ class Settlements:
             if isinstance(customer, NoQuotas):
                 continue
             plan = customer.plan
-            nem_dates = {nem_date for suffix, nem_date in rows if plan.is_consumption(suffix)}
-            yield AffectedDays(nmi, customer, sorted(quota_dates(plan, nem_dates)))
+            nem_dates = frozenset(
+                nem_date for suffix, nem_date in rows if plan.is_consumption(suffix)
+            )
+            # Customers on one plan share their windows: worked out once per plan and dates.
+            known = days_of.get((version, nem_dates))
+            if known is None:
+                known = days_of[(version, nem_dates)] = sorted(quota_dates(plan, nem_dates))
+            yield AffectedDays(nmi, customer, list(known))
 
     def publish(self, changed: Iterable[Quota]) -> None:
         """Write quotas to the cache after the commit that changed them."""

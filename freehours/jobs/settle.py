@@ -25,7 +25,7 @@ settlement answers NOT_DUE and the job snoozes; at the data deadline it settles 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 
 import structlog
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -119,10 +119,15 @@ def schedule_settlements(
     traceparent = traceparent or current_traceparent()
     scheduled = []
     new = []
+    window_ends: dict[int, dict[date, datetime]] = {}  # by customer plan (shared), then day
     for affected in settlements.affected_days(unit, changed):
         nmi, customer = affected.nmi, affected.customer
         for day in affected.days:
-            window_end = customer.window.bounds(day, customer.plan.zone)[1]
+            # Customers on one plan share a day's window: its end worked out once.
+            ends = window_ends.setdefault(id(customer), {})
+            window_end = ends.get(day) or ends.setdefault(
+                day, customer.window.bounds(day, customer.plan.zone)[1]
+            )
             key = f"{nmi}:{day.isoformat()}"
             new.append(
                 NewJob(
