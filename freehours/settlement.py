@@ -255,18 +255,26 @@ class Settlements:
         """
         reopened = []
         now = self.clock.now()
-        for affected in self.affected_days(unit, changed):
-            nmi, customer = affected.nmi, affected.customer
-            # Until this commits, a settlement of these days waits before it reads them (and if
-            # one is reading them, this waits for it to finish): see freehours.store.locks.
-            unit.hold_shared([day_lock(nmi, day) for day in affected.days])
-            for day in affected.days:
-                settled = unit.quotas.latest(nmi, day, for_update=True)
-                if settled is None or settled.status is not QuotaStatus.COMPLETED:
+        affected = list(self.affected_days(unit, changed))
+        # Until this commits, a settlement of these days waits before it reads them (and if one
+        # is reading them, this waits for it to finish): see freehours.store.locks. All of them
+        # in one statement, in key order; then no settlement of them is under way, so the one
+        # look-up of which are settled already sees them as they stay until this commits.
+        unit.hold_shared([day_lock(item.nmi, day) for item in affected for day in item.days])
+        settled = unit.quotas.settled_among(
+            [(item.nmi, day) for item in affected for day in item.days]
+        )
+        for item in affected:
+            nmi, customer = item.nmi, item.customer
+            for day in item.days:
+                if (nmi, day) not in settled:
                     continue  # not settled yet: it will read the new data when it is
+                settled_quota = unit.quotas.latest(nmi, day, for_update=True)
+                if settled_quota is None or settled_quota.status is not QuotaStatus.COMPLETED:
+                    continue
                 days = unit.meter.days_for(nmi, customer.plan.nem_dates(day))
                 now_free = free_energy(customer.plan, customer.profiles, days, day)
-                if now_free == (settled.free_kwh, settled.free_value):
+                if now_free == (settled_quota.free_kwh, settled_quota.free_value):
                     continue
                 successor = unit.quotas.reopen_if_settled(nmi, day, at=now)
                 if successor is not None:
@@ -281,13 +289,24 @@ class Settlements:
         by_nmi: dict[str, set[tuple[str, date]]] = {}
         for nmi, suffix, nem_date in changed:
             by_nmi.setdefault(nmi, set()).add((suffix, nem_date))
+        versions = unit.catalog.plan_versions_of(by_nmi)  # one look-up for all of them
+        days_of: dict[tuple[tuple[str, datetime], frozenset[date]], list[date]] = {}
         for nmi, rows in sorted(by_nmi.items()):
-            customer = self.customer_plan(unit, nmi)
+            version = versions.get(nmi)
+            if version is None:
+                continue  # no customer
+            customer = self._parsed_plan(unit, version)
             if isinstance(customer, NoQuotas):
                 continue
             plan = customer.plan
-            nem_dates = {nem_date for suffix, nem_date in rows if plan.is_consumption(suffix)}
-            yield AffectedDays(nmi, customer, sorted(quota_dates(plan, nem_dates)))
+            nem_dates = frozenset(
+                nem_date for suffix, nem_date in rows if plan.is_consumption(suffix)
+            )
+            # Customers on one plan share their windows: worked out once per plan and dates.
+            known = days_of.get((version, nem_dates))
+            if known is None:
+                known = days_of[(version, nem_dates)] = sorted(quota_dates(plan, nem_dates))
+            yield AffectedDays(nmi, customer, list(known))
 
     def publish(self, changed: Iterable[Quota]) -> None:
         """Write quotas to the cache after the commit that changed them."""
@@ -560,6 +579,10 @@ class Settlements:
         version = unit.catalog.plan_version_of(nmi)
         if version is None:
             return NoQuotas(f"unknown NMI {nmi}: no customer")
+        return self._parsed_plan(unit, version)
+
+    def _parsed_plan(self, unit: Unit, version: tuple[str, datetime]) -> CustomerPlan | NoQuotas:
+        """The plan stored as ``version`` (id, last update), parsed once per version."""
         with self._plans_lock:
             known = self._plans.get(version)
         if known is None:

@@ -16,6 +16,7 @@ and the read merge into an ``InputError`` naming the read. This module imports n
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -256,6 +257,11 @@ class IntervalDay:
     ``QUALITY_FLAGS``. ``uom`` is ``"KWH"`` for energy; other units (kVArh, ...) are kept as
     written, upper-cased, and are never rated. ``update_datetime`` decides which revision wins;
     ``source`` and ``line`` say where the day was read, for messages.
+
+    ``stored_values``, when given, is ``values`` as the store writes them (each value's exact
+    ``str``, comma-joined, empty where missing: ``freehours.store.meter.encode_values``): the
+    NEM12 reader passes on a record's own text when it is written so already, so that storing
+    the day costs no work per value. A day made with other values must not carry it.
     """
 
     nmi: str
@@ -268,6 +274,7 @@ class IntervalDay:
     uom: str = "KWH"
     source: str = ""
     line: int = 0
+    stored_values: str | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def start(self) -> datetime:

@@ -98,6 +98,11 @@ _QUALITY_METHODS: dict[str, str] = {flag: flag for flag in reads.QUALITY_FLAGS +
     f"{flag}{method:02d}": flag for flag in reads.QUALITY_FLAGS for method in range(100)
 }
 _VALUE = reads.DECIMAL_TEXT
+#: A 300 record's values written exactly as the store writes them (``str`` of each Decimal): no
+#: leading zeros, no bare point, at most 6 digits before the point and ``KWH_PLACES`` after, no
+#: exponent; empty where missing. Such a record's text is stored as it is (``_stored_text``).
+_STORED_VALUE = r"(?:(?:0|[1-9][0-9]{0,5})(?:\.[0-9]{1,6})?)?"
+_STORED_VALUES = re.compile(f"{_STORED_VALUE}(?:,{_STORED_VALUE})*")
 _NAME = re.compile(r"[A-Za-z0-9]+")
 _STARTS_LIKE_VALUE = re.compile(r"[0-9.]*(?:,|$)")
 _HAS_QUALITY_FIELD = re.compile(r",[A-Za-z]")
@@ -809,6 +814,7 @@ class _Scanner:
         channel_stats: ChannelStats | None = None
         waiting: _Waiting | None = None
         value_of = self.value_cache(0).__getitem__
+        plain = True
         count = 0
         uniform: dict[str, str] = {}  # flag -> that flag for every interval of a day
         kind = ""
@@ -882,11 +888,18 @@ class _Scanner:
                     continue
                 if loser:
                     continue
+                stored: str | None
                 if flag == null:
                     values = (None,) * count
+                    stored = "," * (count - 1)
                     channel_stats.missing += count
                 else:
                     channel_stats.missing += texts.count("")
+                    # Every value was parsed and checked above; where the texts are written as
+                    # the store writes those values, they are stored as they are.
+                    stored = ",".join(texts) if plain else None
+                    if stored is not None and _STORED_VALUES.fullmatch(stored) is None:
+                        stored = None
                 qualities = uniform[flag]
                 channel_stats.qualities[flag] += count
                 yield _interval_day(
@@ -900,6 +913,7 @@ class _Scanner:
                     channel.uom,
                     source,
                     line,
+                    stored,
                 )
             elif not header and kind != "100":
                 raise self.error(
@@ -926,6 +940,7 @@ class _Scanner:
                     count, {flag: flag * count for flag in "AEFNS"}
                 )
                 value_of = self.value_cache(channel.scale or 0).__getitem__
+                plain = not channel.scale  # values as written, not moved to kWh
             elif kind == "500":
                 if previous not in ("300", "400", "500"):
                     raise self.error(
@@ -1309,6 +1324,7 @@ _DAY_FIELDS = (
     "uom",
     "source",
     "line",
+    "stored_values",
 )
 if tuple(day_field.name for day_field in fields(IntervalDay)) != _DAY_FIELDS:
     raise ImportError("IntervalDay's fields changed: update _interval_day in this module")
@@ -1323,6 +1339,7 @@ if tuple(day_field.name for day_field in fields(IntervalDay)) != _DAY_FIELDS:
     _set_uom,
     _set_source,
     _set_line,
+    _set_stored_values,
 ) = (getattr(IntervalDay, name).__set__ for name in _DAY_FIELDS)
 
 
@@ -1337,6 +1354,7 @@ def _interval_day(  # noqa: PLR0917 - the positional fields of IntervalDay(...) 
     uom: str,
     source: str,
     line: int,
+    stored_values: str | None,
 ) -> IntervalDay:
     """``IntervalDay(nmi, suffix, ...)``, built faster (see above)."""
     interval_day: IntervalDay = object.__new__(IntervalDay)
@@ -1350,4 +1368,5 @@ def _interval_day(  # noqa: PLR0917 - the positional fields of IntervalDay(...) 
     _set_uom(interval_day, uom)
     _set_source(interval_day, source)
     _set_line(interval_day, line)
+    _set_stored_values(interval_day, stored_values)
     return interval_day

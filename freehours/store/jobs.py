@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -55,6 +56,79 @@ _WAITING = (JobState.AVAILABLE.value, JobState.RETRYABLE.value)
 _UNFINISHED = sa.text(f"state IN {UNFINISHED_JOB_STATES}")
 
 
+#: Jobs per statement of ``enqueue_many``'s deletes (two parameters each): far under both
+#: databases' limits.
+_ENQUEUE_BATCH = 1_000
+#: A wave of at least this many jobs goes through a staging table; fewer, one by one.
+_STAGE_FROM = 20
+#: The columns a new job is given (the others keep their defaults).
+_STAGED = (
+    "kind",
+    "key",
+    "payload",
+    "state",
+    "run_at",
+    "deadline",
+    "attempts",
+    "max_attempts",
+    "snoozes",
+    "runs",
+    "created_at",
+    "traceparent",
+)
+_staging_metadata = sa.MetaData()
+#: Where a large wave of new jobs lands before it is matched and inserted: a temporary table (per
+#: connection, never WAL-logged on PostgreSQL), created and dropped in the caller's transaction.
+_staging = sa.Table(
+    "jobs_staging",
+    _staging_metadata,
+    *(sa.Column(name, jobs.c[name].type) for name in _STAGED),
+    sa.Column("seq", sa.Integer, nullable=False),
+    prefixes=["TEMPORARY"],
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A job to enqueue (``Jobs.enqueue_many``), with ``Jobs.enqueue``'s arguments."""
+
+    kind: str
+    key: str
+    payload: Mapping[str, Any]
+    run_at: datetime
+    deadline: datetime | None = None
+    max_attempts: int | None = None
+    traceparent: str | None = None
+
+
+def _new_row(job: NewJob, now: datetime) -> dict[str, Any]:
+    """The job table's row for ``job``, enqueued ``now``; checked (``ValueError``)."""
+    deadline = job.deadline or max(job.run_at, now) + DEFAULT_DEADLINE
+    attempts = DEFAULT_MAX_ATTEMPTS if job.max_attempts is None else job.max_attempts
+    _check(
+        job.kind,
+        job.key,
+        run_at=job.run_at,
+        deadline=deadline,
+        max_attempts=attempts,
+        traceparent=job.traceparent,
+    )
+    return {
+        "kind": job.kind,
+        "key": job.key,
+        "payload": json.dumps(dict(job.payload), sort_keys=True, separators=(",", ":")),
+        "state": JobState.AVAILABLE.value,
+        "run_at": job.run_at,
+        "deadline": deadline,
+        "attempts": 0,
+        "max_attempts": attempts,
+        "snoozes": 0,
+        "runs": 0,
+        "created_at": now,
+        "traceparent": job.traceparent,
+    }
+
+
 class Jobs(Repository):
     """The job table, in the unit of work's transaction."""
 
@@ -78,50 +152,116 @@ class Jobs(Repository):
         ``deadline`` defaults to ``DEFAULT_DEADLINE`` after the job is due, ``max_attempts`` to
         ``DEFAULT_MAX_ATTEMPTS``; ``payload`` must be JSON-serialisable.
         """
+        job = NewJob(kind, key, payload, run_at, deadline, max_attempts, traceparent)
+        return self.enqueue_many([job], now=now)[0]
+
+    def enqueue_many(
+        self, new: Sequence[NewJob], *, now: datetime | None = None
+    ) -> list[JobId | None]:
+        """``enqueue`` of each of ``new`` in turn, in a few statements: for each, its id, or None
+        where it was a duplicate (of a job stored, or of one earlier in ``new``).
+
+        The n-th occurrence of a (kind, key) is enqueued in the n-th wave, all of a wave's jobs
+        at once: one multi-row ``INSERT ... ON CONFLICT DO NOTHING`` per ``_ENQUEUE_BATCH``, then
+        the duplicates told they are wanted (one statement on PostgreSQL), which is what the
+        same enqueues one by one do. Every job is checked before anything is written.
+        """
         now = now or datetime.now(UTC)
-        deadline = deadline or max(run_at, now) + DEFAULT_DEADLINE
-        attempts = DEFAULT_MAX_ATTEMPTS if max_attempts is None else max_attempts
-        _check(
-            kind,
-            key,
-            run_at=run_at,
-            deadline=deadline,
-            max_attempts=attempts,
-            traceparent=traceparent,
-        )
-        row = {
-            "kind": kind,
-            "key": key,
-            "payload": json.dumps(dict(payload), sort_keys=True, separators=(",", ":")),
-            "state": JobState.AVAILABLE.value,
-            "run_at": run_at,
-            "deadline": deadline,
-            "attempts": 0,
-            "max_attempts": attempts,
-            "snoozes": 0,
-            "runs": 0,
-            "created_at": now,
-            "traceparent": traceparent,
-        }
-        insert = (
-            self._driver.insert_or_ignore(
-                jobs, index_elements=["kind", "key"], index_where=_UNFINISHED
-            )
-            .values(row)
-            .returning(jobs.c.id)
-        )
-        # A duplicate found here may finish before the update below reaches it (READ
-        # COMMITTED): then the insert is tried again, and succeeds. Three rounds cover any
-        # interleaving of one finish.
+        rows = [_new_row(job, now) for job in new]
+        answers: list[JobId | None] = [None] * len(rows)
+        waves: list[list[int]] = []
+        seen: dict[tuple[str, str], int] = {}
+        for index, row in enumerate(rows):
+            identity = (row["kind"], row["key"])
+            occurrence = seen.get(identity, 0)
+            seen[identity] = occurrence + 1
+            if occurrence == len(waves):
+                waves.append([])
+            waves[occurrence].append(index)
+        for wave in waves:
+            self._enqueue_wave(rows, wave, answers)
+        if rows:
+            self._notify()
+        return answers
+
+    def _enqueue_wave(
+        self, rows: list[dict[str, Any]], wave: list[int], answers: list[JobId | None]
+    ) -> None:
+        """Enqueue ``rows[i]`` for each ``i`` of ``wave`` (distinct kinds and keys)."""
+        pending = {(rows[i]["kind"], rows[i]["key"]): i for i in wave}
+        round_of = self._staged_round if len(pending) >= _STAGE_FROM else self._round
+        # A duplicate found may finish before it is told (READ COMMITTED): then the insert is
+        # tried again, and succeeds. Three rounds cover any interleaving of one finish.
         for _ in range(3):
-            inserted = self._conn.execute(insert).scalar_one_or_none()
-            if inserted is not None:
-                self._notify()
-                return JobId(inserted)
-            if self._want_by(kind, key, run_at, deadline):
-                self._notify()
-                return None
+            inserted, wanted = round_of([rows[i] for i in pending.values()])
+            for identity, job_id in inserted:
+                answers[pending.pop(identity)] = JobId(job_id)
+            for identity in wanted:
+                del pending[identity]
+            if not pending:
+                return
+        kind, key = next(iter(pending))
         raise RuntimeError(f"job {kind} {key}: neither inserted nor found unfinished")
+
+    def _round(
+        self, rows: list[dict[str, Any]]
+    ) -> tuple[list[tuple[tuple[str, str], int]], set[tuple[str, str]]]:
+        """A few jobs, one by one: each inserted, or else its unfinished duplicate told it is
+        wanted. The ((kind, key), id) of those inserted; the (kind, key) of those told."""
+        insert = self._driver.insert_or_ignore(
+            jobs, index_elements=["kind", "key"], index_where=_UNFINISHED
+        )
+        inserted = []
+        wanted = set()
+        for row in rows:
+            identity = (row["kind"], row["key"])
+            job_id = self._conn.execute(insert.values(row).returning(jobs.c.id)).scalar()
+            if job_id is not None:
+                inserted.append((identity, int(job_id)))
+            elif self._want_by(row["kind"], row["key"], row["run_at"], row["deadline"]):
+                wanted.add(identity)
+        return inserted, wanted
+
+    def _staged_round(
+        self, rows: list[dict[str, Any]]
+    ) -> tuple[list[tuple[tuple[str, str], int]], set[tuple[str, str]]]:
+        """Many jobs at once, as ``_round`` does them: loaded into a temporary table (COPY on
+        PostgreSQL), the unfinished duplicates told in one ``UPDATE ... FROM`` and taken out,
+        the rest inserted in one ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``."""
+        s = _staging.c
+        c = jobs.c
+        with self._driver.without_statement_timeout(self._conn):
+            _staging.create(self._conn)
+            self._driver.stage(
+                self._conn,
+                _staging,
+                ((*(row[name] for name in _STAGED), seq) for seq, row in enumerate(rows)),
+            )
+            found = self._conn.execute(
+                jobs.update()
+                .where(c.kind == s.kind, c.key == s.key, c.state.in_(UNFINISHED_JOB_STATES))
+                .values(_wanted_by(s.run_at, s.deadline))
+                .returning(c.kind, c.key)  # SQLite returns the target's columns only
+            ).all()
+            identities = [(row.kind, row.key) for row in found]
+            for start in range(0, len(identities), _ENQUEUE_BATCH):
+                told = identities[start : start + _ENQUEUE_BATCH]
+                self._conn.execute(sa.delete(_staging).where(sa.tuple_(s.kind, s.key).in_(told)))
+            # SQLite needs a WHERE in INSERT ... SELECT ... ON CONFLICT, or it reads ON as a
+            # join's.
+            insert = (
+                self._driver.insert_or_ignore(
+                    jobs, index_elements=["kind", "key"], index_where=_UNFINISHED
+                )
+                .from_select(
+                    _STAGED,
+                    sa.select(*(s[name] for name in _STAGED)).where(sa.true()).order_by(s.seq),
+                )
+                .returning(c.id, c.kind, c.key)
+            )
+            inserted = [((row.kind, row.key), row.id) for row in self._conn.execute(insert)]
+            _staging.drop(self._conn)
+        return inserted, {(row.kind, row.key) for row in found}
 
     def claim(
         self,
@@ -335,27 +475,10 @@ class Jobs(Repository):
         """Tell the unfinished job of (kind, key) that it is wanted by ``run_at``; False if
         none."""
         c = jobs.c
-        running = c.state == JobState.RUNNING.value
         updated = self._conn.execute(
             jobs.update()
             .where(c.kind == kind, c.key == key, _UNFINISHED)
-            .values(
-                run_at=sa.case(
-                    (
-                        sa.and_(c.state == JobState.AVAILABLE.value, c.run_at > run_at),
-                        _at(run_at),
-                    ),
-                    else_=c.run_at,
-                ),
-                rerun_at=sa.case(
-                    (
-                        sa.and_(running, sa.or_(c.rerun_at.is_(None), c.rerun_at > run_at)),
-                        _at(run_at),
-                    ),
-                    else_=c.rerun_at,
-                ),
-                deadline=sa.case((c.deadline < deadline, _at(deadline)), else_=c.deadline),
-            )
+            .values(_wanted_by(_at(run_at), _at(deadline)))
             .returning(c.id)
         ).first()
         return updated is not None
@@ -430,6 +553,27 @@ def _check(
         raise ValueError(f"job {kind} {key}: max_attempts {max_attempts} is less than 1")
     if traceparent is not None and len(traceparent) != TRACEPARENT_LENGTH:
         raise ValueError(f"job {kind} {key}: traceparent {traceparent!r} is not W3C version 00")
+
+
+def _wanted_by(
+    run_at: sa.ColumnElement[datetime], deadline: sa.ColumnElement[datetime]
+) -> dict[str, sa.ColumnElement[Any]]:
+    """What telling an unfinished job that it is wanted by ``run_at`` (with ``deadline``) sets:
+    a waiting AVAILABLE job brought forward, a RUNNING one marked to run again, the later
+    deadline kept."""
+    c = jobs.c
+    running = c.state == JobState.RUNNING.value
+    return {
+        "run_at": sa.case(
+            (sa.and_(c.state == JobState.AVAILABLE.value, c.run_at > run_at), run_at),
+            else_=c.run_at,
+        ),
+        "rerun_at": sa.case(
+            (sa.and_(running, sa.or_(c.rerun_at.is_(None), c.rerun_at > run_at)), run_at),
+            else_=c.rerun_at,
+        ),
+        "deadline": sa.case((c.deadline < deadline, deadline), else_=c.deadline),
+    }
 
 
 def _at(moment: datetime) -> sa.ColumnElement[datetime]:

@@ -1,0 +1,84 @@
+"""The reader's fast path: a 300 record whose values are written as the store writes them is
+stored from its own text, with no work per value. Property-tested against the exact path (each
+value parsed to a Decimal and written back by ``encode_values``) on every input: the two agree
+whenever the fast path is taken, and a text it takes is never one the exact path refuses."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from freehours.domain.reads import IntervalDay
+from freehours.errors import NEM12Error
+from freehours.meterdata.nem12 import read_days
+from freehours.store.meter import encode_values
+from tests.meterdata.nem12_text import channel, day, nem12
+
+TODAY = date(2026, 7, 20)
+#: Value texts near the edges: leading zeros, bare points, many places, large values, empty.
+value_texts = st.one_of(
+    st.from_regex(r"[0-9]{0,8}(\.[0-9]{0,8})?", fullmatch=True),
+    st.sampled_from(
+        [
+            "0",
+            "00",
+            "0.",
+            ".5",
+            "5.",
+            "0.000000",
+            "0.0000001",
+            "999999.999999",
+            "1000000",
+            "012",
+            "1.000",
+            "",
+            "0.000001",
+            "100000",
+        ]
+    ),
+)
+
+
+def read(values: list[str], unit: str = "KWH", quality: str = "A") -> list[IntervalDay]:
+    text = nem12(channel(uom=unit), day("20260701", values, quality=quality))
+    return list(read_days(text.encode(), name="t.csv", today=TODAY))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(value_texts, min_size=48, max_size=48), st.sampled_from(["KWH", "WH", "MWH", "KVARH"])
+)
+@example(["0.5"] * 48, "KWH")
+@example(["00.5"] + ["1"] * 47, "KWH")
+def test_the_fast_path_and_the_exact_path_agree(values: list[str], unit: str) -> None:
+    try:
+        (read_day,) = read(values, unit)
+    except NEM12Error as exc:  # refused, as the exact path refuses it: nothing to store
+        refused: NEM12Error | None = exc
+    else:
+        refused = None
+    if refused is not None:
+        assert "t.csv:3" in str(refused)
+        return
+    exact = encode_values(read_day.values)
+    if read_day.stored_values is not None:
+        assert read_day.stored_values == exact
+    if unit in ("KWH", "KVARH") and all(
+        text == "" or str(value) == text
+        for text, value in zip(values, read_day.values, strict=True)
+    ):
+        # Written exactly as stored: the fast path is taken.
+        assert read_day.stored_values == ",".join(values)
+
+
+def test_a_day_of_quality_n_is_stored_as_empty_values() -> None:
+    (read_day,) = read([""] * 48, quality="N")
+    assert read_day.stored_values == "," * 47 == encode_values(read_day.values)
+
+
+def test_values_not_written_as_stored_take_the_exact_path() -> None:
+    (read_day,) = read(["00.5", ".25", "3."] + ["1.0"] * 45)
+    assert read_day.stored_values is None
+    assert encode_values(read_day.values).startswith("0.5,0.25,3,1.0")
