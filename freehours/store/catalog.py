@@ -8,7 +8,7 @@ reads plans. ``Catalog`` runs in its unit of work's transaction.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -135,6 +135,17 @@ class Catalog(Repository):
         one round trip, for callers that keep parsed plans by version."""
         row = _PLAN_OF.first(self._conn, {"nmi": nmi})
         return None if row is None else (row[0], row[1])
+
+    def plan_versions_of(self, nmis: Collection[str]) -> dict[str, tuple[str, datetime]]:
+        """``plan_version_of`` for many NMIs in one round trip: those with a customer."""
+        if not nmis:
+            return {}
+        rows = self._conn.execute(
+            sa.select(customers.c.nmi, plans.c.plan_id, plans.c.updated_at)
+            .select_from(customers.join(plans, customers.c.plan_id == plans.c.plan_id))
+            .where(customers.c.nmi.in_(sorted(set(nmis))))
+        )
+        return {nmi: (plan_id, updated_at) for nmi, plan_id, updated_at in rows}
 
     def _upsert(self, table: sa.Table, row: dict[str, Any]) -> None:
         key = [column.name for column in table.primary_key]
