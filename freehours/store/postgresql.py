@@ -34,7 +34,7 @@ _TRY_EXCLUSIVE = Prepared(
     sa.text(
         "SELECT k FROM unnest(CAST(:keys AS bigint[])) WITH ORDINALITY AS t(k, n)"
         " WHERE pg_try_advisory_xact_lock(k) ORDER BY n"
-    )
+    ).columns(k=sa.BigInteger)
 )
 _NOTIFY = Prepared(sa.text("SELECT pg_notify(:channel, '')"))
 
