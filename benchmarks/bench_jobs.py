@@ -13,6 +13,18 @@ default the local PostgreSQL). For each number of processes:
 The workers are ``python -m benchmarks.bench_jobs worker URL`` processes: a ``Worker`` with
 default settings (concurrency 4, batches of 64) whose one task does nothing, logging at warning
 level (a line per job would measure the log sink).
+
+Then settlements (``python -m benchmarks.bench_jobs settlements`` runs this part alone): for 1
+and 2 worker processes, ``SETTLE_QUOTAS`` customers with a day's meter data each (as
+``bench_api.prepare`` makes them) in a fresh database, and their ``settle`` jobs enqueued due at
+once (one statement, as ``schedule_settlements`` would write them); then ``freehours worker``
+processes as deployed (default settings, JSON log lines on stderr, to /dev/null here; the quota
+cache in Redis under a prefix of the run's own) settle them. The rate is the quotas over the
+time from the first job's claim to the last one's completion, both as the job table recorded
+them; the run fails unless every job completed ``settled`` at its first attempt with exactly one
+ledger entry per quota. Goal (issue 18): a day of 1,000,000 customers settled within 10 minutes,
+1,700 settlements/s. ``FREEHOURS_BENCH_FREEHOURS`` names another ``freehours`` executable to run
+as the workers (another checkout's, to compare).
 """
 
 from __future__ import annotations
@@ -28,18 +40,23 @@ import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import redis
 import sqlalchemy as sa
 import structlog
+from rich.progress import Progress
 
-from freehours.jobs import queue
+from benchmarks.bench_api import prepare, quotas
+from benchmarks.bench_ingest import _fresh_postgres_database
+from freehours.jobs import queue, settle
 from freehours.jobs.job import Done, Job, JobState
 from freehours.jobs.worker import Worker
 from freehours.store.database import Store
 from freehours.store.jobs import NOTIFY_CHANNEL
-from freehours.store.tables import jobs
+from freehours.store.tables import jobs, ledger_entries
 
 DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 PROCESSES = (1, 2, 4)
@@ -53,6 +70,12 @@ KIND = "noop"
 READY_TIMEOUT = 60.0
 #: A run that has not finished in this long is broken, not slow.
 RUN_TIMEOUT = 300.0
+SETTLE_QUOTAS = 20_000
+SETTLE_PROCESSES = (1, 2)
+SETTLE_GOAL = 1_700  # settlements/s: 1,000,000 in 10 minutes
+SETTLE_TIMEOUT = 600.0
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+_FINISHED = [state.value for state in JobState if state.is_finished]
 
 
 def run() -> None:
@@ -70,6 +93,7 @@ def run() -> None:
         with admin.connect() as conn:
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+    run_settlements()
 
 
 def _measure(store: Store, url: str, processes: int) -> None:
@@ -194,9 +218,111 @@ def worker_main(url: str) -> None:
     print(json.dumps(delays), flush=True)
 
 
+def run_settlements() -> None:
+    server = os.environ.get("FREEHOURS_BENCH_DATABASE_URL", DEFAULT_ADMIN_URL)
+    for processes in SETTLE_PROCESSES:
+        with _fresh_postgres_database(server) as url:
+            _measure_settlements(url, processes)
+
+
+def _measure_settlements(url: str, processes: int) -> None:
+    prepare(url, nmis=SETTLE_QUOTAS, days=1)
+    due = quotas(SETTLE_QUOTAS, 1)
+    now = datetime.now(UTC)
+    rows = [
+        {
+            "kind": settle.KIND,
+            "key": f"{nmi}:{day.isoformat()}",
+            "payload": json.dumps({"nmi": nmi, "date": day.isoformat(), "version": 1}),
+            "state": JobState.AVAILABLE.value,
+            "run_at": now,
+            "deadline": now + queue.DEFAULT_DEADLINE,
+            "attempts": 0,
+            "max_attempts": queue.DEFAULT_MAX_ATTEMPTS,
+            "snoozes": 0,
+            "runs": 0,
+            "created_at": now,
+        }
+        for nmi, day in due
+    ]
+    prefix = f"freehours-bench-{uuid.uuid4().hex[:8]}:"
+    redis_url = os.environ.get("FREEHOURS_BENCH_REDIS_URL", DEFAULT_REDIS_URL)
+    freehours = os.environ.get(
+        "FREEHOURS_BENCH_FREEHOURS", str(Path(sys.executable).with_name("freehours"))
+    )
+    env = {
+        **os.environ,
+        "FREEHOURS_DATABASE_URL": url,
+        "FREEHOURS_REDIS_URL": redis_url,
+        "FREEHOURS_REDIS_PREFIX": prefix,
+    }
+    with Store.open(url) as store:
+        with store.write() as unit:
+            unit.connection.execute(jobs.insert(), rows)
+            unit.connection.execute(sa.text("ANALYZE"))
+        workers = [
+            subprocess.Popen([freehours, "worker"], env=env, stderr=subprocess.DEVNULL)
+            for _ in range(processes)
+        ]
+        try:
+            _await_settled(store, len(rows), processes)
+        finally:
+            for worker in workers:
+                worker.send_signal(signal.SIGTERM)
+            for worker in workers:
+                worker.wait(timeout=READY_TIMEOUT)
+            client = redis.Redis.from_url(redis_url)
+            for key in client.scan_iter(match=f"{prefix}*", count=1000):
+                client.delete(key)
+            client.close()
+        with store.read() as unit:
+            conn = unit.connection
+            first, last = conn.execute(
+                sa.select(sa.func.min(jobs.c.attempted_at), sa.func.max(jobs.c.finalized_at))
+            ).one()
+            settled_once = conn.scalar(
+                sa.select(sa.func.count()).where(
+                    jobs.c.state == JobState.COMPLETED.value,
+                    jobs.c.outcome == "settled",
+                    jobs.c.runs == 1,
+                )
+            )
+            entries = conn.scalar(sa.select(sa.func.count()).select_from(ledger_entries))
+            duplicates = unit.quotas.duplicate_credits()
+    if (settled_once, entries, duplicates) != (len(rows), len(rows), 0):
+        raise SystemExit(
+            f"settlements: {settled_once} of {len(rows)} jobs settled at their first attempt, "
+            f"{entries} ledger entries, {duplicates} duplicate credits"
+        )
+    rate = len(rows) / (last - first).total_seconds()
+    plural = "process" if processes == 1 else "processes"
+    print(
+        f"jobs postgres settlements, {len(rows):,} quotas due at once, {processes} worker "
+        f"{plural}: {rate:,.0f} settlements/s (goal >= {SETTLE_GOAL:,}, a day of 1,000,000 "
+        f"quotas in 10 minutes): {rate / SETTLE_GOAL:.2f}x"
+    )
+
+
+def _await_settled(store: Store, total: int, processes: int) -> None:
+    deadline = time.monotonic() + SETTLE_TIMEOUT
+    finished = sa.select(sa.func.count()).where(jobs.c.state.in_(_FINISHED))
+    with Progress(transient=True) as progress:
+        task = progress.add_task(f"settling with {processes} worker(s)", total=total)
+        while time.monotonic() < deadline:
+            with store.read() as unit:
+                done = unit.connection.scalar(finished) or 0
+            progress.update(task, completed=done)
+            if done == total:
+                return
+            time.sleep(0.25)
+    raise RuntimeError(f"only {done} of {total} settlement jobs finished in {SETTLE_TIMEOUT:g} s")
+
+
 def main(argv: list[str]) -> Any:
     if argv[:1] == ["worker"]:
         return worker_main(argv[1])
+    if argv[:1] == ["settlements"]:
+        return run_settlements()
     return run()
 
 

@@ -29,11 +29,12 @@ in the trace of the job that settles. Where that trace is not recorded, they are
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
+from functools import partial
 from typing import Protocol
 
 import structlog
@@ -210,6 +211,88 @@ class AffectedDays:
     days: list[date]
 
 
+@dataclass(frozen=True, slots=True)
+class SettleRequest:
+    """One quota for ``Settlements.settle_many``: what ``settle`` takes, and the trace id its
+    writes are recorded in (its job's; None: the current trace's)."""
+
+    nmi: str
+    day: date
+    version: int = 1
+    trace_id: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.nmi}:{self.day.isoformat()}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Postponed:
+    """B found the window's data incomplete before the deadline: the answer, and when."""
+
+    answer: Answer
+    at: datetime
+
+
+@dataclass(slots=True)
+class _Held:
+    """A quota a batch holds: its request's index, the LOCKED version, the customer's plan."""
+
+    n: int
+    quota: Quota
+    customer: CustomerPlan
+    claimed_at: float = 0.0
+
+    @property
+    def key(self) -> tuple[str, date]:
+        return (self.quota.nmi, self.quota.date)
+
+
+@dataclass(slots=True)
+class _Batch:
+    """A ``settle_many`` call's requests and its answers so far (None: not answered yet)."""
+
+    requests: Sequence[SettleRequest]
+    answers: list[Answer | Exception | None]
+    #: The index of each quota key's first request: a repeated key is answered alone, after.
+    firsts: list[int]
+    #: The first requests not answered from the cache, and the cached state of each.
+    open: list[int] = field(default_factory=list)
+    cached: dict[int, Quota | None] = field(default_factory=dict)
+    trace_ids: dict[str, str | None] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, requests: Sequence[SettleRequest]) -> _Batch:
+        firsts: dict[str, int] = {}
+        for n, request in enumerate(requests):
+            firsts.setdefault(request.key, n)
+        trace_ids = {key: requests[n].trace_id for key, n in firsts.items()}
+        return cls(requests, [None] * len(requests), list(firsts.values()), trace_ids=trace_ids)
+
+    def answer(
+        self, n: int, answer: Answer, settlements: Settlements, cached: Quota | None = None
+    ) -> None:
+        """Request ``n``'s answer, counted and cached as ``settle`` counts and caches its own."""
+        if cached is None:
+            cached = self.cached.get(n)
+        self.answers[n] = settlements._answered(answer, cached=cached, record=False)
+
+    def attempt(self, n: int, run: Callable[[], Answer], settlements: Settlements) -> None:
+        """Request ``n``'s answer from the single path's ``run``, or the exception it raised."""
+        try:
+            answer = run()
+        except Exception as exc:  # noqa: BLE001 - this request's, as settle raises it
+            self.answers[n] = exc
+        else:
+            self.answer(n, answer, settlements)
+
+
+def _customer(customers: dict[str, CustomerPlan | NoQuotas], nmi: str) -> CustomerPlan:
+    customer = customers[nmi]
+    assert isinstance(customer, CustomerPlan), "only a customer with a window has due quotas"
+    return customer
+
+
 class Settlements:
     """Settles quotas. Safe to share between threads; state lives in the store and the cache."""
 
@@ -244,6 +327,218 @@ class Settlements:
                 QUOTA_CACHE_REQUESTS.labels("hit").inc()
                 return self._answered(self._terminal(cached, replay=True), cached=cached)
             return self._answered(self._claim(nmi, day, cached), cached=cached)
+
+    def settle_many(self, requests: Sequence[SettleRequest]) -> list[Answer | Exception]:
+        """``settle`` for many quotas at once, in as few transactions as one takes: each
+        request's answer, or the exception ``settle`` would have raised for it, in order.
+
+        The same state machine and the same answers: A for all of them in one transaction (their
+        rows locked in one statement, in key order, the new ones inserted LOCKED in another, the
+        claims written in a third); B in one more (their day locks taken without waiting, their
+        meter data read in one statement, each rated, then the completions with their events and
+        ledger entries, and the postponements, written in a statement each for all); then the
+        cache. A request the common path does not fit (not due, no customer, inserted meanwhile
+        by another, its day lock held by an ingest, or the batch's own transaction failing) is
+        answered by the single path, alone: ``settle``, or its B for a quota claimed here. A
+        quota whose attempt fails is released on its own, as ``settle`` releases it: no quota's
+        failure counts an attempt against another.
+        """
+        batch = _Batch.of(requests)
+        with child_span(tracer, "settlement.settle_many"):
+            trace.get_current_span().set_attribute("freehours.settlement.batch", len(requests))
+            for n in batch.firsts:
+                request = requests[n]
+                cached = self._cached(request.key)
+                if (
+                    cached is not None
+                    and cached.status.is_terminal
+                    and cached.version >= request.version
+                ):
+                    QUOTA_CACHE_REQUESTS.labels("hit").inc()
+                    batch.answer(n, self._terminal(cached, replay=True), self, cached)
+                    continue
+                batch.cached[n] = cached
+                batch.open.append(n)
+            held = self._claim_many(batch)
+            if held:
+                self._complete_many(batch, held)
+            for n, answer in enumerate(batch.answers):
+                if answer is None:  # the single path's, one request at a time
+                    request = requests[n]
+                    try:
+                        batch.answers[n] = self.settle(
+                            request.nmi, request.day, version=request.version
+                        )
+                    except Exception as exc:  # noqa: BLE001 - this request's, as settle raises it
+                        batch.answers[n] = exc
+        return [answer for answer in batch.answers if answer is not None]
+
+    def _claim_many(self, batch: _Batch) -> list[_Held]:
+        """A for the batch's open requests that are due, in one transaction: the quotas now held
+        (LOCKED by this call). Answers those A settles (replays, live locks, aborts); leaves to
+        the single path those it cannot."""
+        now = self.clock.now()
+        policy = self.policy
+        requests = batch.requests
+        held: list[_Held] = []
+        answered: list[tuple[int, Answer, Quota | None]] = []
+        if not batch.open:
+            return held
+        try:
+            with child_span(tracer, "settlement.claim"), self.store.write() as unit:
+                nmis = {requests[n].nmi for n in batch.open}
+                versions = unit.catalog.plan_versions_of(nmis)
+                customers = {nmi: self._plan_of(unit, nmi, versions.get(nmi)) for nmi in nmis}
+                due: dict[tuple[str, date], int] = {}
+                for n in batch.open:
+                    request = requests[n]
+                    customer = customers[request.nmi]
+                    if isinstance(customer, NoQuotas):
+                        continue  # answered by the single path (a replay, or not stored)
+                    if self._wait(customer, request.day, now, data_complete=True) is not None:
+                        continue  # not due: answered by the single path
+                    due[(request.nmi, request.day)] = n
+                stored = unit.quotas.latest_many(due, for_update=True)
+                fresh: list[tuple[int, Quota]] = []
+                changed: list[Quota] = []
+                for key, n in due.items():
+                    quota = stored.get(key)
+                    if quota is None:
+                        first = claim(
+                            new_quota(*key), now, policy.lock_timeout, policy.max_attempts
+                        )
+                        assert isinstance(first, Claimed), "a new quota can always be claimed"
+                        fresh.append((n, first.quota))
+                        continue
+                    self._count_revalidation(batch.cached[n], quota)
+                    decision = claim(quota, now, policy.lock_timeout, policy.max_attempts)
+                    if isinstance(decision, Claimed):
+                        changed.append(decision.quota)
+                        held.append(_Held(n, decision.quota, _customer(customers, key[0])))
+                    elif isinstance(decision, Busy):
+                        locked = Answer(Outcome.LOCKED, decision.quota, decision.retry_after)
+                        answered.append((n, locked, batch.cached[n]))
+                    elif decision.changed:
+                        changed.append(decision.quota)
+                        aborted = self._terminal(decision.quota, replay=False)
+                        answered.append((n, aborted, batch.cached[n]))
+                    else:
+                        answered.append((n, self._terminal(quota, replay=True), batch.cached[n]))
+                traces = batch.trace_ids
+                inserted = unit.quotas.insert_many_if_absent(
+                    [quota for _, quota in fresh], at=now, trace_ids=traces
+                )
+                unit.quotas.save_many(changed, at=now, trace_ids=traces)
+        except Exception:
+            # Nothing of it stands: every request goes the single way, each on its own.
+            log.warning("settlement_batch_claim_failed", quotas=len(batch.open), exc_info=True)
+            return []
+        for n, quota in fresh:
+            if (quota.nmi, quota.date) in inserted:  # else another was first: asked again alone
+                self._count_revalidation(batch.cached[n], quota)
+                held.append(_Held(n, quota, _customer(customers, quota.nmi)))
+        for quota in changed:
+            if quota.status is QuotaStatus.ABORTED:  # by this claim: its attempts ran out
+                log.error("quota_aborted", quota_key=quota.key, reason=quota.reason)
+        for n, answer, cached in answered:
+            batch.answer(n, answer, self, cached)
+        claimed_at = self.clock.monotonic()
+        for item in held:
+            item.claimed_at = claimed_at
+            log.debug(
+                "quota_claimed",
+                quota_key=item.quota.key,
+                version=item.quota.version,
+                fence=item.quota.fence,
+            )
+        return held
+
+    def _complete_many(self, batch: _Batch, held: list[_Held]) -> None:
+        """B for the quotas the batch holds, in one transaction; C (release) for each whose
+        attempt failed; the single path's B for each the batch could not complete."""
+        failed: list[tuple[_Held, Exception]] = []
+        ready: list[_Held] = []
+        for item in held:
+            try:
+                self.faults.check(FaultPoint.AFTER_CLAIM, item.quota)
+            except Exception as exc:  # noqa: BLE001 - the attempt failed: released, as settle does
+                failed.append((item, exc))
+            else:
+                ready.append(item)
+        alone: list[_Held] = []
+        stale: list[tuple[_Held, Quota]] = []
+        done: list[tuple[_Held, Quota, LedgerEntry]] = []
+        postponed: list[tuple[_Held, _Postponed]] = []
+        try:
+            with child_span(tracer, "settlement.complete"), self.store.write() as unit:
+                # Without waiting: a day lock an ingest holds (shared, until it commits) sends
+                # its quota the single way, which waits for it; so the batch holds many day
+                # locks and never waits for one in a cycle with an ingest holding others.
+                names = {day_lock(item.quota.nmi, item.quota.date): item for item in ready}
+                taken = unit.try_hold_exclusive(names)
+                mine = [item for name, item in names.items() if name in taken]
+                alone = [item for name, item in names.items() if name not in taken]
+                current = unit.quotas.latest_many([item.key for item in mine], for_update=True)
+                wanted: dict[str, set[date]] = {}
+                for item in mine:
+                    nem_dates = item.customer.plan.nem_dates(item.quota.date)
+                    wanted.setdefault(item.quota.nmi, set()).update(nem_dates)
+                days_of = unit.meter.days_for_many(wanted)
+                for item in mine:
+                    mine_held = item.quota
+                    quota = current.get(item.key)
+                    if quota is None or quota.version != mine_held.version:
+                        stale.append((item, quota or mine_held))
+                        continue
+                    dates = set(item.customer.plan.nem_dates(mine_held.date))
+                    days = [day for day in days_of[mine_held.nmi] if day.day in dates]
+                    try:
+                        step = self._completion(unit, quota, mine_held, item.customer, days)
+                    except StaleFence as exc:
+                        stale.append((item, exc.quota))
+                    except Exception as error:  # noqa: BLE001 - released after the commit
+                        failed.append((item, error))
+                    else:
+                        if isinstance(step, _Postponed):
+                            postponed.append((item, step))
+                        else:
+                            done.append((item, *step))
+                traces = batch.trace_ids
+                for at in sorted({step.at for _, step in postponed}):
+                    waiting = [step.answer.quota for _, step in postponed if step.at == at]
+                    unit.quotas.save_many(waiting, at=at, trace_ids=traces)
+                unit.quotas.save_and_book_many(
+                    [(quota, entry) for _, quota, entry in done], trace_ids=traces
+                )
+        except Exception:
+            # Nothing of it stands: each quota still held whose own attempt did not fail is
+            # completed the single way, alone.
+            log.warning("settlement_batch_complete_failed", quotas=len(ready), exc_info=True)
+            finished = {item.n for item, _ in failed}
+            alone = [item for item in ready if item.n not in finished]
+            stale, done, postponed = [], [], []
+        for item, completed, _ in done:
+            SETTLEMENT_SECONDS.observe(self.clock.monotonic() - item.claimed_at)
+            log.info(
+                "quota_completed",
+                quota_key=completed.key,
+                version=completed.version,
+                free_kwh=str(completed.free_kwh),
+            )
+            batch.answer(item.n, Answer(Outcome.SETTLED, completed), self)
+        for item, step in postponed:
+            batch.answer(item.n, step.answer, self)
+        for item, found in stale:
+            # Our lock expired and another holder took over: whatever it does is the answer.
+            log.warning("quota_fence_stale", quota_key=item.key, fence=item.quota.fence)
+            batch.answer(item.n, self._after_stale(found), self)
+        for item, failure in failed:
+            batch.attempt(item.n, partial(self._release, item.quota, failure), self)
+        for item in alone:
+            finish = partial(
+                self._settle_claimed, item.quota, item.customer, item.claimed_at, checked=True
+            )
+            batch.attempt(item.n, finish, self)
 
     def reopen(self, unit: Unit, changed: Iterable[DayKey]) -> list[Quota]:
         """After new meter data, in the ingest's transaction: open the next version of every
@@ -452,9 +747,14 @@ class Settlements:
         deadline = (end + self.policy.data_deadline).isoformat()
         return f"waiting for the window's meter data; settles with what there is at {deadline}"
 
-    def _settle_claimed(self, held: Quota, customer: CustomerPlan, claimed_at: float) -> Answer:
+    def _settle_claimed(
+        self, held: Quota, customer: CustomerPlan, claimed_at: float, *, checked: bool = False
+    ) -> Answer:
+        """B (or C) for a quota this call holds; ``checked``: its AFTER_CLAIM fault point was
+        passed already (a batch handing one quota on)."""
         try:
-            self.faults.check(FaultPoint.AFTER_CLAIM, held)
+            if not checked:
+                self.faults.check(FaultPoint.AFTER_CLAIM, held)
             done = self._complete(held, customer)
             if isinstance(done, Answer):
                 return done
@@ -473,46 +773,60 @@ class Settlements:
     def _complete(self, held: Quota, customer: CustomerPlan) -> Quota | Answer:
         """COMPLETED with its ledger entry; or, when the window's data is still incomplete before
         the data deadline, postponed (an Answer to come back later)."""
-        plan = customer.plan
         lock = day_lock(held.nmi, held.date)
         with child_span(tracer, "settlement.complete"), self.store.write(lock) as unit:
             quota = unit.quotas.latest(held.nmi, held.date, for_update=True)
             if quota is None or quota.version != held.version:
                 raise StaleFence(quota or held, held.fence)
-            days = unit.meter.days_for(held.nmi, plan.nem_dates(held.date))
-            start, end = customer.window.bounds(held.date, plan.zone)
-            reason = None
-            if not window_complete(plan, days, start, end):
-                now = self.clock.now()
-                wait = self._wait(customer, held.date, now, data_complete=False)
-                if wait is not None:
-                    waiting = postpone(quota, held.fence, self._waiting_reason(customer, held.date))
-                    unit.quotas.save(waiting, at=now)
-                    return Answer(Outcome.NOT_DUE, waiting, wait)
-                # The data deadline has passed: settled with what there is, and it says so. Data
-                # that arrives later opens the next version, which books the difference.
-                reason = (
-                    INCOMPLETE_AT_DEADLINE
-                    if any(day.is_energy and plan.is_consumption(day.suffix) for day in days)
-                    else NO_DATA_AT_DEADLINE
-                )
-            free_kwh, free_value = free_energy(plan, customer.profiles, days, held.date)
-            self.faults.check(FaultPoint.BEFORE_COMPLETE, quota)
+            days = unit.meter.days_for(held.nmi, customer.plan.nem_dates(held.date))
+            step = self._completion(unit, quota, held, customer, days)
+            if isinstance(step, _Postponed):
+                unit.quotas.save(step.answer.quota, at=step.at)
+                return step.answer
+            unit.quotas.save_and_book(*step)
+        return step[0]
+
+    def _completion(
+        self,
+        unit: Unit,
+        quota: Quota,
+        held: Quota,
+        customer: CustomerPlan,
+        days: list[IntervalDay],
+    ) -> _Postponed | tuple[Quota, LedgerEntry]:
+        """B's decision for ``quota`` (the held version, locked in ``unit``) from its day rows:
+        COMPLETED with its ledger entry, or postponed while the window's data is incomplete
+        before the data deadline. Raises ``StaleFence`` when ``held`` is no longer the holder."""
+        plan = customer.plan
+        start, end = customer.window.bounds(held.date, plan.zone)
+        reason = None
+        if not window_complete(plan, days, start, end):
             now = self.clock.now()
-            done = complete(quota, held.fence, free_kwh, free_value, now, reason=reason)
-            booked_kwh, booked_amount = unit.quotas.booked_before(held.nmi, held.date, done.version)
-            unit.quotas.save_and_book(
-                done,
-                LedgerEntry(
-                    nmi=done.nmi,
-                    date=done.date,
-                    version=done.version,
-                    kwh=free_kwh - booked_kwh,
-                    amount=free_value - booked_amount,
-                    booked_at=now,
-                ),
+            wait = self._wait(customer, held.date, now, data_complete=False)
+            if wait is not None:
+                waiting = postpone(quota, held.fence, self._waiting_reason(customer, held.date))
+                return _Postponed(Answer(Outcome.NOT_DUE, waiting, wait), now)
+            # The data deadline has passed: settled with what there is, and it says so. Data
+            # that arrives later opens the next version, which books the difference.
+            reason = (
+                INCOMPLETE_AT_DEADLINE
+                if any(day.is_energy and plan.is_consumption(day.suffix) for day in days)
+                else NO_DATA_AT_DEADLINE
             )
-        return done
+        free_kwh, free_value = free_energy(plan, customer.profiles, days, held.date)
+        self.faults.check(FaultPoint.BEFORE_COMPLETE, quota)
+        now = self.clock.now()
+        done = complete(quota, held.fence, free_kwh, free_value, now, reason=reason)
+        booked_kwh, booked_amount = unit.quotas.booked_before(held.nmi, held.date, done.version)
+        entry = LedgerEntry(
+            nmi=done.nmi,
+            date=done.date,
+            version=done.version,
+            kwh=free_kwh - booked_kwh,
+            amount=free_value - booked_amount,
+            booked_at=now,
+        )
+        return done, entry
 
     def _release(self, held: Quota, failure: Exception) -> Answer:
         reason = ATTEMPT_FAILED
@@ -555,13 +869,15 @@ class Settlements:
             return Answer(Outcome.ABORTED, quota)
         return Answer(Outcome.REPLAYED if replay else Outcome.SETTLED, quota)
 
-    def _answered(self, answer: Answer, *, cached: Quota | None) -> Answer:
+    def _answered(self, answer: Answer, *, cached: Quota | None, record: bool = True) -> Answer:
         """Count the answer and write it to the cache when it is a stored state newer than the
-        cached one: the one place the cache is written, always after the commit."""
+        cached one: the one place the cache is written, always after the commit. ``record``:
+        say it on the current span too (not on a batch's, which has many answers)."""
         quota = answer.quota
-        span = trace.get_current_span()
-        span.set_attribute("freehours.settlement.outcome", answer.outcome.value)
-        span.set_attribute("freehours.quota.status", quota.status.value)
+        span = trace.get_current_span() if record else None
+        if span is not None and span.is_recording():
+            span.set_attribute("freehours.settlement.outcome", answer.outcome.value)
+            span.set_attribute("freehours.quota.status", quota.status.value)
         replayed = str(answer.outcome is Outcome.REPLAYED).lower()
         SETTLEMENT_OUTCOMES.labels(quota.status.value, replayed).inc()
         stored = quota.revision > 0
@@ -576,7 +892,12 @@ class Settlements:
     def customer_plan(self, unit: Unit, nmi: str) -> CustomerPlan | NoQuotas:
         """The customer's parsed plan (parsed once per stored version), or why there is none
         with a free window: what makes a quota impossible to settle."""
-        version = unit.catalog.plan_version_of(nmi)
+        return self._plan_of(unit, nmi, unit.catalog.plan_version_of(nmi))
+
+    def _plan_of(
+        self, unit: Unit, nmi: str, version: tuple[str, datetime] | None
+    ) -> CustomerPlan | NoQuotas:
+        """``customer_plan`` given the plan version the catalog has for ``nmi``."""
         if version is None:
             return NoQuotas(f"unknown NMI {nmi}: no customer")
         return self._parsed_plan(unit, version)

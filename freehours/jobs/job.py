@@ -2,17 +2,18 @@
 
 A handler is a function of a ``Job`` that returns ``Done`` (finished; COMPLETED), ``Snooze`` (not
 yet: run again later, not a failure) or raises (a failed attempt, retried with backoff until the
-job's attempts or deadline run out). ``RetryAfter`` is a failure that names the earliest time to
+job's attempts or deadline run out). A ``BatchTask`` also runs several jobs of its kind in one
+call, answering for each. ``RetryAfter`` is a failure that names the earliest time to
 try again, as an HTTP ``Retry-After`` does. The state diagram is in ``docs/jobs.md``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, NewType
+from typing import Any, NewType, Protocol, runtime_checkable
 
 from freehours.errors import FreehoursError
 
@@ -73,9 +74,11 @@ class Job:
 
 @dataclass(frozen=True, slots=True)
 class Done:
-    """The handler finished: the job becomes COMPLETED with ``outcome`` recorded."""
+    """The handler finished: the job becomes COMPLETED with ``outcome`` recorded. ``facts``:
+    fields for the job's canonical log line (a batch's handler, which cannot bind them)."""
 
     outcome: str | None = None
+    facts: Mapping[str, object] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +87,7 @@ class Snooze:
 
     seconds: float
     reason: str
+    facts: Mapping[str, object] | None = None
 
 
 class RetryAfter(FreehoursError):
@@ -101,6 +105,35 @@ class RetryAfter(FreehoursError):
 Task = Callable[[Job], Done | Snooze]
 
 HOLD_ATTRIBUTE = "hold"
+
+#: What a batch handler answers for each of its jobs: ``Done``, ``Snooze``, or the exception
+#: that job's attempt failed with (the job alone is retried with backoff).
+BatchAnswer = Done | Snooze | Exception
+
+
+@runtime_checkable
+class BatchTask(Protocol):
+    """A task whose jobs are worth running together (their work shares transactions): besides
+    running one job, it runs several of its kind at once. The worker hands it up to ``batch``
+    of the jobs it claimed together; each job is still finished, snoozed or failed on its own,
+    by the answer at its place in ``run_batch``'s list (one per job, in order). An exception
+    ``run_batch`` raises fails every job it was given."""
+
+    batch: int
+
+    def __call__(self, job: Job) -> Done | Snooze: ...
+
+    def run_batch(self, jobs: Sequence[Job]) -> Sequence[BatchAnswer]: ...
+
+
+def batch_limit(task: Task) -> int | None:
+    """The most jobs ``task`` runs in one ``run_batch`` call, or None: it runs one at a time."""
+    if not isinstance(task, BatchTask):
+        return None
+    limit = task.batch
+    if not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"a batch task's batch must be a positive int, not {limit!r}")
+    return limit
 
 
 def hold_limit(task: Task) -> int | None:

@@ -36,19 +36,32 @@ import secrets
 import socket
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import structlog
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.context import Context
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from freehours import defaults
 from freehours.clock import Clock, SystemClock
 from freehours.jobs import rescuer, telemetry
-from freehours.jobs.job import Job, JobId, RetryAfter, Snooze, Task, hold_limit
+from freehours.jobs.job import (
+    BatchAnswer,
+    BatchTask,
+    Done,
+    Job,
+    JobId,
+    RetryAfter,
+    Snooze,
+    Task,
+    batch_limit,
+    hold_limit,
+)
 from freehours.jobs.queue import Complete, Finish, Release
 from freehours.jobs.retry import RetryPolicy
 from freehours.maintenance import Expiry, Retention
@@ -136,11 +149,22 @@ class Worker:
         self._limits = {
             kind: limit for kind, task in self.tasks.items() if (limit := hold_limit(task))
         }
+        #: Kinds whose tasks run several jobs per call (``BatchTask``): how many at most.
+        self._batches = {
+            kind: limit for kind, task in self.tasks.items() if (limit := batch_limit(task))
+        }
         self.config = config or WorkerConfig()
+        #: Jobs held at once: enough for every runner to have a batch of the largest kind
+        #: while the next claim's batch waits.
+        self._capacity = self.config.capacity + self.config.concurrency * (
+            max(self._batches.values(), default=1) - 1
+        )
         self.clock = clock or SystemClock()
         self.retry = retry or RetryPolicy(self.clock, random.Random())
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
-        self._ready: threadqueue.SimpleQueue[Job | None] = threadqueue.SimpleQueue()
+        #: What runners take: a job, or jobs of one batch kind to run together.
+        self._ready: threadqueue.SimpleQueue[list[Job] | None] = threadqueue.SimpleQueue()
+        self._ready_jobs = 0  # jobs in ``_ready``
         self._lock = threading.Lock()
         self._runner_done = threading.Condition(self._lock)
         self._held: dict[JobId, Job] = {}  # claimed, result not yet written
@@ -191,7 +215,8 @@ class Worker:
                 except threadqueue.Empty:
                     break
                 if unstarted is not None:
-                    self._finished.append(Finish(unstarted, Release()))
+                    self._ready_jobs -= len(unstarted)
+                    self._finished += [Finish(job, Release()) for job in unstarted]
             finished = self._runner_done.wait_for(lambda: not self._running, timeout=grace)
             cut_short = [self._held[job_id] for job_id in self._running]
             self._running.clear()
@@ -227,7 +252,9 @@ class Worker:
                 )
             if not claimed:
                 break
-            finished = [self._perform(job) for job in claimed]
+            finished = [
+                finish for batch_ in self._units(claimed) for finish in self._perform(batch_)
+            ]
             with self.store.write() as unit:
                 written = unit.jobs.finish(finished, now=self.clock.now())
             telemetry.record(finished, written)
@@ -256,7 +283,7 @@ class Worker:
         poll = self.config.poll.total_seconds()
         with self._lock:
             finished, self._finished = self._finished, []
-            room = self.config.capacity - len(self._held) + len(finished) if claim else 0
+            room = self._capacity - len(self._held) + len(finished) if claim else 0
         claimed: list[Job] = []
         written: set[JobId] = set()
         upcoming = None
@@ -279,8 +306,11 @@ class Worker:
                 self._held.pop(item.job.id, None)
             for job in claimed:
                 self._held[job.id] = job
-        for job in claimed:
-            self._ready.put(job)
+        units = self._units(claimed)
+        with self._lock:
+            self._ready_jobs += len(claimed)
+        for batch_ in units:
+            self._ready.put(batch_)
         if room <= 0 or len(claimed) == room or upcoming is None:
             return poll  # a runner wakes the dispatcher when its queue runs low
         until = (upcoming - now).total_seconds()
@@ -315,75 +345,172 @@ class Worker:
 
     # --- runners ---------------------------------------------------------------------------------
 
+    def _units(self, claimed: list[Job]) -> list[list[Job]]:
+        """The claimed jobs as runners take them: one by one, and those of a batch kind in
+        batches, shared evenly between the runners up to the kind's limit."""
+        units: list[list[Job]] = []
+        by_kind: dict[str, list[Job]] = {}
+        for job in claimed:
+            if job.kind in self._batches:
+                by_kind.setdefault(job.kind, []).append(job)
+            else:
+                units.append([job])
+        for kind, jobs in by_kind.items():
+            size = min(self._batches[kind], -(-len(jobs) // self.config.concurrency))
+            units += [jobs[n : n + size] for n in range(0, len(jobs), size)]
+        return units
+
     def _run(self) -> None:
         while True:
-            job = self._ready.get()
-            if job is None:
+            jobs = self._ready.get()
+            if jobs is None:
                 return
             with self._lock:
+                self._ready_jobs -= len(jobs)
                 if self._closing:
-                    self._finished.append(Finish(job, Release()))
+                    self._finished += [Finish(job, Release()) for job in jobs]
                     continue
-                self._running.add(job.id)
-            finish = self._perform(job)
+                self._running.update(job.id for job in jobs)
+            finishes = self._perform(jobs)
             with self._lock:
-                if job.id in self._running:  # else stop() gave up on it and released it
-                    self._running.discard(job.id)
-                    self._finished.append(finish)
-                    self._runner_done.notify_all()
+                for finish in finishes:
+                    job_id = finish.job.id
+                    if job_id in self._running:  # else stop() gave up on it and released it
+                        self._running.discard(job_id)
+                        self._finished.append(finish)
+                self._runner_done.notify_all()
                 # Woken once per half batch, not per job: results are written and jobs claimed
                 # a batch at a time, while the runners work through the other half.
                 due_a_cycle = (
                     len(self._finished) >= self.config.batch // 2
-                    or self._ready.qsize() < self.config.batch // 2
+                    or self._ready_jobs < self.config.batch // 2
                 )
             if due_a_cycle:
                 self._wake.set()
 
-    def _perform(self, job: Job) -> Finish:
-        """Run one attempt of ``job`` and decide what becomes of it; log its canonical line.
+    def _perform(self, jobs: list[Job]) -> list[Finish]:
+        """Run one attempt of each of ``jobs`` (one job, or a batch of one kind) and decide what
+        becomes of each; log each one's canonical line.
 
         The attempt runs in a context of its own: what it binds for its log lines (the job's
         fields, the handler's ``quota_state``) and its trace neither leak out nor come in.
         """
-        return contextvars.Context().run(self._perform_in_context, job)
+        if len(jobs) == 1:
+            return [contextvars.Context().run(self._perform_in_context, jobs[0])]
+        return contextvars.Context().run(self._perform_batch, jobs)
 
     def _perform_in_context(self, job: Job) -> Finish:
         structlog.contextvars.bind_contextvars(
             job_id=job.id, kind=job.kind, idempotency_key=job.key, attempt=job.attempts + 1
         )
-        # The job continues the trace of the request that enqueued it; one without starts its own.
-        parent = (
-            None
-            if job.traceparent is None
-            else TraceContextTextMapPropagator().extract({"traceparent": job.traceparent})
-        )
         with tracer.start_as_current_span(
             f"job {job.kind}",
-            context=parent,
+            context=_parent(job),
             kind=SpanKind.CONSUMER,
-            attributes={
-                "freehours.job.id": job.id,
-                "freehours.job.kind": job.kind,
-                "freehours.job.key": job.key,
-                "freehours.job.attempt": job.attempts + 1,
-            },
+            attributes=_attributes(job),
         ) as span:
             started = self.clock.monotonic()
             finish = self._attempt(job)
-            outcome = telemetry.result(finish.decision)
-            span.set_attribute("freehours.job.outcome", outcome)
-            if outcome in _LEVELS:
-                span.set_status(Status(StatusCode.ERROR, finish.note))
-            log.log(
-                _LEVELS.get(outcome, logging.INFO),
-                "job_finished",
-                worker=self.name,
-                outcome=outcome,
-                note=finish.note,
-                duration_ms=round((self.clock.monotonic() - started) * 1000, 1),
-            )
+            self._conclude(job, finish, span, log, started)
         return finish
+
+    def _perform_batch(self, jobs: list[Job]) -> list[Finish]:
+        """One ``run_batch`` call for jobs of one kind: each job still has its span (in its own
+        trace, linked from the batch's span) and its canonical line, and is finished alone."""
+        kind = jobs[0].kind
+        task = self.tasks[kind]
+        assert isinstance(task, BatchTask), f"kind {kind} runs in batches"
+        started = self.clock.monotonic()
+        spans = {
+            job.id: tracer.start_span(
+                f"job {kind}",
+                context=_parent(job),
+                kind=SpanKind.CONSUMER,
+                attributes=_attributes(job),
+            )
+            for job in jobs
+        }
+        finishes: dict[JobId, Finish] = {}
+        runnable: list[Job] = []
+        for job in jobs:
+            too_late = self.retry.before_start(job)
+            if too_late is None:
+                runnable.append(job)
+            else:
+                finishes[job.id] = Finish(
+                    job, too_late, "its deadline passed before it could start"
+                )
+        facts: dict[JobId, Mapping[str, object]] = {}
+        if runnable:
+            links = [Link(spans[job.id].get_span_context()) for job in runnable]
+            with tracer.start_as_current_span(
+                f"jobs {kind}",
+                kind=SpanKind.CONSUMER,
+                links=links,
+                attributes={"freehours.job.kind": kind, "freehours.job.batch": len(runnable)},
+            ) as batch_span:
+                answers = self._run_batch(task, runnable, batch_span)
+            for job, answer in zip(runnable, answers, strict=True):
+                finishes[job.id] = self._answered(job, answer)
+                if not isinstance(answer, Exception) and answer.facts:
+                    facts[job.id] = answer.facts
+        result = []
+        for job in jobs:
+            finish = finishes[job.id]
+            line = log.bind(
+                job_id=job.id,
+                kind=job.kind,
+                idempotency_key=job.key,
+                attempt=job.attempts + 1,
+                **facts.get(job.id, {}),
+            )
+            span = spans[job.id]
+            self._conclude(job, finish, span, line, started)
+            span.end()
+            result.append(finish)
+        return result
+
+    def _run_batch(self, task: BatchTask, jobs: list[Job], span: Span) -> Sequence[BatchAnswer]:
+        """``task.run_batch(jobs)``, or, when it raises or answers for another number of jobs,
+        that failure for every job."""
+        try:
+            answers = task.run_batch(jobs)
+        except Exception as exc:  # noqa: BLE001 - every job of the batch failed with it
+            failure: Exception = exc
+        else:
+            if len(answers) == len(jobs):
+                return answers
+            failure = RuntimeError(f"the batch task answered {len(answers)} of {len(jobs)} jobs")
+        span.record_exception(failure)
+        log.warning("job_batch_failed", kind=jobs[0].kind, jobs=len(jobs), exc_info=failure)
+        return [failure] * len(jobs)
+
+    def _conclude(self, job: Job, finish: Finish, span: Span, line: Any, started: float) -> None:
+        """Say on the job's span and canonical log line what became of its attempt."""
+        outcome = telemetry.result(finish.decision)
+        span.set_attribute("freehours.job.outcome", outcome)
+        if outcome in _LEVELS:
+            span.set_status(Status(StatusCode.ERROR, finish.note))
+        line.log(
+            _LEVELS.get(outcome, logging.INFO),
+            "job_finished",
+            worker=self.name,
+            outcome=outcome,
+            note=finish.note,
+            duration_ms=round((self.clock.monotonic() - started) * 1000, 1),
+        )
+
+    def _answered(self, job: Job, answer: BatchAnswer) -> Finish:
+        """What becomes of ``job`` given its batch handler's answer (as ``_attempt`` decides)."""
+        if isinstance(answer, RetryAfter):
+            return Finish(job, self.retry.after_failure(job, answer.seconds), _describe(answer))
+        if isinstance(answer, Exception):
+            log.warning("job_failed", job_id=job.id, kind=job.kind, exc_info=answer)
+            return Finish(job, self.retry.after_failure(job), _describe(answer))
+        if isinstance(answer, Snooze):
+            return Finish(job, self.retry.after_snooze(job, answer.seconds), answer.reason)
+        assert isinstance(answer, Done)
+        return Finish(job, Complete(answer.outcome))
 
     def _attempt(self, job: Job) -> Finish:
         too_late = self.retry.before_start(job)
@@ -437,6 +564,22 @@ class Worker:
             while not self._stopping.is_set():
                 if notifications.wait(_LISTEN_CHECK_SECONDS):
                     self._wake.set()
+
+
+def _parent(job: Job) -> Context | None:
+    """The trace the job continues: the request's that enqueued it (None: a trace of its own)."""
+    if job.traceparent is None:
+        return None
+    return TraceContextTextMapPropagator().extract({"traceparent": job.traceparent})
+
+
+def _attributes(job: Job) -> dict[str, Any]:
+    return {
+        "freehours.job.id": job.id,
+        "freehours.job.kind": job.kind,
+        "freehours.job.key": job.key,
+        "freehours.job.attempt": job.attempts + 1,
+    }
 
 
 def _describe(exc: BaseException) -> str:

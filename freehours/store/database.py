@@ -101,6 +101,14 @@ class Unit:
         (in key order, one statement); waits while a transaction holds one exclusively."""
         self._driver.hold_shared(self.connection, sorted({locks.key(name) for name in names}))
 
+    def try_hold_exclusive(self, names: Iterable[str]) -> set[str]:
+        """Take those of the named locks that no transaction holds, exclusively until this one
+        ends, without waiting (in key order, one statement): the names taken. For a transaction
+        that needs many: waiting for none, it can never wait in a cycle."""
+        by_key = {locks.key(name): name for name in names}
+        taken = self._driver.try_hold_exclusive(self.connection, sorted(by_key))
+        return {by_key[key] for key in taken}
+
     def ping(self) -> None:
         """One round trip to the database: raises when it cannot be reached."""
         self.connection.exec_driver_sql("SELECT 1")

@@ -153,6 +153,20 @@ class Driver(ABC):
         row."""
 
     @abstractmethod
+    def write_and_insert_many(
+        self,
+        conn: sa.Connection,
+        params: Sequence[dict[str, Any]],
+        *,
+        together: Prepared,
+        separate: Sequence[Prepared],
+    ) -> None:
+        """``write_and_insert`` for many rows the caller holds locked (so every write writes):
+        ``together`` once per row where the database allows it, else each of ``separate`` (the
+        write, then the inserts keyed by its row, none returning rows) once per row; each
+        statement's rows in one ``executemany``."""
+
+    @abstractmethod
     def upsert_counting(
         self,
         conn: sa.Connection,
@@ -190,6 +204,12 @@ class Driver(ABC):
     @abstractmethod
     def hold_exclusive(self, conn: sa.Connection, key: int) -> None:
         """Hold the advisory lock ``key`` exclusively until the transaction ends."""
+
+    @abstractmethod
+    def try_hold_exclusive(self, conn: sa.Connection, keys: Sequence[int]) -> set[int]:
+        """Take those of the advisory locks ``keys`` that are free, exclusively until the
+        transaction ends, without waiting for any: the keys taken. Taking none while another
+        transaction holds it, a caller that holds several never waits in a cycle."""
 
     @abstractmethod
     def notify(self, conn: sa.Connection, channel: str) -> None:

@@ -26,7 +26,7 @@ that race merges into the winner's row instead.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
@@ -477,6 +477,44 @@ class Meter(Repository):
             )
             if day in wanted
         ]
+
+    def days_for_many(self, wanted: Mapping[str, Collection[date]]) -> dict[str, list[IntervalDay]]:
+        """``days_for`` of many NMIs (each with its NEM dates) in one round trip: by NMI, each
+        NMI's rows by date, then suffix (an NMI without rows on its dates maps to [])."""
+        found: dict[str, list[IntervalDay]] = {nmi: [] for nmi in wanted}
+        dates = {day for days in wanted.values() for day in days}
+        if not dates:
+            return found
+        c = meter_days.c
+        rows = self._conn.execute(
+            sa.select(
+                c.nmi,
+                c.suffix,
+                c.day,
+                c.interval_minutes,
+                c.interval_values,
+                c.qualities,
+                c.update_datetime,
+                c.uom,
+            )
+            .where(c.nmi.in_(sorted(wanted)), c.day.in_(sorted(dates)))
+            .order_by(c.nmi, c.day, c.suffix)
+        )
+        for nmi, suffix, day, minutes, values, qualities, stamp, uom in rows:
+            if day in wanted[nmi]:
+                found[nmi].append(
+                    IntervalDay(
+                        nmi=nmi,
+                        suffix=suffix,
+                        day=day,
+                        interval_minutes=minutes,
+                        values=decode_values(values),
+                        qualities=qualities,
+                        update_datetime=stamp,
+                        uom=uom,
+                    )
+                )
+        return found
 
     def day_keys_since(self, nmi: str, first: date, last: date = LATEST_DATE) -> list[DayKey]:
         """The (NMI, suffix, NEM date) of every day row of ``nmi`` from ``first`` to ``last``."""

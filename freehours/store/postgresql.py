@@ -30,6 +30,12 @@ _HOLD_SHARED = Prepared(
     sa.text("SELECT pg_advisory_xact_lock_shared(k) FROM unnest(CAST(:keys AS bigint[])) AS k")
 )
 _HOLD_EXCLUSIVE = Prepared(sa.text("SELECT pg_advisory_xact_lock(:key)"))
+_TRY_EXCLUSIVE = Prepared(
+    sa.text(
+        "SELECT k FROM unnest(CAST(:keys AS bigint[])) WITH ORDINALITY AS t(k, n)"
+        " WHERE pg_try_advisory_xact_lock(k) ORDER BY n"
+    ).columns(k=sa.BigInteger)
+)
 _NOTIFY = Prepared(sa.text("SELECT pg_notify(:channel, '')"))
 
 
@@ -180,6 +186,16 @@ class PostgreSQL(Driver):
     ) -> bool:
         return bool(together.rows(conn, params))
 
+    def write_and_insert_many(
+        self,
+        conn: sa.Connection,
+        params: Sequence[dict[str, Any]],
+        *,
+        together: Prepared,
+        separate: Sequence[Prepared],
+    ) -> None:
+        together.many(conn, params)
+
     def upsert_counting(
         self,
         conn: sa.Connection,
@@ -215,6 +231,11 @@ class PostgreSQL(Driver):
 
     def hold_exclusive(self, conn: sa.Connection, key: int) -> None:
         _HOLD_EXCLUSIVE.rows(conn, {"key": key})
+
+    def try_hold_exclusive(self, conn: sa.Connection, keys: Sequence[int]) -> set[int]:
+        if not keys:
+            return set()
+        return {row[0] for row in _TRY_EXCLUSIVE.rows(conn, {"keys": list(keys)})}
 
     def notify(self, conn: sa.Connection, channel: str) -> None:
         _NOTIFY.rows(conn, {"channel": channel})

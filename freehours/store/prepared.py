@@ -98,6 +98,29 @@ class Prepared:
             for row in raw
         ]
 
+    def many(self, conn: sa.Connection, params: Sequence[Mapping[str, Any]]) -> None:
+        """Run the statement once for each of ``params``, in one ``executemany`` (psycopg sends
+        them in one pipeline, so many rows cost about one round trip); rows it returns are
+        discarded."""
+        if not params:
+            return
+        compiled = self._compiled.get(conn.dialect.name) or self._compile(conn.dialect)
+        bound: list[Sequence[Any] | Mapping[str, Any]] = []
+        for one in params:
+            values = dict(compiled.defaults)
+            values.update(one)
+            for name, process in compiled.binds:
+                if process is not None:
+                    values[name] = process(values[name])
+            bound.append(
+                values if compiled.positional is None else [values[n] for n in compiled.positional]
+            )
+        cursor = _cursor(conn)
+        try:
+            cursor.executemany(compiled.sql, bound)
+        except conn.dialect.loaded_dbapi.Error as exc:
+            self._raise(conn, compiled.sql, bound[0], exc, cursor)
+
     def first(self, conn: sa.Connection, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
         rows = self.rows(conn, params)
         return rows[0] if rows else None

@@ -14,7 +14,7 @@ takes no insert or update, it is a second statement in the same transaction
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import date, datetime
 from decimal import Decimal
@@ -144,6 +144,10 @@ _SAVE_AND_BOOK = Prepared(
     .add_cte(_recorded(_SAVED).cte("recorded"))
     .returning(ledger_entries.c.version)
 )
+# A batch's writes (``save_many``, ``save_and_book_many``): the rows are held locked by the
+# caller, so each statement runs once per row in one ``executemany``, returning nothing.
+_SAVE_PLAIN = Prepared(_UPDATE)
+_QUOTA_KEY = sa.tuple_(quotas.c.nmi, quotas.c.day)
 _EVENTS = (
     sa.select(quota_events)
     .where(quota_events.c.nmi == sa.bindparam("nmi"), quota_events.c.day == sa.bindparam("day"))
@@ -251,6 +255,83 @@ class Quotas(Repository):
             self._conn, params, together=_SAVE_AND_BOOK, write=_SAVE, inserts=(_RECORD, _BOOK)
         )
         assert booked, f"quota {quota.key} version {quota.version} is not there to save"
+
+    # --- batches (Settlements.settle_many) ----------------------------------------------------
+
+    def latest_many(
+        self, keys: Collection[tuple[str, date]], *, for_update: bool = False
+    ) -> dict[tuple[str, date], Quota]:
+        """The newest version of each quota (NMI, date) of ``keys`` that has one: one statement.
+
+        ``for_update`` locks every version of them, in (NMI, date, version) order, so that two
+        transactions locking overlapping batches take their rows in one order and never wait
+        for each other in a cycle. (Older versions are terminal: nothing else locks them.)
+        """
+        if not keys:
+            return {}
+        c = quotas.c
+        statement = (
+            sa.select(quotas)
+            .where(_QUOTA_KEY.in_(sorted(set(keys))))
+            .order_by(c.nmi, c.day, c.version)
+        )
+        if for_update:
+            statement = statement.with_for_update()
+        newest: dict[tuple[str, date], Quota] = {}
+        for row in self._conn.execute(statement):
+            quota = _quota(tuple(row))
+            newest[(quota.nmi, quota.date)] = quota  # ascending versions: the last one wins
+        return newest
+
+    def insert_many_if_absent(
+        self, new: Sequence[Quota], *, at: datetime, trace_ids: Mapping[str, str | None]
+    ) -> set[tuple[str, date]]:
+        """``insert_if_absent`` for many quotas, in key order: the (NMI, date) of those inserted
+        (each with its event, ``at``, in the trace ``trace_ids`` names by quota key). A key a
+        concurrent transaction inserts first waits for it and is not inserted."""
+        if not new:
+            return set()
+        ordered = sorted(new, key=lambda quota: (quota.nmi, quota.date, quota.version))
+        insert = self._driver.insert_or_ignore(quotas).returning(quotas.c.nmi, quotas.c.day)
+        inserted = {(row[0], row[1]) for row in self._conn.execute(insert, _rows(ordered))}
+        events = [
+            _event_params(_values(quota), at, trace_ids.get(quota.key))
+            for quota in ordered
+            if (quota.nmi, quota.date) in inserted
+        ]
+        _RECORD.many(self._conn, events)
+        return inserted
+
+    def save_many(
+        self, changed: Sequence[Quota], *, at: datetime, trace_ids: Mapping[str, str | None]
+    ) -> None:
+        """``save`` for many quotas whose rows this transaction holds locked (``latest_many``
+        with ``for_update``): each transition and its event (``at``, in its trace)."""
+        params = [
+            _event_params(_save_params(quota), at, trace_ids.get(quota.key)) for quota in changed
+        ]
+        self._driver.write_and_insert_many(
+            self._conn, params, together=_SAVE_RECORDED, separate=(_SAVE_PLAIN, _RECORD)
+        )
+
+    def save_and_book_many(
+        self, booked: Sequence[tuple[Quota, LedgerEntry]], *, trace_ids: Mapping[str, str | None]
+    ) -> None:
+        """``save_and_book`` for many quotas whose rows this transaction holds locked: each
+        transition, its event and its ledger entry."""
+        params = []
+        for quota, entry in booked:
+            assert (entry.nmi, entry.date, entry.version) == (quota.nmi, quota.date, quota.version)
+            at = quota.completed_at or entry.booked_at
+            params.append(
+                {
+                    **_event_params(_save_params(quota), at, trace_ids.get(quota.key)),
+                    **_entry_params(entry),
+                }
+            )
+        self._driver.write_and_insert_many(
+            self._conn, params, together=_SAVE_AND_BOOK, separate=(_SAVE_PLAIN, _RECORD, _BOOK)
+        )
 
     def events(self, nmi: str, day: date) -> list[QuotaEvent]:
         """Every state the quota's versions were written in, oldest first."""
@@ -364,11 +445,17 @@ def _entry_params(entry: LedgerEntry) -> dict[str, object]:
     }
 
 
-def _event_params(params: dict[str, object], at: datetime) -> dict[str, object]:
-    """``params`` with the event's time and the current trace."""
+def _event_params(
+    params: dict[str, object], at: datetime, trace_id: str | None = None
+) -> dict[str, object]:
+    """``params`` with the event's time and its trace: ``trace_id``, else the current one."""
     params["e_at"] = at
-    params["e_trace_id"] = current_trace_id()
+    params["e_trace_id"] = trace_id or current_trace_id()
     return params
+
+
+def _rows(changed: Sequence[Quota]) -> list[dict[str, object]]:
+    return [_values(quota) for quota in changed]
 
 
 def _save_params(quota: Quota) -> dict[str, object]:

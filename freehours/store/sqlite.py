@@ -129,6 +129,17 @@ class SQLite(Driver):
             insert.rows(conn, params)
         return True
 
+    def write_and_insert_many(
+        self,
+        conn: sa.Connection,
+        params: Sequence[dict[str, Any]],
+        *,
+        together: Prepared,
+        separate: Sequence[Prepared],
+    ) -> None:
+        for statement in separate:
+            statement.many(conn, params)
+
     def upsert_counting(
         self,
         conn: sa.Connection,
@@ -173,6 +184,9 @@ class SQLite(Driver):
 
     def hold_exclusive(self, conn: sa.Connection, key: int) -> None:
         return None  # the write transaction holds the database's one write lock
+
+    def try_hold_exclusive(self, conn: sa.Connection, keys: Sequence[int]) -> set[int]:
+        return set(keys)  # the write transaction holds the database's one write lock
 
     def notify(self, conn: sa.Connection, channel: str) -> None:
         return None  # no listeners: SQLite workers poll
