@@ -103,12 +103,13 @@ class Jobs(Repository):
             "created_at": now,
             "traceparent": traceparent,
         }
+        live = self._driver.live_jobs(jobs)
         insert = (
             self._driver.insert_or_ignore(
-                jobs, index_elements=["kind", "key"], index_where=_UNFINISHED
+                live, index_elements=["kind", "key"], index_where=_UNFINISHED
             )
             .values(row)
-            .returning(jobs.c.id)
+            .returning(live.c.id)
         )
         # A duplicate found here may finish before the update below reaches it (READ
         # COMMITTED): then the insert is tried again, and succeeds. Three rounds cover any
@@ -118,7 +119,7 @@ class Jobs(Repository):
             if inserted is not None:
                 self._notify()
                 return JobId(inserted)
-            if self._want_by(kind, key, run_at, deadline):
+            if self._wanted_by(kind, key, run_at, deadline):
                 self._notify()
                 return None
         raise RuntimeError(f"job {kind} {key}: neither inserted nor found unfinished")
@@ -330,6 +331,20 @@ class Jobs(Repository):
             sa.select(jobs).where(jobs.c.id == job_id).with_for_update()
         ).first()
         return None if row is None else _job(row)
+
+    def _wanted_by(self, kind: str, key: str, run_at: datetime, deadline: datetime) -> bool:
+        """``_want_by``; where jobs are partitioned, the duplicate finishing meanwhile moves it
+        out of the live partition, which PostgreSQL reports as an error instead of finding no
+        row: then, in a savepoint, it is no row (and the insert is tried again)."""
+        if not self._driver.partitions:
+            return self._want_by(kind, key, run_at, deadline)
+        try:
+            with self._conn.begin_nested():
+                return self._want_by(kind, key, run_at, deadline)
+        except sa.exc.DBAPIError as exc:
+            if self._driver.moved_concurrently(exc):
+                return False
+            raise
 
     def _want_by(self, kind: str, key: str, run_at: datetime, deadline: datetime) -> bool:
         """Tell the unfinished job of (kind, key) that it is wanted by ``run_at``; False if

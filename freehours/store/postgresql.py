@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql
 
-from freehours.store import locks
+from freehours.store import locks, partitions
 from freehours.store.driver import Driver, Notifications
 from freehours.store.engine import Timeouts
 from freehours.store.prepared import Prepared, run_script
@@ -61,6 +61,12 @@ def _answering_connection() -> type[Any]:
     return AnsweringConnection
 
 
+@functools.cache
+def _live_jobs(jobs: sa.Table) -> sa.Table:
+    """``jobs``' partition of unfinished jobs, for statements (``freehours.store.partitions``)."""
+    return jobs.to_metadata(sa.MetaData(), name=partitions.LIVE_JOBS)
+
+
 class _Listening:
     def __init__(self, connection: psycopg.Connection[Any]) -> None:
         self._connection = connection
@@ -74,6 +80,7 @@ class PostgreSQL(Driver):
     listens: ClassVar[bool] = True
     parallel_writers: ClassVar[bool] = True
     errors: ClassVar[tuple[type[Exception], ...]] = (psycopg.Error,)
+    partitions: ClassVar[bool] = True
 
     def create_engine(self, url: sa.URL, timeouts: Timeouts) -> sa.Engine:
         # The URL may carry libpq ``options`` of its own (a search_path): the timeout is added.
@@ -143,6 +150,15 @@ class PostgreSQL(Driver):
 
     def _insert(self, table: sa.Table) -> Any:
         return postgresql.insert(table)
+
+    def live_jobs(self, jobs: sa.Table) -> sa.Table:
+        return _live_jobs(jobs)
+
+    def moved_concurrently(self, error: sa.exc.DBAPIError) -> bool:
+        # PostgreSQL's words for it, under SQLSTATE 40001 (serialization_failure).
+        return isinstance(error.orig, psycopg.errors.SerializationFailure) and (
+            "moved to another partition" in str(error.orig)
+        )
 
     sums_decimals = True
 
