@@ -146,7 +146,9 @@ class Jobs(Repository):
         )
         rows = self._conn.execute(
             jobs.update()
-            .where(c.id.in_(sa.select(due.c.id)))
+            # The state again, although ``due`` has it: where jobs are partitioned by state, so
+            # that the update too reads only the live partition.
+            .where(c.id.in_(sa.select(due.c.id)), c.state.in_(_WAITING))
             .values(
                 state=JobState.RUNNING.value,
                 runs=c.runs + 1,

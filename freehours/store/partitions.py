@@ -32,9 +32,10 @@ five tables; and retention counts in months anyway (billing history in years).
 
 Each partitioned table also has a DEFAULT partition: an insert never fails for want of a
 partition (a clock far off, a meter read years old). It should stay empty: partitions are created
-``ahead`` months in advance (by migration 0006 and then by the scheduled upkeep), and the upkeep
-counts what the default holds (logged and in ``freehours_partition_default_rows``). Creating a
-month whose rows already sit in the default moves them into it, in the same transaction.
+``ahead`` months in advance (by migration 0006 and then by the scheduled upkeep). Rows that land
+there anyway are moved out by the next upkeep, which makes their months (moving the rows in, in
+its transaction) unless they are past keeping; what stays is counted (logged, and in
+``freehours_partition_default_rows``).
 """
 
 from __future__ import annotations
@@ -187,7 +188,7 @@ def detach_month(conn: sa.Connection, layout: Layout, month: date) -> None:
     foreign = conn.scalars(
         sa.text(
             "SELECT conname FROM pg_constraint "
-            "WHERE conrelid = CAST(:name AS regclass) AND contype = 'f'"
+            "WHERE conrelid = CAST(:name AS regclass) AND contype = 'f' AND conparentid = 0"
         ),
         {"name": name},
     ).all()
@@ -201,6 +202,18 @@ def default_rows(conn: sa.Connection, layout: Layout, *, at_most: int = 1_000_00
         sa.text(f"SELECT count(*) FROM (SELECT FROM {default_name(layout)} LIMIT {at_most}) AS d")
     )
     return int(count or 0)
+
+
+def stray_months(conn: sa.Connection, layout: Layout, *, at_most: int = 24) -> list[date]:
+    """The months (up to ``at_most``) of the rows in ``layout``'s default partition."""
+    utc = " AT TIME ZONE 'UTC'" if layout.timestamp else ""
+    months = conn.scalars(
+        sa.text(
+            f"SELECT DISTINCT CAST(date_trunc('month', {layout.column}{utc}) AS date) "
+            f"FROM {default_name(layout)} WHERE {layout.column} IS NOT NULL LIMIT {at_most}"
+        )
+    ).all()
+    return sorted(months)
 
 
 def create_layout(conn: sa.Connection, layouts: Iterable[Layout], months: Sequence[date]) -> None:
@@ -244,12 +257,17 @@ class Partitions(Repository):
             for month in (add_months(this_month, n) for n in range(ahead + 1)):
                 if create_month(self._conn, layout, month):
                     upkept.created.append(partition_name(layout, month))
+        cutoff = month_of(before)  # months before this one ended before ``before``
         for layout in layouts:
-            cutoff = month_of(before)  # months before this one ended before ``before``
+            # Rows that found no partition (they came before theirs was made): their months are
+            # made now, and the rows moved in, unless the months are past keeping.
+            for month in stray_months(self._conn, layout):
+                if month >= cutoff and create_month(self._conn, layout, month):
+                    upkept.created.append(partition_name(layout, month))
+        for layout in layouts:
             for month in attached_months(self._conn, layout):
                 if month < cutoff:
                     detach_month(self._conn, layout, month)
                     upkept.detached.append(partition_name(layout, month))
-            rows = default_rows(self._conn, layout)
-            upkept.in_default[layout.parent] = rows
+            upkept.in_default[layout.parent] = default_rows(self._conn, layout)
         return upkept

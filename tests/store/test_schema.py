@@ -8,15 +8,12 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from alembic.autogenerate import compare_metadata
-from alembic.runtime.migration import MigrationContext
 
 from freehours.errors import ConfigurationError
 from freehours.store import schema
 from freehours.store.database import Store
 from freehours.store.engine import create_engine
-from freehours.store.partitions import PG_INDEXES
-from freehours.store.tables import metadata
+from tests.store.fixtures import schema_differences
 
 NEXT_REVISION = '''
 """A later release's migration."""
@@ -57,27 +54,7 @@ def later_migrations(tmp_path: Path) -> Path:
 def test_migrations_build_exactly_the_tables_schema(engine: sa.Engine) -> None:
     schema.upgrade(engine)
     with engine.connect() as conn:
-        # PostgreSQL's partitions are the tables' storage, not tables of the schema; and on
-        # ``jobs`` two indexes differ by design (``freehours.store.partitions``).
-        partitions = set(
-            conn.scalars(sa.text("SELECT relname FROM pg_class WHERE relispartition"))
-            if conn.dialect.name == "postgresql"
-            else ()
-        )
-
-        def include(obj: object, name: str | None, kind: str, reflected: bool, _: object) -> bool:
-            if kind == "table" and name in partitions:
-                return False
-            # PostgreSQL's own copies of the ledger's foreign key, one to each quotas partition.
-            if kind == "foreign_key_constraint" and reflected:
-                return getattr(obj, "referred_table").name not in partitions
-            return not (
-                kind == "index" and conn.dialect.name == "postgresql" and name in PG_INDEXES
-            )
-
-        context = MigrationContext.configure(conn, opts={"include_object": include})
-        differences = compare_metadata(context, metadata)
-    assert differences == []
+        assert schema_differences(conn) == []
 
 
 def test_opening_a_new_database_migrates_it_to_head(empty_store_url: str) -> None:

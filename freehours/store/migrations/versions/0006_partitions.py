@@ -78,11 +78,8 @@ def _copy(conn: sa.Connection, table: str) -> None:
 
 
 def _keep_sequence(conn: sa.Connection, table: str, column: str) -> None:
-    sequence = conn.scalar(
-        sa.text("SELECT pg_get_serial_sequence(:table, :column)"),
-        {"table": f"{table}{_ASIDE}", "column": column},
-    )
-    conn.exec_driver_sql(f"ALTER SEQUENCE {sequence} OWNED BY {table}.{column}")
+    # The BIGSERIAL's sequence (named as PostgreSQL names it) moves to the new table.
+    conn.exec_driver_sql(f"ALTER SEQUENCE {table}_{column}_seq OWNED BY {table}.{column}")
 
 
 def upgrade() -> None:
