@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import psycopg
 import sqlalchemy as sa
@@ -214,7 +214,7 @@ class PostgreSQL(Driver):
         pre = existing.cte("freehours_existing")
         up = upsert.returning(*returning).cte("freehours_written")
         stored = sa.select(pre).scalar_subquery().label("freehours_stored")
-        rows: Sequence[sa.Row[Any]] = conn.execute(sa.select(*up.c, stored)).all()
+        rows = cast(Sequence[sa.Row[Any]], conn.execute(sa.select(*up.c, stored)).all())
         count = rows[0].freehours_stored if rows else conn.scalar(sa.select(pre))
         return incoming - int(count or 0), rows
 
