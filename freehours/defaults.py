@@ -48,6 +48,16 @@ JOB_RETRY_CAP = timedelta(minutes=10)
 #: past only.
 JOB_RETENTION = timedelta(days=7)
 
+# --- partitions (PostgreSQL: freehours.store.partitions) ---
+
+#: Months of partitions created ahead of the current one: three months of slack before an insert
+#: would land in a default partition, if the upkeep stopped running.
+PARTITIONS_AHEAD_MONTHS = 3
+#: Billing history (meter data, quotas, ledger, quota events) is kept seven years, beyond the
+#: five the tax law asks for; older months are detached (kept as tables of their own, to
+#: archive), never deleted by freehours.
+HISTORY_RETENTION_MONTHS = 84
+
 # --- uploads (the API's limit, and the agent's, which keeps to it) ---
 
 #: The largest NEM12 upload the API takes (413 past it). The agent keeps to it by default: a larger

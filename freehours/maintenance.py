@@ -7,6 +7,14 @@ every worker its finished jobs (in its keeper thread, ``run_if_due``), every API
 Idempotency-Keys (in its lifespan, ``keep_running``), so that a deployment that runs only the
 API still purges its keys. A deletion scans its table, so it runs once an hour: a day's rows wait
 an hour more at no cost.
+
+On PostgreSQL the history and the finished jobs are partitioned by month
+(``freehours.store.partitions``), and their upkeep is an ``Expiry`` too (``partitions``): it
+creates this month's partitions and ``FREEHOURS_PARTITIONS_AHEAD_MONTHS`` more, and detaches the
+months that ended before what is kept: billing history ``FREEHOURS_HISTORY_RETENTION_MONTHS``
+(detached months stay as tables, to archive), finished jobs ``FREEHOURS_JOB_RETENTION_HOURS``
+(dropped: what the rows' deletion leaves of them). Every API process and every worker runs the
+history's, every worker the jobs'; on SQLite it does nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +28,9 @@ import anyio
 import structlog
 
 from freehours.clock import Clock
+from freehours.observability import metrics
 from freehours.store.database import Store
+from freehours.store.partitions import HISTORY, JOBS, Layout
 
 log = structlog.get_logger("freehours.maintenance")
 
@@ -35,6 +45,42 @@ class Expiry:
     name: str
     keep: timedelta
     delete: Callable[[Store, datetime], int]
+
+
+#: Held while partitions are created or detached, so that processes take turns.
+PARTITIONS_LOCK = "partitions"
+
+
+def partitions(name: str, layouts: Sequence[Layout], keep: timedelta, ahead: int) -> Expiry:
+    """The upkeep of ``layouts``' partitions as an ``Expiry``: months wholly older than ``keep``
+    detached, the current month and ``ahead`` more created; how many partitions it detached."""
+
+    def upkeep(store: Store, before: datetime) -> int:
+        with store.write(lock=PARTITIONS_LOCK) as unit:
+            done = unit.partitions.upkeep(layouts, now=before + keep, ahead=ahead, before=before)
+        for action, names in (("created", done.created), ("detached", done.detached)):
+            for partition in names:
+                metrics.PARTITIONS.labels(partition.rsplit("_", 2)[0], action).inc()
+            if names:
+                log.info(f"partitions_{action}", partitions=names)
+        for table, rows in done.in_default.items():
+            metrics.PARTITION_DEFAULT_ROWS.labels(table).set(rows)
+            if rows:
+                log.warning("partition_default_rows", table=table, rows=rows)
+        return len(done.detached)
+
+    return Expiry(name, keep, upkeep)
+
+
+def history_partitions(months: int, ahead: int) -> Expiry:
+    """The billing history's partitions, ``months`` of them kept (a month as 31 days: a month
+    is detached only once all of it is older than ``months`` months)."""
+    return partitions("history_partitions", HISTORY, timedelta(days=31 * months), ahead)
+
+
+def job_partitions(keep: timedelta, ahead: int) -> Expiry:
+    """The finished jobs' partitions, dropped once the last of their month is ``keep`` old."""
+    return partitions("job_partitions", JOBS, keep, ahead)
 
 
 class Retention:

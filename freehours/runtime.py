@@ -111,6 +111,8 @@ def worker_config(settings: Settings, concurrency: int | None = None) -> WorkerC
         lease=timedelta(seconds=settings.job_lease_seconds),
         poll=timedelta(seconds=settings.job_poll_seconds),
         retention=timedelta(hours=settings.job_retention_hours),
+        partitions_ahead=settings.partitions_ahead_months,
+        history_months=settings.history_retention_months,
     )
 
 

@@ -163,6 +163,23 @@ class Settings(BaseSettings):
         gt=0,
         description="How long finished jobs are kept (a week: time to look into a discarded one)",
     )
+    partitions_ahead_months: int = Field(
+        default=defaults.PARTITIONS_AHEAD_MONTHS,
+        ge=1,
+        le=24,
+        description=(
+            "PostgreSQL: months of partitions created ahead of the current one, by the hourly "
+            "upkeep of every API process and worker"
+        ),
+    )
+    history_retention_months: int = Field(
+        default=defaults.HISTORY_RETENTION_MONTHS,
+        ge=13,
+        description=(
+            "PostgreSQL: months of billing history (meter data, quotas, ledger) kept in the "
+            "tables; older months are detached as tables of their own, to archive"
+        ),
+    )
 
     # --- invoicing ---
     invoice_prefix: str = Field(

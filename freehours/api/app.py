@@ -49,7 +49,7 @@ from freehours.api.routes import (
 )
 from freehours.api.services import Services
 from freehours.api.telemetry import RequestTelemetry
-from freehours.maintenance import Retention
+from freehours.maintenance import Retention, history_partitions
 from freehours.observability.exposition import forget_process
 from freehours.store.errors import UNAVAILABLE, DataError
 
@@ -69,7 +69,13 @@ def create_app(services: Services, *, workers: int = 0, owned: bool = False) -> 
         retention = Retention(
             services.store,
             services.clock,
-            [purge_keys(services.settings.idempotency_retention_hours)],
+            [
+                purge_keys(services.settings.idempotency_retention_hours),
+                history_partitions(
+                    services.settings.history_retention_months,
+                    services.settings.partitions_ahead_months,
+                ),
+            ],
         )
         worker = services.runtime.worker(workers) if workers else None
         if worker is not None:

@@ -64,7 +64,7 @@ from freehours.jobs.job import (
 )
 from freehours.jobs.queue import Complete, Finish, Release
 from freehours.jobs.retry import RetryPolicy
-from freehours.maintenance import Expiry, Retention
+from freehours.maintenance import Expiry, Retention, history_partitions, job_partitions
 from freehours.store.database import Store, Unit
 from freehours.store.errors import DatabaseError
 from freehours.store.jobs import NOTIFY_CHANNEL
@@ -109,6 +109,10 @@ class WorkerConfig:
     #: How often a worker deletes them: the deletion scans the table, and a day's finished jobs
     #: wait an hour more at no cost.
     prune_every: timedelta = timedelta(hours=1)
+    #: Months of partitions created ahead (PostgreSQL; ``FREEHOURS_PARTITIONS_AHEAD_MONTHS``).
+    partitions_ahead: int = defaults.PARTITIONS_AHEAD_MONTHS
+    #: Months of billing history kept attached (``FREEHOURS_HISTORY_RETENTION_MONTHS``).
+    history_months: int = defaults.HISTORY_RETENTION_MONTHS
 
     @property
     def capacity(self) -> int:
@@ -534,10 +538,14 @@ class Worker:
         heartbeat = self.config.heartbeat.total_seconds()
         rescue_every = self.config.rescue_every.total_seconds()
         next_rescue = self.clock.monotonic()
-        finished_jobs = Expiry("jobs", self.config.retention, rescuer.prune)
-        retention = Retention(
-            self.store, self.clock, [finished_jobs], every=self.config.prune_every
-        )
+        config = self.config
+        expiries = [
+            # Whole months of finished jobs first (PostgreSQL), then the rows left of the last.
+            job_partitions(config.retention, config.partitions_ahead),
+            Expiry("jobs", config.retention, rescuer.prune),
+            history_partitions(config.history_months, config.partitions_ahead),
+        ]
+        retention = Retention(self.store, self.clock, expiries, every=config.prune_every)
         while not self._keeper_stop.wait(heartbeat):
             try:
                 with self.store.write() as unit:

@@ -117,6 +117,18 @@ JOBS_STUCK = MeasuredGauge(
     "workers overloaded or down), counted in the database when scraped.",
 )
 
+PARTITIONS = Counter(
+    "freehours_partitions_total",
+    "Monthly partitions (PostgreSQL) the scheduled upkeep created or detached, by table.",
+    ["table", "action"],
+)
+PARTITION_DEFAULT_ROWS = Gauge(
+    "freehours_partition_default_rows",
+    "Rows in a partitioned table's default partition at the last upkeep: 0 unless partitions "
+    "were missing when they arrived (the upkeep stopped, or a date far off).",
+    ["table"],
+)
+
 # --- the meter agent (freehours agent) ---
 CIRCUIT_BREAKER_STATE = Gauge(
     "freehours_circuit_breaker_state",

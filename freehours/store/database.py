@@ -36,6 +36,7 @@ from freehours.store.invoices import Invoices
 from freehours.store.jobs import Jobs
 from freehours.store.keys import Keys
 from freehours.store.meter import Meter
+from freehours.store.partitions import Partitions
 from freehours.store.quotas import Quotas
 from freehours.store.sessions import Sessions
 
@@ -95,6 +96,10 @@ class Unit:
     @cached_property
     def agents(self) -> Agents:
         return Agents(self.connection, self._driver)
+
+    @cached_property
+    def partitions(self) -> Partitions:
+        return Partitions(self.connection, self._driver)
 
     def hold_shared(self, names: Iterable[str]) -> None:
         """Hold the named locks (``freehours.store.locks``) shared until the transaction ends

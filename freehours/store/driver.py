@@ -47,6 +47,8 @@ class Driver(ABC):
     parallel_writers: ClassVar[bool]
     #: The driver-level exceptions a connection used outside SQLAlchemy (``listen``) raises.
     errors: ClassVar[tuple[type[Exception], ...]]
+    #: Whether the history and the jobs are partitioned (``freehours.store.partitions``).
+    partitions: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self._prepared: dict[Callable[[Driver], ClauseElement], Prepared] = {}
@@ -98,6 +100,17 @@ class Driver(ABC):
             index_elements=index_elements, index_where=index_where
         )
         return insert
+
+    def live_jobs(self, jobs: sa.Table) -> sa.Table:
+        """The table a new (unfinished) job is inserted into, the one whose partial unique index
+        keeps a (kind, key) to one unfinished job: ``jobs`` itself, or its partition of the
+        unfinished jobs where it is partitioned."""
+        return jobs
+
+    def moved_concurrently(self, error: sa.exc.DBAPIError) -> bool:
+        """Whether ``error`` is a row the statement waited for having moved to another
+        partition meanwhile (it finished): never, where nothing is partitioned."""
+        return False
 
     def upsert(
         self,

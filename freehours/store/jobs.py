@@ -208,17 +208,18 @@ class Jobs(Repository):
     ) -> tuple[list[tuple[tuple[str, str], int]], set[tuple[str, str]]]:
         """A few jobs, one by one: each inserted, or else its unfinished duplicate told it is
         wanted. The ((kind, key), id) of those inserted; the (kind, key) of those told."""
+        live = self._driver.live_jobs(jobs)
         insert = self._driver.insert_or_ignore(
-            jobs, index_elements=["kind", "key"], index_where=_UNFINISHED
+            live, index_elements=["kind", "key"], index_where=_UNFINISHED
         )
         inserted = []
         wanted = set()
         for row in rows:
             identity = (row["kind"], row["key"])
-            job_id = self._conn.execute(insert.values(row).returning(jobs.c.id)).scalar()
+            job_id = self._conn.execute(insert.values(row).returning(live.c.id)).scalar()
             if job_id is not None:
                 inserted.append((identity, int(job_id)))
-            elif self._want_by(row["kind"], row["key"], row["run_at"], row["deadline"]):
+            elif self._tell_wanted(row["kind"], row["key"], row["run_at"], row["deadline"]):
                 wanted.add(identity)
         return inserted, wanted
 
@@ -229,7 +230,6 @@ class Jobs(Repository):
         PostgreSQL), the unfinished duplicates told in one ``UPDATE ... FROM`` and taken out,
         the rest inserted in one ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``."""
         s = _staging.c
-        c = jobs.c
         with self._driver.without_statement_timeout(self._conn):
             _staging.create(self._conn)
             self._driver.stage(
@@ -237,27 +237,23 @@ class Jobs(Repository):
                 _staging,
                 ((*(row[name] for name in _STAGED), seq) for seq, row in enumerate(rows)),
             )
-            found = self._conn.execute(
-                jobs.update()
-                .where(c.kind == s.kind, c.key == s.key, c.state.in_(UNFINISHED_JOB_STATES))
-                .values(_wanted_by(s.run_at, s.deadline))
-                .returning(c.kind, c.key)  # SQLite returns the target's columns only
-            ).all()
+            found = self._tell_staged()
             identities = [(row.kind, row.key) for row in found]
             for start in range(0, len(identities), _ENQUEUE_BATCH):
                 told = identities[start : start + _ENQUEUE_BATCH]
                 self._conn.execute(sa.delete(_staging).where(sa.tuple_(s.kind, s.key).in_(told)))
             # SQLite needs a WHERE in INSERT ... SELECT ... ON CONFLICT, or it reads ON as a
             # join's.
+            live = self._driver.live_jobs(jobs)
             insert = (
                 self._driver.insert_or_ignore(
-                    jobs, index_elements=["kind", "key"], index_where=_UNFINISHED
+                    live, index_elements=["kind", "key"], index_where=_UNFINISHED
                 )
                 .from_select(
                     _STAGED,
                     sa.select(*(s[name] for name in _STAGED)).where(sa.true()).order_by(s.seq),
                 )
-                .returning(c.id, c.kind, c.key)
+                .returning(live.c.id, live.c.kind, live.c.key)
             )
             inserted = [((row.kind, row.key), row.id) for row in self._conn.execute(insert)]
             _staging.drop(self._conn)
@@ -285,7 +281,9 @@ class Jobs(Repository):
         )
         rows = self._conn.execute(
             jobs.update()
-            .where(c.id.in_(sa.select(due.c.id)))
+            # The state again, although ``due`` has it: where jobs are partitioned by state, so
+            # that the update too reads only the live partition.
+            .where(c.id.in_(sa.select(due.c.id)), c.state.in_(_WAITING))
             .values(
                 state=JobState.RUNNING.value,
                 runs=c.runs + 1,
@@ -470,6 +468,43 @@ class Jobs(Repository):
             sa.select(jobs).where(jobs.c.id == job_id).with_for_update()
         ).first()
         return None if row is None else _job(row)
+
+    def _tell_wanted(self, kind: str, key: str, run_at: datetime, deadline: datetime) -> bool:
+        """``_want_by``; where jobs are partitioned, the duplicate finishing meanwhile moves it
+        out of the live partition, which PostgreSQL reports as an error instead of finding no
+        row: then, in a savepoint, it is no row (and the insert is tried again)."""
+        if not self._driver.partitions:
+            return self._want_by(kind, key, run_at, deadline)
+        try:
+            with self._conn.begin_nested():
+                return self._want_by(kind, key, run_at, deadline)
+        except sa.exc.DBAPIError as exc:
+            if self._driver.moved_concurrently(exc):
+                return False
+            raise
+
+    def _tell_staged(self) -> list[sa.Row[Any]]:
+        """The staged jobs' unfinished duplicates told they are wanted, in one statement; their
+        (kind, key). Where a duplicate finishes meanwhile and moves partition (as in
+        ``_tell_wanted``), none is told: the insert then skips those still unfinished, and the
+        next round tells them."""
+        s = _staging.c
+        c = jobs.c
+        update = (
+            jobs.update()
+            .where(c.kind == s.kind, c.key == s.key, c.state.in_(UNFINISHED_JOB_STATES))
+            .values(_wanted_by(s.run_at, s.deadline))
+            .returning(c.kind, c.key)  # SQLite returns the target's columns only
+        )
+        if not self._driver.partitions:
+            return list(self._conn.execute(update).all())
+        try:
+            with self._conn.begin_nested():
+                return list(self._conn.execute(update).all())
+        except sa.exc.DBAPIError as exc:
+            if self._driver.moved_concurrently(exc):
+                return []
+            raise
 
     def _want_by(self, kind: str, key: str, run_at: datetime, deadline: datetime) -> bool:
         """Tell the unfinished job of (kind, key) that it is wanted by ``run_at``; False if

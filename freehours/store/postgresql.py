@@ -12,14 +12,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import psycopg
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql
 
-from freehours.store import locks
+from freehours.store import locks, partitions
 from freehours.store.driver import Driver, Notifications
 from freehours.store.engine import Timeouts
 from freehours.store.prepared import Prepared, run_script
@@ -67,6 +67,12 @@ def _answering_connection() -> type[Any]:
     return AnsweringConnection
 
 
+@functools.cache
+def _live_jobs(jobs: sa.Table) -> sa.Table:
+    """``jobs``' partition of unfinished jobs, for statements (``freehours.store.partitions``)."""
+    return jobs.to_metadata(sa.MetaData(), name=partitions.LIVE_JOBS)
+
+
 class _Listening:
     def __init__(self, connection: psycopg.Connection[Any]) -> None:
         self._connection = connection
@@ -80,6 +86,7 @@ class PostgreSQL(Driver):
     listens: ClassVar[bool] = True
     parallel_writers: ClassVar[bool] = True
     errors: ClassVar[tuple[type[Exception], ...]] = (psycopg.Error,)
+    partitions: ClassVar[bool] = True
 
     def create_engine(self, url: sa.URL, timeouts: Timeouts) -> sa.Engine:
         # The URL may carry libpq ``options`` of its own (a search_path): the timeout is added.
@@ -150,6 +157,15 @@ class PostgreSQL(Driver):
     def _insert(self, table: sa.Table) -> Any:
         return postgresql.insert(table)
 
+    def live_jobs(self, jobs: sa.Table) -> sa.Table:
+        return _live_jobs(jobs)
+
+    def moved_concurrently(self, error: sa.exc.DBAPIError) -> bool:
+        # PostgreSQL's words for it, under SQLSTATE 40001 (serialization_failure).
+        return isinstance(error.orig, psycopg.errors.SerializationFailure) and (
+            "moved to another partition" in str(error.orig)
+        )
+
     sums_decimals = True
 
     def epoch_seconds(self, column: sa.ColumnElement[Any]) -> sa.ColumnElement[float]:
@@ -205,10 +221,18 @@ class PostgreSQL(Driver):
         incoming: int,
         existing: sa.Select[Any],
     ) -> tuple[int, Sequence[sa.Row[Any]]]:
-        # xmax is 0 on a row version this statement inserted, the locker's id on one it updated.
-        inserted = sa.literal_column("xmax = 0", sa.Boolean).label("freehours_inserted")
-        written = conn.execute(upsert.returning(inserted, *returning)).all()
-        return sum(1 for row in written if row.freehours_inserted), written
+        # A partitioned table's RETURNING has no system columns (xmax, 0 on a row version the
+        # statement inserted, would tell an insert from an update). So the incoming rows
+        # already stored are counted first, in the same statement (one snapshot): exact, but
+        # for a row of the same key that a concurrent ingest commits in between, counted here
+        # as inserted although the upsert then updates (or keeps) it; the rows written are
+        # right either way, only the split of the counts can be off by such rows.
+        pre = existing.cte("freehours_existing")
+        up = upsert.returning(*returning).cte("freehours_written")
+        stored = sa.select(pre).scalar_subquery().label("freehours_stored")
+        rows = cast(Sequence[sa.Row[Any]], conn.execute(sa.select(*up.c, stored)).all())
+        count = rows[0].freehours_stored if rows else conn.scalar(sa.select(pre))
+        return incoming - int(count or 0), rows
 
     def stage(self, conn: sa.Connection, table: sa.Table, rows: Iterable[tuple[Any, ...]]) -> int:
         driver = conn.connection.driver_connection

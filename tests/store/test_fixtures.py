@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from alembic.autogenerate import compare_metadata
-from alembic.runtime.migration import MigrationContext
-
 from freehours.store import schema
 from freehours.store.engine import create_engine
-from freehours.store.tables import metadata
+from tests.store.fixtures import schema_differences
 
 
 def test_a_copied_database_is_at_head_with_exactly_the_tables_schema(store_url: str) -> None:
@@ -15,6 +12,6 @@ def test_a_copied_database_is_at_head_with_exactly_the_tables_schema(store_url: 
     try:
         with engine.connect() as conn:
             assert schema.current_revision(conn) == schema.head_revision()
-            assert compare_metadata(MigrationContext.configure(conn), metadata) == []
+            assert schema_differences(conn) == []
     finally:
         engine.dispose()

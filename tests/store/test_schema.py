@@ -8,14 +8,12 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from alembic.autogenerate import compare_metadata
-from alembic.runtime.migration import MigrationContext
 
 from freehours.errors import ConfigurationError
 from freehours.store import schema
 from freehours.store.database import Store
 from freehours.store.engine import create_engine
-from freehours.store.tables import metadata
+from tests.store.fixtures import schema_differences
 
 NEXT_REVISION = '''
 """A later release's migration."""
@@ -56,8 +54,7 @@ def later_migrations(tmp_path: Path) -> Path:
 def test_migrations_build_exactly_the_tables_schema(engine: sa.Engine) -> None:
     schema.upgrade(engine)
     with engine.connect() as conn:
-        differences = compare_metadata(MigrationContext.configure(conn), metadata)
-    assert differences == []
+        assert schema_differences(conn) == []
 
 
 def test_opening_a_new_database_migrates_it_to_head(empty_store_url: str) -> None:
