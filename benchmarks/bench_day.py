@@ -80,7 +80,7 @@ REGIONS = {
 PROFILES = 97
 #: One NMI in ``FIVE_MINUTE_EVERY`` reads at 5 minutes.
 FIVE_MINUTE_EVERY = 10
-FILE_NMIS = 10_000
+FILE_NMIS = 1_000
 IMPORTERS = 2
 WORKERS = 2
 #: The goals at 1,000,000 customers (issue 18), held per customer at every size.
