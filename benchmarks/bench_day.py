@@ -459,14 +459,16 @@ def _database_bytes(url: str) -> int:
 
 
 def _table_bytes(url: str) -> dict[str, int]:
-    """The largest tables, indexes and TOAST included."""
+    """The largest tables, indexes and TOAST included; a partitioned one with its partitions."""
     with _connect(url) as conn:
         rows = conn.execute(
             sa.text(
-                "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c"
+                "SELECT c.relname, coalesce((SELECT sum(pg_total_relation_size(t.relid))"
+                " FROM pg_partition_tree(c.oid) t), pg_total_relation_size(c.oid)) AS size"
+                " FROM pg_class c"
                 " JOIN pg_namespace n ON n.oid = c.relnamespace"
-                " WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND c.relispartition"
-                " IS false ORDER BY 2 DESC LIMIT 6"
+                " WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p')"
+                " AND NOT c.relispartition ORDER BY size DESC LIMIT 7"
             )
         ).all()
     return {name: int(size) for name, size in rows}
