@@ -23,6 +23,7 @@ BENCHMARKS = [
     "hostile",
     "faults",
     "day",
+    "history",
     # Last: a page over its goal fails the run (SystemExit) after every other figure is out.
     "console",
 ]

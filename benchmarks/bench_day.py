@@ -44,7 +44,7 @@ import resource
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -247,7 +247,17 @@ def _conninfo(url: str) -> str:
 # --- the day -----------------------------------------------------------------------------------
 
 
-def _measure(url: str, figures: Figures, *, importers: int, workers: int) -> None:
+def _measure(
+    url: str,
+    figures: Figures,
+    *,
+    importers: int,
+    workers: int,
+    bill: bool = True,
+    history: Callable[[str, int], None] | None = None,
+) -> None:
+    """The day of ``figures.customers`` in the new database at ``url``; ``history`` loads what
+    the database holds already (after the customers, before the day), ``bill`` runs the bills."""
     n = figures.customers
     stderr.rule(f"a day of {n:,} customers")
     with Store.open(url):
@@ -259,9 +269,12 @@ def _measure(url: str, figures: Figures, *, importers: int, workers: int) -> Non
             _load_customers(url, n)
             files, figures.channel_days, figures.values = _write_files(directory, n)
         figures.file_bytes = sum(path.stat().st_size for path in files)
+        if history is not None:
+            history(url, n)
+            empty = _database_bytes(url)
         _ingest(url, files, figures, importers, directory)
-        _settle_and_bill(url, figures, workers, directory)
-    _check(url, figures)
+        _settle_and_bill(url, figures, workers, directory, bill=bill)
+    _check(url, figures, bills=bill)
     figures.database_bytes = _database_bytes(url) - empty
     figures.tables = _table_bytes(url)
     _plot(figures)
@@ -293,7 +306,9 @@ def _ingest(url: str, files: list[Path], figures: Figures, importers: int, logs:
         ).scalar_one()
 
 
-def _settle_and_bill(url: str, figures: Figures, workers: int, logs: Path) -> None:
+def _settle_and_bill(
+    url: str, figures: Figures, workers: int, logs: Path, *, bill: bool = True
+) -> None:
     n = figures.customers
     every = max(1.0, n / 500_000)
     due = datetime.now(UTC)
@@ -313,9 +328,12 @@ def _settle_and_bill(url: str, figures: Figures, workers: int, logs: Path) -> No
                     raise SystemExit(f"day: settlement unfinished after {PHASE_TIMEOUT:g} s")
                 time.sleep(every)
         with _connect(url) as conn:
-            last = conn.execute(sa.text("SELECT max(completed_at) FROM quotas")).scalar_one()
+            last = conn.execute(
+                sa.text("SELECT max(completed_at) FROM quotas WHERE day = :day"), {"day": DAY}
+            ).scalar_one()
         figures.settle_seconds = (last - due).total_seconds()
-        figures.invoices, figures.bill_seconds = _bill(url, processes, logs)
+        if bill:
+            figures.invoices, figures.bill_seconds = _bill(url, processes, logs)
         figures.worker_peaks = [peak_rss(process.pid) for process in processes]
         figures.worker_cpu = sum(_cpu_seconds(process.pid) for process in processes)
     finally:
@@ -327,7 +345,8 @@ def _settle_counts(url: str) -> tuple[int, int]:
     """Quotas COMPLETED, and settlement jobs not finished."""
     with _connect(url) as conn:
         done = conn.execute(
-            sa.text("SELECT count(*) FROM quotas WHERE status = 'COMPLETED'")
+            sa.text("SELECT count(*) FROM quotas WHERE status = 'COMPLETED' AND day = :day"),
+            {"day": DAY},
         ).scalar_one()
         waiting = conn.execute(
             sa.text(
@@ -400,9 +419,9 @@ def _cpu_seconds(pid: int) -> float:
 
 #: Each check is a query that counts what breaks it, and what it means when it is not zero.
 CHECKS = {
-    "channel-days not stored": "SELECT :channel_days - count(*) FROM meter_days",
+    "channel-days not stored": "SELECT :channel_days - count(*) FROM meter_days WHERE day = :day",
     "interval values not stored": (
-        "SELECT :values - coalesce(sum(length(qualities)), 0) FROM meter_days"
+        "SELECT :values - coalesce(sum(length(qualities)), 0) FROM meter_days WHERE day = :day"
     ),
     "customers without a quota for the day": (
         "SELECT count(*) FROM customers c WHERE NOT EXISTS"
@@ -428,6 +447,9 @@ CHECKS = {
         " FROM quotas q WHERE q.nmi = b.nmi AND q.day = b.day ORDER BY version DESC LIMIT 1)"
         " newest ON true WHERE newest.free_kwh::numeric <> b.booked"
     ),
+}
+#: The bills' checks, when the bills were run.
+BILL_CHECKS = {
     "customers without exactly one invoice": (
         "SELECT count(*) FROM customers c WHERE (SELECT count(*) FROM documents d"
         " WHERE d.nmi = c.nmi AND d.document_type = 'invoice') <> 1"
@@ -439,11 +461,11 @@ CHECKS = {
 }
 
 
-def _check(url: str, figures: Figures) -> None:
+def _check(url: str, figures: Figures, *, bills: bool = True) -> None:
     broken = []
     with stderr.status("checks: every row"), _connect(url) as conn:
         parameters = {"channel_days": figures.channel_days, "values": figures.values, "day": DAY}
-        for what, query in CHECKS.items():
+        for what, query in {**CHECKS, **(BILL_CHECKS if bills else {})}.items():
             count = conn.execute(sa.text(query), parameters).scalar_one()
             if count:
                 broken.append(f"{count:,} {what}")
