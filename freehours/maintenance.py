@@ -30,7 +30,7 @@ import structlog
 from freehours.clock import Clock
 from freehours.observability import metrics
 from freehours.store.database import Store
-from freehours.store.partitions import HISTORY, JOBS, Layout
+from freehours.store.partitions import HISTORY, JOBS, Layout, Upkept
 
 log = structlog.get_logger("freehours.maintenance")
 
@@ -56,8 +56,21 @@ def partitions(name: str, layouts: Sequence[Layout], keep: timedelta, ahead: int
     detached, the current month and ``ahead`` more created; how many partitions it detached."""
 
     def upkeep(store: Store, before: datetime) -> int:
-        with store.write(lock=PARTITIONS_LOCK) as unit:
-            done = unit.partitions.upkeep(layouts, now=before + keep, ahead=ahead, before=before)
+        # A table at a time, each in a transaction of its own: one that held the locks of
+        # several tables while it waited for another's could deadlock with the requests that
+        # read them (a request locks a parent before its partitions, so one table's upkeep
+        # cannot). A foreign key's referenced table is locked too; the upkeep's short lock
+        # timeout (``Partitions.upkeep``) gives up before PostgreSQL's deadlock detection
+        # would choose a request as its victim, and the next round tries again.
+        done = Upkept()
+        for layout in layouts:
+            with store.write(lock=PARTITIONS_LOCK) as unit:
+                one = unit.partitions.upkeep(
+                    [layout], now=before + keep, ahead=ahead, before=before
+                )
+            done.created += one.created
+            done.detached += one.detached
+            done.in_default.update(one.in_default)
         for action, names in (("created", done.created), ("detached", done.detached)):
             for partition in names:
                 metrics.PARTITIONS.labels(partition.rsplit("_", 2)[0], action).inc()

@@ -127,6 +127,7 @@ PARTITION_DEFAULT_ROWS = Gauge(
     "Rows in a partitioned table's default partition at the last upkeep: 0 unless partitions "
     "were missing when they arrived (the upkeep stopped, or a date far off).",
     ["table"],
+    multiprocess_mode="livemax",  # every process counts the same table: the latest, at most
 )
 
 # --- the meter agent (freehours agent) ---

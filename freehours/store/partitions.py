@@ -78,6 +78,8 @@ LAYOUTS = HISTORY + JOBS
 
 #: The partitions of ``jobs`` by state.
 LIVE_JOBS = "jobs_live"
+#: How long the upkeep waits for a table's lock before it gives up until its next round.
+UPKEEP_LOCK_TIMEOUT_MS = 500
 UNFINISHED = ("AVAILABLE", "RUNNING", "RETRYABLE")
 FINISHED = ("COMPLETED", "DISCARDED", "CANCELLED")
 
@@ -249,9 +251,11 @@ class Partitions(Repository):
         upkept = Upkept()
         if not self._driver.partitions:
             return upkept
-        # Detaching locks the parent table: rather fail (and try again next time) than queue
-        # every query behind a long one.
-        self._conn.exec_driver_sql("SET LOCAL lock_timeout = '10s'")
+        # Creating and detaching lock the parent table (and a foreign key's referenced one):
+        # rather fail, and try again next time, than queue every query behind a long one, or
+        # wait long enough (PostgreSQL's deadlock_timeout is 1 s) to be part of a deadlock in
+        # which a request could be the one cancelled.
+        self._conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{UPKEEP_LOCK_TIMEOUT_MS}ms'")
         this_month = month_of(now)
         for layout in layouts:
             for month in (add_months(this_month, n) for n in range(ahead + 1)):
