@@ -50,6 +50,7 @@ import psycopg
 import sqlalchemy as sa
 import structlog
 
+from benchmarks.bench_day import copy_lines
 from benchmarks.workers import failures, peak_rss, start_worker, stop_worker
 from freehours.clock import SystemClock
 from freehours.domain.invoicing import Series
@@ -255,16 +256,7 @@ def _load(store: Store, url: str, accounts: int) -> dict[str, float]:
             ("ledger_entries", "nmi, day, version, kwh, amount, booked_at", quota_lines(1)),
         ):
             started = time.perf_counter()
-            copying = f"COPY {table} ({columns}) FROM STDIN"
-            with conn.cursor() as cursor, cursor.copy(copying) as copy:
-                chunk: list[str] = []
-                for line in lines:
-                    chunk.append(line)
-                    if len(chunk) >= 10_000:
-                        copy.write("".join(chunk))
-                        chunk.clear()
-                if chunk:
-                    copy.write("".join(chunk))
+            copy_lines(conn, table, columns, lines)
             conn.commit()
             took[table] = time.perf_counter() - started
         conn.autocommit = True
