@@ -20,11 +20,11 @@ history's, every worker the jobs'; on SQLite it does nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-import anyio
 import structlog
 
 from freehours.clock import Clock
@@ -128,8 +128,15 @@ class Retention:
         """``run`` now and then every ``every``, in a worker thread (the event loop never waits
         on the database), until cancelled. A failure is logged and the next time tries again."""
         while True:
+            running = asyncio.ensure_future(asyncio.to_thread(self.run))
             try:
-                await anyio.to_thread.run_sync(self.run)
+                await asyncio.shield(running)
+            except asyncio.CancelledError:
+                # The round in hand finishes first: its thread would otherwise go on with a
+                # connection of a store its owner is about to close, and keep it open.
+                with contextlib.suppress(Exception):
+                    await running
+                raise
             except Exception as exc:  # noqa: BLE001 - the next time tries again
                 log.warning("retention_failed", error=f"{type(exc).__name__}: {exc}"[:500])
             await asyncio.sleep(self.every.total_seconds())
