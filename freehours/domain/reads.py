@@ -247,6 +247,13 @@ class IntervalRead:
     quality: str
 
 
+class StoredForm(NamedTuple):
+    """A day's values and their text as the store writes it (see ``IntervalDay.stored_form``)."""
+
+    values: tuple[Decimal | None, ...]
+    text: str
+
+
 @dataclass(frozen=True, slots=True)
 class IntervalDay:
     """One channel's interval values for one NEM date: a NEM12 300 record with its 400 records
@@ -258,10 +265,12 @@ class IntervalDay:
     written, upper-cased, and are never rated. ``update_datetime`` decides which revision wins;
     ``source`` and ``line`` say where the day was read, for messages.
 
-    ``stored_values``, when given, is ``values`` as the store writes them (each value's exact
-    ``str``, comma-joined, empty where missing: ``freehours.store.meter.encode_values``): the
-    NEM12 reader passes on a record's own text when it is written so already, so that storing
-    the day costs no work per value. A day made with other values must not carry it.
+    ``stored_form``, when given, pairs a values tuple with its text as the store writes it (each
+    value's exact ``str``, comma-joined, empty where missing:
+    ``freehours.store.meter.encode_values``): the NEM12 reader passes on a record's own text
+    when it is written so already, so that storing the day costs no work per value. The text
+    counts only for the very tuple it was made from (``stored_text``), so a day copied with
+    other values (``dataclasses.replace``) is stored from its values, never from stale text.
     """
 
     nmi: str
@@ -274,7 +283,12 @@ class IntervalDay:
     uom: str = "KWH"
     source: str = ""
     line: int = 0
-    stored_values: str | None = dataclasses.field(default=None, compare=False, repr=False)
+    stored_form: StoredForm | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    def stored_text(self) -> str | None:
+        """The values' text as stored, when the reader kept it for these very values."""
+        form = self.stored_form
+        return form.text if form is not None and form.values is self.values else None
 
     @property
     def start(self) -> datetime:

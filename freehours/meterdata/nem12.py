@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import IO, BinaryIO, TextIO, cast
 
 from freehours.domain import reads
-from freehours.domain.reads import IntervalDay, RangeError
+from freehours.domain.reads import IntervalDay, RangeError, StoredForm
 from freehours.domain.time import NEM_TIME
 from freehours.errors import NEM12Error
 
@@ -1324,7 +1324,7 @@ _DAY_FIELDS = (
     "uom",
     "source",
     "line",
-    "stored_values",
+    "stored_form",
 )
 if tuple(day_field.name for day_field in fields(IntervalDay)) != _DAY_FIELDS:
     raise ImportError("IntervalDay's fields changed: update _interval_day in this module")
@@ -1339,7 +1339,7 @@ if tuple(day_field.name for day_field in fields(IntervalDay)) != _DAY_FIELDS:
     _set_uom,
     _set_source,
     _set_line,
-    _set_stored_values,
+    _set_stored_form,
 ) = (getattr(IntervalDay, name).__set__ for name in _DAY_FIELDS)
 
 
@@ -1354,7 +1354,7 @@ def _interval_day(  # noqa: PLR0917 - the positional fields of IntervalDay(...) 
     uom: str,
     source: str,
     line: int,
-    stored_values: str | None,
+    stored_text: str | None,
 ) -> IntervalDay:
     """``IntervalDay(nmi, suffix, ...)``, built faster (see above)."""
     interval_day: IntervalDay = object.__new__(IntervalDay)
@@ -1368,5 +1368,5 @@ def _interval_day(  # noqa: PLR0917 - the positional fields of IntervalDay(...) 
     _set_uom(interval_day, uom)
     _set_source(interval_day, source)
     _set_line(interval_day, line)
-    _set_stored_values(interval_day, stored_values)
+    _set_stored_form(interval_day, None if stored_text is None else StoredForm(values, stored_text))
     return interval_day

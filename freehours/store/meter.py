@@ -143,7 +143,7 @@ def _staging_rows(days: Iterable[IntervalDay], received_at: datetime) -> Iterato
             day.day,
             day.interval_minutes,
             day.uom,
-            encode_values(day.values) if day.stored_values is None else day.stored_values,
+            encode_values(day.values) if (text := day.stored_text()) is None else text,
             day.qualities,
             day.update_datetime,
             received_at,
@@ -162,7 +162,7 @@ def _check_day(day: IntervalDay) -> None:
             f"{what}: {len(day.values)} values and {len(day.qualities)} qualities, "
             f"a {day.interval_minutes}-minute day has {intervals}"
         )
-    stored = day.stored_values
+    stored = day.stored_text()
     if stored is not None and stored.count(",") != len(day.values) - 1:
         raise InputError(f"{what}: its stored form has not {len(day.values)} values")
     if not 0 < len(day.uom) <= UOM_LENGTH:

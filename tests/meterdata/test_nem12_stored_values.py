@@ -5,7 +5,9 @@ whenever the fast path is taken, and a text it takes is never one the exact path
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import date
+from decimal import Decimal
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -63,22 +65,33 @@ def test_the_fast_path_and_the_exact_path_agree(values: list[str], unit: str) ->
         assert "t.csv:3" in str(refused)
         return
     exact = encode_values(read_day.values)
-    if read_day.stored_values is not None:
-        assert read_day.stored_values == exact
+    if read_day.stored_text() is not None:
+        assert read_day.stored_text() == exact
     if unit in ("KWH", "KVARH") and all(
         text == "" or str(value) == text
         for text, value in zip(values, read_day.values, strict=True)
     ):
         # Written exactly as stored: the fast path is taken.
-        assert read_day.stored_values == ",".join(values)
+        assert read_day.stored_text() == ",".join(values)
 
 
 def test_a_day_of_quality_n_is_stored_as_empty_values() -> None:
     (read_day,) = read([""] * 48, quality="N")
-    assert read_day.stored_values == "," * 47 == encode_values(read_day.values)
+    assert read_day.stored_text() == "," * 47 == encode_values(read_day.values)
 
 
 def test_values_not_written_as_stored_take_the_exact_path() -> None:
     (read_day,) = read(["00.5", ".25", "3."] + ["1.0"] * 45)
-    assert read_day.stored_values is None
+    assert read_day.stored_text() is None
     assert encode_values(read_day.values).startswith("0.5,0.25,3,1.0")
+
+
+def test_a_day_copied_with_other_values_is_stored_from_its_values() -> None:
+    (read_day,) = read(["0.5"] * 48)
+    assert read_day.stored_text() == ",".join(["0.5"] * 48)
+    changed = dataclasses.replace(read_day, values=(Decimal("1.25"),) * 48)
+    # The reader's text belongs to the values it was read with, not to the copy's.
+    assert changed.stored_text() is None
+    assert encode_values(changed.values) == ",".join(["1.25"] * 48)
+    # A copy that keeps the values keeps the text.
+    assert dataclasses.replace(read_day, line=99).stored_text() == read_day.stored_text()
