@@ -271,14 +271,35 @@ class Jobs(Repository):
         """Take up to ``limit`` due jobs of ``kinds``, oldest first: RUNNING, held by
         ``worker``."""
         c = jobs.c
-        due = (
-            sa.select(c.id)
-            .where(c.state.in_(_WAITING), c.run_at <= now, c.kind.in_(sorted(kinds)))
+        # Each kind's oldest from its own run of the due index (kind, run_at, id), then the oldest
+        # of those: one scan of ``kinds IN (...)`` would read and sort every due job of every
+        # kind in each claim, a cost that grows with the backlog (a settlement burst's million
+        # due jobs) instead of with the batch.
+        of_kind = [
+            sa.select(c.id, c.run_at)
+            .where(c.kind == kind, c.state.in_(_WAITING), c.run_at <= now)
             .order_by(c.run_at, c.id)
             .limit(limit)
             .with_for_update(skip_locked=True)
-            .cte("due")
-        )
+            .cte(f"due_{n}")
+            for n, kind in enumerate(sorted(kinds))
+        ]
+        if not of_kind:
+            return []
+        if len(of_kind) == 1:
+            due = sa.select(of_kind[0].c.id).cte("due")
+        else:
+            # A kind's candidates left out by the limit stay locked (skipped by other workers)
+            # only until this transaction commits, a moment later.
+            candidates = sa.union_all(
+                *(sa.select(kind.c.id, kind.c.run_at) for kind in of_kind)
+            ).subquery("candidates")
+            due = (
+                sa.select(candidates.c.id)
+                .order_by(candidates.c.run_at, candidates.c.id)
+                .limit(limit)
+                .cte("due")
+            )
         rows = self._conn.execute(
             jobs.update()
             # The state again, although ``due`` has it: where jobs are partitioned by state, so

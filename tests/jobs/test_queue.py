@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from prometheus_client import REGISTRY
 
 from freehours.clock import ManualClock
@@ -15,7 +17,7 @@ from freehours.jobs.job import Job, JobError, JobId, JobState
 from freehours.jobs.queue import Complete, Finish, Release
 from freehours.jobs.retry import Discard, DiscardReason, RetryAt, RetryPolicy, SnoozeUntil
 from freehours.store.database import Store
-from freehours.store.jobs import Jobs
+from freehours.store.jobs import Jobs, NewJob
 from freehours.store.tables import JOB_ERRORS_KEPT
 from tests.jobs.support import postgres_only
 
@@ -124,6 +126,67 @@ def test_claim_takes_due_jobs_of_its_kinds_oldest_first_up_to_the_limit(store: S
     with store.read() as unit:
         assert unit.jobs.next_due({"settle"}) == NOW + timedelta(seconds=1)
         assert unit.jobs.next_due({"absent"}) is None
+
+
+def test_a_claim_of_several_kinds_takes_the_oldest_of_all_of_them(store: Store) -> None:
+    for n in range(6):
+        kind = ("invoice", "settle", "webhook")[n % 3]
+        add(store, f"{kind}-{n}", run_at=NOW - timedelta(seconds=10 - n), kind=kind)
+    add(store, "unwanted", run_at=NOW - timedelta(seconds=60), kind="other")
+    with store.write() as unit:
+        kinds = {"settle", "invoice", "webhook"}
+        claimed = unit.jobs.claim("w1", kinds, 4, now=NOW, lease=LEASE)
+    assert [job.key for job in claimed] == ["invoice-0", "settle-1", "webhook-2", "invoice-3"]
+    with store.write() as unit:
+        rest = unit.jobs.claim("w1", {"settle", "invoice", "webhook"}, 4, now=NOW, lease=LEASE)
+    assert [job.key for job in rest] == ["settle-4", "webhook-5"]
+
+
+@postgres_only
+def test_a_claim_reads_its_batch_not_the_whole_backlog(store: Store) -> None:
+    # 3,000 due jobs of two kinds: a claim of 10 of both kinds reads about 10 rows of each
+    # kind's run of the due index, never every due job to sort them (as one scan of
+    # ``kind IN (...)`` did: a settlement burst's backlog paid on every claim).
+    with store.write() as unit:
+        unit.jobs.enqueue_many(
+            [
+                NewJob(kind, f"{kind}-{n}", {}, run_at=NOW - timedelta(seconds=n % 97))
+                for n in range(1_500)
+                for kind in ("invoice", "settle")
+            ],
+            now=NOW,
+        )
+    statements: list[tuple[str, Any]] = []
+
+    @sa.event.listens_for(store.engine, "before_cursor_execute")
+    def seen(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        if statement.lstrip().startswith("WITH"):
+            statements.append((statement, parameters))
+
+    with store.write() as unit:
+        claimed = unit.jobs.claim("w1", {"invoice", "settle"}, 10, now=NOW, lease=LEASE)
+    assert len(claimed) == 10
+    assert all(job.run_at == NOW - timedelta(seconds=96) for job in claimed)
+    ((statement, parameters),) = statements
+    with store.engine.connect() as conn:
+        plan = conn.exec_driver_sql(
+            f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", parameters
+        ).scalar_one()
+        conn.rollback()
+    rows_read: dict[str, int] = {}
+
+    def walk(node: dict[str, Any], candidates: str | None) -> None:
+        # The scans that find the due jobs (the update then reads the chosen ones by id, by
+        # whichever plan the table's size suggests).
+        candidates = node.get("Subplan Name", candidates)
+        if candidates and node.get("Relation Name") == "jobs_live":
+            rows_read[candidates] = node["Actual Rows"] * node.get("Actual Loops", 1)
+        for child in node.get("Plans", []):
+            walk(child, candidates)
+
+    walk(plan[0]["Plan"], None)
+    assert len(rows_read) == 2, plan  # one run of the due index for each kind
+    assert all(rows <= 20 for rows in rows_read.values()), rows_read
 
 
 def test_a_result_with_a_stale_fence_is_not_written(store: Store) -> None:
