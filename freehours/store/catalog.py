@@ -148,7 +148,11 @@ class Catalog(Repository):
             rows = self._conn.execute(
                 sa.select(customers.c.nmi, plans.c.plan_id, plans.c.updated_at)
                 .select_from(customers.join(plans, customers.c.plan_id == plans.c.plan_id))
-                .where(customers.c.nmi.in_(wanted[start : start + _IN_BATCH]))
+                .where(
+                    self._driver.one_of(
+                        [customers.c.nmi], [(nmi,) for nmi in wanted[start : start + _IN_BATCH]]
+                    )
+                )
             )
             found.update((row.nmi, (row.plan_id, row.updated_at)) for row in rows)
         return found

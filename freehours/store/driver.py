@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -49,6 +49,8 @@ class Driver(ABC):
     errors: ClassVar[tuple[type[Exception], ...]]
     #: Whether the history and the jobs are partitioned (``freehours.store.partitions``).
     partitions: ClassVar[bool] = False
+    #: Whether a statement may take a batch's rows as one array per column (``unnest``).
+    takes_arrays: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self._prepared: dict[Callable[[Driver], ClauseElement], Prepared] = {}
@@ -140,6 +142,16 @@ class Driver(ABC):
                 prepared = self._prepared.setdefault(build, Prepared(build(self)))
         return prepared
 
+    def one_of(
+        self, columns: Sequence[sa.ColumnElement[Any]], keys: Collection[tuple[Any, ...]]
+    ) -> sa.ColumnElement[bool]:
+        """Rows whose ``columns`` hold one of ``keys`` (a tuple of values per key, in the
+        columns' order): an ``IN`` list here; one array per column where the database takes
+        arrays, so that the statement's text is the same whatever the number of keys."""
+        if len(columns) == 1:
+            return columns[0].in_([key for (key,) in keys])
+        return sa.tuple_(*columns).in_(list(keys))
+
     @abstractmethod
     def where_pairs(
         self,
@@ -171,12 +183,13 @@ class Driver(ABC):
         conn: sa.Connection,
         params: Sequence[dict[str, Any]],
         *,
-        together: Prepared,
+        arrays: Prepared,
         separate: Sequence[Prepared],
     ) -> None:
         """``write_and_insert`` for many rows the caller holds locked (so every write writes):
-        ``together`` once per row where the database allows it, else each of ``separate`` (the
-        write, then the inserts keyed by its row, none returning rows) once per row; each
+        where the database takes arrays, ``arrays`` once for all of them (each parameter the
+        array of that parameter's values, row by row: ``columns``); else each of ``separate``
+        (the write, then the inserts keyed by its row, none returning rows) once per row, each
         statement's rows in one ``executemany``."""
 
     @abstractmethod
@@ -232,3 +245,8 @@ class Driver(ABC):
     def listen(self, engine: sa.Engine, channel: str) -> AbstractContextManager[Notifications]:
         """A connection of its own listening on ``channel``; where the database has no
         notifications (``listens`` is False), a listener that is never notified."""
+
+
+def columns(params: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """Rows of parameters (each by name, all with the same names) as one array per name."""
+    return {name: [row[name] for row in params] for name in params[0]} if params else {}

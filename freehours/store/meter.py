@@ -497,7 +497,10 @@ class Meter(Repository):
                 c.update_datetime,
                 c.uom,
             )
-            .where(c.nmi.in_(sorted(wanted)), c.day.in_(sorted(dates)))
+            .where(
+                self._driver.one_of([c.nmi], [(nmi,) for nmi in sorted(wanted)]),
+                self._driver.one_of([c.day], [(day,) for day in sorted(dates)]),
+            )
             .order_by(c.nmi, c.day, c.suffix)
         )
         for nmi, suffix, day, minutes, values, qualities, stamp, uom in rows:

@@ -20,7 +20,7 @@ from sqlalchemy import event
 from sqlalchemy.dialects import postgresql
 
 from freehours.store import locks, partitions
-from freehours.store.driver import Driver, Notifications
+from freehours.store.driver import Driver, Notifications, columns
 from freehours.store.engine import Timeouts
 from freehours.store.prepared import Prepared, run_script
 
@@ -87,6 +87,7 @@ class PostgreSQL(Driver):
     parallel_writers: ClassVar[bool] = True
     errors: ClassVar[tuple[type[Exception], ...]] = (psycopg.Error,)
     partitions: ClassVar[bool] = True
+    takes_arrays: ClassVar[bool] = True
 
     def create_engine(self, url: sa.URL, timeouts: Timeouts) -> sa.Engine:
         # The URL may carry libpq ``options`` of its own (a search_path): the timeout is added.
@@ -171,6 +172,23 @@ class PostgreSQL(Driver):
     def epoch_seconds(self, column: sa.ColumnElement[Any]) -> sa.ColumnElement[float]:
         return sa.cast(sa.extract("epoch", column), sa.Float)
 
+    def one_of(
+        self, columns: Sequence[sa.ColumnElement[Any]], keys: Collection[tuple[Any, ...]]
+    ) -> sa.ColumnElement[bool]:
+        # One text whatever the number of keys: compiled once by SQLAlchemy, parsed once by
+        # psycopg and prepared once by the server, where an IN list of N keys is a new
+        # statement for every N. The keys' join is an index lookup per key, each pruned to its
+        # partition at run time.
+        arrays = [
+            sa.literal([key[n] for key in keys], postgresql.ARRAY(column.type))
+            for n, column in enumerate(columns)
+        ]
+        if len(columns) == 1:
+            return columns[0] == sa.any_(arrays[0])
+        names = [f"k{n}" for n in range(len(columns))]
+        wanted = sa.func.unnest(*arrays).table_valued(*names).render_derived(name="wanted")
+        return sa.tuple_(*columns).in_(sa.select(*(wanted.c[name] for name in names)))
+
     def where_pairs(
         self,
         statement: sa.Update,
@@ -207,10 +225,11 @@ class PostgreSQL(Driver):
         conn: sa.Connection,
         params: Sequence[dict[str, Any]],
         *,
-        together: Prepared,
+        arrays: Prepared,
         separate: Sequence[Prepared],
     ) -> None:
-        together.many(conn, params)
+        if params:
+            arrays.rows(conn, columns(params))
 
     def upsert_counting(
         self,

@@ -21,11 +21,12 @@ from decimal import Decimal
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.expression import ClauseElement
 
 from freehours.domain.settlement import Quota, QuotaStatus, new_quota
 from freehours.observability.trace_ids import current_trace_id
-from freehours.store.driver import Driver
+from freehours.store.driver import Driver, columns
 from freehours.store.prepared import Prepared
 from freehours.store.repository import Repository
 from freehours.store.tables import ledger_entries, quota_events, quotas
@@ -145,9 +146,104 @@ _SAVE_AND_BOOK = Prepared(
     .returning(ledger_entries.c.version)
 )
 # A batch's writes (``save_many``, ``save_and_book_many``): the rows are held locked by the
-# caller, so each statement runs once per row in one ``executemany``, returning nothing.
+# caller. Where the database takes arrays (PostgreSQL), the whole batch is one statement over
+# its rows given column by column (``unnest``); elsewhere each statement runs once per row in
+# one ``executemany``, returning nothing.
 _SAVE_PLAIN = Prepared(_UPDATE)
-_QUOTA_KEY = sa.tuple_(quotas.c.nmi, quotas.c.day)
+_ROWS_IN = ("k_nmi", "k_day", "k_version", *_COLUMNS[3:], "e_at", "e_trace_id")
+#: What a batch's update returns of its input besides the row: the event's and the entry's values.
+_CARRIED = ("e_at", "e_trace_id", *_ENTRY_VALUES)
+_ROW_TYPES = {
+    **{name: quotas.c[name].type for name in _COLUMNS},
+    **{f"k_{name}": quotas.c[name].type for name in ("nmi", "day", "version")},
+    **{name: quotas.c[name].type for name in _COLUMNS[3:]},
+    "e_at": quota_events.c.at.type,
+    "e_trace_id": quota_events.c.trace_id.type,
+    **{name: ledger_entries.c[name].type for name in _ENTRY_VALUES},
+}
+
+
+def _batch(names: Sequence[str], alias: str = "batch") -> sa.TableValuedAlias:
+    """A batch's rows as a table: each parameter (``names``, as the single statements bind
+    them) an array of one column's values, row by row (``freehours.store.driver.columns``)."""
+    return (
+        sa.func.unnest(
+            *(sa.bindparam(name, type_=postgresql.ARRAY(_ROW_TYPES[name])) for name in names)
+        )
+        .table_valued(*(sa.column(name, _ROW_TYPES[name]) for name in names))
+        .render_derived(name=alias)
+    )
+
+
+def _saved_many(names: Sequence[str]) -> sa.CTE:
+    """The batch's transitions, one ``UPDATE ... FROM unnest(...)`` for all of its rows,
+    returning each row written with the rest of its input (its event's time and trace, its
+    ledger entry)."""
+    rows = _batch(names)
+    c = quotas.c
+    return (
+        quotas.update()
+        .where(c.nmi == rows.c.k_nmi, c.day == rows.c.k_day, c.version == rows.c.k_version)
+        .values({name: rows.c[name] for name in _COLUMNS[3:]})
+        .returning(*_WRITTEN, *(rows.c[name] for name in names if name in _CARRIED))
+        .cte("saved")
+    )
+
+
+def _recorded_many(saved: sa.CTE) -> sa.Insert:
+    """The event of every row a batch's update wrote."""
+    return quota_events.insert().from_select(
+        [*_EVENT_COLUMNS, *_EVENT_EXTRA],
+        sa.select(*(saved.c[name] for name in _EVENT_COLUMNS), saved.c.e_at, saved.c.e_trace_id),
+    )
+
+
+def _inserted_many() -> sa.Select[tuple[str, date]]:
+    """The batch's new quotas, one ``INSERT ... SELECT FROM unnest(...) ON CONFLICT DO
+    NOTHING`` in the arrays' (key) order, each inserted row's event (at ``e_at``, in its row's
+    trace), and the (NMI, date) of the rows inserted."""
+    rows = _batch(_COLUMNS)
+    written = (
+        postgresql.insert(quotas)
+        .from_select(_COLUMNS, sa.select(*(rows.c[name] for name in _COLUMNS)))
+        .on_conflict_do_nothing()
+        .returning(*_WRITTEN)
+        .cte("written")
+    )
+    traced = _batch(["nmi", "day", "version", "e_trace_id"], "traced")
+    recorded = quota_events.insert().from_select(
+        [*_EVENT_COLUMNS, *_EVENT_EXTRA],
+        sa.select(
+            *(written.c[name] for name in _EVENT_COLUMNS), _EVENT_EXTRA["at"], traced.c.e_trace_id
+        ).join(
+            traced,
+            sa.and_(
+                written.c.nmi == traced.c.nmi,
+                written.c.day == traced.c.day,
+                written.c.version == traced.c.version,
+            ),
+        ),
+    )
+    return sa.select(written.c.nmi, written.c.day).add_cte(recorded.cte("recorded"))
+
+
+_INSERT_MANY = Prepared(_inserted_many())
+_SAVED_MANY = _saved_many(_ROWS_IN)
+_SAVE_MANY = Prepared(_recorded_many(_SAVED_MANY))
+_SAVED_AND_BOOKED_MANY = _saved_many((*_ROWS_IN, *_ENTRY_VALUES))
+_SAVE_AND_BOOK_MANY = Prepared(
+    ledger_entries.insert()
+    .from_select(
+        ["nmi", "day", "version", *_ENTRY_VALUES],
+        sa.select(
+            _SAVED_AND_BOOKED_MANY.c.nmi,
+            _SAVED_AND_BOOKED_MANY.c.day,
+            _SAVED_AND_BOOKED_MANY.c.version,
+            *(_SAVED_AND_BOOKED_MANY.c[name] for name in _ENTRY_VALUES),
+        ),
+    )
+    .add_cte(_recorded_many(_SAVED_AND_BOOKED_MANY).cte("recorded"))
+)
 _EVENTS = (
     sa.select(quota_events)
     .where(quota_events.c.nmi == sa.bindparam("nmi"), quota_events.c.day == sa.bindparam("day"))
@@ -272,11 +368,11 @@ class Quotas(Repository):
         c = quotas.c
         statement = (
             sa.select(quotas)
-            .where(_QUOTA_KEY.in_(sorted(set(keys))))
+            .where(self._driver.one_of((c.nmi, c.day), sorted(set(keys))))
             .order_by(c.nmi, c.day, c.version)
         )
         if for_update:
-            statement = statement.with_for_update()
+            statement = statement.with_for_update(of=quotas)
         newest: dict[tuple[str, date], Quota] = {}
         for row in self._conn.execute(statement):
             quota = _quota(tuple(row))
@@ -292,6 +388,13 @@ class Quotas(Repository):
         if not new:
             return set()
         ordered = sorted(new, key=lambda quota: (quota.nmi, quota.date, quota.version))
+        if self._driver.takes_arrays:
+            traced = [
+                {**_values(quota), "e_trace_id": trace_ids.get(quota.key) or current_trace_id()}
+                for quota in ordered
+            ]
+            rows = _INSERT_MANY.rows(self._conn, {**columns(traced), "e_at": at})
+            return {(nmi, day) for nmi, day in rows}
         insert = self._driver.insert_or_ignore(quotas).returning(quotas.c.nmi, quotas.c.day)
         inserted = {(row[0], row[1]) for row in self._conn.execute(insert, _rows(ordered))}
         events = [
@@ -311,7 +414,7 @@ class Quotas(Repository):
             _event_params(_save_params(quota), at, trace_ids.get(quota.key)) for quota in changed
         ]
         self._driver.write_and_insert_many(
-            self._conn, params, together=_SAVE_RECORDED, separate=(_SAVE_PLAIN, _RECORD)
+            self._conn, params, arrays=_SAVE_MANY, separate=(_SAVE_PLAIN, _RECORD)
         )
 
     def save_and_book_many(
@@ -330,7 +433,7 @@ class Quotas(Repository):
                 }
             )
         self._driver.write_and_insert_many(
-            self._conn, params, together=_SAVE_AND_BOOK, separate=(_SAVE_PLAIN, _RECORD, _BOOK)
+            self._conn, params, arrays=_SAVE_AND_BOOK_MANY, separate=(_SAVE_PLAIN, _RECORD, _BOOK)
         )
 
     def events(self, nmi: str, day: date) -> list[QuotaEvent]:

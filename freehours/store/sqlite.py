@@ -134,7 +134,7 @@ class SQLite(Driver):
         conn: sa.Connection,
         params: Sequence[dict[str, Any]],
         *,
-        together: Prepared,
+        arrays: Prepared,
         separate: Sequence[Prepared],
     ) -> None:
         for statement in separate:
