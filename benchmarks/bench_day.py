@@ -134,13 +134,19 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--customers", type=int, nargs="+", default=[10_000])
     parser.add_argument("--importers", type=int, default=IMPORTERS)
     parser.add_argument("--workers", type=int, default=WORKERS)
+    parser.add_argument(
+        "--no-bills",
+        dest="bills",
+        action="store_false",
+        help="ingest and settle only: no bill run, and no invoices in the bytes per customer-day",
+    )
     args = parser.parse_args(argv)
     server = os.environ.get("FREEHOURS_BENCH_DATABASE_URL", DEFAULT_SERVER)
     measured = []
     for customers in args.customers:
         figures = Figures(customers)
         with _fresh_postgres_database(server) as url:
-            _measure(url, figures, importers=args.importers, workers=args.workers)
+            _measure(url, figures, importers=args.importers, workers=args.workers, bill=args.bills)
         _report(figures)
         measured.append(figures)
     if len(measured) > 1:
@@ -535,10 +541,11 @@ def _report(f: Figures) -> None:
         f" {f.settle_seconds / settle_goal:.2f}x the goal's pace"
         f" ({SETTLE_GOAL:.0f} s per {GOAL_CUSTOMERS:,}: {settle_goal:.1f} s here)"
     )
-    print(
-        f"day postgres {n:,} customers: bill run {f.invoices:,} invoices in"
-        f" {f.bill_seconds:.1f} s, {f.invoices / f.bill_seconds:,.0f} invoices/s"
-    )
+    if f.bill_seconds:
+        print(
+            f"day postgres {n:,} customers: bill run {f.invoices:,} invoices in"
+            f" {f.bill_seconds:.1f} s, {f.invoices / f.bill_seconds:,.0f} invoices/s"
+        )
     print(
         f"day postgres {n:,} customers: peak memory: imports"
         f" {', '.join(f'{peak / mib:,.0f}' for peak in f.import_peaks)} MiB, workers"
@@ -550,8 +557,8 @@ def _report(f: Figures) -> None:
         f"day postgres {n:,} customers: database {f.database_bytes / 1e6:,.0f} MB,"
         f" {f.database_bytes / n:,.0f} bytes per customer-day ("
         + ", ".join(f"{name} {size / n:,.0f}" for name, size in f.tables.items())
-        + "); checked: every value stored, every quota COMPLETED with one ledger entry,"
-        " one invoice per customer with the ledger's free kWh"
+        + "); checked: every value stored, every quota COMPLETED with one ledger entry"
+        + (", one invoice per customer with the ledger's free kWh" if f.bill_seconds else "")
     )
 
 
