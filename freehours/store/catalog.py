@@ -8,7 +8,7 @@ reads plans. ``Catalog`` runs in its unit of work's transaction.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -20,6 +20,7 @@ from freehours.domain import reads
 from freehours.domain.time import Region
 from freehours.errors import InputError
 from freehours.plans import BUILTIN_IDS, builtin_document
+from freehours.store.driver import among_arrays
 from freehours.store.prepared import Prepared
 from freehours.store.repository import Repository
 from freehours.store.tables import PLAN_ID_LENGTH, customers, plans
@@ -63,6 +64,16 @@ _PLAN_OF = Prepared(
     .select_from(customers.join(plans, customers.c.plan_id == plans.c.plan_id))
     .where(customers.c.nmi == sa.bindparam("nmi"))
 )
+
+
+def _plan_versions() -> sa.Select[Any]:
+    """Customers' plan versions (NMI, plan id, last update): give it a ``where``."""
+    return sa.select(customers.c.nmi, plans.c.plan_id, plans.c.updated_at).select_from(
+        customers.join(plans, customers.c.plan_id == plans.c.plan_id)
+    )
+
+
+_PLAN_VERSIONS_OF = Prepared(_plan_versions().where(among_arrays([customers.c.nmi], ["nmis"])))
 
 
 class Catalog(Repository):
@@ -145,16 +156,13 @@ class Catalog(Repository):
         found: dict[str, tuple[str, datetime]] = {}
         wanted = sorted(set(nmis))
         for start in range(0, len(wanted), _IN_BATCH):
-            rows = self._conn.execute(
-                sa.select(customers.c.nmi, plans.c.plan_id, plans.c.updated_at)
-                .select_from(customers.join(plans, customers.c.plan_id == plans.c.plan_id))
-                .where(
-                    self._driver.one_of(
-                        [customers.c.nmi], [(nmi,) for nmi in wanted[start : start + _IN_BATCH]]
-                    )
-                )
-            )
-            found.update((row.nmi, (row.plan_id, row.updated_at)) for row in rows)
+            some = wanted[start : start + _IN_BATCH]
+            rows: Sequence[Sequence[Any]]
+            if self._driver.takes_arrays:
+                rows = _PLAN_VERSIONS_OF.rows(self._conn, {"nmis": some})
+            else:
+                rows = self._conn.execute(_plan_versions().where(customers.c.nmi.in_(some))).all()
+            found.update((nmi, (plan_id, updated_at)) for nmi, plan_id, updated_at in rows)
         return found
 
     def _upsert(self, table: sa.Table, row: dict[str, Any]) -> None:

@@ -142,16 +142,6 @@ class Driver(ABC):
                 prepared = self._prepared.setdefault(build, Prepared(build(self)))
         return prepared
 
-    def one_of(
-        self, columns: Sequence[sa.ColumnElement[Any]], keys: Collection[tuple[Any, ...]]
-    ) -> sa.ColumnElement[bool]:
-        """Rows whose ``columns`` hold one of ``keys`` (a tuple of values per key, in the
-        columns' order): an ``IN`` list here; one array per column where the database takes
-        arrays, so that the statement's text is the same whatever the number of keys."""
-        if len(columns) == 1:
-            return columns[0].in_([key for (key,) in keys])
-        return sa.tuple_(*columns).in_(list(keys))
-
     @abstractmethod
     def where_pairs(
         self,
@@ -250,3 +240,23 @@ class Driver(ABC):
 def columns(params: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
     """Rows of parameters (each by name, all with the same names) as one array per name."""
     return {name: [row[name] for row in params] for name in params[0]} if params else {}
+
+
+def among_arrays(
+    columns: Sequence[sa.ColumnElement[Any]], names: Sequence[str]
+) -> sa.ColumnElement[bool]:
+    """For a database that takes arrays (``Driver.takes_arrays``): rows whose ``columns`` hold
+    one of the keys given as one array per column, bound as ``names`` (``columns`` turns rows of
+    keys into them). One statement text whatever the number of keys, so it is compiled, parsed
+    and prepared once, where an ``IN`` list of N keys is a new statement at every N; the keys'
+    join is an index look-up per key, each pruned to its partition at run time."""
+    from sqlalchemy.dialects import postgresql  # noqa: PLC0415 - the databases that take arrays
+
+    arrays = [
+        sa.bindparam(name, type_=postgresql.ARRAY(column.type))
+        for name, column in zip(names, columns, strict=True)
+    ]
+    if len(columns) == 1:
+        return columns[0] == sa.any_(arrays[0])
+    wanted = sa.func.unnest(*arrays).table_valued(*names).render_derived(name="wanted")
+    return sa.tuple_(*columns).in_(sa.select(*(wanted.c[name] for name in names)))

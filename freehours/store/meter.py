@@ -49,7 +49,7 @@ from freehours.domain.reads import (
     reads_by_day,
 )
 from freehours.errors import InputError
-from freehours.store.driver import Driver
+from freehours.store.driver import Driver, among_arrays
 from freehours.store.prepared import Prepared
 from freehours.store.repository import Repository
 from freehours.store.tables import UOM_LENGTH, UtcDateTime, meter_days
@@ -427,6 +427,28 @@ _DAYS_FOR = Prepared(
 )
 
 
+def _days_for_many() -> sa.Select[Any]:
+    """Day rows of some NMIs on some NEM dates (give it a ``where``), by NMI, date and suffix."""
+    c = meter_days.c
+    return sa.select(
+        c.nmi,
+        c.suffix,
+        c.day,
+        c.interval_minutes,
+        c.interval_values,
+        c.qualities,
+        c.update_datetime,
+        c.uom,
+    ).order_by(c.nmi, c.day, c.suffix)
+
+
+_DAYS_FOR_MANY = Prepared(
+    _days_for_many().where(
+        among_arrays([meter_days.c.nmi], ["nmis"]), among_arrays([meter_days.c.day], ["days"])
+    )
+)
+
+
 class Meter(Repository):
     """Meter data, in the unit of work's transaction."""
 
@@ -486,23 +508,13 @@ class Meter(Repository):
         if not dates:
             return found
         c = meter_days.c
-        rows = self._conn.execute(
-            sa.select(
-                c.nmi,
-                c.suffix,
-                c.day,
-                c.interval_minutes,
-                c.interval_values,
-                c.qualities,
-                c.update_datetime,
-                c.uom,
-            )
-            .where(
-                self._driver.one_of([c.nmi], [(nmi,) for nmi in sorted(wanted)]),
-                self._driver.one_of([c.day], [(day,) for day in sorted(dates)]),
-            )
-            .order_by(c.nmi, c.day, c.suffix)
-        )
+        nmis, days = sorted(wanted), sorted(dates)
+        rows: Sequence[Sequence[Any]]
+        if self._driver.takes_arrays:
+            rows = _DAYS_FOR_MANY.rows(self._conn, {"nmis": nmis, "days": days})
+        else:
+            statement = _days_for_many().where(c.nmi.in_(nmis), c.day.in_(days))
+            rows = self._conn.execute(statement).all()
         for nmi, suffix, day, minutes, values, qualities, stamp, uom in rows:
             if day in wanted[nmi]:
                 found[nmi].append(

@@ -172,23 +172,6 @@ class PostgreSQL(Driver):
     def epoch_seconds(self, column: sa.ColumnElement[Any]) -> sa.ColumnElement[float]:
         return sa.cast(sa.extract("epoch", column), sa.Float)
 
-    def one_of(
-        self, columns: Sequence[sa.ColumnElement[Any]], keys: Collection[tuple[Any, ...]]
-    ) -> sa.ColumnElement[bool]:
-        # One text whatever the number of keys: compiled once by SQLAlchemy, parsed once by
-        # psycopg and prepared once by the server, where an IN list of N keys is a new
-        # statement for every N. The keys' join is an index lookup per key, each pruned to its
-        # partition at run time.
-        arrays = [
-            sa.literal([key[n] for key in keys], postgresql.ARRAY(column.type))
-            for n, column in enumerate(columns)
-        ]
-        if len(columns) == 1:
-            return columns[0] == sa.any_(arrays[0])
-        names = [f"k{n}" for n in range(len(columns))]
-        wanted = sa.func.unnest(*arrays).table_valued(*names).render_derived(name="wanted")
-        return sa.tuple_(*columns).in_(sa.select(*(wanted.c[name] for name in names)))
-
     def where_pairs(
         self,
         statement: sa.Update,

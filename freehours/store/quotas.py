@@ -26,7 +26,7 @@ from sqlalchemy.sql.expression import ClauseElement
 
 from freehours.domain.settlement import Quota, QuotaStatus, new_quota
 from freehours.observability.trace_ids import current_trace_id
-from freehours.store.driver import Driver, columns
+from freehours.store.driver import Driver, among_arrays, columns
 from freehours.store.prepared import Prepared
 from freehours.store.repository import Repository
 from freehours.store.tables import ledger_entries, quota_events, quotas
@@ -228,6 +228,16 @@ def _inserted_many() -> sa.Select[tuple[str, date]]:
 
 
 _INSERT_MANY = Prepared(_inserted_many())
+
+
+def _latest_many() -> sa.Select[Any]:
+    """Every version of some quotas (give it a ``where``), in key and version order."""
+    return sa.select(quotas).order_by(quotas.c.nmi, quotas.c.day, quotas.c.version)
+
+
+_KEYS_IN = among_arrays((quotas.c.nmi, quotas.c.day), ("k_nmi", "k_day"))
+_LATEST_MANY = Prepared(_latest_many().where(_KEYS_IN))
+_LATEST_MANY_FOR_UPDATE = Prepared(_latest_many().where(_KEYS_IN).with_for_update(of=quotas))
 _SAVED_MANY = _saved_many(_ROWS_IN)
 _SAVE_MANY = Prepared(_recorded_many(_SAVED_MANY))
 _SAVED_AND_BOOKED_MANY = _saved_many((*_ROWS_IN, *_ENTRY_VALUES))
@@ -365,16 +375,18 @@ class Quotas(Repository):
         """
         if not keys:
             return {}
-        c = quotas.c
-        statement = (
-            sa.select(quotas)
-            .where(self._driver.one_of((c.nmi, c.day), sorted(set(keys))))
-            .order_by(c.nmi, c.day, c.version)
-        )
-        if for_update:
-            statement = statement.with_for_update(of=quotas)
+        wanted = sorted(set(keys))
+        rows: Sequence[Sequence[Any]]
+        if self._driver.takes_arrays:
+            prepared = _LATEST_MANY_FOR_UPDATE if for_update else _LATEST_MANY
+            rows = prepared.rows(self._conn, columns([{"k_nmi": n, "k_day": d} for n, d in wanted]))
+        else:
+            statement = _latest_many().where(sa.tuple_(quotas.c.nmi, quotas.c.day).in_(wanted))
+            rows = self._conn.execute(
+                statement.with_for_update() if for_update else statement
+            ).all()
         newest: dict[tuple[str, date], Quota] = {}
-        for row in self._conn.execute(statement):
+        for row in rows:
             quota = _quota(tuple(row))
             newest[(quota.nmi, quota.date)] = quota  # ascending versions: the last one wins
         return newest
