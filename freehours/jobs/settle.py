@@ -47,8 +47,10 @@ KIND = "settle"
 #: a dead holder's lock, and then the job is DISCARDED and alerted on.
 SETTLEMENT_JOB_SLACK = timedelta(hours=1)
 
-#: Quotas per ``settle_many`` call when a worker has that many due at once.
-DEFAULT_BATCH = 32
+#: Quotas per ``settle_many`` call when a worker has that many due at once: a worker's whole
+#: claim (``WorkerConfig.batch``). Measured on the 2-core machine, a day of 100,000 quotas: 32 a
+#: call settled 1,047 a second, 64 1,309, 128 (with claims of 128) 991.
+DEFAULT_BATCH = 64
 
 
 class SettleTask:
@@ -56,8 +58,7 @@ class SettleTask:
     jobs a worker claimed together (``BatchTask``), one ``Settlements.settle_many`` call for up
     to ``batch`` of them, each answer obeyed as settle's would be."""
 
-    #: Quotas settled per ``settle_many`` call at most: measured on the 2-core machine,
-    #: DEFAULT_BATCH.
+    #: Quotas settled per ``settle_many`` call at most (``DEFAULT_BATCH``).
     batch: int
 
     def __init__(self, settlements: Settlements, *, batch: int = DEFAULT_BATCH) -> None:

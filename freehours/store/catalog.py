@@ -73,7 +73,9 @@ def _plan_versions() -> sa.Select[Any]:
     )
 
 
-_PLAN_VERSIONS_OF = Prepared(_plan_versions().where(among_arrays([customers.c.nmi], ["nmis"])))
+_PLAN_VERSIONS_OF = Prepared(
+    _plan_versions().where(among_arrays([customers.c.nmi], ["nmis"])), plan_each_time=True
+)
 
 
 class Catalog(Repository):

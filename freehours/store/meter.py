@@ -442,10 +442,10 @@ def _days_for_many() -> sa.Select[Any]:
     ).order_by(c.nmi, c.day, c.suffix)
 
 
+# By (NMI, date) pairs: a scan of the dates' index would read every NMI's rows of the day.
 _DAYS_FOR_MANY = Prepared(
-    _days_for_many().where(
-        among_arrays([meter_days.c.nmi], ["nmis"]), among_arrays([meter_days.c.day], ["days"])
-    )
+    _days_for_many().where(among_arrays((meter_days.c.nmi, meter_days.c.day), ("nmis", "days"))),
+    plan_each_time=True,
 )
 
 
@@ -511,7 +511,9 @@ class Meter(Repository):
         nmis, days = sorted(wanted), sorted(dates)
         rows: Sequence[Sequence[Any]]
         if self._driver.takes_arrays:
-            rows = _DAYS_FOR_MANY.rows(self._conn, {"nmis": nmis, "days": days})
+            pairs = [(nmi, day) for nmi in nmis for day in sorted(wanted[nmi])]
+            keys = {"nmis": [nmi for nmi, _ in pairs], "days": [day for _, day in pairs]}
+            rows = _DAYS_FOR_MANY.rows(self._conn, keys)
         else:
             statement = _days_for_many().where(c.nmi.in_(nmis), c.day.in_(days))
             rows = self._conn.execute(statement).all()

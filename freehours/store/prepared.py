@@ -69,9 +69,16 @@ def run_script(conn: sa.Connection, sql: str) -> None:
 class Prepared:
     """One Core statement, run on the DBAPI cursor of a connection's current transaction."""
 
-    def __init__(self, statement: ClauseElement) -> None:
+    def __init__(self, statement: ClauseElement, *, plan_each_time: bool = False) -> None:
+        """``plan_each_time``: never a prepared statement on the server (psycopg prepares a
+        statement it has run five times, and the server then reuses one generic plan), but a
+        plan for each execution's own values. For a statement over a batch of keys in arrays:
+        a generic plan cannot prune partitions while planning, and one made while a table was
+        small (a day's partition at the start of its burst; no ``ANALYZE`` since) stays a scan
+        of the whole partition as it grows."""
         self.statement = statement
         self._compiled: dict[str, _Compiled] = {}
+        self._options = {"prepare": False} if plan_each_time else {}
 
     def rows(self, conn: sa.Connection, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         """Run the statement with ``params`` (by bind name); its rows, processed, if it has any."""
@@ -86,7 +93,10 @@ class Prepared:
         )
         cursor = _cursor(conn)
         try:
-            cursor.execute(compiled.sql, bound)
+            if self._options and conn.dialect.driver == "psycopg":
+                cursor.execute(compiled.sql, bound, **self._options)
+            else:
+                cursor.execute(compiled.sql, bound)
             raw = cursor.fetchall() if compiled.has_results else []
         except conn.dialect.loaded_dbapi.Error as exc:
             self._raise(conn, compiled.sql, bound, exc, cursor)

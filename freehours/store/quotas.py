@@ -227,7 +227,7 @@ def _inserted_many() -> sa.Select[tuple[str, date]]:
     return sa.select(written.c.nmi, written.c.day).add_cte(recorded.cte("recorded"))
 
 
-_INSERT_MANY = Prepared(_inserted_many())
+_INSERT_MANY = Prepared(_inserted_many(), plan_each_time=True)
 
 
 def _latest_many() -> sa.Select[Any]:
@@ -236,10 +236,12 @@ def _latest_many() -> sa.Select[Any]:
 
 
 _KEYS_IN = among_arrays((quotas.c.nmi, quotas.c.day), ("k_nmi", "k_day"))
-_LATEST_MANY = Prepared(_latest_many().where(_KEYS_IN))
-_LATEST_MANY_FOR_UPDATE = Prepared(_latest_many().where(_KEYS_IN).with_for_update(of=quotas))
+_LATEST_MANY = Prepared(_latest_many().where(_KEYS_IN), plan_each_time=True)
+_LATEST_MANY_FOR_UPDATE = Prepared(
+    _latest_many().where(_KEYS_IN).with_for_update(of=quotas), plan_each_time=True
+)
 _SAVED_MANY = _saved_many(_ROWS_IN)
-_SAVE_MANY = Prepared(_recorded_many(_SAVED_MANY))
+_SAVE_MANY = Prepared(_recorded_many(_SAVED_MANY), plan_each_time=True)
 _SAVED_AND_BOOKED_MANY = _saved_many((*_ROWS_IN, *_ENTRY_VALUES))
 _SAVE_AND_BOOK_MANY = Prepared(
     ledger_entries.insert()
@@ -252,7 +254,8 @@ _SAVE_AND_BOOK_MANY = Prepared(
             *(_SAVED_AND_BOOKED_MANY.c[name] for name in _ENTRY_VALUES),
         ),
     )
-    .add_cte(_recorded_many(_SAVED_AND_BOOKED_MANY).cte("recorded"))
+    .add_cte(_recorded_many(_SAVED_AND_BOOKED_MANY).cte("recorded")),
+    plan_each_time=True,
 )
 _EVENTS = (
     sa.select(quota_events)
