@@ -480,17 +480,23 @@ class Settlements:
                 alone = [item for name, item in names.items() if name not in taken]
                 current = unit.quotas.latest_many([item.key for item in mine], for_update=True)
                 wanted: dict[str, set[date]] = {}
+                plans: dict[str, Plan] = {}
                 for item in mine:
-                    nem_dates = item.customer.plan.nem_dates(item.quota.date)
+                    nem_dates = item.customer.profiles.nem_dates(item.quota.date)
                     wanted.setdefault(item.quota.nmi, set()).update(nem_dates)
-                days_of = unit.meter.days_for_many(wanted)
+                    plans[item.quota.nmi] = item.customer.plan
+                # Only consumption counts towards free energy (and its window's completeness):
+                # an export channel's day is not read into values, nor rated.
+                days_of = unit.meter.days_for_many(
+                    wanted, keep=lambda nmi, suffix: plans[nmi].is_consumption(suffix)
+                )
                 for item in mine:
                     mine_held = item.quota
                     quota = current.get(item.key)
                     if quota is None or quota.version != mine_held.version:
                         stale.append((item, quota or mine_held))
                         continue
-                    dates = set(item.customer.plan.nem_dates(mine_held.date))
+                    dates = set(item.customer.profiles.nem_dates(mine_held.date))
                     days = [day for day in days_of[mine_held.nmi] if day.day in dates]
                     try:
                         step = self._completion(unit, quota, mine_held, item.customer, days)

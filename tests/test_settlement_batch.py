@@ -220,6 +220,29 @@ def test_a_batch_settles_many_quotas_once_each_and_replays_them_from_the_cache(
     assert len(ledger(store, nmis)) == COUNT
 
 
+def test_a_batch_reads_only_consumption_and_settles_what_single_settles_do(
+    store: Store, service: Settlements
+) -> None:
+    # E1 and B1 (export through the window): the batch leaves the export day unread, and its
+    # free energy is still exactly what the single path, which reads every channel, settles.
+    alone, together = customers(store, "E", 3), customers(store, "F", 3)
+    for n, (single, batched) in enumerate(zip(alone, together, strict=True)):
+        for nmi in (single, batched):
+            ingest(
+                store,
+                reads(nmi, f"0.{n + 2}50"),
+                replace(reads(nmi, f"1.{n}00"), suffix="B1"),
+            )
+    singles = [service.settle(nmi, DAY) for nmi in alone]
+    batch = answers_of(service.settle_many(requests(together)))
+    assert [comparable(a) for a in batch] == [comparable(a) for a in singles]
+    assert [a.quota.free_kwh for a in batch] == [
+        Decimal("1.500"),
+        Decimal("2.100"),
+        Decimal("2.700"),
+    ]
+
+
 def test_a_repeated_key_in_one_batch_is_answered_as_a_second_request(
     store: Store, service: Settlements
 ) -> None:

@@ -26,7 +26,7 @@ that race merges into the winner's row instead.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
@@ -500,9 +500,14 @@ class Meter(Repository):
             if day in wanted
         ]
 
-    def days_for_many(self, wanted: Mapping[str, Collection[date]]) -> dict[str, list[IntervalDay]]:
+    def days_for_many(
+        self,
+        wanted: Mapping[str, Collection[date]],
+        keep: Callable[[str, str], bool] | None = None,
+    ) -> dict[str, list[IntervalDay]]:
         """``days_for`` of many NMIs (each with its NEM dates) in one round trip: by NMI, each
-        NMI's rows by date, then suffix (an NMI without rows on its dates maps to [])."""
+        NMI's rows by date, then suffix (an NMI without rows on its dates maps to []). With
+        ``keep``, only the rows of the (NMI, suffix) it accepts, the others not even decoded."""
         found: dict[str, list[IntervalDay]] = {nmi: [] for nmi in wanted}
         dates = {day for days in wanted.values() for day in days}
         if not dates:
@@ -518,7 +523,7 @@ class Meter(Repository):
             statement = _days_for_many().where(c.nmi.in_(nmis), c.day.in_(days))
             rows = self._conn.execute(statement).all()
         for nmi, suffix, day, minutes, values, qualities, stamp, uom in rows:
-            if day in wanted[nmi]:
+            if day in wanted[nmi] and (keep is None or keep(nmi, suffix)):
                 found[nmi].append(
                     IntervalDay(
                         nmi=nmi,
