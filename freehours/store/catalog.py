@@ -20,7 +20,7 @@ from freehours.domain import reads
 from freehours.domain.time import Region
 from freehours.errors import InputError
 from freehours.plans import BUILTIN_IDS, builtin_document
-from freehours.store.driver import among_arrays
+from freehours.store.driver import any_of
 from freehours.store.prepared import Prepared
 from freehours.store.repository import Repository
 from freehours.store.tables import PLAN_ID_LENGTH, customers, plans
@@ -74,7 +74,7 @@ def _plan_versions() -> sa.Select[Any]:
 
 
 _PLAN_VERSIONS_OF = Prepared(
-    _plan_versions().where(among_arrays([customers.c.nmi], ["nmis"])), plan_each_time=True
+    _plan_versions().where(any_of(customers.c.nmi, "nmis")), plan_each_time=True
 )
 
 

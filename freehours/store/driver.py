@@ -242,21 +242,51 @@ def columns(params: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
     return {name: [row[name] for row in params] for name in params[0]} if params else {}
 
 
-def among_arrays(
-    columns: Sequence[sa.ColumnElement[Any]], names: Sequence[str]
-) -> sa.ColumnElement[bool]:
-    """For a database that takes arrays (``Driver.takes_arrays``): rows whose ``columns`` hold
-    one of the keys given as one array per column, bound as ``names`` (``columns`` turns rows of
-    keys into them). One statement text whatever the number of keys, so it is compiled, parsed
-    and prepared once, where an ``IN`` list of N keys is a new statement at every N; the keys'
-    join is an index look-up per key, each pruned to its partition at run time."""
+def each_key(
+    query: sa.Select[Any],
+    columns: Sequence[sa.ColumnElement[Any]],
+    names: Sequence[str],
+    order_by: Sequence[str],
+    *,
+    for_update: bool = False,
+) -> sa.Select[Any]:
+    """For a database that takes arrays (``Driver.takes_arrays``): ``query``'s rows for each of
+    a batch's keys, the keys given as one array per column, bound as ``names`` (``columns``
+    turns rows of keys into them); ordered by ``order_by`` (names of ``query``'s columns), and
+    locked for the transaction, in that order, when ``for_update``.
+
+    One statement text whatever the number of keys, so it is compiled and parsed once, where an
+    ``IN`` list of N keys is a new statement at every N. Each key's rows are looked up on their
+    own (a ``LATERAL`` join, pruned to the key's partition as it runs): whatever the planner
+    guesses of a table it has no statistics of yet (a day's partition filling up, with
+    autovacuum behind or off), it cannot turn a batch's look-up into a scan of the partition,
+    which would read every customer's rows of the day for each batch."""
     from sqlalchemy.dialects import postgresql  # noqa: PLC0415 - the databases that take arrays
 
-    arrays = [
-        sa.bindparam(name, type_=postgresql.ARRAY(column.type))
-        for name, column in zip(names, columns, strict=True)
-    ]
-    if len(columns) == 1:
-        return columns[0] == sa.any_(arrays[0])
-    wanted = sa.func.unnest(*arrays).table_valued(*names).render_derived(name="wanted")
-    return sa.tuple_(*columns).in_(sa.select(*(wanted.c[name] for name in names)))
+    keys = (
+        sa.func.unnest(
+            *(
+                sa.bindparam(name, type_=postgresql.ARRAY(column.type))
+                for name, column in zip(names, columns, strict=True)
+            )
+        )
+        .table_valued(*names)
+        .render_derived(name="batch_key")
+    )
+    found = query.where(
+        *(column == keys.c[name] for name, column in zip(names, columns, strict=True))
+    ).lateral("found")
+    statement = (
+        sa.select(*found.c)
+        .select_from(keys.join(found, sa.true()))
+        .order_by(*(found.c[name] for name in order_by))
+    )
+    return statement.with_for_update(of=sa.table(found.name)) if for_update else statement
+
+
+def any_of(column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
+    """For a database that takes arrays: rows whose ``column`` is one of the array bound as
+    ``name``: one statement text whatever the number of values (see ``each_key``)."""
+    from sqlalchemy.dialects import postgresql  # noqa: PLC0415 - the databases that take arrays
+
+    return column == sa.any_(sa.bindparam(name, type_=postgresql.ARRAY(column.type)))

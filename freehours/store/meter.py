@@ -49,7 +49,7 @@ from freehours.domain.reads import (
     reads_by_day,
 )
 from freehours.errors import InputError
-from freehours.store.driver import Driver, among_arrays
+from freehours.store.driver import Driver, each_key
 from freehours.store.prepared import Prepared
 from freehours.store.repository import Repository
 from freehours.store.tables import UOM_LENGTH, UtcDateTime, meter_days
@@ -442,9 +442,13 @@ def _days_for_many() -> sa.Select[Any]:
     ).order_by(c.nmi, c.day, c.suffix)
 
 
-# By (NMI, date) pairs: a scan of the dates' index would read every NMI's rows of the day.
 _DAYS_FOR_MANY = Prepared(
-    _days_for_many().where(among_arrays((meter_days.c.nmi, meter_days.c.day), ("nmis", "days"))),
+    each_key(
+        _days_for_many().order_by(None),
+        (meter_days.c.nmi, meter_days.c.day),
+        ("nmis", "days"),
+        order_by=("nmi", "day", "suffix"),
+    ),
     plan_each_time=True,
 )
 

@@ -26,7 +26,7 @@ from sqlalchemy.sql.expression import ClauseElement
 
 from freehours.domain.settlement import Quota, QuotaStatus, new_quota
 from freehours.observability.trace_ids import current_trace_id
-from freehours.store.driver import Driver, among_arrays, columns
+from freehours.store.driver import Driver, columns, each_key
 from freehours.store.prepared import Prepared
 from freehours.store.repository import Repository
 from freehours.store.tables import ledger_entries, quota_events, quotas
@@ -235,11 +235,14 @@ def _latest_many() -> sa.Select[Any]:
     return sa.select(quotas).order_by(quotas.c.nmi, quotas.c.day, quotas.c.version)
 
 
-_KEYS_IN = among_arrays((quotas.c.nmi, quotas.c.day), ("k_nmi", "k_day"))
-_LATEST_MANY = Prepared(_latest_many().where(_KEYS_IN), plan_each_time=True)
-_LATEST_MANY_FOR_UPDATE = Prepared(
-    _latest_many().where(_KEYS_IN).with_for_update(of=quotas), plan_each_time=True
+_EACH_KEY = (
+    sa.select(quotas),
+    (quotas.c.nmi, quotas.c.day),
+    ("k_nmi", "k_day"),
+    ("nmi", "day", "version"),
 )
+_LATEST_MANY = Prepared(each_key(*_EACH_KEY), plan_each_time=True)
+_LATEST_MANY_FOR_UPDATE = Prepared(each_key(*_EACH_KEY, for_update=True), plan_each_time=True)
 _SAVED_MANY = _saved_many(_ROWS_IN)
 _SAVE_MANY = Prepared(_recorded_many(_SAVED_MANY), plan_each_time=True)
 _SAVED_AND_BOOKED_MANY = _saved_many((*_ROWS_IN, *_ENTRY_VALUES))
