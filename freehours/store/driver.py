@@ -273,9 +273,14 @@ def each_key(
         .table_valued(*names)
         .render_derived(name="batch_key")
     )
-    found = query.where(
-        *(column == keys.c[name] for name, column in zip(names, columns, strict=True))
-    ).lateral("found")
+    found = (
+        query.where(*(column == keys.c[name] for name, column in zip(names, columns, strict=True)))
+        # OFFSET 0: a subquery PostgreSQL may not pull up into the join, where a hash join over
+        # a scan of the table is one of its choices again; run once per key, the cheapest plan
+        # of 64 runs is 64 index look-ups.
+        .offset(sa.literal_column("0"))
+        .lateral("found")
+    )
     statement = (
         sa.select(*found.c)
         .select_from(keys.join(found, sa.true()))
