@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 import sqlalchemy as sa
+import structlog
 
 # ``store`` and ``store_url``: a database on each backend (SQLite, PostgreSQL), isolated per test;
 # ``spans``: the spans a test finished (the OpenTelemetry SDK, in memory).
@@ -30,6 +31,16 @@ def _unavailable(what: str, detail: str) -> None:
     if os.environ.get("FREEHOURS_REQUIRE_SERVICES"):
         pytest.fail(f"{what} is required here (FREEHOURS_REQUIRE_SERVICES) but {detail}")
     pytest.skip(f"{what} not reachable ({detail}); its tests are skipped")
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """structlog's configuration put back after each test: a command run in the test's process
+    (``CliRunner``) configures logging at ``warning`` for good, and a later test in the same
+    process capturing its ``info`` lines (``capture_logs`` keeps the level filter) saw none."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
 
 
 @pytest.fixture(scope="session")

@@ -244,16 +244,16 @@ def columns(params: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
 
 def each_key(
     query: sa.Select[Any],
-    columns: Sequence[sa.ColumnElement[Any]],
+    key_columns: Sequence[sa.ColumnElement[Any]],
     names: Sequence[str],
     order_by: Sequence[str],
     *,
     for_update: bool = False,
 ) -> sa.Select[Any]:
     """For a database that takes arrays (``Driver.takes_arrays``): ``query``'s rows for each of
-    a batch's keys, the keys given as one array per column, bound as ``names`` (``columns``
-    turns rows of keys into them); ordered by ``order_by`` (names of ``query``'s columns), and
-    locked for the transaction, in that order, when ``for_update``.
+    a batch's keys (values of ``key_columns``), given as one array per column, bound as
+    ``names`` (``columns`` turns rows of keys into them); ordered by ``order_by`` (names of
+    ``query``'s columns), and locked for the transaction, in that order, when ``for_update``.
 
     One statement text whatever the number of keys, so it is compiled and parsed once, where an
     ``IN`` list of N keys is a new statement at every N. Each key's rows are looked up on their
@@ -267,14 +267,16 @@ def each_key(
         sa.func.unnest(
             *(
                 sa.bindparam(name, type_=postgresql.ARRAY(column.type))
-                for name, column in zip(names, columns, strict=True)
+                for name, column in zip(names, key_columns, strict=True)
             )
         )
         .table_valued(*names)
         .render_derived(name="batch_key")
     )
     found = (
-        query.where(*(column == keys.c[name] for name, column in zip(names, columns, strict=True)))
+        query.where(
+            *(column == keys.c[name] for name, column in zip(names, key_columns, strict=True))
+        )
         # OFFSET 0: a subquery PostgreSQL may not pull up into the join, where a hash join over
         # a scan of the table is one of its choices again; run once per key, the cheapest plan
         # of 64 runs is 64 index look-ups.
