@@ -7,6 +7,7 @@ set (``make ci``), where it fails instead.
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -35,11 +36,20 @@ def _unavailable(what: str, detail: str) -> None:
 
 @pytest.fixture(autouse=True)
 def _logging_as_it_was() -> Iterator[None]:
-    """structlog's configuration put back after each test: a command run in the test's process
-    (``CliRunner``) configures logging at ``warning`` for good, and a later test in the same
-    process capturing its ``info`` lines (``capture_logs`` keeps the level filter) saw none."""
+    """Logging as it was before each test, and no context bound: a command run in the test's
+    process (``CliRunner``) configures logging at ``warning`` for good, so a later test in the
+    same process capturing ``info`` lines (``capture_logs`` keeps the level filter) saw none; a
+    handler a test added to the root logger printed every later line twice; a job run in the
+    test's thread left its NMI and date bound to every later line."""
     saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    structlog.contextvars.clear_contextvars()
     yield
+    structlog.contextvars.clear_contextvars()
+    for handler in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(handler)
+    root.setLevel(level)
     structlog.configure(**saved)
 
 
