@@ -17,6 +17,12 @@ from freehours.domain.settlement import Quota, QuotaStatus
 from freehours.errors import FreehoursError
 
 
+#: The in-process cache's bound, in quotas: about 650 bytes each (measured with tracemalloc), so
+#: some 65 MB at most. A worker settling 1,500 quotas a second writes 450,000 in the five minutes
+#: a terminal entry lives; the database answers for the ones evicted early.
+MEMORY_CACHE_ENTRIES = 100_000
+
+
 class CacheUnavailable(FreehoursError):
     """The cache could not be reached. Callers log, count and carry on with the database."""
 
@@ -83,12 +89,27 @@ def _str(value: Decimal | None) -> str | None:
 
 
 class MemoryQuotaCache:
-    """The in-process cache: one dict, one lock, expiry on the injected clock."""
+    """The in-process cache: one dict, one lock, expiry on the injected clock, at most
+    ``max_entries`` quotas.
 
-    def __init__(self, clock: Clock | None = None) -> None:
+    An entry goes when it is read after its time to live; and when a put finds the cache full,
+    every expired entry goes, then, if that freed less than a tenth of it, the entries written
+    longest ago (the dict keeps them in the order written) until a tenth is free: a worker that
+    settles a million quotas, none of them read again, holds at most ``max_entries``. A quota
+    evicted early is a lost cache write, which the cache's rules already allow for: the database
+    answers, and a job told a newer version never trusts an older cached one.
+    """
+
+    def __init__(self, clock: Clock | None = None, max_entries: int = MEMORY_CACHE_ENTRIES) -> None:
+        if max_entries < 1:
+            raise ValueError(f"max_entries must be at least 1, not {max_entries}")
         self._clock = clock or SystemClock()
         self._entries: dict[str, tuple[float, Quota]] = {}
         self._lock = threading.Lock()
+        self._max = max_entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     def get(self, key: str) -> Quota | None:
         with self._lock:
@@ -103,14 +124,30 @@ class MemoryQuotaCache:
 
     def put(self, quota: Quota, ttl_seconds: float) -> bool:
         now = self._clock.monotonic()
+        key = quota.key
         with self._lock:
-            entry = self._entries.get(quota.key)
+            entry = self._entries.pop(key, None)
             if entry is not None and entry[0] > now:
                 held = entry[1]
                 if (quota.version, quota.revision) <= (held.version, held.revision):
+                    self._entries[key] = entry  # kept, now as the latest written
                     return False
-            self._entries[quota.key] = (now + ttl_seconds, quota)
+            if len(self._entries) >= self._max:
+                self._make_room(now)
+            self._entries[key] = (now + ttl_seconds, quota)
             return True
+
+    def _make_room(self, now: float) -> None:
+        """Under the lock, the cache full: the expired entries out, then the oldest written
+        until a tenth of the cache is free."""
+        entries = self._entries
+        for key in [key for key, (expires, _) in entries.items() if expires <= now]:
+            del entries[key]
+        target = self._max - max(1, self._max // 10)
+        if len(entries) > target:
+            oldest = iter(list(entries))
+            while len(entries) > target:
+                del entries[next(oldest)]
 
 
 # Compare-and-set on (version, revision), then store with its time to live: one atomic step.

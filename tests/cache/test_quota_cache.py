@@ -105,6 +105,43 @@ def test_memory_entries_expire_on_the_injected_clock() -> None:
     assert cache.put(replace(locked, revision=0), 30)
 
 
+def test_memory_cache_holds_at_most_its_bound_of_quotas_never_read_again() -> None:
+    # A worker settling a day of quotas, none read again: the cache stays within its bound,
+    # the expired entries going first, then the ones written longest ago.
+    clock = ManualClock(NOW)
+    cache = MemoryQuotaCache(clock, max_entries=100)
+    _, _, done = _states()
+    for n in range(1_000):
+        cache.put(replace(done, nmi=f"41020{n:05d}"), 300)
+        clock.advance(1)
+        assert len(cache) <= 100
+    # The newest written are still there, the oldest gone.
+    assert cache.get(replace(done, nmi="4102000999").key) is not None
+    assert cache.get(replace(done, nmi="4102000000").key) is None
+    # Entries past their time to live go before any live one does: the oldest written live
+    # ones (999, written at 999 s, expiring at 1,299 s) stay.
+    clock.advance(295)  # now 1,295 s: every entry written before 995 s has expired
+    for n in range(1_000, 1_020):
+        cache.put(replace(done, nmi=f"41020{n:05d}"), 300)
+    assert len(cache) == 24
+    assert cache.get(replace(done, nmi="4102000999").key) is not None
+
+
+def test_memory_cache_refusing_an_older_state_keeps_the_newer_as_latest_written() -> None:
+    clock = ManualClock(NOW)
+    cache = MemoryQuotaCache(clock, max_entries=2)
+    _, locked, done = _states()
+    assert cache.put(done, 300)
+    other = replace(done, nmi="4102000002")
+    assert cache.put(other, 300)
+    assert not cache.put(locked, 300)  # older: refused, and done is now the latest written
+    cache.put(replace(done, nmi="4102000003"), 300)  # full: the oldest written goes
+    assert cache.get(done.key) == done
+    assert cache.get(other.key) is None
+    with pytest.raises(ValueError, match="max_entries"):
+        MemoryQuotaCache(clock, max_entries=0)
+
+
 def test_redis_entries_carry_their_time_to_live(redis_url: str) -> None:
     client = redis.Redis.from_url(redis_url)
     prefix = f"test:{uuid.uuid4().hex}:"
