@@ -11,26 +11,29 @@ recorded unless all of it is.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
 from freehours.clock import Clock
-from freehours.domain.reads import DayKey, IntervalDay, IntervalRead, latest_read_date
+from freehours.domain.reads import IntervalDay, IntervalRead, latest_read_date
 from freehours.domain.settlement import Quota
 from freehours.domain.time import NEM_TIME
 from freehours.observability.metrics import INGESTED_VALUES
 from freehours.observability.trace_ids import current_trace_id
-from freehours.settlement import Settlements
+from freehours.settlement import AffectedDays, Settlements
 from freehours.store.database import Store, Unit
 from freehours.store.meter import IngestCounts
 
 
 class SettlementScheduler(Protocol):
-    """Schedules the settlement of the days that changed rows touch, in the caller's transaction."""
+    """Schedules the settlement of the affected days (``Settlements.affected_days`` of the
+    changed rows), in the caller's transaction."""
 
-    def __call__(self, unit: Unit, changed: frozenset[DayKey], reopened: list[Quota]) -> None: ...
+    def __call__(
+        self, unit: Unit, affected: Sequence[AffectedDays], reopened: list[Quota]
+    ) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +125,7 @@ class Ingestion:
         last = latest_read_date(now.astimezone(NEM_TIME).date())
         changed = frozenset(unit.meter.day_keys_since(nmi, first - timedelta(days=1), last))
         if changed:
-            self.schedule(unit, changed, [])
+            self.schedule(unit, self.settlements.affected_days(unit, changed), [])
 
     def committed(self, ingested: Ingested) -> None:
         """After the commit: the cache learns of the reopened quotas; the values are counted."""
@@ -138,9 +141,11 @@ class Ingestion:
     ) -> Ingested:
         if not counts.changed:
             return Ingested(counts, values=values, path=path)
-        reopened = self.settlements.reopen(unit, counts.changed)
+        # The customers and plans of the changed rows, looked up once for both.
+        affected = self.settlements.affected_days(unit, counts.changed)
+        reopened = self.settlements.reopen(unit, affected)
         if self.schedule is not None:
-            self.schedule(unit, counts.changed, reopened)
+            self.schedule(unit, affected, reopened)
         return Ingested(counts, reopened, values, path)
 
 

@@ -33,7 +33,8 @@ class Settings(BaseSettings):
     )
     redis_url: str | None = Field(
         default=None,
-        description="Redis for the quota cache, rate limits, breaker state; unset: in-process",
+        description="Redis for the quota cache, rate limits, breaker state; unset: in-process"
+        " (the quota cache then holds at most 100,000 quotas a process)",
     )
 
     @field_validator("redis_url")

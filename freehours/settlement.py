@@ -29,7 +29,7 @@ in the trace of the job that settles. Where that trace is not recorded, they are
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
@@ -546,17 +546,18 @@ class Settlements:
             )
             batch.attempt(item.n, finish, self)
 
-    def reopen(self, unit: Unit, changed: Iterable[DayKey]) -> list[Quota]:
+    def reopen(self, unit: Unit, affected: Sequence[AffectedDays]) -> list[Quota]:
         """After new meter data, in the ingest's transaction: open the next version of every
         settled quota whose free energy the changed consumption day rows change.
 
-        ``changed`` names day rows as (NMI, suffix, NEM date). A read outside the window, or one
-        that leaves the window's free energy as it was settled, reopens nothing: only a real
-        difference is worth an adjustment. Call ``publish`` with the result after the commit.
+        ``affected``: what ``affected_days`` made of the changed day rows (the scheduler takes
+        the same list: the customers' plans are looked up once an ingest). A read outside the
+        window, or one that leaves the window's free energy as it was settled, reopens nothing:
+        only a real difference is worth an adjustment. Call ``publish`` with the result after
+        the commit.
         """
         reopened = []
         now = self.clock.now()
-        affected = list(self.affected_days(unit, changed))
         # Until this commits, a settlement of these days waits before it reads them (and if one
         # is reading them, this waits for it to finish): see freehours.store.locks. All of them
         # in one statement, in key order; then no settlement of them is under way, so the one
@@ -583,10 +584,11 @@ class Settlements:
                     reopened.append(successor)
         return reopened
 
-    def affected_days(self, unit: Unit, changed: Iterable[DayKey]) -> Iterator[AffectedDays]:
+    def affected_days(self, unit: Unit, changed: Iterable[DayKey]) -> list[AffectedDays]:
         """The quota days (local dates, sorted) whose free window the changed consumption day
         rows (NMI, suffix, NEM date) touch, NMI by NMI in order; an NMI without quotas (no
         customer, or a plan without a free window) is left out."""
+        affected = []
         by_nmi: dict[str, set[tuple[str, date]]] = {}
         for nmi, suffix, nem_date in changed:
             by_nmi.setdefault(nmi, set()).add((suffix, nem_date))
@@ -607,7 +609,8 @@ class Settlements:
             known = days_of.get((version, nem_dates))
             if known is None:
                 known = days_of[(version, nem_dates)] = sorted(quota_dates(plan, nem_dates))
-            yield AffectedDays(nmi, customer, list(known))
+            affected.append(AffectedDays(nmi, customer, list(known)))
+        return affected
 
     def publish(self, changed: Iterable[Quota]) -> None:
         """Write quotas to the cache after the commit that changed them."""

@@ -330,7 +330,7 @@ def test_a_revision_after_completion_settles_a_new_version_booking_the_differenc
         unit.meter.ingest_days(
             [day_row("0.600", stamp=STAMP + timedelta(days=1))], received_at=clock.now()
         )
-        reopened = service.reopen(unit, [(NMI, "E1", DAY)])
+        reopened = service.reopen(unit, service.affected_days(unit, [(NMI, "E1", DAY)]))
     service.publish(reopened)
     assert [(q.version, q.status) for q in reopened] == [(2, QuotaStatus.PENDING)]
     answer = service.settle(NMI, DAY)
@@ -351,7 +351,7 @@ def test_a_job_for_a_new_version_is_not_fooled_by_a_cached_older_version(
         unit.meter.ingest_days(
             [day_row("0.600", stamp=STAMP + timedelta(days=1))], received_at=clock.now()
         )
-        (reopened,) = service.reopen(unit, [(NMI, "E1", DAY)])
+        (reopened,) = service.reopen(unit, service.affected_days(unit, [(NMI, "E1", DAY)]))
     faults.add(FaultPoint.CACHE_WRITE, ConnectionError("redis down"))
     service.publish([reopened])  # lost: the cache still says v1 COMPLETED
     assert service.settle(NMI, DAY).quota.version == 1  # a client may see v1 until the TTL
@@ -365,7 +365,7 @@ def test_an_export_revision_does_not_reopen_a_settled_quota(
     ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
     service.settle(NMI, DAY)
     with store.write() as unit:
-        assert service.reopen(unit, [(NMI, "B1", DAY)]) == []
+        assert service.reopen(unit, service.affected_days(unit, [(NMI, "B1", DAY)])) == []
 
 
 def test_a_revision_racing_the_first_settlement_is_settled_by_one_or_reopens_it(
@@ -393,7 +393,7 @@ def test_a_revision_racing_the_first_settlement_is_settled_by_one_or_reopens_it(
             unit.meter.ingest_days(
                 [day_row("0.600", stamp=STAMP + timedelta(days=1))], received_at=DUE
             )
-            reopened.extend(service.reopen(unit, [(NMI, "E1", DAY)]))
+            reopened.extend(service.reopen(unit, service.affected_days(unit, [(NMI, "E1", DAY)])))
             revised.set()
             # Uncommitted until the settlement has finished without it, or waits for it.
             eventually(

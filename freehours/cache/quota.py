@@ -16,7 +16,6 @@ from freehours.clock import Clock, SystemClock
 from freehours.domain.settlement import Quota, QuotaStatus
 from freehours.errors import FreehoursError
 
-
 #: The in-process cache's bound, in quotas: about 650 bytes each (measured with tracemalloc), so
 #: some 65 MB at most. A worker settling 1,500 quotas a second writes 450,000 in the five minutes
 #: a terminal entry lives; the database answers for the ones evicted early.

@@ -11,9 +11,11 @@ A command imports only what it uses: each lives in a module of its own that regi
 from __future__ import annotations
 
 import functools
+import gc
 import importlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, Self, TypeVar
 
@@ -27,6 +29,32 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
     from freehours.settings import Settings
+
+
+@contextmanager
+def cyclic_gc_paused(*, collect: bool = True) -> Iterator[None]:
+    """Python's cyclic garbage collector off for one batch of work (a bill run, a NEM12 file
+    imported), then one pass over what the batch left young, and the collector back on.
+
+    A batch frees what it makes by reference counting as it goes, or keeps it to its end, and
+    makes few reference cycles. The collector cannot know that: it walks the young objects every
+    few hundred allocations and, now and then, every object of the process, imports included.
+    Measured: a bill run's reader file, 0.17 s of the collector in a 2.6 s run; an import of 50
+    of the day bench's files, 1.16 s of 8.5 s. With ``collect``, a pass at the end frees the
+    batch's cycles (the objects made while the collector was off are all still young), so a
+    command of many batches does not grow with them; a command of one batch, whose process ends
+    with it, need not walk what it kept. Back on afterwards, as commands also run inside other
+    processes (tests).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collect:
+            gc.collect(0)
+        if enabled:
+            gc.enable()
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from freehours.cli import err_console, needs_database
+from freehours.cli import cyclic_gc_paused, err_console, needs_database
 from freehours.cli.nem12 import nem12_app, summary_console
 from freehours.domain.reads import IntervalDay
 from freehours.errors import InputError
@@ -85,7 +85,8 @@ def import_files(
             for path in files:
                 interrupted = path
                 progress.update(overall, description=path.name)
-                imports.append(_import(runtime, path, progress, overall))
+                with cyclic_gc_paused():
+                    imports.append(_import(runtime, path, progress, overall))
                 progress.advance(overall)
             interrupted = None
     except KeyboardInterrupt:
@@ -139,7 +140,7 @@ def _import(runtime: Runtime, path: Path, progress: Progress, task: TaskID) -> F
         limits = runtime.settings.nem12_limits()
         days = _tallied(read_days(path, limits=limits), result, progress, task)
         arrival = Arrival("import", path.stat().st_size, name=path.name)
-        result.counts = runtime.ingestion.file(days, arrival).counts
+        result.counts = runtime.ingestion.file(days, arrival).counts.numbers()
     except InputError as exc:
         result.error = str(exc)
         err_console.print(

@@ -26,15 +26,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import structlog
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from freehours.domain.reads import DayKey
 from freehours.domain.settlement import Quota
 from freehours.jobs.job import BatchAnswer, Done, Job, Snooze, Task
-from freehours.settlement import Answer, Outcome, Settlements, SettleRequest
+from freehours.settlement import AffectedDays, Answer, Outcome, Settlements, SettleRequest
 from freehours.store.database import Unit
 from freehours.store.jobs import NewJob
 
@@ -138,23 +137,24 @@ class SettlementJobs:
     def __init__(self, settlements: Settlements) -> None:
         self.settlements = settlements
 
-    def __call__(self, unit: Unit, changed: frozenset[DayKey], reopened: list[Quota]) -> None:
-        # A reopened quota's day is among the changed ones: its job is scheduled with them, told
+    def __call__(self, unit: Unit, affected: Sequence[AffectedDays], reopened: list[Quota]) -> None:
+        # A reopened quota's day is among the affected ones: its job is scheduled with them, told
         # the new version so that a cached older one cannot answer it.
         versions = {quota.key: quota.version for quota in reopened}
-        schedule_settlements(unit, self.settlements, changed, versions=versions)
+        schedule_settlements(unit, self.settlements, affected, versions=versions)
 
 
 def schedule_settlements(
     unit: Unit,
     settlements: Settlements,
-    changed: Iterable[DayKey],
+    affected: Iterable[AffectedDays],
     *,
     versions: dict[str, int] | None = None,
     traceparent: str | None = None,
 ) -> list[str]:
     """In the ingest's transaction, after new meter data: a settlement job for every quota whose
-    free window the changed consumption day rows (NMI, suffix, NEM date) touch; the quota keys.
+    free window the changed consumption day rows touch (``affected``: what
+    ``Settlements.affected_days`` made of them); the quota keys.
 
     Each job runs at its window's end plus the settlement grace, or is told so if it is waiting
     already (see ``freehours.store.jobs``). Call it after ``Settlements.reopen`` in the same
@@ -169,23 +169,30 @@ def schedule_settlements(
     traceparent = traceparent or current_traceparent()
     scheduled = []
     new = []
-    window_ends: dict[int, dict[date, datetime]] = {}  # by customer plan (shared), then day
-    for affected in settlements.affected_days(unit, changed):
-        nmi, customer = affected.nmi, affected.customer
-        for day in affected.days:
-            # Customers on one plan share a day's window: its end worked out once.
-            ends = window_ends.setdefault(id(customer), {})
-            window_end = ends.get(day) or ends.setdefault(
-                day, customer.window.bounds(day, customer.plan.zone)[1]
-            )
-            key = f"{nmi}:{day.isoformat()}"
+    # Customers on one plan share a day's window: its job's times (and the day's text) worked
+    # out once per plan and day, not once per customer, and in UTC: aware datetimes of one
+    # tzinfo compare (in the job's checks) and are sent to the database without a zone look-up.
+    times: dict[tuple[int, date], tuple[str, datetime, datetime]] = {}
+    for item in affected:
+        nmi, customer = item.nmi, item.customer
+        for day in item.days:
+            known = times.get((id(customer), day))
+            if known is None:
+                window_end = customer.window.bounds(day, customer.plan.zone)[1].astimezone(UTC)
+                known = times[(id(customer), day)] = (
+                    day.isoformat(),
+                    window_end + policy.grace,
+                    max(window_end + policy.data_deadline, now) + SETTLEMENT_JOB_SLACK,
+                )
+            day_text, run_at, deadline = known
+            key = f"{nmi}:{day_text}"
             new.append(
                 NewJob(
                     KIND,
                     key,
-                    {"nmi": nmi, "date": day.isoformat(), "version": versions.get(key, 1)},
-                    run_at=window_end + policy.grace,
-                    deadline=max(window_end + policy.data_deadline, now) + SETTLEMENT_JOB_SLACK,
+                    {"nmi": nmi, "date": day_text, "version": versions.get(key, 1)},
+                    run_at=run_at,
+                    deadline=deadline,
                     traceparent=traceparent,
                 )
             )

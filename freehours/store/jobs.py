@@ -230,8 +230,10 @@ class Jobs(Repository):
         PostgreSQL), the unfinished duplicates told in one ``UPDATE ... FROM`` and taken out,
         the rest inserted in one ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``."""
         s = _staging.c
-        with self._driver.without_statement_timeout(self._conn):
-            _staging.create(self._conn)
+        with (
+            self._driver.without_statement_timeout(self._conn),
+            self._driver.staging(self._conn, _staging),
+        ):
             self._driver.stage(
                 self._conn,
                 _staging,
@@ -256,7 +258,6 @@ class Jobs(Repository):
                 .returning(live.c.id, live.c.kind, live.c.key)
             )
             inserted = [((row.kind, row.key), row.id) for row in self._conn.execute(insert)]
-            _staging.drop(self._conn)
         return inserted, {(row.kind, row.key) for row in found}
 
     def claim(
