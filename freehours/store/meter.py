@@ -42,9 +42,10 @@ from freehours.domain.reads import (
     IntervalRead,
     MergeCounts,
     RangeError,
-    check_channel,
     check_date,
     check_moment,
+    check_nmi,
+    check_suffix,
     intervals_in_day,
     reads_by_day,
 )
@@ -154,31 +155,38 @@ def _staging_rows(days: Iterable[IntervalDay], received_at: datetime) -> Iterato
 
 
 def _check_day(day: IntervalDay) -> None:
-    where = f"{day.source}:{day.line}: " if day.source else ""
-    what = f"{where}{day.nmi} {day.suffix} {day.day.isoformat()}"
+    """An ``InputError`` naming the day (and its file and line) unless it can be stored. The
+    name is made only for the error: this runs for every day row of every file."""
     intervals = intervals_in_day(day.interval_minutes)
     if not intervals:
-        raise InputError(f"{what}: interval length {day.interval_minutes} is not 5, 15 or 30")
+        raise _bad_day(day, f"interval length {day.interval_minutes} is not 5, 15 or 30")
     if len(day.values) != intervals or len(day.qualities) != intervals:
-        raise InputError(
-            f"{what}: {len(day.values)} values and {len(day.qualities)} qualities, "
-            f"a {day.interval_minutes}-minute day has {intervals}"
+        raise _bad_day(
+            day,
+            f"{len(day.values)} values and {len(day.qualities)} qualities, "
+            f"a {day.interval_minutes}-minute day has {intervals}",
         )
     stored = day.stored_text()
     if stored is not None and stored.count(",") != len(day.values) - 1:
-        raise InputError(f"{what}: its stored form has not {len(day.values)} values")
+        raise _bad_day(day, f"its stored form has not {len(day.values)} values")
     if not 0 < len(day.uom) <= UOM_LENGTH:
-        raise InputError(f"{what}: unit {day.uom!r} is not 1 to {UOM_LENGTH} characters")
+        raise _bad_day(day, f"unit {day.uom!r} is not 1 to {UOM_LENGTH} characters")
     stamp = day.update_datetime
     if stamp is not None and stamp.utcoffset() is None:
-        raise InputError(f"{what}: UpdateDateTime {stamp.isoformat()} has no UTC offset")
+        raise _bad_day(day, f"UpdateDateTime {stamp.isoformat()} has no UTC offset")
     try:
         check_date(day.day)
         if stamp is not None:
             check_moment(stamp, "UpdateDateTime")
+        check_nmi(day.nmi)
+        check_suffix(day.suffix)
     except RangeError as exc:
-        raise InputError(f"{what}: {exc}") from None
-    check_channel(day.nmi, day.suffix, what)
+        raise _bad_day(day, str(exc)) from None
+
+
+def _bad_day(day: IntervalDay, message: str) -> InputError:
+    where = f"{day.source}:{day.line}: " if day.source else ""
+    return InputError(f"{where}{day.nmi} {day.suffix} {day.day.isoformat()}: {message}")
 
 
 def _keys_equal(
