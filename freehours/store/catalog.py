@@ -20,7 +20,7 @@ from freehours.domain import reads
 from freehours.domain.time import Region
 from freehours.errors import InputError
 from freehours.plans import BUILTIN_IDS, builtin_document
-from freehours.store.driver import any_of
+from freehours.store.driver import each_key
 from freehours.store.prepared import Prepared
 from freehours.store.repository import Repository
 from freehours.store.tables import PLAN_ID_LENGTH, customers, plans
@@ -73,8 +73,10 @@ def _plan_versions() -> sa.Select[Any]:
     )
 
 
+#: NMI by NMI (``each_key``): ``nmi = ANY($1)`` of a file's thousand NMIs was planned as a scan
+#: of every customer (8 ms a file at 100,000 customers, ten times that at a million).
 _PLAN_VERSIONS_OF = Prepared(
-    _plan_versions().where(any_of(customers.c.nmi, "nmis")), plan_each_time=True
+    each_key(_plan_versions(), (customers.c.nmi,), ("k_nmi",), ("nmi",)), plan_each_time=True
 )
 
 
@@ -161,7 +163,7 @@ class Catalog(Repository):
             some = wanted[start : start + _IN_BATCH]
             rows: Sequence[Sequence[Any]]
             if self._driver.takes_arrays:
-                rows = _PLAN_VERSIONS_OF.rows(self._conn, {"nmis": some})
+                rows = _PLAN_VERSIONS_OF.rows(self._conn, {"k_nmi": some})
             else:
                 rows = self._conn.execute(_plan_versions().where(customers.c.nmi.in_(some))).all()
             found.update((nmi, (plan_id, updated_at)) for nmi, plan_id, updated_at in rows)

@@ -306,11 +306,3 @@ def each_key(
         .order_by(*(found.c[name] for name in order_by))
     )
     return statement.with_for_update(of=sa.table(found.name)) if for_update else statement
-
-
-def any_of(column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
-    """For a database that takes arrays: rows whose ``column`` is one of the array bound as
-    ``name``: one statement text whatever the number of values (see ``each_key``)."""
-    from sqlalchemy.dialects import postgresql  # noqa: PLC0415 - the databases that take arrays
-
-    return column == sa.any_(sa.bindparam(name, type_=postgresql.ARRAY(column.type)))

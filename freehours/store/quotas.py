@@ -242,6 +242,15 @@ _EACH_KEY = (
     ("nmi", "day", "version"),
 )
 _LATEST_MANY = Prepared(each_key(*_EACH_KEY), plan_each_time=True)
+#: Every version's status of some quotas, key by key: an ingest's thousand (NMI, day) keys were an
+#: ``IN`` list, a new statement to compile and plan for every number of keys.
+_STATUSES_MANY = Prepared(
+    each_key(
+        sa.select(quotas.c.nmi, quotas.c.day, quotas.c.version, quotas.c.status),
+        *_EACH_KEY[1:],
+    ),
+    plan_each_time=True,
+)
 _LATEST_MANY_FOR_UPDATE = Prepared(each_key(*_EACH_KEY, for_update=True), plan_each_time=True)
 _SAVED_MANY = _saved_many(_ROWS_IN)
 _SAVE_MANY = Prepared(_recorded_many(_SAVED_MANY), plan_each_time=True)
@@ -279,8 +288,20 @@ class Quotas(Repository):
         return None if row is None else _quota(row)
 
     def settled_among(self, keys: Collection[tuple[str, date]]) -> set[tuple[str, date]]:
-        """Of the (NMI, day) quotas ``keys``, those whose newest version is COMPLETED: one round
-        trip per ``_IN_BATCH`` NMIs, nothing locked (callers lock what they then change)."""
+        """Of the (NMI, day) quotas ``keys``, those whose newest version is COMPLETED: one
+        statement (on SQLite, one per ``_IN_BATCH`` NMIs), nothing locked (callers lock what they
+        then change)."""
+        if self._driver.takes_arrays:
+            if not keys:
+                return set()
+            wanted = sorted(set(keys))
+            statuses = _STATUSES_MANY.rows(
+                self._conn, columns([{"k_nmi": n, "k_day": d} for n, d in wanted])
+            )
+            status = {}
+            for nmi, day, _, of_version in statuses:
+                status[(nmi, day)] = of_version  # ascending versions: the newest wins
+            return {key for key, of in status.items() if of == QuotaStatus.COMPLETED.value}
         by_nmi: dict[str, set[date]] = {}
         for nmi, day in keys:
             by_nmi.setdefault(nmi, set()).add(day)

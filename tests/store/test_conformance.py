@@ -75,6 +75,7 @@ def test_quotas(store: Store) -> None:
         )
         assert unit.quotas.latest(NMI, DAY, for_update=True) == done
     with store.write() as unit:
+        assert unit.quotas.settled_among([(OTHER, DAY), (NMI, DAY), (NMI, DAY)]) == {(NMI, DAY)}
         successor = unit.quotas.reopen_if_settled(NMI, DAY, at=NOW)
         assert successor == new_quota(NMI, DAY, version=2)
         assert unit.quotas.reopen_if_settled(NMI, DAY, at=NOW) is None  # version 2 is not settled
@@ -82,6 +83,10 @@ def test_quotas(store: Store) -> None:
         unit.quotas.book(LedgerEntry(NMI, DAY, 2, Decimal("0.5"), Decimal("0.25"), NOW))
         unit.quotas.insert(new_quota(OTHER, DAY, version=2), at=NOW)
     with store.read() as unit:
+        # NMI's newest, v2, is PENDING: settled no longer; OTHER's never was; no quota at all
+        later = DAY + timedelta(days=1)
+        assert unit.quotas.settled_among([(NMI, DAY), (OTHER, DAY), (NMI, later)]) == set()
+        assert unit.quotas.settled_among([]) == set()
         assert unit.quotas.booked_before(NMI, DAY, 1) == (Decimal(0), Decimal(0))
         assert unit.quotas.booked_before(NMI, DAY, 3) == (Decimal("2.0"), Decimal("1.00"))
         assert unit.quotas.ledger(NMI) == [
@@ -246,6 +251,8 @@ def test_catalog(store: Store) -> None:
         assert unit.catalog.count_customers() == 1
         assert unit.catalog.plan_version_of(NMI) == ("a", NOW)
         assert unit.catalog.plan_version_of(OTHER) is None
+        assert unit.catalog.plan_versions_of([OTHER, NMI, NMI]) == {NMI: ("a", NOW)}
+        assert unit.catalog.plan_versions_of([]) == {}
 
 
 # --- jobs ---------------------------------------------------------------------------------------
