@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from alembic.config import Config
+from alembic.script import ScriptDirectory
 
 from freehours.errors import ConfigurationError
 from freehours.store import schema
@@ -49,6 +53,36 @@ def later_migrations(tmp_path: Path) -> Path:
     revision = NEXT_REVISION.format(head=schema.head_revision())
     (migrations / "versions" / "0099_later.py").write_text(revision)
     return migrations
+
+
+def test_each_migration_is_named_after_its_revision_in_one_line() -> None:
+    """What lets opening a database skip Alembic: the head is the newest file's name."""
+    config = Config()
+    config.set_main_option("script_location", str(schema.MIGRATIONS))
+    script = ScriptDirectory.from_config(config)
+    revisions = list(reversed(list(script.walk_revisions())))  # oldest first
+    assert [Path(r.path).name.split("_", 1)[0] for r in revisions] == [
+        r.revision for r in revisions
+    ]
+    assert [r.down_revision for r in revisions] == [None] + [r.revision for r in revisions[:-1]]
+    assert schema.head_revision() == script.get_current_head() == revisions[-1].revision
+
+
+def test_opening_a_current_database_imports_no_alembic(tmp_path: Path) -> None:
+    """Start-up is part of speed: a command on a current database reads its revision in SQL."""
+    url = f"sqlite:///{tmp_path / 'current.db'}"
+    with Store.open(url):
+        pass  # migrated here, in this process (Alembic imported)
+    code = (
+        "import sys\n"
+        "from freehours.store.database import Store\n"
+        f"with Store.open({url!r}): pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('alembic', 'mako')))"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert found.strip() == "[]"
 
 
 def test_migrations_build_exactly_the_tables_schema(engine: sa.Engine) -> None:
