@@ -242,10 +242,14 @@ class PostgreSQL(Driver):
             raise TypeError(f"PostgreSQL through psycopg 3 expected, not {type(driver).__name__}")
         columns = ", ".join(column.name for column in table.columns)
         staged = 0
+        # Binary: each value sent as the server keeps it. In text, psycopg wrote (3.6 us a
+        # meter row, 0.8 in binary) and the server parsed back every date, timestamp and
+        # number.
         with (
             driver.cursor() as cursor,
-            cursor.copy(f"COPY {table.name} ({columns}) FROM STDIN") as copy,
+            cursor.copy(f"COPY {table.name} ({columns}) FROM STDIN (FORMAT BINARY)") as copy,
         ):
+            copy.set_types(_copy_types(driver, table))
             for row in rows:
                 copy.write_row(row)
                 staged += 1
@@ -281,3 +285,23 @@ class PostgreSQL(Driver):
 
 
 POSTGRESQL = PostgreSQL()
+
+
+def _copy_types(connection: psycopg.Connection[Any], table: sa.Table) -> list[int]:
+    """The type of each of ``table``'s columns, for a binary ``COPY``: psycopg's, by the name
+    PostgreSQL gives it (``VARCHAR(10)`` is ``varchar``); computed once per table."""
+    cached = _COPY_TYPES.get(table.name)
+    if cached is None:
+        cached = []
+        for column in table.columns:
+            name = column.type.compile(dialect=_DIALECT).split("(")[0].lower()
+            info = connection.adapters.types.get(name)
+            if info is None:
+                raise TypeError(f"{table.name}.{column.name}: no psycopg type for {name!r}")
+            cached.append(info.oid)
+        _COPY_TYPES[table.name] = cached
+    return cached
+
+
+_DIALECT: sa.Dialect = postgresql.psycopg.dialect()  # type: ignore[no-untyped-call]
+_COPY_TYPES: dict[str, list[int]] = {}
