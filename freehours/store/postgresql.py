@@ -249,7 +249,7 @@ class PostgreSQL(Driver):
             driver.cursor() as cursor,
             cursor.copy(f"COPY {table.name} ({columns}) FROM STDIN (FORMAT BINARY)") as copy,
         ):
-            copy.set_types(_copy_types(driver, table))
+            copy.set_types(_copy_types(driver, conn.dialect, table))
             for row in rows:
                 copy.write_row(row)
                 staged += 1
@@ -287,14 +287,16 @@ class PostgreSQL(Driver):
 POSTGRESQL = PostgreSQL()
 
 
-def _copy_types(connection: psycopg.Connection[Any], table: sa.Table) -> list[int]:
+def _copy_types(
+    connection: psycopg.Connection[Any], dialect: sa.Dialect, table: sa.Table
+) -> list[int]:
     """The type of each of ``table``'s columns, for a binary ``COPY``: psycopg's, by the name
     PostgreSQL gives it (``VARCHAR(10)`` is ``varchar``); computed once per table."""
     cached = _COPY_TYPES.get(table.name)
     if cached is None:
         cached = []
         for column in table.columns:
-            name = column.type.compile(dialect=_DIALECT).split("(")[0].lower()
+            name = column.type.compile(dialect=dialect).split("(")[0].lower()
             info = connection.adapters.types.get(name)
             if info is None:
                 raise TypeError(f"{table.name}.{column.name}: no psycopg type for {name!r}")
@@ -303,5 +305,4 @@ def _copy_types(connection: psycopg.Connection[Any], table: sa.Table) -> list[in
     return cached
 
 
-_DIALECT: sa.Dialect = postgresql.psycopg.dialect()  # type: ignore[no-untyped-call]
 _COPY_TYPES: dict[str, list[int]] = {}
