@@ -150,5 +150,6 @@ def assemble(lifespan: Lifespan[FastAPI] | None = None) -> FastAPI:
     )
     for resource in resources:
         app.include_router(resource.router)
+    app.include_router(plans.reader)
     console.install(app)
     return app

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import datetime
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -83,3 +84,119 @@ def put(
     with Store.open(get_settings().database_url) as store, store.write() as unit:
         unit.catalog.put_plan(checked.id, document, updated_at=SystemClock().now())
     typer.echo(f"{plan}: stored plan {checked.id!r}")
+
+
+#: The most bytes ``import-cdr`` reads: a real CDR plan is a few kilobytes.
+CDR_MAX_BYTES = 1 << 20
+
+
+@plans_app.command("import-cdr")
+def import_cdr(
+    file: Annotated[
+        str, typer.Argument(metavar="FILE", help="a CDR EnergyPlanDetailV3 (JSON), or - for stdin")
+    ],
+    region: Annotated[
+        str | None,
+        typer.Option(help="NSW, SEQ, SA or VIC, where the plan's geography names none"),
+    ] = None,
+    plan_id: Annotated[
+        str | None, typer.Option("--id", help="the plan's id (default: its CDR planId)")
+    ] = None,
+    controlled_load: Annotated[
+        list[str] | None,
+        typer.Option(help="the channel suffix of its controlled load (repeat for several)"),
+    ] = None,
+) -> None:
+    """Turn a CDR energy plan into a plan file (TOML on stdout), or name what cannot be rated
+    by its JSON path (exit 2)."""
+    import sys
+
+    from freehours.domain.time import Region
+    from freehours.errors import PlanError
+    from freehours.plans.cdr import plan_document_from_cdr, read_json
+    from freehours.plans.writer import plan_toml
+
+    if region is not None and region not in Region.__members__:
+        raise PlanError(f"--region {region!r}: expected NSW, SEQ, SA or VIC", source=file)
+    data = _read_bounded(file)
+    document = plan_document_from_cdr(
+        read_json(data, source=file, limit=CDR_MAX_BYTES),
+        source=file,
+        plan_id=plan_id,
+        region=None if region is None else Region(region),
+        controlled_load_suffixes=tuple(controlled_load or ("E2",)),
+    )
+    sys.stdout.write(plan_toml(document))
+
+
+def _read_bounded(file: str) -> bytes:
+    """A file's bytes (stdin for ``-``), refused past ``CDR_MAX_BYTES``."""
+    import sys
+
+    from freehours.errors import PlanError
+
+    try:
+        if file == "-":
+            data = sys.stdin.buffer.read(CDR_MAX_BYTES + 1)
+        else:
+            with open(file, "rb") as stream:
+                data = stream.read(CDR_MAX_BYTES + 1)
+    except OSError as exc:
+        raise PlanError(f"cannot read it: {exc.strerror}", source=file) from None
+    if len(data) > CDR_MAX_BYTES:
+        raise PlanError(f"over {CDR_MAX_BYTES} bytes: not a CDR plan", source=file)
+    return data
+
+
+@plans_app.command("export-cdr")
+def export_cdr(
+    plan: Annotated[
+        str,
+        typer.Argument(
+            metavar="ID",
+            help="a plan stored in the database, a built-in plan id or a TOML plan file",
+        ),
+    ],
+    brand: Annotated[str, typer.Option(help="the CDR brand id")] = "freehours",
+    brand_name: Annotated[str, typer.Option(help="the CDR brand's display name")] = "freehours",
+) -> None:
+    """Write a plan as a CDR EnergyPlanDetailV3 (JSON on stdout), valid against CDS 1.36.0."""
+    import json
+    import sys
+    from datetime import UTC, datetime
+    from pathlib import Path
+
+    from freehours.plans import BUILTIN_IDS
+    from freehours.plans.cdr import cdr_from_plan
+
+    updated = datetime(2026, 7, 1, tzinfo=UTC)  # the built-in plans' prices
+    if plan in BUILTIN_IDS or Path(plan).exists():
+        document = load_document(plan)
+        if Path(plan).exists():
+            updated = datetime.fromtimestamp(Path(plan).stat().st_mtime, UTC)
+    else:
+        document, updated = _stored_document(plan)
+    checked = parse_plan(document, source=plan)
+    cdr = cdr_from_plan(
+        checked,
+        last_updated=updated,
+        brand=brand,
+        brand_name=brand_name,
+        information=document.get("information", ()),
+    )
+    sys.stdout.write(json.dumps(cdr, indent=2, ensure_ascii=False) + "\n")
+
+
+def _stored_document(plan_id: str) -> tuple[dict[str, Any], datetime]:
+    """A plan stored in the database, and when it was put."""
+    from freehours.cli import require_database
+    from freehours.errors import PlanError
+    from freehours.settings import get_settings
+    from freehours.store.database import Store
+
+    require_database()
+    with Store.open(get_settings().database_url) as store, store.read() as unit:
+        stored = unit.catalog.get_plan(plan_id)
+    if stored is None:
+        raise PlanError("no such plan stored, built in, or plan file", source=plan_id)
+    return stored.document, stored.updated_at

@@ -5,6 +5,8 @@ Lines, in this order:
 - one per time-of-use band type (plan order): the consumption charged at that band, outside the
   window and over the cap, at its unit price;
 - ``SUPPLY``: the daily supply charge, quantity = days billed (unit ``day``);
+- ``CONTROLLED_LOAD`` (plans with a controlled load): the controlled-load channels' energy at its
+  price, and ``CONTROLLED_LOAD_SUPPLY`` where it has a daily supply charge of its own;
 - ``FEED_IN`` (plans with a feed-in price): export x feed-in price, as a negative amount;
 - ``FREE_ENERGY`` (plans with a free window): the free kWh, unit price 0, amount 0; what they
   would have cost is ``free_energy_value``.
@@ -22,8 +24,9 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 from operator import attrgetter
+from typing import cast
 
-from freehours.domain.plan import Plan
+from freehours.domain.plan import ControlledLoad, Plan
 from freehours.domain.rating import ZERO, DayRating
 
 CENT = Decimal("0.01")
@@ -115,7 +118,7 @@ class Bill:
                 "missing_intervals": missing,
             }
             # Unpacked rather than read by name: a bill writes a row per day.
-            for local_date, consumption, free, over_cap, export, missing, _, _ in self.days
+            for local_date, consumption, free, over_cap, export, missing, *_ in self.days
         ]
         return {**head, "days": days, **tail}
 
@@ -133,7 +136,7 @@ class Bill:
                 f'"consumption_kwh": "{kwh_text(consumption)}", "free_kwh": "{kwh_text(free)}", '
                 f'"over_cap_kwh": "{kwh_text(over_cap)}", "export_kwh": "{kwh_text(export)}", '
                 f'"missing_intervals": {missing:d}}}'
-                for local_date, consumption, free, over_cap, export, missing, _, _ in self.days
+                for local_date, consumption, free, over_cap, export, missing, *_ in self.days
             ]
         )
         # json.dumps writes '{"a": 1, "b": 2}': the head without its closing brace, the days,
@@ -206,6 +209,8 @@ def make_bill(plan: Plan, nmi: str, days: Iterable[DayRating]) -> Bill:
             amount=to_cent(len(rated) * plan.daily_supply_charge),
         )
     )
+    if plan.controlled_load is not None:
+        lines.extend(_controlled_load_lines(plan.controlled_load, columns, len(rated)))
     if plan.feed_in is not None:
         lines.append(
             BillLine(
@@ -250,3 +255,32 @@ def make_bill(plan: Plan, nmi: str, days: Iterable[DayRating]) -> Bill:
         total=subtotal + gst,
         free_energy_value=to_cent(free_value),
     )
+
+
+def _controlled_load_lines(
+    load: ControlledLoad, columns: dict[str, tuple[object, ...]], days: int
+) -> list[BillLine]:
+    """The controlled load's energy line, and its supply line where it has a charge."""
+    kwh = sum(cast("tuple[Decimal, ...]", columns["controlled_load_kwh"]), ZERO)
+    lines = [
+        BillLine(
+            code="CONTROLLED_LOAD",
+            description="Controlled load energy",
+            quantity=kwh,
+            unit="kWh",
+            unit_price=load.unit_price,
+            amount=to_cent(kwh * load.unit_price),
+        )
+    ]
+    if load.daily_supply_charge is not None:
+        lines.append(
+            BillLine(
+                code="CONTROLLED_LOAD_SUPPLY",
+                description="Controlled load daily supply charge",
+                quantity=Decimal(days),
+                unit="day",
+                unit_price=load.daily_supply_charge,
+                amount=to_cent(days * load.daily_supply_charge),
+            )
+        )
+    return lines

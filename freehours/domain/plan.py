@@ -108,16 +108,34 @@ def no_public_holidays(region: Region) -> Container[date]:
 # --- the domain -----------------------------------------------------------------------------
 
 
+def month_day(on: date) -> int:
+    """A date's place in the calendar year as ``MMDD`` (1231 is 31 December): what a period's
+    ``dates`` compare with."""
+    return on.month * 100 + on.day
+
+
 @dataclass(frozen=True, slots=True)
 class Period:
-    """When a band applies: on ``days``, from ``start`` to ``end`` (minutes of the local day)."""
+    """When a band applies: on ``days``, from ``start`` to ``end`` (minutes of the local day),
+    and, where ``dates`` is given, only from its first to its last day of the year (``MMDD``,
+    both included; a first day after the last wraps over the new year, as a summer from 1201 to
+    0228 does)."""
 
     days: frozenset[DayName]
     start: int
     end: int
+    dates: tuple[int, int] | None = None
 
-    def applies_on(self, names: frozenset[DayName]) -> bool:
-        return not self.days.isdisjoint(names)
+    def applies_on(self, names: frozenset[DayName], on: int | None = None) -> bool:
+        """Whether it applies on a day with these names, ``on`` that ``MMDD`` (None: any)."""
+        if self.days.isdisjoint(names):
+            return False
+        if self.dates is None or on is None:
+            return True
+        first, last = self.dates
+        if first <= last:
+            return first <= on <= last
+        return on >= first or on <= last
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,13 +147,16 @@ class Band:
     periods: tuple[Period, ...]
 
 
-def band_timeline(bands: tuple[Band, ...], names: frozenset[DayName]) -> tuple[int, ...]:
-    """The band in force at each minute of a day with these day names: an index into ``bands``,
-    or -1 where no band covers the minute. The first listed band wins where several cover it."""
+def band_timeline(
+    bands: tuple[Band, ...], names: frozenset[DayName], on: int | None = None
+) -> tuple[int, ...]:
+    """The band in force at each minute of a day with these day names, ``on`` that ``MMDD`` (see
+    ``month_day``; None: dated periods apply too): an index into ``bands``, or -1 where no band
+    covers the minute. The first listed band wins where several cover it."""
     timeline = [-1] * DAY_MINUTES
     for index in range(len(bands) - 1, -1, -1):
         for period in bands[index].periods:
-            if period.applies_on(names):
+            if period.applies_on(names, on):
                 timeline[period.start : period.end] = [index] * (period.end - period.start)
     return tuple(timeline)
 
@@ -169,6 +190,17 @@ class FeedIn:
 
 
 @dataclass(frozen=True, slots=True)
+class ControlledLoad:
+    """A controlled load (an off-peak hot-water or slab-heating circuit, metered on a channel of
+    its own): its channels' energy is never free and is charged at its own price, with its own
+    daily supply charge where it has one."""
+
+    suffixes: tuple[str, ...]
+    unit_price: Decimal
+    daily_supply_charge: Decimal | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     """A validated tariff plan. Prices exclude GST; ``gst_rate`` is added on the bill."""
 
@@ -182,6 +214,7 @@ class Plan:
     bands: tuple[Band, ...]
     feed_in: FeedIn | None
     description: str = ""
+    controlled_load: ControlledLoad | None = None
     #: Makes the calendar of ``region``'s public holidays, once per ``DayProfiles``, when a
     #: period lists ``PUBLIC_HOLIDAYS``. Not part of the plan's value: plans compare by content.
     holiday_calendar: HolidayCalendar = field(default=no_public_holidays, compare=False, repr=False)
@@ -209,8 +242,12 @@ class Plan:
     def is_consumption(self, suffix: str) -> bool:
         """Whether a channel suffix is general consumption (the only energy that can be free)."""
         if self.consumption_suffixes is None:
-            return suffix.startswith("E")
+            return suffix.startswith("E") and not self.is_controlled_load(suffix)
         return suffix in self.consumption_suffixes
+
+    def is_controlled_load(self, suffix: str) -> bool:
+        """Whether a channel suffix is the plan's controlled load."""
+        return self.controlled_load is not None and suffix in self.controlled_load.suffixes
 
     @staticmethod
     def is_export(suffix: str) -> bool:

@@ -52,7 +52,7 @@ from itertools import islice
 from operator import itemgetter
 from typing import Any, NamedTuple, cast
 
-from freehours.domain.plan import Plan, band_timeline, day_names
+from freehours.domain.plan import Plan, band_timeline, day_names, month_day
 from freehours.domain.reads import DAY_MINUTES, IntervalDay
 from freehours.domain.time import NEM_TIME
 
@@ -168,7 +168,9 @@ class DayProfiles:
             names = day_names(
                 local_date.weekday(), public_holiday=self.is_public_holiday(local_date)
             )
-            timeline = self._timelines[local_date] = band_timeline(self.plan.bands, names)
+            timeline = self._timelines[local_date] = band_timeline(
+                self.plan.bands, names, month_day(local_date)
+            )
         return timeline
 
     def _wall_clock(self, nem_date: date) -> tuple[date, list[tuple[int, int]]]:
@@ -303,7 +305,9 @@ class DayRating(NamedTuple):
     - ``charged_kwh[b]``: consumption charged at band ``b`` of the plan: outside the window, and
       over cap;
     - ``free_kwh_by_band[b]``: free energy at moments when band ``b`` was in force, which prices
-      what the free energy would have cost.
+      what the free energy would have cost;
+    - ``controlled_load_kwh``: energy on the plan's controlled-load channels (never free, not in
+      ``consumption_kwh``, charged at the controlled load's own price).
 
     free_kwh + over_cap_kwh + outside_window_kwh == consumption_kwh, exactly.
     """
@@ -316,6 +320,7 @@ class DayRating(NamedTuple):
     missing_intervals: int
     charged_kwh: tuple[Decimal, ...]
     free_kwh_by_band: tuple[Decimal, ...]
+    controlled_load_kwh: Decimal = ZERO
 
     @property
     def outside_window_kwh(self) -> Decimal:
@@ -328,6 +333,7 @@ class DayRating(NamedTuple):
 #:   [0, B)   consumption charged at each band (outside the window; over cap is added at the end)
 #:   [B, 2B)  consumption inside the window, by the band in force
 #:   2B       export
+#:   2B+1     controlled load
 #: One list per meter, not one per local day: a file of many meters keeps every meter's tallies
 #: alive until the end of the file, and each list would be one more object for the cyclic garbage
 #: collector to walk in every full collection (see ``MeterRating``).
@@ -337,8 +343,9 @@ Tally = list[Any]
 class _Channel(NamedTuple):
     """A rated channel (suffix) of one meter."""
 
-    consumption: bool  # else export
+    consumption: bool  # else export or controlled load
     bit: int  # its bit in the channels-read mask of a NEM date
+    slot: int  # its tally slot when not consumption: 2B (export) or 2B+1 (controlled load)
 
 
 def pro_rata(value: Decimal, segments: tuple[Segment, ...], interval_minutes: int) -> list[Decimal]:
@@ -354,7 +361,8 @@ def pro_rata(value: Decimal, segments: tuple[Segment, ...], interval_minutes: in
 class MeterRating:
     """Rates one NMI's interval days under one plan: ``add`` the days in any order, then ``days``.
 
-    Only energy (kWh) on consumption and export channels is rated; other channels are ignored.
+    Only energy (kWh) on consumption, export and controlled-load channels is rated; other
+    channels are ignored.
     Each (suffix, NEM date) may be added once: pass the winning revision only (the NEM12 reader
     and the store give nothing else).
 
@@ -373,7 +381,7 @@ class MeterRating:
         self._bands = len(self.plan.bands)
         window = self.plan.free_window
         self._cap = None if window is None else window.cap_kwh
-        self._empty_tally: Tally = [ZERO] * (2 * self._bands + 1)
+        self._empty_tally: Tally = [ZERO] * (2 * self._bands + 2)
         self._tally: Tally = []  # every local day's tally, one after the other (see ``Tally``)
         self._bases: dict[date, int] = {}  # local date -> where its tally starts in ``_tally``
         self._read: dict[date, int] = {}  # NEM date -> mask of the channels read
@@ -384,7 +392,7 @@ class MeterRating:
         # NEM date -> where the tally of each of its local dates (DayProfile.local_dates) starts
         self._nem_bases: dict[date, tuple[int, ...]] = {}
         self._channels: dict[str, _Channel] = {}
-        self._ignored: set[str] = set()  # suffixes neither consumption nor export
+        self._ignored: set[str] = set()  # suffixes neither consumption, export nor controlled
         self._not_energy: set[str] = set()  # suffixes of rows in another unit than kWh
         # The values of consumption days with intervals inside a window, as (NEM date, suffix,
         # interval minutes, values), kept for the rare day over the cap, which must accrue its
@@ -441,9 +449,11 @@ class MeterRating:
                 self._window_days.append((nem_date, day.suffix, minutes, values))
         else:
             takes = profile.export_takes
+        # Export and controlled load share the export picks: by local day, at the channel's slot.
+        shift = 0 if channel.consumption else channel.slot - 2 * self._bands
         tally = self._tally
         for local_day, slot, take in takes:
-            target = bases[local_day] + slot
+            target = bases[local_day] + slot + shift
             taken = take(values)
             try:
                 # Added onto the tally's slot directly: exact, so the same as adding the sum.
@@ -451,9 +461,7 @@ class MeterRating:
             except TypeError:
                 tally[target] += sum([value for value in taken if value is not None], ZERO)
                 self._note_gaps(nem_date, channel.bit, minutes, values)
-        if profile.splits and self._add_splits(
-            values, profile, bases, consumption=channel.consumption
-        ):
+        if profile.splits and self._add_splits(values, profile, bases, channel):
             self._note_gaps(nem_date, channel.bit, minutes, values)
 
     def _refusal(self, day: IntervalDay, channel: _Channel) -> ValueError:
@@ -470,14 +478,17 @@ class MeterRating:
         """Note a suffix seen for the first time: its channel, or None when it is not rated."""
         if day.suffix in self._ignored:
             return None
-        if self.plan.is_consumption(day.suffix):
-            consumption = True
+        export = 2 * self._bands
+        if self.plan.is_controlled_load(day.suffix):
+            consumption, slot = False, export + 1
+        elif self.plan.is_consumption(day.suffix):
+            consumption, slot = True, -1
         elif self.plan.is_export(day.suffix):
-            consumption = False
+            consumption, slot = False, export
         else:
             self._ignored.add(day.suffix)
             return None
-        channel = _Channel(consumption, 1 << len(self._channels))
+        channel = _Channel(consumption, 1 << len(self._channels), slot)
         self._channels[day.suffix] = channel
         return channel
 
@@ -508,8 +519,7 @@ class MeterRating:
         values: tuple[Decimal | None, ...],
         profile: DayProfile,
         bases: tuple[int, ...],
-        *,
-        consumption: bool,
+        channel: _Channel,
     ) -> bool:
         """The intervals of a day cut by a local midnight, a band edge or a window edge; whether
         one of them has no value."""
@@ -523,8 +533,8 @@ class MeterRating:
                 continue
             for segment, share in zip(segments, pro_rata(value, segments, step), strict=True):
                 base = bases[segment.local_day]
-                if not consumption:
-                    tally[base + 2 * self._bands] += share
+                if not channel.consumption:
+                    tally[base + channel.slot] += share
                 elif segment.in_window:
                     tally[base + self._bands + segment.band] += share
                 else:
@@ -587,6 +597,7 @@ class MeterRating:
                 missing,
                 tuple(charged),
                 tuple(free_by_band),
+                tally[base + 2 * bands + 1],
             ),
         )
 

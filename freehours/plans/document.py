@@ -45,6 +45,7 @@ from freehours.domain.plan import (
     REGION_WINDOWS,
     WEEKDAY_NAMES,
     Band,
+    ControlledLoad,
     DayName,
     FeedIn,
     FreeWindow,
@@ -209,15 +210,55 @@ class _Document(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+_MONTH_DAY = re.compile(r"(\d\d)-(\d\d)")
+_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def _month_day_text(text: str) -> str:
+    match = _MONTH_DAY.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a day of the year as MM-DD")
+    month, day = int(match.group(1)), int(match.group(2))
+    if not 1 <= month <= 12 or not 1 <= day <= _MONTH_DAYS[month - 1]:
+        raise ValueError(f"{text!r} is not a day of the year (MM-DD, 01-01 to 12-31)")
+    return text
+
+
+def month_day_of(text: str) -> int:
+    """``MMDD`` of a validated ``MM-DD`` (see ``freehours.domain.plan.month_day``)."""
+    return int(text[:2]) * 100 + int(text[3:])
+
+
+MonthDay = Annotated[
+    str,
+    AfterValidator(_month_day_text),
+    WithJsonSchema({"type": "string", "pattern": r"^(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$"}),
+]
+SeasonDates = Annotated[list[MonthDay], Field(min_length=2, max_length=2)]
+
+
 class PeriodDocument(_Document):
-    """``{ days = [...], start = "HH:MM", end = "HH:MM" }``"""
+    """``{ days = [...], start = "HH:MM", end = "HH:MM" }``, and ``dates = ["MM-DD", "MM-DD"]``
+    for a band of one season only."""
 
     days: list[DayName] = Field(min_length=1, description="the days it applies on")
     start: StartClock = Field(description="HH:MM on the plan's clock, 00:00 to 23:59")
     end: EndClock = Field(description="HH:MM after start, up to 24:00")
+    dates: SeasonDates | None = Field(
+        default=None,
+        description="the first and last day of the year it applies (MM-DD, both included; "
+        "a first day after the last wraps over the new year); default: all year",
+    )
 
     def to_period(self) -> Period:
-        return Period(frozenset(self.days), clock_minutes(self.start), clock_minutes(self.end))
+        dates = (
+            None
+            if self.dates is None
+            else (month_day_of(self.dates[0]), month_day_of(self.dates[1]))
+        )
+        return Period(
+            frozenset(self.days), clock_minutes(self.start), clock_minutes(self.end), dates
+        )
 
 
 class TimeOfUseDocument(_Document):
@@ -246,6 +287,21 @@ class FeedInDocument(_Document):
     unit_price: Price = Field(description="AUD per exported kWh, credited")
 
 
+class ControlledLoadDocument(_Document):
+    """``[controlled_load]``: a circuit metered on channels of its own, never free."""
+
+    suffixes: list[Suffix] = Field(
+        default=["E2"], min_length=1, max_length=10, description="its channels; default E2"
+    )
+    unit_price: Price = Field(description="AUD per kWh, excluding GST")
+    daily_supply_charge: Price | None = Field(
+        default=None, description="AUD per day, excluding GST, on top of the plan's; default none"
+    )
+
+
+InformationText = Annotated[str, Field(max_length=500)]
+
+
 class PlanDocument(_Document):
     """A plan file, or the body of ``PUT /v1/plans/{id}``: the fields of DESIGN.md section 4.
 
@@ -272,6 +328,27 @@ class PlanDocument(_Document):
         min_length=1, description="the bands, first listed wins; every moment needs one"
     )
     feed_in: FeedInDocument | None = Field(default=None, description="default: no feed-in credit")
+    controlled_load: ControlledLoadDocument | None = Field(
+        default=None, description="default: none (every E channel is general consumption)"
+    )
+    information: list[InformationText] = Field(
+        default=[],
+        max_length=100,
+        description="what the plan's source says that is not rated (fees, eligibility, ...): "
+        "kept and shown, never billed",
+    )
+
+    @field_validator("controlled_load")
+    @classmethod
+    def _controlled_load_apart(
+        cls, load: ControlledLoadDocument | None, info: ValidationInfo
+    ) -> ControlledLoadDocument | None:
+        both = set(load.suffixes if load else ()) & set(info.data.get("consumption_suffixes") or ())
+        if both:
+            raise ValueError(
+                f"{', '.join(sorted(both))} cannot be both consumption and controlled load"
+            )
+        return load
 
     @field_validator("free_window")
     @classmethod
@@ -301,15 +378,21 @@ class PlanDocument(_Document):
                     f"but an earlier band gave it {price}: one type, one price"
                 )
         bands = tuple(document.to_band() for document in documents)
-        for weekday, name in enumerate(WEEKDAY_NAMES):
-            timeline = band_timeline(bands, day_names(weekday, public_holiday=False))
-            if -1 in timeline:
-                start = timeline.index(-1)
-                end = next((m for m in range(start, DAY_MINUTES) if timeline[m] != -1), DAY_MINUTES)
-                raise ValueError(
-                    f"no band covers {name} {clock_text(start)}-{clock_text(end)}: every moment "
-                    'of the week needs a band (end with a fallback: days = ["ALL"], 00:00-24:00)'
-                )
+        seasons = season_starts(bands)
+        for on in seasons:
+            for weekday, name in enumerate(WEEKDAY_NAMES):
+                timeline = band_timeline(bands, day_names(weekday, public_holiday=False), on)
+                if -1 in timeline:
+                    start = timeline.index(-1)
+                    end = next(
+                        (m for m in range(start, DAY_MINUTES) if timeline[m] != -1), DAY_MINUTES
+                    )
+                    when = f" from {on // 100:02d}-{on % 100:02d}" if len(seasons) > 1 else ""
+                    raise ValueError(
+                        f"no band covers {name} {clock_text(start)}-{clock_text(end)}{when}: "
+                        "every moment of the week needs a band (end with a fallback: "
+                        'days = ["ALL"], 00:00-24:00)'
+                    )
         return documents
 
     def to_plan(self) -> Plan:
@@ -332,8 +415,37 @@ class PlanDocument(_Document):
             bands=tuple(document.to_band() for document in self.time_of_use),
             feed_in=None if self.feed_in is None else FeedIn(self.feed_in.unit_price),
             description=self.description,
+            controlled_load=(
+                None
+                if self.controlled_load is None
+                else ControlledLoad(
+                    tuple(self.controlled_load.suffixes),
+                    self.controlled_load.unit_price,
+                    self.controlled_load.daily_supply_charge,
+                )
+            ),
             holiday_calendar=public_holidays,
         )
+
+
+def season_starts(bands: tuple[Band, ...]) -> list[int]:
+    """The first day (``MMDD``) of each stretch of the year in which the same dated periods
+    apply: checking one day of each checks the whole year. ``[101]`` for a plan without dates."""
+    starts = {101}
+    for band in bands:
+        for period in band.periods:
+            if period.dates is not None:
+                first, last = period.dates
+                starts.add(first)
+                starts.add(_day_after(last))
+    return sorted(starts)
+
+
+def _day_after(month_day: int) -> int:
+    month, day = divmod(month_day, 100)
+    if day < _MONTH_DAYS[month - 1]:
+        return month_day + 1
+    return 101 if month == 12 else (month + 1) * 100 + 1
 
 
 def _window_minutes(window: FreeWindowDocument, region: Region) -> tuple[int, int]:

@@ -145,6 +145,7 @@ def test_each_route_documents_the_answers_it_can_give(document: dict[str, Any]) 
     access = {"401", "403", "429", "503"}
     expected = {
         ("put", "/v1/plans/{plan_id}"): {"200", "413", "422"} | access,
+        ("get", "/v1/plans/{plan_id}"): {"200", "404", "406", "422"} | access,
         ("put", "/v1/customers/{nmi}"): {"200", "413", "422"} | access,
         ("post", "/v1/meter-readings"): {"200", "400", "409", "413", "422"} | access,
         ("post", "/v1/meter-readings/nem12"): {"200", "400", "409", "413", "422"} | access,
@@ -206,7 +207,13 @@ def test_every_route_has_a_model_for_its_answer_and_the_plan_its_document(
         "$ref": "#/components/schemas/PlanDocument"
     }
     body = plan["requestBody"]["content"]
-    assert set(body) == {"application/json", "application/toml"}
+    assert set(body) == {
+        "application/json",
+        "application/toml",
+        "application/vnd.cdr.energy-plan+json",
+    }
+    read = document["paths"]["/v1/plans/{plan_id}"]["get"]["responses"]["200"]["content"]
+    assert set(read) == {"application/json", "application/vnd.cdr.energy-plan+json"}
     schema = body["application/json"]["schema"]
     assert schema["title"] == "PlanDocument"
     assert schema["additionalProperties"] is False

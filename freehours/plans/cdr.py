@@ -1,0 +1,1035 @@
+"""Consumer Data Right energy plans (``EnergyPlanDetailV3``, CDS release 1.36.0) in and out.
+
+A retailer publishes every plan it sells in the CDR shape (``GET /energy/plans/{planId}``).
+``plan_document_from_cdr`` turns such a document into a freehours plan document (the TOML plan
+file's fields, which ``parse_plan`` then checks as it checks any plan), and ``cdr_from_plan``
+writes a ``Plan`` back as a document that validates against the published schema. docs/plans.md
+is the user's guide; what follows is the mapping.
+
+**In.** The electricity contract's tariff periods become bands (their ``startDate``/``endDate``
+the periods' ``dates``), single and time-of-use rates with their days and times, the daily supply
+charge, the retailer's solar feed-in tariff, a controlled load (rated on channel E2 unless told
+otherwise) and the time zone (``LOCAL`` or ``AEST``; AEST when absent, as the standard says).
+CDR prices exclude GST; the plan adds 10%. The region is not a CDR field: it comes from the
+caller, or from the plan's ``geography`` (its distributors, else its postcodes).
+
+**The free window.** The CDR has no free window yet. freehours writes one as a time-of-use rate
+whose first step is free for a daily volume and whose second step is the price over the cap::
+
+    {"type": "OFF_PEAK", "displayName": "Free window",
+     "rates": [{"unitPrice": "0", "volume": 24}, {"unitPrice": "0.2300"}], "period": "P1D",
+     "timeOfUse": [{"days": ["MON", ...], "startTime": "11:00", "endTime": "14:00"}]}
+
+A window under several bands (weekdays SHOULDER, weekends OFF_PEAK) is several such rates with
+one volume, the day's cap shared between them. ``"0.00"`` or ``0`` for the free price, any
+rate type, days and times written any way the standard allows all read the same.
+
+**Refused, never ignored.** Whatever changes a bill that freehours cannot rate (demand charges,
+stepped rates, banded supply charges, discounts, account-credit incentives, metering charges,
+recurring fees, time-varying or stepped feed-in tariffs, flexible and quota pricing) is a
+``PlanError`` whose key is the JSON path (``electricityContract.tariffPeriod[0].demandCharges``)
+and whose message says why. What is only informational (one-off fees, eligibility, gifts, green
+power options, a government's premium feed-in scheme) is kept in the plan's ``information``, which
+``plans validate`` and the API show.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from freehours.domain.plan import (
+    WEEKDAY_NAMES,
+    Band,
+    DayName,
+    Plan,
+    band_timeline,
+    clock_text,
+    day_names,
+)
+from freehours.domain.reads import DAY_MINUTES
+from freehours.domain.time import Region
+from freehours.errors import PlanError
+from freehours.plans.document import parse_plan, season_starts
+
+#: The media type of a CDR energy plan document, in ``Content-Type`` and ``Accept``.
+CDR_MEDIA_TYPE = "application/vnd.cdr.energy-plan+json"
+#: The CDS release whose ``EnergyPlanDetailV3`` this module reads and writes.
+CDS_RELEASE = "1.36.0"
+
+#: The time-of-use types of ``EnergyPlanTariffPeriodV2.timeOfUseRates`` (CDS 1.36.0).
+CDR_TOU_TYPES = ("PEAK", "OFF_PEAK", "SHOULDER", "SHOULDER1", "SHOULDER2")
+#: ``EnergyDaysEnum``, in the order an exported document lists days.
+CDR_DAYS = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN", "PUBLIC_HOLIDAYS")
+#: The band type of a single-rate tariff period (a bill line's code).
+SINGLE_RATE_TYPE = "SINGLE_RATE"
+#: The distribution networks of each region, as ``geography.distributors`` names them.
+REGION_DISTRIBUTORS: dict[Region, tuple[str, ...]] = {
+    Region.NSW: ("Ausgrid", "Endeavour Energy", "Essential Energy"),
+    Region.SEQ: ("Energex",),
+    Region.SA: ("SA Power Networks",),
+    Region.VIC: ("CitiPower", "Powercor", "Jemena", "AusNet Services", "United Energy"),
+}
+#: The first digit of a postcode in each region (QLD's 4xxx is Energex's south-east).
+_POSTCODE_REGIONS = {"2": Region.NSW, "3": Region.VIC, "4": Region.SEQ, "5": Region.SA}
+#: Bounds on a document's lists: a real plan has a handful of each.
+MAX_ITEMS = 64
+_FREE_WINDOW_NAME = "Free window"
+_FEES_ONE_OFF_TERMS = {"FIXED", "PERCENT_OF_BILL", "VARIABLE"}
+
+_TIME = re.compile(r"T?(\d\d):?(\d\d)(?::?(\d\d))?(Z|[+-]\d\d:?\d\d)?")
+_MONTH_DAY = re.compile(r"(?:--)?(\d\d)-(\d\d)")
+_DURATION_DAY = re.compile(r"P1D|PT24H")
+
+Json = Mapping[str, Any]
+
+
+class _Path:
+    """Where a value is in the document, for errors: ``electricityContract.tariffPeriod[0]``."""
+
+    def __init__(self, source: str, text: str = "") -> None:
+        self.source = source
+        self.text = text
+
+    def __truediv__(self, part: str | int) -> _Path:
+        if isinstance(part, int):
+            return _Path(self.source, f"{self.text}[{part}]")
+        return _Path(self.source, f"{self.text}.{part}" if self.text else part)
+
+    def error(self, why: str) -> PlanError:
+        return PlanError(why, source=self.source, key=self.text or None)
+
+
+def _object(value: object, at: _Path) -> Json:
+    if not isinstance(value, Mapping):
+        raise at.error(f"expected an object, got {_kind(value)}")
+    return value
+
+
+def _field(parent: Json, name: str, at: _Path, *, default: object = ...) -> Any:
+    if name not in parent or parent[name] is None:
+        if default is ...:
+            raise (at / name).error("is required")
+        return default
+    return parent[name]
+
+
+def _text(parent: Json, name: str, at: _Path, *, default: str | None = None) -> str:
+    value = _field(parent, name, at, default=... if default is None else default)
+    if not isinstance(value, str):
+        raise (at / name).error(f"expected text, got {_kind(value)}")
+    return value
+
+
+def _list(parent: Json, name: str, at: _Path, *, required: bool = False) -> list[Any]:
+    value = _field(parent, name, at, default=... if required else [])
+    if not isinstance(value, list):
+        raise (at / name).error(f"expected an array, got {_kind(value)}")
+    if len(value) > MAX_ITEMS:
+        raise (at / name).error(f"has {len(value)} items: at most {MAX_ITEMS} are read")
+    if required and not value:
+        raise (at / name).error("is empty: at least one is required")
+    return value
+
+
+def _one_of(parent: Json, name: str, at: _Path, allowed: Sequence[str], default: str) -> str:
+    value = _text(parent, name, at, default=default)
+    if value not in allowed:
+        raise (at / name).error(f"unknown value {value!r}: expected one of {', '.join(allowed)}")
+    return value
+
+
+def _amount(value: object, at: _Path) -> Decimal:
+    """An ``AmountString`` (or, leniently, a JSON number read exactly) as a Decimal."""
+    if isinstance(value, bool) or not isinstance(value, str | int | Decimal | float):
+        raise at.error(f'expected an amount such as "0.2500", got {_kind(value)}')
+    try:
+        number = Decimal(str(value))
+    except InvalidOperation:
+        raise at.error(f"{value!r} is not a decimal amount") from None
+    if not number.is_finite():
+        raise at.error(f"{value!r} is not a finite amount")
+    return number
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    return {dict: "an object", list: "an array", str: "text", bool: "true or false"}.get(
+        type(value), "a number"
+    )
+
+
+def _plain(value: Decimal) -> str:
+    """A decimal as a plan document writes it: plain, no exponent, trailing zeros kept."""
+    return format(value, "f")
+
+
+# --- in --------------------------------------------------------------------------------------
+
+
+def plan_document_from_cdr(
+    document: object,
+    *,
+    source: str,
+    plan_id: str | None = None,
+    region: Region | None = None,
+    controlled_load_suffixes: Sequence[str] = ("E2",),
+) -> dict[str, Any]:
+    """The freehours plan document of a CDR ``EnergyPlanDetailV3`` (bare, or in its response's
+    ``data``). ``plan_id`` replaces the CDR ``planId``; ``region`` the one its geography gives.
+
+    The document returned has been checked by ``parse_plan``. Raises ``PlanError`` naming
+    ``source`` and the JSON path of the first problem.
+    """
+    root = _Path(source)
+    body = _object(document, root)
+    if "planId" not in body and isinstance(body.get("data"), Mapping):
+        root, body = root / "data", body["data"]
+    reader = _Reader(root, body, plan_id, region, tuple(controlled_load_suffixes))
+    converted = reader.document()
+    try:
+        parse_plan(converted, source=source)
+    except PlanError as exc:
+        raise (root / "electricityContract").error(
+            f"as a freehours plan: {exc.key + ': ' if exc.key else ''}{exc.reason}"
+        ) from None
+    return converted
+
+
+class _Reader:
+    """One CDR document read into a plan document (see ``plan_document_from_cdr``)."""
+
+    def __init__(
+        self,
+        root: _Path,
+        body: Json,
+        plan_id: str | None,
+        region: Region | None,
+        controlled_load_suffixes: tuple[str, ...],
+    ) -> None:
+        self.root = root
+        self.body = body
+        self.plan_id = plan_id
+        self.region = region
+        self.controlled_load_suffixes = controlled_load_suffixes
+        self.information: list[str] = []
+        # (type, price) -> band type: a CDR type with a second price becomes TYPE_2, ...
+        self.types: dict[tuple[str, Decimal], str] = {}
+        self.holiday_bands: list[dict[str, Any]] = []
+        self.bands: list[dict[str, Any]] = []
+
+    def document(self) -> dict[str, Any]:
+        body, root = self.body, self.root
+        cdr_id = _text(body, "planId", root)
+        fuel = _one_of(body, "fuelType", root, ("ELECTRICITY", "GAS", "DUAL"), "ELECTRICITY")
+        if fuel == "GAS":
+            raise (root / "fuelType").error("a gas plan: freehours rates electricity only")
+        if fuel == "DUAL":
+            self.information.append("gasContract: the plan's gas contract is not rated")
+        name = _text(body, "displayName", root, default="")
+        about = _text(body, "description", root, default="")
+        brand = _text(body, "brandName", root, default="")
+        self.information.insert(
+            0, f"CDR plan {cdr_id}" + (f" of {brand}" if brand else "") + f" (CDS {CDS_RELEASE})"
+        )
+        for index, charge in enumerate(_list(body, "meteringCharges", root)):
+            at = root / "meteringCharges" / index
+            _object(charge, at)
+            raise at.error(
+                "a metering charge is billed, and freehours does not bill metering charges"
+            )
+        contract_at = root / "electricityContract"
+        contract = _object(_field(body, "electricityContract", root), contract_at)
+        converted: dict[str, Any] = {
+            "id": self.plan_id or cdr_id,
+            "description": " - ".join(dict.fromkeys(p for p in (name, about) if p))[:500],
+            "region": str(self._region()),
+        }
+        converted.update(self._contract(contract, contract_at))
+        if self.information:
+            converted["information"] = [line[:500] for line in self.information[:100]]
+        return converted
+
+    def _region(self) -> Region:
+        if self.region is not None:
+            return self.region
+        at = self.root / "geography"
+        geography = self.body.get("geography")
+        if isinstance(geography, Mapping):
+            for index, distributor in enumerate(_list(geography, "distributors", at)):
+                for region, names in REGION_DISTRIBUTORS.items():
+                    if isinstance(distributor, str) and any(
+                        distributor.lower().startswith(known.lower().split()[0]) for known in names
+                    ):
+                        self.information.append(
+                            f"geography.distributors[{index}]: region {region} from {distributor}"
+                        )
+                        return region
+            for index, postcode in enumerate(_list(geography, "includedPostcodes", at)):
+                if isinstance(postcode, str) and postcode[:1] in _POSTCODE_REGIONS:
+                    region = _POSTCODE_REGIONS[postcode[:1]]
+                    self.information.append(
+                        f"geography.includedPostcodes[{index}]: region {region} from {postcode}"
+                    )
+                    return region
+        raise at.error(
+            "the plan's region is not given and its geography names no distributor or postcode "
+            "of NSW, SEQ, SA or VIC: give the region (--region, or ?region= on the API)"
+        )
+
+    def _contract(self, contract: Json, at: _Path) -> dict[str, Any]:
+        model = _one_of(
+            contract,
+            "pricingModel",
+            at,
+            (
+                "SINGLE_RATE",
+                "SINGLE_RATE_CONT_LOAD",
+                "TIME_OF_USE",
+                "TIME_OF_USE_CONT_LOAD",
+                "FLEXIBLE",
+                "FLEXIBLE_CONT_LOAD",
+                "QUOTA",
+            ),
+            "",
+        )
+        if model.startswith("FLEXIBLE") or model == "QUOTA":
+            raise (at / "pricingModel").error(
+                f"{model} pricing is not rated: freehours rates single-rate and time-of-use plans"
+            )
+        zone = _one_of(contract, "timeZone", at, ("LOCAL", "AEST"), "AEST")
+        for index, discount in enumerate(_list(contract, "discounts", at)):
+            _object(discount, at / "discounts" / index)
+            raise (at / "discounts" / index).error(
+                "discounts change the bill and freehours does not rate them"
+            )
+        self._informational(contract, at)
+        periods = _list(contract, "tariffPeriod", at, required=True)
+        supply: tuple[Decimal, _Path] | None = None
+        window: _Window | None = None
+        for index, period in enumerate(periods):
+            period_at = at / "tariffPeriod" / index
+            tariff = _object(period, period_at)
+            zone = self._period_zone(tariff, period_at, zone, first=index == 0)
+            charge = self._supply(tariff, period_at)
+            if supply is not None and charge != supply[0]:
+                raise (period_at / "dailySupplyCharge").error(
+                    f"{charge} differs from {supply[1].text}'s {supply[0]}: freehours bills one "
+                    "daily supply charge per plan"
+                )
+            supply = supply or (charge, period_at / "dailySupplyCharge")
+            period_window = self._tariff_period(tariff, period_at)
+            if index and (period_window is None) != (window is None):
+                raise period_at.error(
+                    "has a free window where tariffPeriod[0] has none, or none where it has one: "
+                    "a plan's free window is the same all year"
+                )
+            if window is not None and period_window is not None and period_window != window:
+                raise period_at.error(
+                    f"its free window ({period_window}) is not tariffPeriod[0]'s ({window}): "
+                    "a plan's free window is the same all year"
+                )
+            window = period_window
+        assert supply is not None
+        converted: dict[str, Any] = {
+            "time_zone": zone,
+            "daily_supply_charge": _plain(supply[0]),
+            "gst_rate": "0.10",
+            "time_of_use": self.holiday_bands + self.bands,
+        }
+        converted["free_window"] = {"enabled": False} if window is None else window.document()
+        feed_in = self._feed_in(contract, at)
+        if feed_in is not None:
+            converted["feed_in"] = {"unit_price": _plain(feed_in)}
+        load = self._controlled_load(contract, at, required=model.endswith("_CONT_LOAD"))
+        if load is not None:
+            converted["controlled_load"] = load
+        return converted
+
+    def _informational(self, contract: Json, at: _Path) -> None:
+        for index, incentive in enumerate(_list(contract, "incentives", at)):
+            item_at = at / "incentives" / index
+            item = _object(incentive, item_at)
+            category = _text(item, "category", item_at, default="OTHER")
+            if category == "ACCOUNT_CREDIT":
+                raise item_at.error(
+                    "an account-credit incentive changes the bill and freehours does not rate it"
+                )
+            self.information.append(
+                f"{item_at.text.removeprefix('electricityContract.')}: "
+                f"{_text(item, 'displayName', item_at, default='incentive')} ({category}), "
+                "not billed"
+            )
+        for index, fee in enumerate(_list(contract, "fees", at)):
+            item_at = at / "fees" / index
+            item = _object(fee, item_at)
+            kind = _text(item, "type", item_at, default="OTHER")
+            term = _text(item, "term", item_at, default="FIXED")
+            if term not in _FEES_ONE_OFF_TERMS:
+                raise (item_at / "term").error(
+                    f"a {term} {kind} fee recurs on every bill, and freehours does not bill fees"
+                )
+            amount = item.get("amount") or item.get("rate") or ""
+            self.information.append(
+                f"fees[{index}]: {kind} fee ({term}) {amount}".rstrip() + ", charged when it occurs"
+            )
+        for name in ("eligibility", "greenPowerCharges"):
+            for index, item in enumerate(_list(contract, name, at)):
+                entry = _object(item, at / name / index)
+                label = entry.get("description") or entry.get("displayName") or entry.get("type")
+                self.information.append(f"{name}[{index}]: {label}, not billed")
+        if isinstance(contract.get("intrinsicGreenPower"), Mapping):
+            share = contract["intrinsicGreenPower"].get("greenPercentage", "")
+            self.information.append(f"intrinsicGreenPower: {share} green power included")
+
+    def _period_zone(self, tariff: Json, at: _Path, zone: str, *, first: bool) -> str:
+        own = tariff.get("timeZone")
+        if own is None:
+            return zone
+        value = _one_of(tariff, "timeZone", at, ("LOCAL", "AEST"), "")
+        if value != zone and not first:
+            raise (at / "timeZone").error(
+                f"{value} differs from the plan's {zone}: freehours keeps one clock per plan"
+            )
+        return value
+
+    def _supply(self, tariff: Json, at: _Path) -> Decimal:
+        kind = _one_of(tariff, "dailySupplyChargeType", at, ("SINGLE", "BAND"), "SINGLE")
+        if kind == "BAND":
+            raise (at / "bandedDailySupplyCharges").error(
+                "banded daily supply charges are not rated: freehours bills one daily charge"
+            )
+        return _amount(_field(tariff, "dailySupplyCharge", at), at / "dailySupplyCharge")
+
+    def _tariff_period(self, tariff: Json, at: _Path) -> _Window | None:
+        dates = _dates(tariff, at)
+        kind = _one_of(
+            tariff,
+            "rateBlockUType",
+            at,
+            ("singleRate", "timeOfUseRates", "demandCharges"),
+            "",
+        )
+        if kind == "demandCharges" or tariff.get("demandCharges"):
+            raise (at / "demandCharges").error(
+                "demand charges (per kW of the highest demand) are not rated: freehours rates "
+                "energy (kWh) only"
+            )
+        if kind == "singleRate":
+            rate_at = at / "singleRate"
+            single = _object(_field(tariff, "singleRate", at), rate_at)
+            price = _single_price(single, rate_at, what="a single rate")
+            self._add_band(SINGLE_RATE_TYPE, price, [(["ALL"], 0, DAY_MINUTES)], dates)
+            return None
+        window = _Window()
+        for index, rate in enumerate(_list(tariff, "timeOfUseRates", at, required=True)):
+            rate_at = at / "timeOfUseRates" / index
+            entry = _object(rate, rate_at)
+            cdr_type = _one_of(entry, "type", rate_at, CDR_TOU_TYPES, "")
+            spans = list(_spans(entry, rate_at))
+            free = _free_step(entry, rate_at)
+            if free is None:
+                price = _single_price(entry, rate_at, what="a time-of-use rate")
+                if price == 0:
+                    self.information.append(
+                        f"{rate_at.text.removeprefix('electricityContract.')}: a zero price "
+                        "without a daily volume is a free rate, not the free window (which "
+                        'has a daily cap: "volume" with "period": "P1D")'
+                    )
+            else:
+                cap, price = free
+                window.add(cap, spans, rate_at)
+            self._add_band(cdr_type, price, spans, dates)
+        return window if window.spans else None
+
+    def _add_band(
+        self,
+        cdr_type: str,
+        price: Decimal,
+        spans: list[tuple[list[str], int, int]],
+        dates: list[str] | None,
+    ) -> None:
+        band_type = self.types.get((cdr_type, price))
+        if band_type is None:
+            taken = sum(1 for kind, _ in self.types if kind == cdr_type)
+            band_type = cdr_type if not taken else f"{cdr_type}_{taken + 1}"
+            self.types[(cdr_type, price)] = band_type
+        for days, start, end in spans:
+            weekdays = [day for day in days if day != "PUBLIC_HOLIDAYS"]
+            # Public holidays' times win over the weekday's: their bands are listed first.
+            for listed, target in (
+                (["PUBLIC_HOLIDAYS"] if len(weekdays) < len(days) else [], self.holiday_bands),
+                (weekdays, self.bands),
+            ):
+                if not listed:
+                    continue
+                period: dict[str, Any] = {
+                    "days": _day_names(listed),
+                    "start": clock_text(start),
+                    "end": clock_text(end),
+                }
+                if dates is not None:
+                    period["dates"] = dates
+                last = target[-1] if target else None
+                if last is not None and (last["type"], last["unit_price"]) == (
+                    band_type,
+                    _plain(price),
+                ):
+                    last["periods"].append(period)  # the same rate's next time window
+                else:
+                    target.append(
+                        {"type": band_type, "unit_price": _plain(price), "periods": [period]}
+                    )
+
+    def _feed_in(self, contract: Json, at: _Path) -> Decimal | None:
+        chosen: tuple[Decimal, _Path] | None = None
+        for index, tariff in enumerate(_list(contract, "solarFeedInTariff", at)):
+            item_at = at / "solarFeedInTariff" / index
+            item = _object(tariff, item_at)
+            scheme = _one_of(
+                item, "scheme", item_at, ("PREMIUM", "CURRENT", "VARIABLE", "OTHER"), ""
+            )
+            payer = _one_of(item, "payerType", item_at, ("GOVERNMENT", "RETAILER"), "")
+            if scheme == "PREMIUM" or payer == "GOVERNMENT":
+                self.information.append(
+                    f"solarFeedInTariff[{index}]: {scheme} scheme paid by {payer}: for the "
+                    "customers it names only, not rated"
+                )
+                continue
+            for name in ("startDate", "endDate"):
+                if item.get(name):
+                    raise (item_at / name).error(
+                        "a feed-in tariff for part of the year only is not rated"
+                    )
+            price = self._feed_in_price(item, item_at)
+            if chosen is not None:
+                raise item_at.error(
+                    f"a second retailer feed-in tariff ({price}, after {chosen[1].text}'s "
+                    f"{chosen[0]}): freehours credits export at one price"
+                )
+            chosen = (price, item_at)
+        return None if chosen is None else chosen[0]
+
+    def _feed_in_price(self, item: Json, at: _Path) -> Decimal:
+        kind = _one_of(item, "tariffUType", at, ("singleTariff", "timeVaryingTariffs"), "")
+        if kind == "singleTariff":
+            return _single_price(
+                _object(_field(item, "singleTariff", at), at / "singleTariff"),
+                at / "singleTariff",
+                what="a feed-in tariff",
+            )
+        prices = set()
+        for index, varying in enumerate(_list(item, "timeVaryingTariffs", at, required=True)):
+            varying_at = at / "timeVaryingTariffs" / index
+            prices.add(
+                _single_price(_object(varying, varying_at), varying_at, what="a feed-in tariff")
+            )
+        if len(prices) > 1:
+            raise (at / "timeVaryingTariffs").error(
+                f"prices {', '.join(sorted(map(str, prices)))} by time of day: a time-varying "
+                "feed-in tariff is not rated (freehours credits export at one price)"
+            )
+        return prices.pop()
+
+    def _controlled_load(
+        self, contract: Json, at: _Path, *, required: bool
+    ) -> dict[str, Any] | None:
+        loads = _list(contract, "controlledLoad", at, required=required)
+        if not loads:
+            return None
+        if len(loads) > 1:
+            raise (at / "controlledLoad" / 1).error(
+                "a second controlled load: freehours rates one, on the channels it is told "
+                f"({', '.join(self.controlled_load_suffixes)})"
+            )
+        item_at = at / "controlledLoad" / 0
+        item = _object(loads[0], item_at)
+        for name in ("startDate", "endDate"):
+            if item.get(name):
+                raise (item_at / name).error(
+                    "a controlled load rate for part of the year only is not rated"
+                )
+        kind = _one_of(item, "rateBlockUType", item_at, ("singleRate", "timeOfUseRates"), "")
+        if kind == "timeOfUseRates":
+            raise (item_at / "timeOfUseRates").error(
+                "time-of-use controlled load rates are not rated: freehours charges a controlled "
+                "load at a single rate"
+            )
+        rate_at = item_at / "singleRate"
+        rate = _object(_field(item, "singleRate", item_at), rate_at)
+        load: dict[str, Any] = {
+            "suffixes": list(self.controlled_load_suffixes),
+            "unit_price": _plain(_single_price(rate, rate_at, what="a controlled load rate")),
+        }
+        if rate.get("dailySupplyCharge") is not None:
+            load["daily_supply_charge"] = _plain(
+                _amount(rate["dailySupplyCharge"], rate_at / "dailySupplyCharge")
+            )
+        return load
+
+
+class _Window:
+    """The free window's rates in one tariff period: one cap, one span every day."""
+
+    def __init__(self) -> None:
+        self.cap: Decimal | None = None
+        self.spans: dict[str, list[tuple[int, int]]] = {}  # CDR day -> its (start, end)
+        self.at: _Path | None = None
+
+    def add(self, cap: Decimal, spans: list[tuple[list[str], int, int]], at: _Path) -> None:
+        if self.cap is not None and cap != self.cap:
+            raise (at / "rates" / 0 / "volume").error(
+                f"a free volume of {cap} kWh where {self.at and self.at.text} gives "
+                f"{self.cap}: the free window has one daily cap"
+            )
+        self.cap, self.at = cap, self.at or at
+        for days, start, end in spans:
+            for day in days:
+                self.spans.setdefault(day, []).append((start, end))
+
+    def bounds(self) -> tuple[int, int]:
+        """The window's start and end, the same on every day it is given for."""
+        assert self.at is not None
+        found: tuple[int, int] | None = None
+        for day in CDR_DAYS:
+            parts = sorted(self.spans.get(day, []))
+            if not parts:
+                if day == "PUBLIC_HOLIDAYS":
+                    continue  # holidays take the weekday's window
+                raise self.at.error(
+                    f"the free window is not given for {day}: it is the same every day"
+                )
+            start, end = parts[0]
+            for part_start, part_end in parts[1:]:
+                if part_start != end:
+                    raise self.at.error(
+                        f"the free window on {day} is not one span ({clock_text(end)} to "
+                        f"{clock_text(part_start)} is missing or given twice)"
+                    )
+                end = part_end
+            if found is not None and found != (start, end):
+                raise self.at.error(
+                    f"the free window on {day} is {clock_text(start)}-{clock_text(end)}, not "
+                    f"{clock_text(found[0])}-{clock_text(found[1])}: it is the same every day"
+                )
+            found = (start, end)
+        assert found is not None
+        return found
+
+    def document(self) -> dict[str, Any]:
+        start, end = self.bounds()
+        assert self.cap is not None
+        return {"start": clock_text(start), "end": clock_text(end), "cap_kwh": _plain(self.cap)}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Window) and (self.cap, self.bounds()) == (
+            other.cap,
+            other.bounds(),
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __str__(self) -> str:
+        start, end = self.bounds()
+        return f"{clock_text(start)}-{clock_text(end)} up to {self.cap} kWh"
+
+
+_SHORT_DAYS = (
+    (("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN"), "ALL"),
+    (("MON", "TUE", "WED", "THU", "FRI"), "WEEKDAYS"),
+    (("SAT", "SUN"), "WEEKENDS"),
+)
+
+
+def _day_names(days: list[str]) -> list[str]:
+    """CDR days as a plan writes them: ALL, WEEKDAYS and WEEKENDS where they fit."""
+    for listed, short in _SHORT_DAYS:
+        if set(listed) <= set(days):
+            rest = [day for day in days if day not in listed]
+            return [short, *_day_names(rest)] if rest else [short]
+    return days
+
+
+def _dates(tariff: Json, at: _Path) -> list[str] | None:
+    """A tariff period's first and last day (``MM-DD``), or None for the whole year. A season
+    that ends on 28 February includes the 29th of a leap year."""
+    days = []
+    for name in ("startDate", "endDate"):
+        text = _text(tariff, name, at, default="01-01" if name == "startDate" else "12-31")
+        match = _MONTH_DAY.fullmatch(text)
+        if match is None:
+            raise (at / name).error(f"{text!r} is not a day of the year as MM-DD")
+        days.append(f"{match.group(1)}-{match.group(2)}")
+    if days == ["01-01", "12-31"]:
+        return None
+    if days[1] == "02-28":
+        days[1] = "02-29"
+    return days
+
+
+def _rates(entry: Json, at: _Path) -> list[tuple[Decimal, Decimal | None, _Path]]:
+    """Each rate of an entry: (price, volume or None, where)."""
+    found = []
+    for index, rate in enumerate(_list(entry, "rates", at, required=True)):
+        rate_at = at / "rates" / index
+        item = _object(rate, rate_at)
+        unit = _text(item, "measureUnit", rate_at, default="KWH")
+        if unit != "KWH":
+            raise (rate_at / "measureUnit").error(f"a price per {unit}: freehours rates per KWH")
+        price = _amount(_field(item, "unitPrice", rate_at), rate_at / "unitPrice")
+        if price < 0:
+            raise (rate_at / "unitPrice").error(f"{price} is negative: prices cannot be")
+        volume = None
+        if item.get("volume") is not None:
+            volume = _amount(item["volume"], rate_at / "volume")
+            if volume <= 0:
+                raise (rate_at / "volume").error(f"{volume} is not a positive volume")
+        found.append((price, volume, rate_at))
+    return found
+
+
+def _single_price(entry: Json, at: _Path, *, what: str) -> Decimal:
+    rates = _rates(entry, at)
+    if len(rates) > 1 or rates[0][1] is not None:
+        raise (at / "rates").error(
+            f"{what} with stepped rates (a price per volume of usage): stepped rates are not rated"
+        )
+    return rates[0][0]
+
+
+def _free_step(entry: Json, at: _Path) -> tuple[Decimal, Decimal] | None:
+    """(cap, price over the cap) of a free-window rate: a first step free for a daily volume,
+    then a price. None for any other rate."""
+    rates = _rates(entry, at)
+    price, volume, _ = rates[0]
+    if price != 0 or volume is None:
+        return None
+    period = _text(entry, "period", at, default="P1Y")
+    if _DURATION_DAY.fullmatch(period) is None:
+        raise (at / "period").error(
+            f"a free first step for {period}: the free window's volume is a daily cap (P1D)"
+        )
+    if len(rates) != 2 or rates[1][1] is not None:
+        raise (at / "rates").error(
+            "a free window needs two rates: free up to its daily volume, then the price over "
+            "the cap (with no volume)"
+        )
+    return volume, rates[1][0]
+
+
+def _spans(entry: Json, at: _Path) -> Iterator[tuple[list[str], int, int]]:
+    """An entry's time windows as (CDR days, start, end) on the plan's clock, minutes of the
+    day; a window across midnight is two."""
+    for index, window in enumerate(_list(entry, "timeOfUse", at, required=True)):
+        window_at = at / "timeOfUse" / index
+        item = _object(window, window_at)
+        days = _list(item, "days", window_at, required=True)
+        for day_index, day in enumerate(days):
+            if day not in CDR_DAYS:
+                raise (window_at / "days" / day_index).error(
+                    f"unknown day {day!r}: expected one of {', '.join(CDR_DAYS)}"
+                )
+        start = _clock(_text(item, "startTime", window_at), window_at / "startTime", end=False)
+        end = _clock(_text(item, "endTime", window_at), window_at / "endTime", end=True)
+        listed = [day for day in CDR_DAYS if day in days]
+        if end == 0 or end == start == 0:
+            end = DAY_MINUTES
+        if start < end:
+            yield listed, start, end
+        elif start > end:
+            yield listed, start, DAY_MINUTES
+            yield listed, 0, end
+        else:
+            raise (window_at / "endTime").error(
+                f"{clock_text(end)} is the start time: an empty time window"
+            )
+
+
+def _clock(text: str, at: _Path, *, end: bool) -> int:
+    """An ISO 8601 time of day as minutes; 23:59 and 23:59:59 end the day (24:00)."""
+    match = _TIME.fullmatch(text)
+    if match is None:
+        raise at.error(f"{text!r} is not a time of day (ISO 8601, such as 07:00 or 07:00:00)")
+    hours, minutes, seconds, offset = match.groups()
+    if offset is not None:
+        raise at.error(
+            f"{text!r} has a UTC offset: give times on the plan's clock (timeZone LOCAL or AEST)"
+        )
+    hour, minute, second = int(hours), int(minutes), int(seconds or 0)
+    if end and (hour, minute) == (23, 59) and second in (0, 59):
+        return DAY_MINUTES
+    if end and (hour, minute, second) == (24, 0, 0):
+        return DAY_MINUTES
+    if hour > 23 or minute > 59 or second:
+        raise at.error(f"{text!r} is not a time of day on a whole minute")
+    return hour * 60 + minute
+
+
+# --- out -------------------------------------------------------------------------------------
+
+
+def cdr_from_plan(
+    plan: Plan,
+    *,
+    last_updated: datetime,
+    brand: str = "freehours",
+    brand_name: str = "freehours",
+    information: Sequence[str] = (),
+) -> dict[str, Any]:
+    """``plan`` as a CDR ``EnergyPlanDetailV3`` document. Raises ``PlanError`` (keyed by the
+    plan's field) for what the CDR cannot say: a GST rate other than 10%, a band type that is
+    not one of the CDR's, a public holiday whose bands depend on its weekday."""
+    source = f"plan {plan.id}"
+    if plan.gst_rate != Decimal("0.10"):
+        raise PlanError(
+            f"{plan.gst_rate}: CDR prices exclude a GST of 10%, and no other rate can be said",
+            source=source,
+            key="gst_rate",
+        )
+    zone = str(plan.time_zone)
+    periods = _seasons(plan, source)
+    single = all(len(rates) == 1 and rates[0][0] == "single" for _, _, rates in periods)
+    model = "SINGLE_RATE" if single else "TIME_OF_USE"
+    if plan.controlled_load is not None:
+        model += "_CONT_LOAD"
+    contract: dict[str, Any] = {
+        "pricingModel": model,
+        "timeZone": zone,
+        "isFixed": False,
+        "variation": "Prices may change with notice, as the retailer's terms say.",
+        "paymentOption": ["OTHER"],
+        "termType": "ONGOING",
+        "coolingOffDays": 10,
+        "billFrequency": ["P1M"],
+        "tariffPeriod": [
+            _tariff_period(plan, first, last, rates, zone) for first, last, rates in periods
+        ],
+    }
+    if plan.feed_in is not None:
+        contract["solarFeedInTariff"] = [
+            {
+                "displayName": "Solar feed-in tariff",
+                "scheme": "CURRENT",
+                "payerType": "RETAILER",
+                "tariffUType": "singleTariff",
+                "singleTariff": {"rates": [{"unitPrice": _plain(plan.feed_in.unit_price)}]},
+            }
+        ]
+    if plan.controlled_load is not None:
+        load = plan.controlled_load
+        rate: dict[str, Any] = {
+            "displayName": "Controlled load",
+            "rates": [{"unitPrice": _plain(load.unit_price)}],
+        }
+        if load.daily_supply_charge is not None:
+            rate["dailySupplyCharge"] = _plain(load.daily_supply_charge)
+        contract["controlledLoad"] = [
+            {"displayName": "Controlled load", "rateBlockUType": "singleRate", "singleRate": rate}
+        ]
+    if information:
+        contract["additionalFeeInformation"] = "\n".join(information)
+    return {
+        "planId": plan.id,
+        "lastUpdated": last_updated.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "displayName": plan.description or plan.id,
+        "description": plan.description or plan.id,
+        "type": "MARKET",
+        "fuelType": "ELECTRICITY",
+        "brand": brand,
+        "brandName": brand_name,
+        "customerType": "RESIDENTIAL",
+        "geography": {"distributors": list(REGION_DISTRIBUTORS[plan.region])},
+        "electricityContract": contract,
+    }
+
+
+#: One rate of an exported tariff period: ("single", band, None) or ("tou", band, in_window)
+#: with its time windows as (CDR days, start, end).
+_Rate = tuple[str, int, bool, tuple[tuple[tuple[str, ...], int, int], ...]]
+
+
+def _seasons(plan: Plan, source: str) -> list[tuple[int, int, tuple[_Rate, ...]]]:
+    """The plan's year as tariff periods: (first MMDD, last MMDD, rates), stretches with the same
+    rates merged (over the new year too)."""
+    starts = season_starts(plan.bands)
+    seasons = []
+    for index, first in enumerate(starts):
+        last = _day_before(starts[index + 1]) if index + 1 < len(starts) else 1231
+        seasons.append([first, last, _season_rates(plan, first, source)])
+    merged = [seasons[0]]
+    for season in seasons[1:]:
+        if season[2] == merged[-1][2]:
+            merged[-1][1] = season[1]
+        else:
+            merged.append(season)
+    if len(merged) > 1 and merged[0][2] == merged[-1][2]:
+        merged[0][0] = merged.pop()[0]  # one season over the new year
+    return [(first, last, rates) for first, last, rates in merged]  # type: ignore[misc]
+
+
+def _day_before(month_day: int) -> int:
+    month, day = divmod(month_day, 100)
+    if day > 1:
+        return month_day - 1
+    if month == 1:
+        return 1231
+    previous = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)[month - 2]
+    return (month - 1) * 100 + previous
+
+
+def _season_rates(plan: Plan, on: int, source: str) -> tuple[_Rate, ...]:
+    """The rates of the tariff period that contains ``on``: the plan's timeline flattened (first
+    listed band wins), one rate per band in and out of the free window."""
+    window = plan.free_window
+    timelines: dict[str, tuple[tuple[int, bool], ...]] = {}
+    for weekday, name in enumerate(WEEKDAY_NAMES):
+        timelines[str(name)] = _places(
+            plan.bands, window, day_names(weekday, public_holiday=False), on
+        )
+    if plan.uses_public_holidays:
+        holidays = {
+            _places(plan.bands, window, day_names(weekday, public_holiday=True), on)
+            for weekday in range(7)
+        }
+        if len(holidays) > 1:
+            raise PlanError(
+                "a public holiday's bands depend on its weekday: the CDR gives public holidays "
+                'one set of times (list a band with days = ["PUBLIC_HOLIDAYS"], 00:00-24:00, '
+                "first)",
+                source=source,
+                key="time_of_use",
+            )
+        timelines["PUBLIC_HOLIDAYS"] = holidays.pop()
+    # (band, in window) -> (start, end) -> the days it is in force then
+    spans: dict[tuple[int, bool], dict[tuple[int, int], list[str]]] = {}
+    for day, places in timelines.items():
+        start = 0
+        for minute in range(1, DAY_MINUTES + 1):
+            if minute == DAY_MINUTES or places[minute] != places[start]:
+                spans.setdefault(places[start], {}).setdefault((start, minute), []).append(day)
+                start = minute
+    if len(spans) == 1 and not window:
+        ((band, _),) = spans
+        return (("single", band, False, ()),)
+    rates = []
+    for (band, inside), times in sorted(spans.items()):
+        # Days with the same times form one time window each.
+        by_days: dict[tuple[str, ...], list[tuple[int, int]]] = {}
+        for (start, end), days in sorted(times.items()):
+            by_days.setdefault(tuple(days), []).append((start, end))
+        windows = tuple(
+            (days, start, end)
+            for days, parts in sorted(by_days.items(), key=lambda item: item[1])
+            for start, end in parts
+        )
+        rates.append(("tou", band, inside, windows))
+    return tuple(rates)
+
+
+def _places(
+    bands: tuple[Band, ...], window: Any, names: frozenset[DayName], on: int
+) -> tuple[tuple[int, bool], ...]:
+    """(band in force, inside the window) at each minute of a day with these names."""
+    timeline = band_timeline(bands, names, on)
+    if window is None:
+        return tuple((band, False) for band in timeline)
+    return tuple(
+        (band, window.start <= minute < window.end) for minute, band in enumerate(timeline)
+    )
+
+
+def _tariff_period(
+    plan: Plan, first: int, last: int, rates: tuple[_Rate, ...], zone: str
+) -> dict[str, Any]:
+    start, end = f"{first // 100:02d}-{first % 100:02d}", f"{last // 100:02d}-{last % 100:02d}"
+    period: dict[str, Any] = {
+        "displayName": "All year" if (first, last) == (101, 1231) else f"{start} to {end}",
+        "startDate": start,
+        "endDate": end,
+        "dailySupplyChargeType": "SINGLE",
+        "dailySupplyCharge": _plain(plan.daily_supply_charge),
+        "timeZone": zone,
+    }
+    if rates[0][0] == "single":
+        band = plan.bands[rates[0][1]]
+        period["rateBlockUType"] = "singleRate"
+        period["singleRate"] = {
+            "displayName": _display(band.type),
+            "rates": [{"unitPrice": _plain(band.unit_price)}],
+        }
+        return period
+    period["rateBlockUType"] = "timeOfUseRates"
+    period["timeOfUseRates"] = [_time_of_use(plan, rate) for rate in rates]
+    return period
+
+
+def _time_of_use(plan: Plan, rate: _Rate) -> dict[str, Any]:
+    _, index, inside, windows = rate
+    band = plan.bands[index]
+    cdr_type = _cdr_type(band.type, index, plan.id)
+    entry: dict[str, Any] = {"displayName": _display(band.type), "type": cdr_type}
+    if inside:
+        assert plan.free_window is not None
+        cap = plan.free_window.cap_kwh
+        entry["displayName"] = f"{_FREE_WINDOW_NAME} ({_display(band.type).lower()} over the cap)"
+        entry["rates"] = [
+            {"unitPrice": "0", "volume": int(cap) if cap == cap.to_integral() else float(cap)},
+            {"unitPrice": _plain(band.unit_price)},
+        ]
+        entry["period"] = "P1D"
+    else:
+        entry["rates"] = [{"unitPrice": _plain(band.unit_price)}]
+    entry["timeOfUse"] = [
+        {"days": list(days), "startTime": clock_text(start), "endTime": _end_time(end)}
+        for days, start, end in windows
+    ]
+    return entry
+
+
+def _end_time(minutes: int) -> str:
+    """An end of a time window: the end of the day is 23:59, as CDR documents write it."""
+    return "23:59" if minutes == DAY_MINUTES else clock_text(minutes)
+
+
+def _display(band_type: str) -> str:
+    return band_type.replace("_", " ").capitalize()
+
+
+def _cdr_type(band_type: str, index: int, plan_id: str) -> str:
+    """The CDR time-of-use type of a band: its own, or the CDR type it begins with
+    (``PEAK_2`` is a second PEAK price)."""
+    if band_type in CDR_TOU_TYPES:
+        return band_type
+    if band_type == SINGLE_RATE_TYPE:
+        return "PEAK"
+    for known in sorted(CDR_TOU_TYPES, key=len, reverse=True):
+        if band_type.startswith(known + "_"):
+            return known
+    raise PlanError(
+        f"{band_type!r} is not a CDR time-of-use type ({', '.join(CDR_TOU_TYPES)}), nor one "
+        "with a suffix such as PEAK_2",
+        source=f"plan {plan_id}",
+        key=f"time_of_use[{index}].type",
+    )
+
+
+def read_json(data: bytes, *, source: str, limit: int) -> object:
+    """A JSON document of at most ``limit`` bytes, numbers read exactly (``Decimal``)."""
+
+    if len(data) > limit:
+        raise PlanError(f"{len(data)} bytes: a CDR plan is read up to {limit}", source=source)
+    try:
+        return json.loads(data, parse_float=Decimal)
+    except UnicodeDecodeError as exc:
+        raise PlanError(f"not UTF-8 text: {exc}", source=source) from None
+    except json.JSONDecodeError as exc:
+        raise PlanError(
+            f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", source=source
+        ) from None
+    except RecursionError:
+        raise PlanError("nested too deeply to be a CDR plan", source=source) from None
