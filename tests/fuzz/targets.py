@@ -6,6 +6,8 @@ hang, unbounded memory).
   reads it: every day, or ``NEM12Error``.
 - ``readings``: a ``POST /v1/meter-readings`` body, parsed as the route parses it: a batch of
   interval reads, or the 422 (``RequestValidationError``) naming the field.
+- ``cdr_plan``: a CDR energy plan, as ``plans import-cdr`` and ``PUT /v1/plans`` (CDR body) read
+  it: a plan document that ``parse_plan`` takes, or ``PlanError``.
 
 Used by ``tests/fuzz/run.py`` (atheris, coverage-guided; ``make fuzz``) and by
 ``tests/fuzz/test_fuzz.py`` (the kept corpus replayed, and hypothesis) in every test run.
@@ -19,8 +21,11 @@ from fastapi.exceptions import RequestValidationError
 
 from freehours.api.bodies import parse_body
 from freehours.api.models import MeterReadingsIn
-from freehours.errors import NEM12Error
+from freehours.domain.time import Region
+from freehours.errors import NEM12Error, PlanError
 from freehours.meterdata.nem12 import read_days
+from freehours.plans.cdr import plan_document_from_cdr, read_json
+from freehours.plans.document import parse_plan
 from freehours.store.meter import encode_values
 
 
@@ -48,4 +53,23 @@ def readings(data: bytes) -> None:
             raise AssertionError(f"a 422 that does not name a body field: {errors}") from exc
 
 
-TARGETS: dict[str, Callable[[bytes], None]] = {"nem12": nem12, "readings": readings}
+def cdr_plan(data: bytes) -> None:
+    """Read ``data`` as a CDR energy plan into a plan document."""
+    try:
+        document = plan_document_from_cdr(
+            read_json(data, source="fuzz.json", limit=1 << 20),
+            source="fuzz.json",
+            region=Region.NSW,
+        )
+    except PlanError as exc:
+        if "fuzz.json" not in str(exc):
+            raise AssertionError(f"the error does not name the source: {exc}") from exc
+        return
+    parse_plan(document, source="fuzz.json")  # what it returns is a plan
+
+
+TARGETS: dict[str, Callable[[bytes], None]] = {
+    "nem12": nem12,
+    "readings": readings,
+    "cdr_plan": cdr_plan,
+}

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.fuzz.targets import TARGETS, nem12, readings
+from tests.fuzz.targets import TARGETS, cdr_plan, nem12, readings
 
 HERE = Path(__file__).parent
 #: Hand-made inputs (named for what they hold) and what atheris found and kept (``make fuzz``).
@@ -133,3 +133,47 @@ _JSON = st.recursive(
 )
 def test_json_batches_of_any_shape(body: dict[str, object]) -> None:
     readings(json.dumps(body).encode())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(_INPUTS["cdr_plan"]), _CUTS)
+def test_mutated_cdr_plans(seed: bytes, cuts: list[tuple[int, int, bytes]]) -> None:
+    cdr_plan(_mutated(seed, cuts))
+
+
+def _paths(node: object, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    """Every place in a JSON document where a value sits."""
+    found = [path]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found += _paths(value, (*path, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += _paths(value, (*path, index))
+    return found
+
+
+_CDR_SEEDS = [json.loads(data) for data in _INPUTS["cdr_plan"] if data.startswith(b"{\n")]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.sampled_from(_CDR_SEEDS),
+    st.lists(st.tuples(st.integers(0, 1 << 12), _FIELD | _JSON), min_size=1, max_size=3),
+)
+def test_cdr_plans_with_hostile_values_in_well_formed_documents(
+    seed: dict[str, object], changes: list[tuple[int, object]]
+) -> None:
+    """A valid CDR plan with some of its values (objects, lists, leaves) replaced: every place
+    a reader looks, given what it does not expect."""
+    document = json.loads(json.dumps(seed))
+    for at, value in changes:
+        paths = _paths(document)[1:]
+        if not paths:
+            break
+        *parents, last = paths[at % len(paths)]
+        node = document
+        for part in parents:
+            node = node[part]
+        node[last] = value
+    cdr_plan(json.dumps(document).encode())

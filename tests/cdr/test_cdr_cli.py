@@ -1,0 +1,136 @@
+"""``freehours plans import-cdr`` and ``plans export-cdr``."""
+
+from __future__ import annotations
+
+import io
+import json
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from freehours.settings import get_settings
+from tests.cdr.support import CDR, schema_problems
+from tests.support import run_command
+
+PLANS = CDR / "plans"
+
+
+def run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
+    code = run_command(monkeypatch, *args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_import_prints_a_plan_file_that_validates_and_bills(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = run(
+        monkeypatch, capsys, "plans", "import-cdr", str(PLANS / "time-of-use-free-window.json")
+    )
+    assert code == 0
+    assert tomllib.loads(out)["free_window"] == {"start": "11:00", "end": "14:00", "cap_kwh": "24"}
+    plan_file = tmp_path / "plan.toml"
+    plan_file.write_text(out)
+    code, out, _ = run(monkeypatch, capsys, "plans", "validate", str(plan_file))
+    assert code == 0
+    assert "free window 11:00-14:00 up to 24 kWh a day" in out
+
+
+def test_import_reads_stdin_and_takes_the_region_and_id(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = json.loads((PLANS / "single-rate.json").read_text())
+    del document["geography"]
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(json.dumps(document).encode())))
+    code, out, err = run(
+        monkeypatch, capsys, "plans", "import-cdr", "-", "--region", "SA", "--id", "mine"
+    )
+    assert code == 0, err
+    assert (tomllib.loads(out)["region"], tomllib.loads(out)["id"]) == ("SA", "mine")
+
+
+def test_import_names_the_json_path_of_what_cannot_be_rated(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    document = json.loads((PLANS / "single-rate.json").read_text())
+    document["electricityContract"]["discounts"] = [{"displayName": "10% off"}]
+    path = tmp_path / "discounted.json"
+    path.write_text(json.dumps(document))
+    code, out, err = run(monkeypatch, capsys, "plans", "import-cdr", str(path))
+    assert (code, out) == (2, "")
+    assert f"{path}: electricityContract.discounts[0]: discounts change the bill" in err
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"{" * 10, "not JSON"),
+        (b" " * ((1 << 20) + 1), "over 1048576 bytes"),
+        (b"[]", "expected an object, got an array"),
+    ],
+)
+def test_import_refuses_what_is_not_a_plan(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    content: bytes,
+    why: str,
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    code, _, err = run(monkeypatch, capsys, "plans", "import-cdr", str(path))
+    assert code == 2
+    assert why in err
+
+
+def test_import_refuses_a_region_it_does_not_know(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(
+        monkeypatch, capsys, "plans", "import-cdr", str(PLANS / "seasonal.json"), "--region", "WA"
+    )
+    assert code == 2
+    assert "--region 'WA': expected NSW, SEQ, SA or VIC" in err
+
+
+def test_export_of_a_builtin_plan_is_a_valid_cdr_plan(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(monkeypatch, capsys, "plans", "export-cdr", "sso-sa", "--brand", "acme")
+    assert code == 0
+    document = json.loads(out)
+    assert schema_problems(document) == []
+    assert (document["planId"], document["brand"]) == ("sso-sa", "acme")
+
+
+@pytest.fixture
+def database_url(store_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    monkeypatch.setenv("FREEHOURS_DATABASE_URL", store_url)
+    get_settings.cache_clear()
+    yield store_url
+    get_settings.cache_clear()
+
+
+def test_export_of_a_stored_plan_and_of_one_that_is_not(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    database_url: str,
+) -> None:
+    code, out, _ = run(monkeypatch, capsys, "plans", "import-cdr", str(PLANS / "seasonal.json"))
+    plan_file = tmp_path / "seasonal.toml"
+    plan_file.write_text(out)
+    assert run(monkeypatch, capsys, "plans", "put", str(plan_file))[0] == 0
+    code, out, _ = run(monkeypatch, capsys, "plans", "export-cdr", "EXA-SA-SEASONS")
+    assert code == 0
+    document = json.loads(out)
+    assert schema_problems(document) == []
+    periods = document["electricityContract"]["tariffPeriod"]
+    assert [period["startDate"] for period in periods] == ["12-01", "03-01"]
+    code, out, err = run(monkeypatch, capsys, "plans", "export-cdr", "nothing-here")
+    assert (code, out) == (2, "")
+    assert "nothing-here: no such plan stored, built in, or plan file" in err
