@@ -3,7 +3,8 @@
 Lines, in this order:
 
 - one per time-of-use band type (plan order): the consumption charged at that band, outside the
-  window and over the cap, at its unit price;
+  window and over the cap, at its unit price; a type with stepped rates has one more line,
+  ``TYPE_STEP2``, ..., for each step its energy reaches (thresholds pro rata to the days billed);
 - ``SUPPLY``: the daily supply charge, quantity = days billed (unit ``day``);
 - ``CONTROLLED_LOAD`` (plans with a controlled load): the controlled-load channels' energy at its
   price, and ``CONTROLLED_LOAD_SUPPLY`` where it has a daily supply charge of its own;
@@ -26,7 +27,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from operator import attrgetter
 from typing import cast
 
-from freehours.domain.plan import ControlledLoad, Plan
+from freehours.domain.plan import Band, ControlledLoad, Plan
 from freehours.domain.rating import ZERO, DayRating
 
 CENT = Decimal("0.01")
@@ -182,22 +183,16 @@ def make_bill(plan: Plan, nmi: str, days: Iterable[DayRating]) -> Bill:
     free_total = sum(columns["free_kwh"], ZERO)
     export_total = sum(columns["export_kwh"], ZERO)
     charged: dict[str, Decimal] = {}
-    prices: dict[str, Decimal] = {}
+    bands: dict[str, Band] = {}
     free_value = ZERO
     for band, charged_kwh, free_kwh in zip(plan.bands, charged_by_band, free_by_band, strict=True):
         charged[band.type] = charged.get(band.type, ZERO) + charged_kwh
-        prices[band.type] = band.unit_price
+        bands.setdefault(band.type, band)
         free_value += free_kwh * band.unit_price
     lines = [
-        BillLine(
-            code=band_type,
-            description=f"{band_type.replace('_', ' ').capitalize()} energy",
-            quantity=kwh,
-            unit="kWh",
-            unit_price=prices[band_type],
-            amount=to_cent(kwh * prices[band_type]),
-        )
+        line
         for band_type, kwh in charged.items()
+        for line in _energy_lines(bands[band_type], kwh, len(rated))
     ]
     lines.append(
         BillLine(
@@ -255,6 +250,47 @@ def make_bill(plan: Plan, nmi: str, days: Iterable[DayRating]) -> Bill:
         total=subtotal + gst,
         free_energy_value=to_cent(free_value),
     )
+
+
+def _energy_lines(band: Band, kwh: Decimal, days: int) -> list[BillLine]:
+    """A band type's charged energy: one line at its price, or one per step it reaches, the
+    steps' thresholds pro rata to the days billed (``StepRates``)."""
+    name = band.type.replace("_", " ").capitalize()
+    if band.steps is None:
+        return [
+            BillLine(
+                code=band.type,
+                description=f"{name} energy",
+                quantity=kwh,
+                unit="kWh",
+                unit_price=band.unit_price,
+                amount=to_cent(kwh * band.unit_price),
+            )
+        ]
+    thresholds = band.steps.thresholds(days)
+    starts = (ZERO, *thresholds)
+    ends = (*thresholds, None)
+    prices = (band.unit_price, *(step.unit_price for step in band.steps.steps))
+    lines = []
+    for number, (start, end, price) in enumerate(zip(starts, ends, prices, strict=True), 1):
+        if number > 1 and kwh <= start:
+            break
+        quantity = (kwh if end is None else min(kwh, end)) - start
+        lines.append(
+            BillLine(
+                code=band.type if number == 1 else f"{band.type}_STEP{number}",
+                description=(
+                    f"{name} energy"
+                    + (f", up to {kwh_text(end)} kWh" if number == 1 and end is not None else "")
+                    + (f", step {number} from {kwh_text(start)} kWh" if number > 1 else "")
+                ),
+                quantity=max(quantity, ZERO),
+                unit="kWh",
+                unit_price=price,
+                amount=to_cent(max(quantity, ZERO) * price),
+            )
+        )
+    return lines
 
 
 def _controlled_load_lines(

@@ -22,8 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, tzinfo
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
+from fractions import Fraction
 
 from freehours.domain.reads import DAY_MINUTES
 from freehours.domain.time import NEM_TIME, REGION_ZONES, Region
@@ -140,11 +141,58 @@ class Period:
 
 @dataclass(frozen=True, slots=True)
 class Band:
-    """A time-of-use band: its CDR type (PEAK, OFF_PEAK, ...), price per kWh and periods."""
+    """A time-of-use band: its CDR type (PEAK, OFF_PEAK, ...), price per kWh and periods, and
+    its steps where the price rises (or falls) with usage (``StepRates``)."""
 
     type: str
     unit_price: Decimal
     periods: tuple[Period, ...]
+    steps: StepRates | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """From ``after_kwh`` of a step period's usage of a band type on, ``unit_price``."""
+
+    after_kwh: Decimal
+    unit_price: Decimal
+
+
+#: Days in a step period of each ISO 8601 unit: a month is a twelfth of a year of 365 days.
+STEP_PERIOD_DAYS: dict[str, Fraction] = {
+    "D": Fraction(1),
+    "W": Fraction(7),
+    "M": Fraction(365, 12),
+    "Y": Fraction(365),
+}
+#: A step's threshold on a bill, pro rata, is rounded half up to the watt-hour.
+STEP_QUANTUM = Decimal("0.001")
+
+
+@dataclass(frozen=True, slots=True)
+class StepRates:
+    """Stepped (block) rates of a band type: the band's ``unit_price`` up to the first step's
+    ``after_kwh``, each step's price from there, per ``period`` (an ISO 8601 duration of one
+    unit: ``P1D``, ``P1M``, ``P3M``, ``P1Y``). A bill's thresholds are the steps' pro rata to the
+    days it bills: ``after_kwh x days / days of the period``, to the watt-hour (a quarterly 1,000
+    kWh step is 339.726 kWh on a bill of 31 days)."""
+
+    steps: tuple[Step, ...]
+    period: str
+
+    @property
+    def period_days(self) -> Fraction:
+        return int(self.period[1:-1]) * STEP_PERIOD_DAYS[self.period[-1]]
+
+    def thresholds(self, days: int) -> tuple[Decimal, ...]:
+        """Each step's threshold on a bill of ``days`` days, in kWh."""
+        share = Fraction(days) / self.period_days
+        found = []
+        for step in self.steps:
+            exact = Fraction(step.after_kwh) * share
+            kwh = Decimal(exact.numerator) / Decimal(exact.denominator)
+            found.append(kwh.quantize(STEP_QUANTUM, ROUND_HALF_UP))
+        return tuple(found)
 
 
 def band_timeline(

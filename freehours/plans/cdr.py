@@ -7,10 +7,10 @@ writes a ``Plan`` back as a document that validates against the published schema
 is the user's guide; what follows is the mapping.
 
 **In.** The electricity contract's tariff periods become bands (their ``startDate``/``endDate``
-the periods' ``dates``), single and time-of-use rates with their days and times, the daily supply
-charge, the retailer's solar feed-in tariff, a controlled load (rated on channel E2 unless told
-otherwise) and the time zone (``LOCAL`` or ``AEST``; AEST when absent, as the standard says).
-CDR prices exclude GST; the plan adds 10%. The region is not a CDR field: it comes from the
+the periods' ``dates``), single and time-of-use rates with their days and times and their steps
+(stepped rates), the daily supply charge, the retailer's solar feed-in tariff, a controlled load
+(rated on channel E2 unless told otherwise) and the time zone (``LOCAL`` or ``AEST``; AEST when
+absent, as the standard says). CDR prices exclude GST; the plan adds 10%. The region is not a CDR field: it comes from the
 caller, or from the plan's ``geography`` (its distributors, else its postcodes).
 
 **The free window.** The CDR has no free window yet. freehours writes one as a time-of-use rate
@@ -25,7 +25,7 @@ one volume, the day's cap shared between them. ``"0.00"`` or ``0`` for the free 
 rate type, days and times written any way the standard allows all read the same.
 
 **Refused, never ignored.** Whatever changes a bill that freehours cannot rate (demand charges,
-stepped rates, banded supply charges, discounts, account-credit incentives, metering charges,
+banded supply charges, discounts, account-credit incentives, metering charges,
 recurring fees, time-varying or stepped feed-in tariffs, flexible and quota pricing) is a
 ``PlanError`` whose key is the JSON path (``electricityContract.tariffPeriod[0].demandCharges``)
 and whose message says why. What is only informational (one-off fees, eligibility, gifts, green
@@ -84,6 +84,7 @@ _FEES_ONE_OFF_TERMS = {"FIXED", "PERCENT_OF_BILL", "VARIABLE"}
 _TIME = re.compile(r"T?(\d\d):?(\d\d)(?::?(\d\d))?(Z|[+-]\d\d:?\d\d)?")
 _MONTH_DAY = re.compile(r"(?:--)?(\d\d)-(\d\d)")
 _DURATION_DAY = re.compile(r"P1D|PT24H")
+_STEP_PERIOD = re.compile(r"P[1-9]\d?[DWMY]")
 
 Json = Mapping[str, Any]
 
@@ -219,7 +220,7 @@ class _Reader:
         self.controlled_load_suffixes = controlled_load_suffixes
         self.information: list[str] = []
         # (type, price) -> band type: a CDR type with a second price becomes TYPE_2, ...
-        self.types: dict[tuple[str, Decimal], str] = {}
+        self.types: dict[tuple[str, str], str] = {}  # (CDR type, its pricing) -> band type
         self.holiday_bands: list[dict[str, Any]] = []
         self.bands: list[dict[str, Any]] = []
 
@@ -423,8 +424,8 @@ class _Reader:
         if kind == "singleRate":
             rate_at = at / "singleRate"
             single = _object(_field(tariff, "singleRate", at), rate_at)
-            price = _single_price(single, rate_at, what="a single rate")
-            self._add_band(SINGLE_RATE_TYPE, price, [(["ALL"], 0, DAY_MINUTES)], dates)
+            pricing = _stepped(single, rate_at)
+            self._add_band(SINGLE_RATE_TYPE, pricing, [(["ALL"], 0, DAY_MINUTES)], dates)
             return None
         window = _Window()
         for index, rate in enumerate(_list(tariff, "timeOfUseRates", at, required=True)):
@@ -434,8 +435,8 @@ class _Reader:
             spans = list(_spans(entry, rate_at))
             free = _free_step(entry, rate_at)
             if free is None:
-                price = _single_price(entry, rate_at, what="a time-of-use rate")
-                if price == 0:
+                pricing = _stepped(entry, rate_at)
+                if Decimal(pricing["unit_price"]) == 0 and "steps" not in pricing:
                     self.information.append(
                         f"{rate_at.text.removeprefix('electricityContract.')}: a zero price "
                         "without a daily volume is a free rate, not the free window (which "
@@ -444,16 +445,18 @@ class _Reader:
             else:
                 cap, price = free
                 window.add(cap, spans, rate_at)
-            self._add_band(cdr_type, price, spans, dates)
+                pricing = {"unit_price": _plain(price)}
+            self._add_band(cdr_type, pricing, spans, dates)
         return window if window.spans else None
 
     def _add_band(
         self,
         cdr_type: str,
-        price: Decimal,
+        pricing: dict[str, Any],
         spans: list[tuple[list[str], int, int]],
         dates: list[str] | None,
     ) -> None:
+        price = json.dumps(pricing, sort_keys=True)
         band_type = self.types.get((cdr_type, price))
         if band_type is None:
             taken = sum(1 for kind, _ in self.types if kind == cdr_type)
@@ -476,15 +479,10 @@ class _Reader:
                 if dates is not None:
                     period["dates"] = dates
                 last = target[-1] if target else None
-                if last is not None and (last["type"], last["unit_price"]) == (
-                    band_type,
-                    _plain(price),
-                ):
+                if last is not None and last["type"] == band_type:
                     last["periods"].append(period)  # the same rate's next time window
                 else:
-                    target.append(
-                        {"type": band_type, "unit_price": _plain(price), "periods": [period]}
-                    )
+                    target.append({"type": band_type, **pricing, "periods": [period]})
 
     def _feed_in(self, contract: Json, at: _Path) -> Decimal | None:
         chosen: tuple[Decimal, _Path] | None = None
@@ -693,11 +691,50 @@ def _rates(entry: Json, at: _Path) -> list[tuple[Decimal, Decimal | None, _Path]
     return found
 
 
+def _stepped(entry: Json, at: _Path) -> dict[str, Any]:
+    """A rate's pricing as a band's fields: ``unit_price``, and ``steps`` with ``step_period``
+    where its rates are stepped (each rate's ``volume`` is the usage it applies to, in order;
+    the last has none)."""
+    rates = _rates(entry, at)
+    pricing: dict[str, Any] = {"unit_price": _plain(rates[0][0])}
+    if len(rates) == 1:
+        if rates[0][1] is not None:
+            raise (at / "rates" / 0 / "volume").error(
+                "the only rate has a volume: what is the price past it? (the last rate of "
+                "stepped rates has no volume)"
+            )
+        return pricing
+    after = Decimal(0)
+    steps = []
+    for index, (price, volume, rate_at) in enumerate(rates):
+        last = index == len(rates) - 1
+        if (volume is None) != last:
+            raise (rate_at / "volume").error(
+                "stepped rates give every rate but the last the volume it applies to"
+                if not last
+                else "the last of stepped rates applies to the rest: it has no volume"
+            )
+        if index:
+            steps.append({"after_kwh": _plain(after), "unit_price": _plain(price)})
+        after += volume or 0
+    period = _text(entry, "period", at, default="P1Y")
+    match = _STEP_PERIOD.fullmatch(period)
+    if match is None:
+        raise (at / "period").error(
+            f"{period!r}: a step period freehours rates is one unit of days, weeks, months or "
+            "years (P1D, P1W, P1M, P3M, P1Y)"
+        )
+    pricing["steps"] = steps
+    pricing["step_period"] = period
+    return pricing
+
+
 def _single_price(entry: Json, at: _Path, *, what: str) -> Decimal:
     rates = _rates(entry, at)
     if len(rates) > 1 or rates[0][1] is not None:
         raise (at / "rates").error(
-            f"{what} with stepped rates (a price per volume of usage): stepped rates are not rated"
+            f"{what} with stepped rates (a price per volume of usage): freehours rates {what} "
+            "at one price"
         )
     return rates[0][0]
 
@@ -958,10 +995,7 @@ def _tariff_period(
     if rates[0][0] == "single":
         band = plan.bands[rates[0][1]]
         period["rateBlockUType"] = "singleRate"
-        period["singleRate"] = {
-            "displayName": _display(band.type),
-            "rates": [{"unitPrice": _plain(band.unit_price)}],
-        }
+        period["singleRate"] = {"displayName": _display(band.type), **_cdr_rates(band)}
         return period
     period["rateBlockUType"] = "timeOfUseRates"
     period["timeOfUseRates"] = [_time_of_use(plan, rate) for rate in rates]
@@ -978,17 +1012,45 @@ def _time_of_use(plan: Plan, rate: _Rate) -> dict[str, Any]:
         cap = plan.free_window.cap_kwh
         entry["displayName"] = f"{_FREE_WINDOW_NAME} ({_display(band.type).lower()} over the cap)"
         entry["rates"] = [
-            {"unitPrice": "0", "volume": int(cap) if cap == cap.to_integral() else float(cap)},
+            {"unitPrice": "0", "volume": _number(cap)},
             {"unitPrice": _plain(band.unit_price)},
         ]
+        if band.steps is not None:
+            raise PlanError(
+                "a band with stepped rates under the free window: the CDR's free-window rate "
+                "has one price over the cap",
+                source=f"plan {plan.id}",
+                key=f"time_of_use[{index}].steps",
+            )
         entry["period"] = "P1D"
     else:
-        entry["rates"] = [{"unitPrice": _plain(band.unit_price)}]
+        entry.update(_cdr_rates(band))
     entry["timeOfUse"] = [
         {"days": list(days), "startTime": clock_text(start), "endTime": _end_time(end)}
         for days, start, end in windows
     ]
     return entry
+
+
+def _cdr_rates(band: Band) -> dict[str, Any]:
+    """A band's ``rates`` (and ``period`` of stepped ones): each step's volume is its size."""
+    if band.steps is None:
+        return {"rates": [{"unitPrice": _plain(band.unit_price)}]}
+    bounds = [step.after_kwh for step in band.steps.steps]
+    sizes = [bounds[0], *(bounds[i] - bounds[i - 1] for i in range(1, len(bounds)))]
+    prices = [band.unit_price, *(step.unit_price for step in band.steps.steps)]
+    rates: list[dict[str, Any]] = [
+        {"unitPrice": _plain(price), "volume": _number(size)}
+        for price, size in zip(prices, sizes, strict=False)
+    ]
+    rates.append({"unitPrice": _plain(prices[-1])})
+    return {"rates": rates, "period": band.steps.period}
+
+
+def _number(value: Decimal) -> int | float:
+    """kWh as a JSON number (the schema's ``volume``): whole, or the float whose shortest text
+    is the decimal's (kWh have at most 6 places below 10^6, well within a float's 15 digits)."""
+    return int(value) if value == value.to_integral() else float(value)
 
 
 def _end_time(minutes: int) -> str:

@@ -51,6 +51,8 @@ from freehours.domain.plan import (
     FreeWindow,
     Period,
     Plan,
+    Step,
+    StepRates,
     TimeZoneMode,
     band_timeline,
     clock_text,
@@ -261,15 +263,75 @@ class PeriodDocument(_Document):
         )
 
 
+class StepDocument(_Document):
+    """``{ after_kwh = "1000", unit_price = "0.35" }``: one step of a band's stepped rates."""
+
+    after_kwh: PositiveKwh = Field(description="the usage in a step period this price starts at")
+    unit_price: Price = Field(description="AUD per kWh, excluding GST, from there on")
+
+
+_STEP_PERIOD = re.compile(r"P([1-9]\d?)([DWMY])")
+
+
+def _step_period(text: str) -> str:
+    if _STEP_PERIOD.fullmatch(text) is None:
+        raise ValueError(
+            f"{text!r} is not a step period: an ISO 8601 duration of one unit, P1D to P99Y "
+            "(days D, weeks W, months M, years Y), such as P3M"
+        )
+    return text
+
+
+StepPeriod = Annotated[
+    str,
+    AfterValidator(_step_period),
+    WithJsonSchema({"type": "string", "pattern": r"^P[1-9]\d?[DWMY]$"}),
+]
+
+
 class TimeOfUseDocument(_Document):
     """One ``[[time_of_use]]`` band."""
 
     type: BandType = Field(description="PEAK, SHOULDER, OFF_PEAK, ...: one price per type")
-    unit_price: Price = Field(description="AUD per kWh, excluding GST")
+    unit_price: Price = Field(description="AUD per kWh, excluding GST (the first step's)")
     periods: list[PeriodDocument] = Field(min_length=1, description="when the band is in force")
+    steps: list[StepDocument] = Field(
+        default=[],
+        max_length=10,
+        description="stepped rates: the price from each usage on, per step_period; default none",
+    )
+    step_period: StepPeriod | None = Field(
+        default=None,
+        validate_default=True,  # checked against steps even when left out
+        description="the usage period of the steps (P1D, P1M, P3M, P1Y, ...)",
+    )
+
+    @field_validator("steps")
+    @classmethod
+    def _steps_in_order(cls, steps: list[StepDocument]) -> list[StepDocument]:
+        for index in range(1, len(steps)):
+            if steps[index].after_kwh <= steps[index - 1].after_kwh:
+                raise ValueError(
+                    f"steps[{index}].after_kwh {steps[index].after_kwh} is not after the step "
+                    f"before it ({steps[index - 1].after_kwh}): steps go up in usage"
+                )
+        return steps
+
+    @field_validator("step_period")
+    @classmethod
+    def _period_with_steps(cls, period: str | None, info: ValidationInfo) -> str | None:
+        if bool(period) != bool(info.data.get("steps")):
+            raise ValueError("steps and step_period go together: give both or neither")
+        return period
 
     def to_band(self) -> Band:
-        return Band(self.type, self.unit_price, tuple(p.to_period() for p in self.periods))
+        steps = None
+        if self.steps and self.step_period is not None:
+            steps = StepRates(
+                tuple(Step(step.after_kwh, step.unit_price) for step in self.steps),
+                self.step_period,
+            )
+        return Band(self.type, self.unit_price, tuple(p.to_period() for p in self.periods), steps)
 
 
 class FreeWindowDocument(_Document):
@@ -369,15 +431,20 @@ class PlanDocument(_Document):
     @field_validator("time_of_use")
     @classmethod
     def _bands_cover_the_week(cls, documents: list[TimeOfUseDocument]) -> list[TimeOfUseDocument]:
-        prices: dict[str, Decimal] = {}
-        for index, document in enumerate(documents):
-            price = prices.setdefault(document.type, document.unit_price)
-            if price != document.unit_price:
-                raise ValueError(
-                    f"time_of_use[{index}] gives {document.type} the price {document.unit_price} "
-                    f"but an earlier band gave it {price}: one type, one price"
-                )
         bands = tuple(document.to_band() for document in documents)
+        prices: dict[str, Band] = {}
+        for index, band in enumerate(bands):
+            first = prices.setdefault(band.type, band)
+            if first.unit_price != band.unit_price:
+                raise ValueError(
+                    f"time_of_use[{index}] gives {band.type} the price {band.unit_price} "
+                    f"but an earlier band gave it {first.unit_price}: one type, one price"
+                )
+            if first.steps != band.steps:
+                raise ValueError(
+                    f"time_of_use[{index}] gives {band.type} other steps than an earlier band "
+                    "of that type: one type, one price"
+                )
         seasons = season_starts(bands)
         for on in seasons:
             for weekday, name in enumerate(WEEKDAY_NAMES):

@@ -63,8 +63,8 @@ def test_what_cannot_be_rated_is_a_422_naming_its_path_and_nothing_is_stored(api
     assert response.status_code == 422
     problem = response.json()
     assert problem["type"].endswith("/invalid-plan")
-    assert "body: electricityContract.tariffPeriod[0].timeOfUseRates[0].rates:" in problem["detail"]
-    assert "stepped rates" in problem["detail"]
+    where = "body: electricityContract.tariffPeriod[0].timeOfUseRates[0].rates[0].volume: "
+    assert where + "stepped rates give every rate but the last the volume" in problem["detail"]
     assert api.client.get("/v1/plans/EXA-NSW-SSO", headers=api.auth("read")).status_code == 404
 
 

@@ -259,6 +259,16 @@ def _set(path: list[Any], value: Any) -> Callable[[dict[str, Any]], None]:
 
 
 _DELETE = object()
+#: time-of-use-free-window.json's PEAK, stepped: 0.50 for 100 kWh a quarter, then 0.60.
+_STEPPED = {
+    "displayName": "Peak",
+    "type": "PEAK",
+    "rates": [{"unitPrice": "0.5000", "volume": 100}, {"unitPrice": "0.6000"}],
+    "period": "P3M",
+    "timeOfUse": [
+        {"days": ["MON", "TUE", "WED", "THU", "FRI"], "startTime": "15:00", "endTime": "21:00"}
+    ],
+}
 
 
 def _split_window(document: dict[str, Any]) -> None:
@@ -289,9 +299,22 @@ REFUSED = [
         "demand charges",
     ),
     (
-        _set([*_TOU, 0, "rates"], [{"unitPrice": "0.5", "volume": 10}, {"unitPrice": "0.6"}]),
-        f"{RATES}[0].rates",
-        "stepped rates",
+        _set(
+            [*_TOU, 0, "rates"],
+            [{"unitPrice": "0.5", "volume": 10}, {"unitPrice": "0.6"}, {"unitPrice": "0.7"}],
+        ),
+        f"{RATES}[0].rates[1].volume",
+        "every rate but the last",
+    ),
+    (
+        _set([*_TOU, 0, "rates"], [{"unitPrice": "0.5", "volume": 10}]),
+        f"{RATES}[0].rates[0].volume",
+        "the price past it",
+    ),
+    (
+        _set([*_TOU, 0], {**_STEPPED, "period": "P2Q"}),
+        f"{RATES}[0].period",
+        "step period",
     ),
     (
         _set([CONTRACT, "discounts"], [{"displayName": "Pay on time", "type": "CONDITIONAL"}]),
@@ -417,3 +440,88 @@ def test_read_json_bounds_bytes_and_depth_and_keeps_numbers_exact() -> None:
         read_json(b"{", source="s", limit=10)
     with pytest.raises(PlanError, match="not UTF-8"):
         read_json(b'"\xff"', source="s", limit=10)
+
+
+def test_stepped_rates_are_rated_with_thresholds_pro_rata_to_the_days_billed() -> None:
+    document = cdr_document("time-of-use-free-window")
+    document["electricityContract"]["tariffPeriod"][0]["timeOfUseRates"][0] = _STEPPED
+    converted = plan_document_from_cdr(document, source="t")
+    assert converted["time_of_use"][0]["steps"] == [{"after_kwh": "100", "unit_price": "0.6000"}]
+    plan = parse_plan(converted, source="t")
+    # Ten weekdays from Monday 6 July, 1 kWh a half hour: 12 kWh of PEAK a day, 120 in all (the
+    # weekend between has none). 14 days billed: 100 kWh x 14 / (3 x 365/12) = 15.342 kWh at
+    # 0.50, the other 104.658 at 0.60.
+    days = [nem_day(date(2026, 7, 6 + n), flat("1")) for n in range(14)]
+    got = lines(plan, *days)
+    assert got["PEAK"] == ("15.342", "0.5000", "7.67")
+    assert got["PEAK_STEP2"] == ("104.658", "0.6000", "62.79")
+    # One day: its threshold is 100 / 91.25 = 1.096 kWh at 0.50, the other 10.904 at 0.60.
+    one = lines(plan, days[0])
+    assert one["PEAK"] == ("1.096", "0.5000", "0.55")
+    assert one["PEAK_STEP2"] == ("10.904", "0.6000", "6.54")
+    # And back out: the CDR document has the step's volume and period.
+    out = cdr_from_plan(plan, last_updated=UPDATED)
+    assert schema_problems(json.loads(json.dumps(out))) == []
+    peak = next(
+        rate
+        for rate in out["electricityContract"]["tariffPeriod"][0]["timeOfUseRates"]
+        if rate["type"] == "PEAK"
+    )
+    assert (peak["rates"], peak["period"]) == (_STEPPED["rates"], "P3M")
+    again = parse_plan(plan_document_from_cdr(out, source="t"), source="t")
+    assert bills(again) == bills(plan)
+
+
+def test_a_step_below_its_threshold_is_one_line() -> None:
+    document = cdr_document("time-of-use-free-window")
+    document["electricityContract"]["tariffPeriod"][0]["timeOfUseRates"][0] = {
+        **_STEPPED,
+        "rates": [{"unitPrice": "0.5000", "volume": 10000}, {"unitPrice": "0.6000"}],
+    }
+    plan = parse_plan(plan_document_from_cdr(document, source="t"), source="t")
+    got = lines(plan, nem_day(date(2026, 7, 6), flat("1")))
+    assert got["PEAK"] == ("12", "0.5000", "6.00")
+    assert "PEAK_STEP2" not in got
+
+
+@pytest.mark.parametrize(
+    ("band", "key", "why"),
+    [
+        ({"steps": [{"after_kwh": "10", "unit_price": "0.6"}]}, "step_period", "go together"),
+        ({"step_period": "P1M"}, "step_period", "go together"),
+        (
+            {
+                "steps": [
+                    {"after_kwh": "10", "unit_price": "0.6"},
+                    {"after_kwh": "10", "unit_price": "0.7"},
+                ],
+                "step_period": "P1M",
+            },
+            "steps",
+            "steps go up in usage",
+        ),
+        (
+            {"steps": [{"after_kwh": "10", "unit_price": "0.6"}], "step_period": "1 month"},
+            "step_period",
+            "ISO 8601 duration",
+        ),
+    ],
+)
+def test_a_plan_files_steps_are_checked(band: dict[str, Any], key: str, why: str) -> None:
+    document = {
+        "id": "steps",
+        "region": "NSW",
+        "daily_supply_charge": "1",
+        "time_of_use": [
+            {
+                "type": "ANYTIME",
+                "unit_price": "0.5",
+                "periods": [{"days": ["ALL"], "start": "00:00", "end": "24:00"}],
+                **band,
+            }
+        ],
+    }
+    with pytest.raises(PlanError) as refused:
+        parse_plan(document, source="steps.toml")
+    assert refused.value.key == f"time_of_use[0].{key}"
+    assert why in refused.value.reason
