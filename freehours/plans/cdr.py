@@ -10,8 +10,9 @@ is the user's guide; what follows is the mapping.
 the periods' ``dates``), single and time-of-use rates with their days and times and their steps
 (stepped rates), the daily supply charge, the retailer's solar feed-in tariff, a controlled load
 (rated on channel E2 unless told otherwise) and the time zone (``LOCAL`` or ``AEST``; AEST when
-absent, as the standard says). CDR prices exclude GST; the plan adds 10%. The region is not a CDR field: it comes from the
-caller, or from the plan's ``geography`` (its distributors, else its postcodes).
+absent, as the standard says). CDR prices exclude GST; the plan adds 10%. The region is not a CDR
+field: it comes from the caller, or from the plan's ``geography`` (its distributors, else its
+postcodes).
 
 **The free window.** The CDR has no free window yet. freehours writes one as a time-of-use rate
 whose first step is free for a daily volume and whose second step is the price over the cap::
