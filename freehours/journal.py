@@ -58,8 +58,8 @@ HEADER = (
 CENT = Decimal("0.01")
 ZERO = Decimal(0)
 
-#: The line codes of the supply charge and the feed-in credit (``freehours.domain.bill``); every
-#: other code is a time-of-use band's energy.
+#: The line codes of the supply charge and the feed-in credit (``freehours.domain.bill``); a code
+#: ending in ``_SUPPLY`` is a supply charge too (a controlled load's); every other code is energy.
 SUPPLY = "SUPPLY"
 FEED_IN = "FEED_IN"
 
@@ -89,7 +89,7 @@ class Chart:
     def revenue_account(self, code: str) -> str:
         if code in self.by_code:
             return self.by_code[code]
-        if code == SUPPLY:
+        if code == SUPPLY or code.endswith("_" + SUPPLY):  # CONTROLLED_LOAD_SUPPLY too
             return self.supply_sales
         if code == FEED_IN:
             return self.feed_in_expense

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from freehours.domain.bill import BillLine
 from freehours.domain.invoicing import DocumentType, Figures
 from freehours.domain.time import Region
-from freehours.journal import HEADER, Chart, journal, journal_csv
+from freehours.journal import DEFAULT_CHART, HEADER, Chart, journal, journal_csv
 from freehours.store.invoices import StoredDocument
 
 CODES = ["PEAK", "SHOULDER", "OFF_PEAK", "SUPPLY", "FEED_IN", "FREE_ENERGY", "ANYTIME"]
@@ -162,3 +162,12 @@ def test_the_file_is_csv_with_xeros_header() -> None:
         'CN-1, "quoted" NMI 4103000001': 0,
     }
     assert body[0][6:] == ["Region", "NSW"]
+
+
+def test_every_supply_charge_goes_to_supply_and_every_energy_line_to_energy() -> None:
+    chart = DEFAULT_CHART
+    assert chart.revenue_account("SUPPLY") == chart.supply_sales
+    assert chart.revenue_account("CONTROLLED_LOAD_SUPPLY") == chart.supply_sales
+    for code in ("PEAK", "PEAK_STEP2", "CONTROLLED_LOAD", "SINGLE_RATE"):
+        assert chart.revenue_account(code) == chart.energy_sales
+    assert chart.revenue_account("FEED_IN") == chart.feed_in_expense
