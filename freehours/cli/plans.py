@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from freehours.cli import app, needs_database
-from freehours.domain.plan import Plan
-from freehours.plans import builtin_plans, load_document, load_plan
+from freehours.domain.plan import Band, Plan
+from freehours.plans import builtin_plans, load_document
 from freehours.plans.document import parse_plan
 
 plans_app = typer.Typer(
@@ -53,14 +53,47 @@ def validate(
     ],
 ) -> None:
     """Check a plan. Prints what it holds, or its problems naming the file and keys (exit 2)."""
-    loaded = load_plan(plan)
-    bands = ", ".join(dict.fromkeys(f"{band.type} {band.unit_price}" for band in loaded.bands))
+    document = load_document(plan)
+    loaded = parse_plan(document, source=plan)
+    by_type: dict[str, list[Band]] = {}
+    for band in loaded.bands:
+        by_type.setdefault(band.type, []).append(band)
+    bands = ", ".join(_band(of_type) for of_type in by_type.values())
     feed_in = "none" if loaded.feed_in is None else f"{loaded.feed_in.unit_price}/kWh"
+    load = loaded.controlled_load
+    controlled = (
+        ""
+        if load is None
+        else (
+            f"; controlled load on {', '.join(load.suffixes)} at {load.unit_price}/kWh"
+            + ("" if load.daily_supply_charge is None else f" + {load.daily_supply_charge}/day")
+        )
+    )
     typer.echo(
         f"{plan}: valid plan {loaded.id!r}: {loaded.region} on {loaded.zone_name}; "
         f"free window {_window(loaded)}; bands {bands}; "
-        f"supply {loaded.daily_supply_charge}/day; feed-in {feed_in}; GST {loaded.gst_rate}"
+        f"supply {loaded.daily_supply_charge}/day; feed-in {feed_in}{controlled}; "
+        f"GST {loaded.gst_rate}"
     )
+    for line in document.get("information", ()):
+        typer.echo(f"  information: {line}")
+
+
+def _band(bands: list[Band]) -> str:
+    """A band type as ``plans validate`` shows it: price, steps, and its seasons where it has
+    them."""
+    band = bands[0]
+    text = f"{band.type} {band.unit_price}"
+    if band.steps is not None:
+        steps = ", ".join(f"{s.unit_price} from {s.after_kwh} kWh" for s in band.steps.steps)
+        text += f" ({steps} per {band.steps.period})"
+    periods = [period for each in bands for period in each.periods]
+    if all(period.dates is not None for period in periods):
+        seasons = sorted({period.dates for period in periods if period.dates is not None})
+        text += " in " + ", ".join(
+            f"{a // 100:02d}-{a % 100:02d} to {b // 100:02d}-{b % 100:02d}" for a, b in seasons
+        )
+    return text
 
 
 @plans_app.command("put")

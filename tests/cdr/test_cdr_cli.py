@@ -40,6 +40,23 @@ def test_import_prints_a_plan_file_that_validates_and_bills(
     assert "free window 11:00-14:00 up to 24 kWh a day" in out
 
 
+def test_validate_shows_seasons_steps_the_controlled_load_and_what_is_kept(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    shown = []
+    for name in ("seasonal", "controlled-load"):
+        _, out, _ = run(monkeypatch, capsys, "plans", "import-cdr", str(PLANS / f"{name}.json"))
+        plan_file = tmp_path / f"{name}.toml"
+        plan_file.write_text(out)
+        code, out, _ = run(monkeypatch, capsys, "plans", "validate", str(plan_file))
+        assert code == 0
+        shown.append(out)
+    assert "PEAK 0.5500 in 12-01 to 02-29" in shown[0]
+    assert "PEAK_2 0.4500 in 03-01 to 11-30" in shown[0]
+    assert "controlled load on E2 at 0.1800/kWh + 0.1000/day" in shown[1]
+    assert "  information: incentives[0]: Welcome pack (GIFT), not billed" in shown[1]
+
+
 def test_import_reads_stdin_and_takes_the_region_and_id(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
