@@ -331,7 +331,11 @@ class _Reader:
                     "has a free window where tariffPeriod[0] has none, or none where it has one: "
                     "a plan's free window is the same all year"
                 )
-            if window is not None and period_window is not None and period_window != window:
+            if (
+                window is not None
+                and period_window is not None
+                and period_window.key() != window.key()
+            ):
                 raise period_at.error(
                     f"its free window ({period_window}) is not tariffPeriod[0]'s ({window}): "
                     "a plan's free window is the same all year"
@@ -625,13 +629,9 @@ class _Window:
         assert self.cap is not None
         return {"start": clock_text(start), "end": clock_text(end), "cap_kwh": _plain(self.cap)}
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Window) and (self.cap, self.bounds()) == (
-            other.cap,
-            other.bounds(),
-        )
-
-    __hash__ = None  # type: ignore[assignment]
+    def key(self) -> tuple[Decimal | None, tuple[int, int]]:
+        """What two tariff periods' windows must share: the cap and the span."""
+        return self.cap, self.bounds()
 
     def __str__(self) -> str:
         start, end = self.bounds()

@@ -525,3 +525,18 @@ def test_a_plan_files_steps_are_checked(band: dict[str, Any], key: str, why: str
         parse_plan(document, source="steps.toml")
     assert refused.value.key == f"time_of_use[0].{key}"
     assert why in refused.value.reason
+
+
+def test_a_free_window_that_differs_between_seasons_is_refused() -> None:
+    document = cdr_document("seasonal")
+    winter = document["electricityContract"]["tariffPeriod"][1]
+    winter["timeOfUseRates"][1]["rates"][0]["volume"] = 24
+    with pytest.raises(
+        PlanError, match=r"tariffPeriod\[1\]: its free window \(12:00-15:00 up to 24"
+    ):
+        plan_document_from_cdr(document, source="t")
+    document = cdr_document("seasonal")
+    winter = document["electricityContract"]["tariffPeriod"][1]
+    winter["timeOfUseRates"][1]["rates"] = [{"unitPrice": "0.2500"}]
+    with pytest.raises(PlanError, match=r"tariffPeriod\[1\]: has a free window where"):
+        plan_document_from_cdr(document, source="t")
