@@ -208,6 +208,10 @@ PLAN_ID_MAX_LENGTH = 64
 PlanId = Annotated[str, Field(pattern=PLAN_ID_PATTERN, max_length=PLAN_ID_MAX_LENGTH)]
 
 
+#: The most periods a plan has, in all its bands: a real plan has a few dozen.
+MAX_PERIODS = 200
+
+
 class _Document(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -294,7 +298,9 @@ class TimeOfUseDocument(_Document):
 
     type: BandType = Field(description="PEAK, SHOULDER, OFF_PEAK, ...: one price per type")
     unit_price: Price = Field(description="AUD per kWh, excluding GST (the first step's)")
-    periods: list[PeriodDocument] = Field(min_length=1, description="when the band is in force")
+    periods: list[PeriodDocument] = Field(
+        min_length=1, max_length=MAX_PERIODS, description="when the band is in force"
+    )
     steps: list[StepDocument] = Field(
         default=[],
         max_length=10,
@@ -387,7 +393,9 @@ class PlanDocument(_Document):
         default=None, description="default: the region's window, 24 kWh a day"
     )
     time_of_use: list[TimeOfUseDocument] = Field(
-        min_length=1, description="the bands, first listed wins; every moment needs one"
+        min_length=1,
+        max_length=MAX_PERIODS,
+        description="the bands, first listed wins; every moment needs one",
     )
     feed_in: FeedInDocument | None = Field(default=None, description="default: no feed-in credit")
     controlled_load: ControlledLoadDocument | None = Field(
@@ -431,6 +439,12 @@ class PlanDocument(_Document):
     @field_validator("time_of_use")
     @classmethod
     def _bands_cover_the_week(cls, documents: list[TimeOfUseDocument]) -> list[TimeOfUseDocument]:
+        periods = sum(len(document.periods) for document in documents)
+        if periods > MAX_PERIODS:
+            raise ValueError(
+                f"{periods} periods in all: a plan has at most {MAX_PERIODS} (checking that "
+                "they cover every moment of every season takes time that grows with them)"
+            )
         bands = tuple(document.to_band() for document in documents)
         prices: dict[str, Band] = {}
         for index, band in enumerate(bands):

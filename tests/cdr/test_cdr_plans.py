@@ -540,3 +540,21 @@ def test_a_free_window_that_differs_between_seasons_is_refused() -> None:
     winter["timeOfUseRates"][1]["rates"] = [{"unitPrice": "0.2500"}]
     with pytest.raises(PlanError, match=r"tariffPeriod\[1\]: has a free window where"):
         plan_document_from_cdr(document, source="t")
+
+
+def test_a_plan_of_too_many_periods_is_refused_before_its_seasons_are_checked() -> None:
+    periods = [
+        {"days": ["ALL"], "start": "00:00", "end": "24:00", "dates": [day, day]}
+        for day in (f"{1 + n % 12:02d}-{1 + n % 28:02d}" for n in range(201))
+    ]
+    document = {
+        "id": "many",
+        "region": "NSW",
+        "daily_supply_charge": "1",
+        "time_of_use": [
+            {"type": "A", "unit_price": "0.1", "periods": periods[:100]},
+            {"type": "B", "unit_price": "0.1", "periods": periods[100:]},
+        ],
+    }
+    with pytest.raises(PlanError, match="201 periods in all: a plan has at most 200"):
+        parse_plan(document, source="many")
