@@ -130,14 +130,19 @@ def import_cdr(
     ],
     region: Annotated[
         str | None,
-        typer.Option(help="NSW, SEQ, SA or VIC, where the plan's geography names none"),
+        typer.Option(
+            metavar="REGION", help="NSW, SEQ, SA or VIC, where the plan's geography names none"
+        ),
     ] = None,
     plan_id: Annotated[
-        str | None, typer.Option("--id", help="the plan's id (default: its CDR planId)")
+        str | None,
+        typer.Option("--id", metavar="ID", help="the plan's id (default: its CDR planId)"),
     ] = None,
     controlled_load: Annotated[
         list[str] | None,
-        typer.Option(help="the channel suffix of its controlled load (repeat for several)"),
+        typer.Option(
+            metavar="SUFFIX", help="the channel suffix of its controlled load (repeat for several)"
+        ),
     ] = None,
 ) -> None:
     """Turn a CDR energy plan into a plan file (TOML on stdout), or name what cannot be rated
@@ -190,8 +195,10 @@ def export_cdr(
             help="a plan stored in the database, a built-in plan id or a TOML plan file",
         ),
     ],
-    brand: Annotated[str, typer.Option(help="the CDR brand id")] = "freehours",
-    brand_name: Annotated[str, typer.Option(help="the CDR brand's display name")] = "freehours",
+    brand: Annotated[str, typer.Option(metavar="ID", help="the CDR brand id")] = "freehours",
+    brand_name: Annotated[
+        str, typer.Option(metavar="NAME", help="the CDR brand's display name")
+    ] = "freehours",
 ) -> None:
     """Write a plan as a CDR EnergyPlanDetailV3 (JSON on stdout), valid against CDS 1.36.0."""
     import json

@@ -123,6 +123,7 @@ class DayProfile:
     # ``MeterRating.add``: unpacking a named tuple takes three times as long.
     consumption_takes: tuple[tuple[int, int, Take], ...]
     export_takes: tuple[tuple[int, int, Take], ...]
+    controlled_takes: tuple[tuple[int, int, Take], ...]  # the export picks, one slot on
 
     def intervals_on(self, local_date: date) -> int:
         """How many intervals of this NEM date start on ``local_date``."""
@@ -265,6 +266,9 @@ class DayProfiles:
                 (pick.local_day, pick.slot, pick.take) for pick in charged_picks + window_picks
             ),
             export_takes=tuple((pick.local_day, pick.slot, pick.take) for pick in export_picks),
+            controlled_takes=tuple(
+                (pick.local_day, pick.slot + 1, pick.take) for pick in export_picks
+            ),
         )
 
 
@@ -346,6 +350,7 @@ class _Channel(NamedTuple):
     consumption: bool  # else export or controlled load
     bit: int  # its bit in the channels-read mask of a NEM date
     slot: int  # its tally slot when not consumption: 2B (export) or 2B+1 (controlled load)
+    controlled: bool  # a controlled-load channel
 
 
 def pro_rata(value: Decimal, segments: tuple[Segment, ...], interval_minutes: int) -> list[Decimal]:
@@ -447,13 +452,13 @@ class MeterRating:
             takes = profile.consumption_takes
             if profile.touches_window:
                 self._window_days.append((nem_date, day.suffix, minutes, values))
+        elif channel.controlled:
+            takes = profile.controlled_takes
         else:
             takes = profile.export_takes
-        # Export and controlled load share the export picks: by local day, at the channel's slot.
-        shift = 0 if channel.consumption else channel.slot - 2 * self._bands
         tally = self._tally
         for local_day, slot, take in takes:
-            target = bases[local_day] + slot + shift
+            target = bases[local_day] + slot
             taken = take(values)
             try:
                 # Added onto the tally's slot directly: exact, so the same as adding the sum.
@@ -488,7 +493,7 @@ class MeterRating:
         else:
             self._ignored.add(day.suffix)
             return None
-        channel = _Channel(consumption, 1 << len(self._channels), slot)
+        channel = _Channel(consumption, 1 << len(self._channels), slot, slot == export + 1)
         self._channels[day.suffix] = channel
         return channel
 
