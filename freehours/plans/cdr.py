@@ -75,6 +75,28 @@ REGION_DISTRIBUTORS: dict[Region, tuple[str, ...]] = {
     Region.SA: ("SA Power Networks",),
     Region.VIC: ("CitiPower", "Powercor", "Jemena", "AusNet Services", "United Energy"),
 }
+#: A distributor's region by the first words of its name (lower case): "Endeavour Energy" and
+#: "Endeavour" alike.
+_DISTRIBUTORS = {
+    _name: _region
+    for _region, _names in REGION_DISTRIBUTORS.items()
+    for _full in _names
+    for _name in {_full.lower(), _full.lower().split()[0]}
+    if _name not in {"sa", "united"}  # too short or too common alone
+}
+
+
+def _first_words(distributor: object) -> str:
+    """The words of a distributor's name that ``_DISTRIBUTORS`` knows it by, or ""."""
+    if not isinstance(distributor, str):
+        return ""
+    name = " ".join(distributor.lower().split())
+    for known in _DISTRIBUTORS:
+        if name == known or name.startswith(known + " "):
+            return known
+    return ""
+
+
 #: The first digit of a postcode in each region (QLD's 4xxx is Energex's south-east).
 _POSTCODE_REGIONS = {"2": Region.NSW, "3": Region.VIC, "4": Region.SEQ, "5": Region.SA}
 #: Bounds on a document's lists: a real plan has a handful of each.
@@ -158,6 +180,15 @@ def _amount(value: object, at: _Path) -> Decimal:
     return number
 
 
+def _kept(information: list[str]) -> list[str]:
+    """What a plan keeps of the information read: at most 100 lines of 500 characters, and a
+    last line saying what was left out, so that nothing is dropped unsaid."""
+    lines = [line if len(line) <= 500 else line[:499] + "…" for line in information]
+    if len(lines) > 100:
+        lines = [*lines[:99], f"... and {len(lines) - 99} more informational items, not kept"]
+    return lines
+
+
 def _kind(value: object) -> str:
     if value is None:
         return "null"
@@ -220,7 +251,7 @@ class _Reader:
         self.region = region
         self.controlled_load_suffixes = controlled_load_suffixes
         self.information: list[str] = []
-        # (type, price) -> band type: a CDR type with a second price becomes TYPE_2, ...
+        # A CDR type with a second pricing becomes TYPE_2, and so on.
         self.types: dict[tuple[str, str], str] = {}  # (CDR type, its pricing) -> band type
         self.holiday_bands: list[dict[str, Any]] = []
         self.bands: list[dict[str, Any]] = []
@@ -254,7 +285,7 @@ class _Reader:
         }
         converted.update(self._contract(contract, contract_at))
         if self.information:
-            converted["information"] = [line[:500] for line in self.information[:100]]
+            converted["information"] = _kept(self.information)
         return converted
 
     def _region(self) -> Region:
@@ -264,14 +295,12 @@ class _Reader:
         geography = self.body.get("geography")
         if isinstance(geography, Mapping):
             for index, distributor in enumerate(_list(geography, "distributors", at)):
-                for region, names in REGION_DISTRIBUTORS.items():
-                    if isinstance(distributor, str) and any(
-                        distributor.lower().startswith(known.lower().split()[0]) for known in names
-                    ):
-                        self.information.append(
-                            f"geography.distributors[{index}]: region {region} from {distributor}"
-                        )
-                        return region
+                known = _DISTRIBUTORS.get(_first_words(distributor))
+                if known is not None:
+                    self.information.append(
+                        f"geography.distributors[{index}]: region {known} from {distributor}"
+                    )
+                    return known
             for index, postcode in enumerate(_list(geography, "includedPostcodes", at)):
                 if isinstance(postcode, str) and postcode[:1] in _POSTCODE_REGIONS:
                     region = _POSTCODE_REGIONS[postcode[:1]]

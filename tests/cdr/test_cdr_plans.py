@@ -558,3 +558,47 @@ def test_a_plan_of_too_many_periods_is_refused_before_its_seasons_are_checked() 
     }
     with pytest.raises(PlanError, match="201 periods in all: a plan has at most 200"):
         parse_plan(document, source="many")
+
+
+@pytest.mark.parametrize(
+    ("distributor", "region"),
+    [
+        ("Ausgrid", "NSW"),
+        ("Endeavour", "NSW"),
+        ("essential  energy", "NSW"),
+        ("Energex Limited", "SEQ"),
+        ("SA Power Networks", "SA"),
+        ("AusNet Services", "VIC"),
+        ("United Energy", "VIC"),
+        ("Jemena Electricity Networks", "VIC"),
+    ],
+)
+def test_the_region_comes_from_a_distributor_named_any_usual_way(
+    distributor: str, region: str
+) -> None:
+    document = cdr_document("single-rate")
+    document["geography"] = {"distributors": ["Nobody Networks", distributor]}
+    assert plan_document_from_cdr(document, source="t")["region"] == region
+
+
+@pytest.mark.parametrize("distributor", ["Sample Energy", "United", "Western Power", 7])
+def test_a_distributor_of_no_region_here_is_not_guessed(distributor: object) -> None:
+    document = cdr_document("single-rate")
+    document["geography"] = {"distributors": [distributor]}
+    with pytest.raises(PlanError, match="give the region"):
+        plan_document_from_cdr(document, source="t")
+
+
+def test_information_past_its_bound_is_counted_not_dropped_unsaid() -> None:
+    document = cdr_document("single-rate")
+    document["electricityContract"]["fees"] = [
+        {"type": "EXIT", "term": "FIXED", "amount": "1" * 600}
+    ] + [{"type": "OTHER", "term": "FIXED", "amount": str(n)} for n in range(63)]
+    document["electricityContract"]["incentives"] = [
+        {"displayName": f"gift {n}", "description": "d", "category": "GIFT"} for n in range(40)
+    ]
+    kept = plan_document_from_cdr(document, source="t")["information"]
+    assert len(kept) == 100
+    assert kept[-1].endswith("more informational items, not kept")
+    assert all(len(line) <= 500 for line in kept)
+    assert any(line.endswith("…") for line in kept)
