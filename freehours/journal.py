@@ -59,7 +59,8 @@ CENT = Decimal("0.01")
 ZERO = Decimal(0)
 
 #: The line codes of the supply charge and the feed-in credit (``freehours.domain.bill``); a code
-#: ending in ``_SUPPLY`` is a supply charge too (a controlled load's); every other code is energy.
+#: ``SUPPLY_n`` (a season's) or ``..._SUPPLY`` (a controlled load's) is a supply charge too;
+#: every other code is energy.
 SUPPLY = "SUPPLY"
 FEED_IN = "FEED_IN"
 
@@ -89,7 +90,7 @@ class Chart:
     def revenue_account(self, code: str) -> str:
         if code in self.by_code:
             return self.by_code[code]
-        if code == SUPPLY or code.endswith("_" + SUPPLY):  # CONTROLLED_LOAD_SUPPLY too
+        if code == SUPPLY or code.startswith(SUPPLY + "_") or code.endswith("_" + SUPPLY):
             return self.supply_sales
         if code == FEED_IN:
             return self.feed_in_expense

@@ -168,6 +168,7 @@ def test_every_supply_charge_goes_to_supply_and_every_energy_line_to_energy() ->
     chart = DEFAULT_CHART
     assert chart.revenue_account("SUPPLY") == chart.supply_sales
     assert chart.revenue_account("CONTROLLED_LOAD_SUPPLY") == chart.supply_sales
+    assert chart.revenue_account("SUPPLY_2") == chart.supply_sales
     for code in ("PEAK", "PEAK_STEP2", "CONTROLLED_LOAD", "SINGLE_RATE"):
         assert chart.revenue_account(code) == chart.energy_sales
     assert chart.revenue_account("FEED_IN") == chart.feed_in_expense

@@ -5,7 +5,8 @@ Lines, in this order:
 - one per time-of-use band type (plan order): the consumption charged at that band, outside the
   window and over the cap, at its unit price; a type with stepped rates has one more line,
   ``TYPE_STEP2``, ..., for each step its energy reaches (thresholds pro rata to the days billed);
-- ``SUPPLY``: the daily supply charge, quantity = days billed (unit ``day``);
+- ``SUPPLY``: the daily supply charge, quantity = days billed (unit ``day``); a plan with seasonal
+  supply charges has ``SUPPLY_2``, ... for the days of each season that has its own;
 - ``CONTROLLED_LOAD`` (plans with a controlled load): the controlled-load channels' energy at its
   price, and ``CONTROLLED_LOAD_SUPPLY`` where it has a daily supply charge of its own;
 - ``FEED_IN`` (plans with a feed-in price): export x feed-in price, as a negative amount;
@@ -194,16 +195,7 @@ def make_bill(plan: Plan, nmi: str, days: Iterable[DayRating]) -> Bill:
         for band_type, kwh in charged.items()
         for line in _energy_lines(bands[band_type], kwh, len(rated))
     ]
-    lines.append(
-        BillLine(
-            code="SUPPLY",
-            description="Daily supply charge",
-            quantity=Decimal(len(rated)),
-            unit="day",
-            unit_price=plan.daily_supply_charge,
-            amount=to_cent(len(rated) * plan.daily_supply_charge),
-        )
-    )
+    lines.extend(_supply_lines(plan, rated))
     if plan.controlled_load is not None:
         lines.extend(_controlled_load_lines(plan.controlled_load, columns, len(rated)))
     if plan.feed_in is not None:
@@ -250,6 +242,41 @@ def make_bill(plan: Plan, nmi: str, days: Iterable[DayRating]) -> Bill:
         total=subtotal + gst,
         free_energy_value=to_cent(free_value),
     )
+
+
+def _supply_lines(plan: Plan, rated: tuple[DayRating, ...]) -> list[BillLine]:
+    """``SUPPLY``: the days billed at the plan's daily charge; with seasonal charges, the days of
+    each season at its own, as ``SUPPLY_2``, ``SUPPLY_3``, ... (the second, third, ... charge of
+    the plan: the first seasonal one is number 2)."""
+    days: dict[int, int] = {0: len(rated)}
+    if plan.supply_charges:
+        days = {}
+        for day in rated:
+            number, _ = plan.supply_charge_on(day.local_date)
+            days[number] = days.get(number, 0) + 1
+    lines = []
+    for number in sorted(days):
+        description, price = "Daily supply charge", plan.daily_supply_charge
+        if number:
+            charge = plan.supply_charges[number - 1]
+            description += f", {_season_text(charge.dates)}"
+            price = charge.unit_price
+        lines.append(
+            BillLine(
+                code="SUPPLY" if number == 0 else f"SUPPLY_{number + 1}",
+                description=description,
+                quantity=Decimal(days[number]),
+                unit="day",
+                unit_price=price,
+                amount=to_cent(days[number] * price),
+            )
+        )
+    return lines
+
+
+def _season_text(dates: tuple[int, int]) -> str:
+    first, last = dates
+    return f"{first // 100:02d}-{first % 100:02d} to {last // 100:02d}-{last % 100:02d}"
 
 
 def _energy_lines(band: Band, kwh: Decimal, days: int) -> list[BillLine]:

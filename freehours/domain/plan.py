@@ -131,12 +131,7 @@ class Period:
         """Whether it applies on a day with these names, ``on`` that ``MMDD`` (None: any)."""
         if self.days.isdisjoint(names):
             return False
-        if self.dates is None or on is None:
-            return True
-        first, last = self.dates
-        if first <= last:
-            return first <= on <= last
-        return on >= first or on <= last
+        return self.dates is None or on is None or in_dates(self.dates, on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +243,24 @@ class ControlledLoad:
     daily_supply_charge: Decimal | None = None
 
 
+def in_dates(dates: tuple[int, int], on: int) -> bool:
+    """Whether ``MMDD`` ``on`` is in ``dates`` (first and last ``MMDD``, both included; a first
+    after the last wraps over the new year)."""
+    first, last = dates
+    if first <= last:
+        return first <= on <= last
+    return on >= first or on <= last
+
+
+@dataclass(frozen=True, slots=True)
+class SupplyCharge:
+    """A daily supply charge of part of the year (``dates`` as ``Period.dates``), in place of the
+    plan's own on the days it covers."""
+
+    dates: tuple[int, int]
+    unit_price: Decimal
+
+
 @dataclass(frozen=True, slots=True)
 class Plan:
     """A validated tariff plan. Prices exclude GST; ``gst_rate`` is added on the bill."""
@@ -263,6 +276,8 @@ class Plan:
     feed_in: FeedIn | None
     description: str = ""
     controlled_load: ControlledLoad | None = None
+    #: Seasonal daily supply charges, each in place of ``daily_supply_charge`` on its dates.
+    supply_charges: tuple[SupplyCharge, ...] = ()
     #: Makes the calendar of ``region``'s public holidays, once per ``DayProfiles``, when a
     #: period lists ``PUBLIC_HOLIDAYS``. Not part of the plan's value: plans compare by content.
     holiday_calendar: HolidayCalendar = field(default=no_public_holidays, compare=False, repr=False)
@@ -280,6 +295,15 @@ class Plan:
         if self.time_zone is TimeZoneMode.AEST:
             return "AEST"
         return REGION_ZONES[self.region]
+
+    def supply_charge_on(self, local_date: date) -> tuple[int, Decimal]:
+        """The daily supply charge of a local date: (0, the plan's), or (n, the nth seasonal
+        charge's) for the first of ``supply_charges`` (1-based) whose dates hold it."""
+        on = month_day(local_date)
+        for number, charge in enumerate(self.supply_charges, 1):
+            if in_dates(charge.dates, on):
+                return number, charge.unit_price
+        return 0, self.daily_supply_charge
 
     @property
     def uses_public_holidays(self) -> bool:

@@ -41,7 +41,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, NamedTuple
 
 from freehours.domain.plan import (
     WEEKDAY_NAMES,
@@ -51,6 +51,7 @@ from freehours.domain.plan import (
     band_timeline,
     clock_text,
     day_names,
+    in_dates,
 )
 from freehours.domain.reads import DAY_MINUTES
 from freehours.domain.time import Region
@@ -341,19 +342,24 @@ class _Reader:
             )
         self._informational(contract, at)
         periods = _list(contract, "tariffPeriod", at, required=True)
-        supply: tuple[Decimal, _Path] | None = None
+        supply: Decimal | None = None
+        seasonal: list[dict[str, Any]] = []
         window: _Window | None = None
         for index, period in enumerate(periods):
             period_at = at / "tariffPeriod" / index
             tariff = _object(period, period_at)
             zone = self._period_zone(tariff, period_at, zone, first=index == 0)
             charge = self._supply(tariff, period_at)
-            if supply is not None and charge != supply[0]:
-                raise (period_at / "dailySupplyCharge").error(
-                    f"{charge} differs from {supply[1].text}'s {supply[0]}: freehours bills one "
-                    "daily supply charge per plan"
-                )
-            supply = supply or (charge, period_at / "dailySupplyCharge")
+            if supply is None:
+                supply = charge  # the plan's; another period's own is a seasonal charge
+            elif charge != supply:
+                dates = _dates(tariff, period_at)
+                if dates is None:
+                    raise (period_at / "dailySupplyCharge").error(
+                        f"{charge} differs from tariffPeriod[0]'s {supply} on the same days (this "
+                        "period is the whole year): a day has one supply charge"
+                    )
+                seasonal.append({"dates": dates, "unit_price": _plain(charge)})
             period_window = self._tariff_period(tariff, period_at)
             if index and (period_window is None) != (window is None):
                 raise period_at.error(
@@ -373,10 +379,12 @@ class _Reader:
         assert supply is not None
         converted: dict[str, Any] = {
             "time_zone": zone,
-            "daily_supply_charge": _plain(supply[0]),
+            "daily_supply_charge": _plain(supply),
             "gst_rate": "0.10",
             "time_of_use": self.holiday_bands + self.bands,
         }
+        if seasonal:
+            converted["supply_charges"] = seasonal
         converted["free_window"] = {"enabled": False} if window is None else window.document()
         feed_in = self._feed_in(contract, at)
         if feed_in is not None:
@@ -860,7 +868,7 @@ def cdr_from_plan(
         )
     zone = str(plan.time_zone)
     periods = _seasons(plan, source)
-    single = all(len(rates) == 1 and rates[0][0] == "single" for _, _, rates in periods)
+    single = all(len(season.rates) == 1 and season.rates[0][0] == "single" for season in periods)
     model = "SINGLE_RATE" if single else "TIME_OF_USE"
     if plan.controlled_load is not None:
         model += "_CONT_LOAD"
@@ -873,9 +881,7 @@ def cdr_from_plan(
         "termType": "ONGOING",
         "coolingOffDays": 10,
         "billFrequency": ["P1M"],
-        "tariffPeriod": [
-            _tariff_period(plan, first, last, rates, zone) for first, last, rates in periods
-        ],
+        "tariffPeriod": [_tariff_period(plan, season, zone) for season in periods],
     }
     if plan.feed_in is not None:
         contract["solarFeedInTariff"] = [
@@ -920,23 +926,42 @@ def cdr_from_plan(
 _Rate = tuple[str, int, bool, tuple[tuple[tuple[str, ...], int, int], ...]]
 
 
-def _seasons(plan: Plan, source: str) -> list[tuple[int, int, tuple[_Rate, ...]]]:
-    """The plan's year as tariff periods: (first MMDD, last MMDD, rates), stretches with the same
-    rates merged (over the new year too)."""
-    starts = season_starts(plan.bands)
+class _Season(NamedTuple):
+    """One tariff period of an exported plan: its first and last ``MMDD``, its daily supply
+    charge and its rates."""
+
+    first: int
+    last: int
+    supply: Decimal
+    rates: tuple[_Rate, ...]
+
+
+def _seasons(plan: Plan, source: str) -> list[_Season]:
+    """The plan's year as tariff periods, stretches with the same supply charge and rates merged
+    (over the new year too)."""
+    starts = season_starts(plan.bands, plan.supply_charges)
     seasons = []
     for index, first in enumerate(starts):
         last = _day_before(starts[index + 1]) if index + 1 < len(starts) else 1231
-        seasons.append([first, last, _season_rates(plan, first, source)])
+        rates = _season_rates(plan, first, source)
+        seasons.append(_Season(first, last, _supply_on(plan, first), rates))
     merged = [seasons[0]]
     for season in seasons[1:]:
-        if season[2] == merged[-1][2]:
-            merged[-1][1] = season[1]
+        if season[2:] == merged[-1][2:]:
+            merged[-1] = merged[-1]._replace(last=season.last)
         else:
             merged.append(season)
-    if len(merged) > 1 and merged[0][2] == merged[-1][2]:
-        merged[0][0] = merged.pop()[0]  # one season over the new year
-    return [(first, last, rates) for first, last, rates in merged]  # type: ignore[misc]
+    if len(merged) > 1 and merged[0][2:] == merged[-1][2:]:
+        merged[0] = merged[0]._replace(first=merged.pop().first)  # one season over the new year
+    return merged
+
+
+def _supply_on(plan: Plan, on: int) -> Decimal:
+    """The daily supply charge on ``MMDD`` ``on``."""
+    for charge in plan.supply_charges:
+        if in_dates(charge.dates, on):
+            return charge.unit_price
+    return plan.daily_supply_charge
 
 
 def _day_before(month_day: int) -> int:
@@ -1010,16 +1035,15 @@ def _places(
     )
 
 
-def _tariff_period(
-    plan: Plan, first: int, last: int, rates: tuple[_Rate, ...], zone: str
-) -> dict[str, Any]:
+def _tariff_period(plan: Plan, season: _Season, zone: str) -> dict[str, Any]:
+    first, last, rates = season.first, season.last, season.rates
     start, end = f"{first // 100:02d}-{first % 100:02d}", f"{last // 100:02d}-{last % 100:02d}"
     period: dict[str, Any] = {
         "displayName": "All year" if (first, last) == (101, 1231) else f"{start} to {end}",
         "startDate": start,
         "endDate": end,
         "dailySupplyChargeType": "SINGLE",
-        "dailySupplyCharge": _plain(plan.daily_supply_charge),
+        "dailySupplyCharge": _plain(season.supply),
         "timeZone": zone,
     }
     if rates[0][0] == "single":

@@ -53,10 +53,12 @@ from freehours.domain.plan import (
     Plan,
     Step,
     StepRates,
+    SupplyCharge,
     TimeZoneMode,
     band_timeline,
     clock_text,
     day_names,
+    in_dates,
 )
 from freehours.domain.reads import DAY_MINUTES
 from freehours.domain.time import Region
@@ -355,6 +357,18 @@ class FeedInDocument(_Document):
     unit_price: Price = Field(description="AUD per exported kWh, credited")
 
 
+class SupplyChargeDocument(_Document):
+    """``{ dates = ["MM-DD", "MM-DD"], unit_price = "1.30" }``: a season's daily supply charge."""
+
+    dates: SeasonDates = Field(description="its first and last day of the year, both included")
+    unit_price: Price = Field(description="AUD per day, excluding GST, in place of the plan's")
+
+    def to_charge(self) -> SupplyCharge:
+        return SupplyCharge(
+            (month_day_of(self.dates[0]), month_day_of(self.dates[1])), self.unit_price
+        )
+
+
 class ControlledLoadDocument(_Document):
     """``[controlled_load]``: a circuit metered on channels of its own, never free."""
 
@@ -398,6 +412,12 @@ class PlanDocument(_Document):
         description="the bands, first listed wins; every moment needs one",
     )
     feed_in: FeedInDocument | None = Field(default=None, description="default: no feed-in credit")
+    supply_charges: list[SupplyChargeDocument] = Field(
+        default=[],
+        max_length=12,
+        description="seasonal daily supply charges, each in place of daily_supply_charge on its "
+        "dates; default none",
+    )
     controlled_load: ControlledLoadDocument | None = Field(
         default=None, description="default: none (every E channel is general consumption)"
     )
@@ -407,6 +427,20 @@ class PlanDocument(_Document):
         description="what the plan's source says that is not rated (fees, eligibility, ...): "
         "kept and shown, never billed",
     )
+
+    @field_validator("supply_charges")
+    @classmethod
+    def _seasons_apart(cls, charges: list[SupplyChargeDocument]) -> list[SupplyChargeDocument]:
+        taken: dict[int, int] = {}
+        for index, charge in enumerate(charges):
+            dates = charge.to_charge().dates
+            for on in _YEAR:
+                if in_dates(dates, on) and taken.setdefault(on, index) != index:
+                    raise ValueError(
+                        f"supply_charges[{index}] and supply_charges[{taken[on]}] both hold "
+                        f"{on // 100:02d}-{on % 100:02d}: a day has one supply charge"
+                    )
+        return charges
 
     @field_validator("controlled_load")
     @classmethod
@@ -496,6 +530,7 @@ class PlanDocument(_Document):
             bands=tuple(document.to_band() for document in self.time_of_use),
             feed_in=None if self.feed_in is None else FeedIn(self.feed_in.unit_price),
             description=self.description,
+            supply_charges=tuple(charge.to_charge() for charge in self.supply_charges),
             controlled_load=(
                 None
                 if self.controlled_load is None
@@ -509,17 +544,27 @@ class PlanDocument(_Document):
         )
 
 
-def season_starts(bands: tuple[Band, ...]) -> list[int]:
-    """The first day (``MMDD``) of each stretch of the year in which the same dated periods
-    apply: checking one day of each checks the whole year. ``[101]`` for a plan without dates."""
+def season_starts(
+    bands: tuple[Band, ...], supply_charges: tuple[SupplyCharge, ...] = ()
+) -> list[int]:
+    """The first day (``MMDD``) of each stretch of the year in which the same dated periods (and
+    supply charges) apply: checking one day of each checks the whole year. ``[101]`` for a plan
+    without dates."""
+    dated = [period.dates for band in bands for period in band.periods]
+    dated += [charge.dates for charge in supply_charges]
     starts = {101}
-    for band in bands:
-        for period in band.periods:
-            if period.dates is not None:
-                first, last = period.dates
-                starts.add(first)
-                starts.add(_day_after(last))
+    for dates in dated:
+        if dates is not None:
+            first, last = dates
+            starts.add(first)
+            starts.add(_day_after(last))
     return sorted(starts)
+
+
+#: Every day of a leap year as ``MMDD``.
+_YEAR = tuple(
+    month * 100 + day for month in range(1, 13) for day in range(1, _MONTH_DAYS[month - 1] + 1)
+)
 
 
 def _day_after(month_day: int) -> int:

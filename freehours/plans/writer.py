@@ -17,11 +17,13 @@ _TOP = (
     "region",
     "time_zone",
     "daily_supply_charge",
+    "supply_charges",
     "gst_rate",
     "consumption_suffixes",
     "information",
 )
 _TABLES = ("free_window", "feed_in", "controlled_load")
+_MULTILINE = ("information", "supply_charges")
 
 
 def plan_toml(document: Mapping[str, Any]) -> str:
@@ -30,7 +32,7 @@ def plan_toml(document: Mapping[str, Any]) -> str:
     if unknown:
         raise ValueError(f"not plan keys: {', '.join(sorted(unknown))}")
     lines = [
-        f"{key} = {_value(document[key], multiline=key == 'information')}"
+        f"{key} = {_value(document[key], multiline=key in _MULTILINE)}"
         for key in _TOP
         if key in document
     ]

@@ -602,3 +602,51 @@ def test_information_past_its_bound_is_counted_not_dropped_unsaid() -> None:
     assert kept[-1].endswith("more informational items, not kept")
     assert all(len(line) <= 500 for line in kept)
     assert any(line.endswith("…") for line in kept)
+
+
+def test_a_supply_charge_by_season_bills_each_seasons_days_at_its_own() -> None:
+    plan = imported("seasonal")
+    # NEM dates 26 February to 3 March 2028 on Adelaide's summer clock (UTC+10:30) touch the
+    # local dates 26 February to 4 March: 26, 27, 28, 29 Feb at summer's 1.30; 1 to 4 Mar at
+    # 1.20.
+    days = [nem_day(date(2028, 2, 26 + n), flat("1")) for n in range(4)]
+    days += [nem_day(date(2028, 3, 1 + n), flat("1")) for n in range(3)]
+    got = lines(plan, *days)
+    assert got["SUPPLY"] == ("4", "1.3000", "5.20")
+    assert got["SUPPLY_2"] == ("4", "1.2000", "4.80")
+    out = cdr_from_plan(plan, last_updated=UPDATED)["electricityContract"]["tariffPeriod"]
+    assert [(p["startDate"], p["endDate"], p["dailySupplyCharge"]) for p in out] == [
+        ("12-01", "02-29", "1.3000"),
+        ("03-01", "11-30", "1.2000"),
+    ]
+
+
+def test_supply_charges_that_share_a_day_are_refused() -> None:
+    document = {
+        "id": "s",
+        "region": "NSW",
+        "daily_supply_charge": "1",
+        "supply_charges": [
+            {"dates": ["12-01", "02-29"], "unit_price": "1.3"},
+            {"dates": ["02-01", "03-31"], "unit_price": "1.1"},
+        ],
+        "time_of_use": [
+            {
+                "type": "A",
+                "unit_price": "0.3",
+                "periods": [{"days": ["ALL"], "start": "00:00", "end": "24:00"}],
+            }
+        ],
+    }
+    with pytest.raises(PlanError) as refused:
+        parse_plan(document, source="s.toml")
+    assert refused.value.key == "supply_charges"
+    assert "supply_charges[1] and supply_charges[0] both hold 02-01" in refused.value.reason
+
+
+def test_a_whole_year_period_with_another_supply_charge_is_refused() -> None:
+    document = cdr_document("single-rate")
+    periods = document["electricityContract"]["tariffPeriod"]
+    periods.append({**copy.deepcopy(periods[0]), "dailySupplyCharge": "2.00"})
+    with pytest.raises(PlanError, match=r"tariffPeriod\[1\]\.dailySupplyCharge: 2\.00 differs"):
+        plan_document_from_cdr(document, source="t")
