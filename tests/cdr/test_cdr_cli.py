@@ -38,6 +38,15 @@ def test_import_prints_a_plan_file_that_validates_and_bills(
     code, out, _ = run(monkeypatch, capsys, "plans", "validate", str(plan_file))
     assert code == 0
     assert "free window 11:00-14:00 up to 24 kWh a day" in out
+    nem12 = CDR.parent / "nem12-examples" / "unzipped" / "Example_NEM12_month_solar.csv"
+    code, out, _ = run(
+        monkeypatch, capsys, "bill", "--plan", str(plan_file), "--nem12", str(nem12),
+        "--format", "json",
+    )  # fmt: skip
+    assert code == 0
+    bill = json.loads(out)
+    assert bill["plan"] == "EXA-NSW-SSO"
+    assert {line["code"] for line in bill["lines"]} >= {"PEAK", "SHOULDER", "FREE_ENERGY"}
 
 
 def test_validate_shows_seasons_steps_the_controlled_load_and_what_is_kept(
