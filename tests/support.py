@@ -43,6 +43,15 @@ def eventually(
         time.sleep(every)
 
 
+def run_captured(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
+    """``run_command``, and what it wrote: (exit status, stdout, stderr)."""
+    code = run_command(monkeypatch, *args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
 def run_command(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
     """Run ``freehours ARGS`` through its entry point, as the shell would; its exit status.
     Rich tables are drawn at full width, whatever the terminal running the tests."""

@@ -12,17 +12,12 @@ import pytest
 
 from freehours.settings import get_settings
 from tests.cdr.support import CDR, schema_problems
-from tests.support import run_command
+from tests.support import run_captured
 
 PLANS = CDR / "plans"
 
 
-def run(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, str, str]:
-    code = run_command(monkeypatch, *args)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+run = run_captured
 
 
 def test_import_prints_a_plan_file_that_validates_and_bills(

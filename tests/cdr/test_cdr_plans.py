@@ -484,6 +484,24 @@ def test_a_step_below_its_threshold_is_one_line() -> None:
     assert "PEAK_STEP2" not in got
 
 
+def one_band_plan(band: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+    """A plan document of one band, ANYTIME all week at 0.50; ``band`` and ``fields`` added."""
+    return {
+        "id": "one-band",
+        "region": "NSW",
+        "daily_supply_charge": "1",
+        "time_of_use": [
+            {
+                "type": "ANYTIME",
+                "unit_price": "0.5",
+                "periods": [{"days": ["ALL"], "start": "00:00", "end": "24:00"}],
+                **(band or {}),
+            }
+        ],
+        **fields,
+    }
+
+
 @pytest.mark.parametrize(
     ("band", "key", "why"),
     [
@@ -508,19 +526,7 @@ def test_a_step_below_its_threshold_is_one_line() -> None:
     ],
 )
 def test_a_plan_files_steps_are_checked(band: dict[str, Any], key: str, why: str) -> None:
-    document = {
-        "id": "steps",
-        "region": "NSW",
-        "daily_supply_charge": "1",
-        "time_of_use": [
-            {
-                "type": "ANYTIME",
-                "unit_price": "0.5",
-                "periods": [{"days": ["ALL"], "start": "00:00", "end": "24:00"}],
-                **band,
-            }
-        ],
-    }
+    document = one_band_plan(band)
     with pytest.raises(PlanError) as refused:
         parse_plan(document, source="steps.toml")
     assert refused.value.key == f"time_of_use[0].{key}"
@@ -622,22 +628,12 @@ def test_a_supply_charge_by_season_bills_each_seasons_days_at_its_own() -> None:
 
 
 def test_supply_charges_that_share_a_day_are_refused() -> None:
-    document = {
-        "id": "s",
-        "region": "NSW",
-        "daily_supply_charge": "1",
-        "supply_charges": [
+    document = one_band_plan(
+        supply_charges=[
             {"dates": ["12-01", "02-29"], "unit_price": "1.3"},
             {"dates": ["02-01", "03-31"], "unit_price": "1.1"},
-        ],
-        "time_of_use": [
-            {
-                "type": "A",
-                "unit_price": "0.3",
-                "periods": [{"days": ["ALL"], "start": "00:00", "end": "24:00"}],
-            }
-        ],
-    }
+        ]
+    )
     with pytest.raises(PlanError) as refused:
         parse_plan(document, source="s.toml")
     assert refused.value.key == "supply_charges"

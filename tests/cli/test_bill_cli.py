@@ -18,7 +18,7 @@ from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.writer import write_nem12
 from tests.domain.rating_cases import flat, nem_day
-from tests.support import run_command
+from tests.support import run_captured
 
 D = Decimal
 
@@ -43,13 +43,7 @@ unit_price = "0.05"
 """
 
 
-def run(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, str, str]:
-    """Run ``freehours ARGS``: (exit status, stdout, stderr)."""
-    code = run_command(monkeypatch, *args)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+run = run_captured
 
 
 def stamp(day: int) -> datetime:

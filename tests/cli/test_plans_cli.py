@@ -11,16 +11,9 @@ import pytest
 from freehours.plans import builtin_document
 from freehours.settings import get_settings
 from freehours.store.database import Store
-from tests.support import run_command
+from tests.support import run_captured
 
-
-def run(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, str, str]:
-    """Run ``freehours ARGS``: (exit status, stdout, stderr)."""
-    code = run_command(monkeypatch, *args)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+run = run_captured
 
 
 def test_list_shows_the_four_builtin_plans(
