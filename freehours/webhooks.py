@@ -73,43 +73,49 @@ class Sender(Protocol):
     def __call__(self, url: str, body: bytes, headers: dict[str, str]) -> Answer: ...
 
 
-def http_send(url: str, body: bytes, headers: dict[str, str]) -> Answer:
-    """POST ``body`` to ``url`` (http.client: connect and each read bounded by their timeouts, at
-    most ``MAX_ANSWER_BYTES`` of the answer read, no redirects followed)."""
-    parts = urlsplit(url)
-    path = parts.path or "/"
-    if parts.query:
-        path += "?" + parts.query
-    conn_class = (
-        http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    )
-    conn = conn_class(parts.hostname or "", parts.port, timeout=CONNECT_TIMEOUT)
-    try:
-        conn.connect()
-        if conn.sock is not None:
-            conn.sock.settimeout(READ_TIMEOUT)
-        conn.request(
-            "POST",
-            path,
-            body=body,
-            headers={
-                **headers,
-                "content-type": "application/json",
-                "user-agent": USER_AGENT,
-            },
+class HttpSender:
+    """POSTs a delivery (http.client: the connect and each read bounded by their timeouts, at
+    most ``max_answer`` bytes of the answer read, no redirects followed)."""
+
+    def __init__(
+        self,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        read_timeout: float = READ_TIMEOUT,
+        max_answer: int = MAX_ANSWER_BYTES,
+    ) -> None:
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self.max_answer = max_answer
+
+    def __call__(self, url: str, body: bytes, headers: dict[str, str]) -> Answer:
+        parts = urlsplit(url)
+        path = parts.path or "/"
+        if parts.query:
+            path += "?" + parts.query
+        connection = (
+            http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         )
-        response = conn.getresponse()
-        return Answer(
-            response.status,
-            response.getheader("retry-after"),
-            response.read(MAX_ANSWER_BYTES),
-        )
-    except TimeoutError:
-        return Answer(None, error="timed out")
-    except (OSError, http.client.HTTPException) as exc:
-        return Answer(None, error=f"{type(exc).__name__}: {exc}"[:500])
-    finally:
-        conn.close()
+        conn = connection(parts.hostname or "", parts.port, timeout=self.connect_timeout)
+        try:
+            conn.connect()
+            if conn.sock is not None:
+                conn.sock.settimeout(self.read_timeout)
+            conn.request(
+                "POST",
+                path,
+                body=body,
+                headers={**headers, "content-type": "application/json", "user-agent": USER_AGENT},
+            )
+            response = conn.getresponse()
+            return Answer(
+                response.status, response.getheader("retry-after"), response.read(self.max_answer)
+            )
+        except TimeoutError:
+            return Answer(None, error="timed out")
+        except (OSError, http.client.HTTPException) as exc:
+            return Answer(None, error=f"{type(exc).__name__}: {exc}"[:500])
+        finally:
+            conn.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,12 +142,12 @@ class Webhooks:
         store: Store,
         clock: Clock | None = None,
         *,
-        send: Sender = http_send,
+        send: Sender | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.store = store
         self.clock = clock or SystemClock()
-        self.send = send
+        self.send = send or HttpSender()
         self.rng = rng or random.Random()
 
     # --- endpoints ---------------------------------------------------------------------------
@@ -219,7 +225,7 @@ class Webhooks:
             delivery = unit.webhooks.replay(delivery_id, now=self.clock.now())
         if delivery is None:
             raise NotFound(str(delivery_id))
-        log.info("webhook_replayed", delivery=delivery_id, event=delivery.event_id)
+        log.info("webhook_replayed", delivery=delivery_id, webhook_id=delivery.event_id)
         return delivery
 
     # --- one attempt (the webhook-delivery job) ----------------------------------------------
@@ -340,10 +346,10 @@ def _reason(answer: Answer) -> str:
 
 __all__ = [
     "Answer",
+    "HttpSender",
     "InvalidEndpoint",
     "NotFound",
     "Registered",
     "TooManyEndpoints",
     "Webhooks",
-    "http_send",
 ]

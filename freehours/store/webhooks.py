@@ -419,6 +419,8 @@ class Webhooks(Repository):
                 started_at=now,
                 next_attempt_at=now,
                 finished_at=None,
+                # The schedule starts again (every attempt stays listed).
+                attempts=0,
                 replays=_D.replays + 1,
             )
         )
