@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from freehours.cli import app, needs_database
+from freehours.cli import app, needs_database, quiet_logging
 from freehours.domain.webhooks import EVENT_TYPES, DeliveryStatus, InvalidEndpoint
 from freehours.errors import InputError
 from freehours.settings import get_settings
@@ -22,6 +22,14 @@ webhooks_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(webhooks_app)
+
+
+def _open() -> Store:
+    """The database, the command's log lines on stderr (warnings only, unless
+    FREEHOURS_LOG_LEVEL says otherwise): stdout is its answer."""
+    settings = get_settings()
+    quiet_logging(settings)
+    return Store.open(settings.database_url)
 
 
 def _stamp(moment: object) -> str:
@@ -41,7 +49,7 @@ def add(
     description: Annotated[str, typer.Option("--description", metavar="TEXT")] = "",
 ) -> None:
     """Register an endpoint; print its id, then its signing secret (shown this once)."""
-    with Store.open(get_settings().database_url) as store:
+    with _open() as store:
         try:
             made = Webhooks(store).register(url, event, description)
         except (InvalidEndpoint, TooManyEndpoints) as exc:
@@ -54,7 +62,7 @@ def add(
 @needs_database
 def list_() -> None:
     """Every endpoint: id, URL, events, enabled (or why not), failures."""
-    with Store.open(get_settings().database_url) as store, store.read() as unit:
+    with _open() as store, store.read() as unit:
         endpoints = unit.webhooks.endpoints()
     table = Table("id", "url", "events", "enabled", "failing since", "failed in a row")
     for e in endpoints:
@@ -79,7 +87,7 @@ def deliveries(
     limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 20,
 ) -> None:
     """The endpoint's deliveries, newest first, each with its attempts."""
-    with Store.open(get_settings().database_url) as store, store.read() as unit:
+    with _open() as store, store.read() as unit:
         if unit.webhooks.endpoint(endpoint_id) is None:
             raise InputError(f"no webhook endpoint {endpoint_id!r}")
         page = unit.webhooks.deliveries(endpoint_id=endpoint_id, status=status, limit=limit)
@@ -106,7 +114,7 @@ def replay(
     delivery_id: Annotated[int, typer.Argument(metavar="DELIVERY_ID", min=1)],
 ) -> None:
     """Send a delivery again, with the same webhook-id (the workers send it)."""
-    with Store.open(get_settings().database_url) as store:
+    with _open() as store:
         try:
             delivery = Webhooks(store).replay(delivery_id)
         except NotFound:
@@ -129,7 +137,7 @@ def disable(endpoint_id: Annotated[str, typer.Argument(metavar="ENDPOINT_ID")]) 
 
 
 def _set_enabled(endpoint_id: str, *, enabled: bool) -> None:
-    with Store.open(get_settings().database_url) as store:
+    with _open() as store:
         try:
             Webhooks(store).update(endpoint_id, enabled=enabled)
         except NotFound:
@@ -141,7 +149,7 @@ def _set_enabled(endpoint_id: str, *, enabled: bool) -> None:
 @needs_database
 def rotate_secret(endpoint_id: Annotated[str, typer.Argument(metavar="ENDPOINT_ID")]) -> None:
     """A new signing secret, printed once; the old one still signs for 24 hours."""
-    with Store.open(get_settings().database_url) as store:
+    with _open() as store:
         try:
             made = Webhooks(store).rotate(endpoint_id)
         except NotFound:
