@@ -46,7 +46,9 @@ def add(
             "--event", metavar="TYPE", help=f"one of {', '.join(EVENT_TYPES)}; repeatable"
         ),
     ],
-    description: Annotated[str, typer.Option("--description", metavar="TEXT")] = "",
+    description: Annotated[
+        str, typer.Option("--description", metavar="TEXT", help="what the endpoint is for")
+    ] = "",
 ) -> None:
     """Register an endpoint; print its id, then its signing secret (shown this once)."""
     with _open() as store:
@@ -82,9 +84,12 @@ def list_() -> None:
 def deliveries(
     endpoint_id: Annotated[str, typer.Argument(metavar="ENDPOINT_ID")],
     status: Annotated[
-        DeliveryStatus | None, typer.Option("--status", help="only those in this status")
+        DeliveryStatus | None,
+        typer.Option("--status", metavar="STATUS", help="only those pending, succeeded or failed"),
     ] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 20,
+    limit: Annotated[
+        int, typer.Option("--limit", metavar="N", min=1, max=1000, help="deliveries shown")
+    ] = 20,
 ) -> None:
     """The endpoint's deliveries, newest first, each with its attempts."""
     with _open() as store, store.read() as unit:
