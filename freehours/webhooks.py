@@ -19,7 +19,7 @@ import http.client
 import random
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 from urllib.parse import urlsplit
 
@@ -326,6 +326,24 @@ class Webhooks:
             WEBHOOK_ENDPOINTS_DISABLED.inc()
             log.error("webhook_endpoint_disabled", endpoint=work.endpoint.id, url=work.endpoint.url)
         return f"failed: {error}", None
+
+
+#: Events deleted per transaction by ``prune``.
+PRUNE_BATCH = 1000
+
+
+def prune(store: Store, before: datetime) -> int:
+    """Delete the events older than ``before`` that nothing is still trying to deliver, with
+    their deliveries and attempts (the worker's retention, ``WEBHOOK_RETENTION``)."""
+    pruned = 0
+    while True:
+        with store.write() as unit:
+            deleted = unit.webhooks.prune(before=before, limit=PRUNE_BATCH)
+        pruned += deleted
+        if deleted < PRUNE_BATCH:
+            if pruned:
+                log.info("webhook_events_pruned", count=pruned)
+            return pruned
 
 
 def _fields(work: Work) -> dict[str, object]:

@@ -83,6 +83,9 @@ MAX_RETRY_AFTER = timedelta(hours=12)
 #: this long, or when this many deliveries in a row failed for good.
 DISABLE_AFTER = timedelta(days=5)
 DISABLE_AFTER_FAILURES = 20
+#: How long an event is kept once none of its deliveries is pending (the workers delete it, with
+#: its deliveries and attempts, after that).
+WEBHOOK_RETENTION = timedelta(days=30)
 
 
 class DeliveryStatus(StrEnum):

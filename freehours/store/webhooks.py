@@ -427,6 +427,26 @@ class Webhooks(Repository):
         Jobs(self._conn, self._driver).enqueue_many([_delivery_job(delivery_id, now)], now=now)
         return self.delivery(delivery_id)
 
+    def prune(self, *, before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` events older than ``before`` none of whose deliveries is
+        pending, with their deliveries and attempts; how many events went."""
+        pending = sa.select(_D.event_id).where(_D.status == DeliveryStatus.PENDING.value)
+        old = list(
+            self._conn.scalars(
+                sa.select(_V.id)
+                .where(_V.created_at < before, _V.id.not_in(pending))
+                .order_by(_V.created_at)
+                .limit(limit)
+            )
+        )
+        if not old:
+            return 0
+        deliveries = sa.select(_D.id).where(_D.event_id.in_(old))
+        self._conn.execute(webhook_attempts.delete().where(_A.delivery_id.in_(deliveries)))
+        self._conn.execute(webhook_deliveries.delete().where(_D.event_id.in_(old)))
+        self._conn.execute(webhook_events.delete().where(_V.id.in_(old)))
+        return len(old)
+
     def replay_event(self, ident: str, endpoint: str, *, now: datetime) -> Delivery | None:
         """Replay an event to an endpoint: its delivery again, or a new delivery to an endpoint
         it was not sent to (one subscribed later, say)."""

@@ -554,6 +554,16 @@ def test_webhooks(store: Store) -> None:
         assert unit.webhooks.delete_endpoint(other.id)
         assert not unit.webhooks.delete_endpoint(other.id)
         assert unit.webhooks.count_by_status() == {"pending": 1}
+        # Pruning keeps an event while a delivery of it is pending.
+        assert unit.webhooks.prune(before=later, limit=10) == 0
+        work = unit.webhooks.work(delivery.id)
+        assert work is not None
+        unit.webhooks.fail(work, at=later, reason="gave up")
+        assert unit.webhooks.prune(before=NOW, limit=10) == 0  # not older than NOW
+        assert unit.webhooks.prune(before=later, limit=10) == 1
+        assert unit.webhooks.events() == []
+        assert unit.webhooks.deliveries() == []
+        assert unit.webhooks.attempts([delivery.id]) == {delivery.id: []}
 
 
 # --- the unit of work and the driver -----------------------------------------------------------
