@@ -132,7 +132,7 @@ def test_500_then_200_is_retried_after_the_schedule(
     store: Store, clock: ManualClock, receiver: Receiver
 ) -> None:
     hooks, worker = make(store, clock)
-    hooks.register(receiver.url, ["quota.completed"])
+    endpoint = hooks.register(receiver.url, ["quota.completed"]).endpoint.id
     receiver.script = [Reply(500, body=b"database on fire"), Reply(500)]
     ident = publish(store, clock)
     assert worker.run_due() == 1
@@ -156,6 +156,12 @@ def test_500_then_200_is_retried_after_the_schedule(
         ("failed", 500),
         ("succeeded", 200),
     ]
+    # Counted by endpoint and outcome, each attempt's latency observed.
+    labels = {"endpoint": endpoint}
+    attempts_total = "freehours_webhook_attempts_total"
+    assert REGISTRY.get_sample_value(attempts_total, {**labels, "outcome": "failed"}) == 2
+    assert REGISTRY.get_sample_value(attempts_total, {**labels, "outcome": "succeeded"}) == 1
+    assert REGISTRY.get_sample_value("freehours_webhook_attempt_seconds_count", labels) == 3
 
 
 def test_a_429s_retry_after_is_honoured(
