@@ -406,8 +406,8 @@ class Webhooks(Repository):
 
     def replay(self, delivery_id: int, *, now: datetime) -> Delivery | None:
         """Send a delivery again, with its event's id and body: PENDING from ``now``, tried on
-        the schedule from ``now`` (a replay of one still pending brings its next attempt
-        forward)."""
+        the schedule from ``now``. Its job is enqueued again; a delivery still pending keeps its
+        unfinished job (one waiting to be retried keeps its backoff)."""
         current = self.delivery(delivery_id)
         if current is None:
             return None

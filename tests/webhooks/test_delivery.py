@@ -25,8 +25,6 @@ from freehours.store.webhooks import DELIVERY_KIND, NewEvent
 from freehours.webhooks import Answer, HttpSender, Webhooks
 from tests.webhooks.receiver import Receiver, Reply, receiving
 
-#: Near the real time: the reference library checks webhook-timestamp against the system clock.
-START = datetime.now(UTC).replace(microsecond=0)
 LEASE = timedelta(minutes=1)
 
 
@@ -36,7 +34,9 @@ class Death(BaseException):
 
 @pytest.fixture
 def clock() -> ManualClock:
-    return ManualClock(START)
+    # Started at the real time when the test starts: the reference library checks
+    # webhook-timestamp against the system clock (within five minutes).
+    return ManualClock(datetime.now(UTC).replace(microsecond=0))
 
 
 @pytest.fixture
@@ -75,6 +75,7 @@ def deliveries(store: Store) -> list[object]:
 def test_an_event_arrives_once_signed_and_verifies(
     store: Store, clock: ManualClock, receiver: Receiver
 ) -> None:
+    start = clock.now()
     hooks, worker = make(store, clock)
     registered = hooks.register(receiver.url, ["quota.completed"], "test")
     ident = publish(store, clock, free_kwh="3.250")
@@ -83,7 +84,7 @@ def test_an_event_arrives_once_signed_and_verifies(
     got = receiver.received[0]
     assert Webhook(registered.secret).verify(got.body, got.headers) == {
         "type": "quota.completed",
-        "timestamp": START.isoformat().replace("+00:00", "Z"),
+        "timestamp": start.isoformat().replace("+00:00", "Z"),
         "data": {"nmi": "4102000001", "free_kwh": "3.250"},
     }
     with pytest.raises(WebhookVerificationError):
@@ -131,6 +132,7 @@ def test_a_rolled_back_transaction_writes_no_event(
 def test_500_then_200_is_retried_after_the_schedule(
     store: Store, clock: ManualClock, receiver: Receiver
 ) -> None:
+    start = clock.now()
     hooks, worker = make(store, clock)
     endpoint = hooks.register(receiver.url, ["quota.completed"]).endpoint.id
     receiver.script = [Reply(500, body=b"database on fire"), Reply(500)]
@@ -139,7 +141,7 @@ def test_500_then_200_is_retried_after_the_schedule(
     (delivery,) = deliveries(store)
     assert delivery.status is DeliveryStatus.PENDING
     assert delivery.last_error == "HTTP 500: database on fire"
-    wait = delivery.next_attempt_at - START
+    wait = delivery.next_attempt_at - start
     assert timedelta(seconds=4) <= wait <= timedelta(seconds=6)  # 5 s +- 20%
     assert worker.run_due() == 0  # not before its time
     clock.advance(6)
@@ -167,13 +169,14 @@ def test_500_then_200_is_retried_after_the_schedule(
 def test_a_429s_retry_after_is_honoured(
     store: Store, clock: ManualClock, receiver: Receiver
 ) -> None:
+    start = clock.now()
     hooks, worker = make(store, clock)
     hooks.register(receiver.url, ["quota.completed"])
     receiver.script = [Reply(429, {"Retry-After": "600"})]
     publish(store, clock)
     worker.run_due()
     (delivery,) = deliveries(store)
-    assert delivery.next_attempt_at == START + timedelta(seconds=600)
+    assert delivery.next_attempt_at == start + timedelta(seconds=600)
     clock.advance(599)
     assert worker.run_due() == 0
     clock.advance(1)
@@ -257,14 +260,15 @@ def test_a_worker_dying_mid_delivery_sends_the_same_webhook_id_again(
 def test_gives_up_after_three_days_with_the_reason_then_disables_the_endpoint(
     store: Store, clock: ManualClock, receiver: Receiver
 ) -> None:
+    start = clock.now()
     hooks, worker = make(store, clock)
     endpoint = hooks.register(receiver.url, ["quota.completed"]).endpoint
     receiver.default = Reply(503, body=b"x" * 100_000)
     disabled_before = REGISTRY.get_sample_value("freehours_webhook_endpoints_disabled_total") or 0
     first = publish(store, clock)
-    second_at = START + timedelta(days=2, hours=12)
+    second_at = start + timedelta(days=2, hours=12)
     second = None
-    while clock.now() < START + timedelta(days=7):
+    while clock.now() < start + timedelta(days=7):
         worker.run_due()
         if second is None and clock.now() >= second_at:
             second = publish(store, clock)
@@ -275,7 +279,7 @@ def test_gives_up_after_three_days_with_the_reason_then_disables_the_endpoint(
     assert one.last_error is not None
     assert one.last_error.startswith("gave up: HTTP 503: xxx")
     assert len(one.last_error) < 1000  # the answer's body is read only so far
-    assert START + timedelta(days=2) < one.finished_at <= START + GIVE_UP_AFTER
+    assert start + timedelta(days=2) < one.finished_at <= start + GIVE_UP_AFTER
     assert 10 <= one.attempts <= 16
     assert second is not None
     assert by_event[second].status is DeliveryStatus.FAILED
