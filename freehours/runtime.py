@@ -29,6 +29,7 @@ from freehours.jobs import rescuer
 from freehours.jobs.invoice import invoicing_tasks
 from freehours.jobs.retry import RetryPolicy
 from freehours.jobs.settle import SettlementJobs, settlement_tasks
+from freehours.jobs.webhook import webhook_tasks
 from freehours.jobs.worker import Worker, WorkerConfig
 from freehours.observability.measured import Measurement
 from freehours.observability.metrics import JOBS_STUCK
@@ -37,6 +38,7 @@ from freehours.settings import Settings
 from freehours.settlement import Faults, SettlementPolicy, Settlements
 from freehours.store.database import Store
 from freehours.store.engine import Timeouts
+from freehours.webhooks import Webhooks
 
 
 # The settings mapped onto the policies they configure: here, where the parts are built, so that
@@ -145,8 +147,11 @@ class Runtime:
     #: The gauges counted in this database when this process is scraped (its /metrics or
     #: --metrics-port): what no single process can know by itself.
     measured: tuple[Measurement, ...] = field(init=False)
+    #: Webhook endpoints and the deliveries' attempts (docs/webhooks.md).
+    webhooks: Webhooks = field(init=False)
 
     def __post_init__(self) -> None:
+        self.webhooks = Webhooks(self.store, self.clock)
         stuck = partial(rescuer.count_stuck, self.store, self.clock)
         self.measured = (JOBS_STUCK.measured_by(stuck),)
 
@@ -202,11 +207,15 @@ class Runtime:
         return billing
 
     def worker(self, concurrency: int | None = None) -> Worker:
-        """A job worker over this runtime (settlements and invoice runs), as configured;
-        ``start()`` it."""
+        """A job worker over this runtime (settlements, invoice runs, webhook deliveries), as
+        configured; ``start()`` it."""
         return Worker(
             self.store,
-            {**settlement_tasks(self.settlements), **invoicing_tasks(self.invoicing)},
+            {
+                **settlement_tasks(self.settlements),
+                **invoicing_tasks(self.invoicing),
+                **webhook_tasks(self.webhooks),
+            },
             config=worker_config(self.settings, concurrency),
             clock=self.clock,
             retry=retry_policy(self.settings, self.clock),

@@ -50,6 +50,8 @@ LAYERS: dict[str, int] = {
     # the retention schedule over the store
     "settlement": 6,
     "invoicing": 6,
+    # webhook endpoints and each delivery's attempts (the outbox itself is the store's)
+    "webhooks": 6,
     # the accounting export: a run's documents as journals, pure
     "journal": 6,
     "maintenance": 6,

@@ -46,6 +46,7 @@ from freehours.api.routes import (
     operations,
     plans,
     settlements,
+    webhooks,
 )
 from freehours.api.services import Services
 from freehours.api.telemetry import RequestTelemetry
@@ -147,6 +148,7 @@ def assemble(lifespan: Lifespan[FastAPI] | None = None) -> FastAPI:
         documents,
         operations,
         audit,
+        webhooks,
     )
     for resource in resources:
         app.include_router(resource.router)

@@ -108,6 +108,11 @@ COMMANDS = {
         ("invoices",),
         "Invoices and credit notes: run the invoicing, list the documents, show one (PDF, HTML).",
     ),
+    "webhooks": Command(
+        ("webhooks",),
+        "Webhook endpoints: register, list, rotate, enable; deliveries and their attempts,"
+        " replayed with the same webhook-id.",
+    ),
     "simulate": Command(
         ("simulate",), "Simulations that replay what freehours is built to survive."
     ),

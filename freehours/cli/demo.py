@@ -210,6 +210,7 @@ def _print_summary(result: DemoResult, console: Console) -> None:
             ", ".join(f"{count} x HTTP {status}" for status, count in sorted(result.asks.items())),
         ),
         *_invoicing_lines(result),
+        *_webhook_lines(result),
         ("invariants", "; ".join(result.failures) or "all hold"),
     ]
     if result.invoicing:
@@ -220,6 +221,23 @@ def _print_summary(result: DemoResult, console: Console) -> None:
     for name, text in lines:
         table.add_row(name, text)
     console.print(table)
+
+
+def _webhook_lines(result: DemoResult) -> list[tuple[str, str]]:
+    """The summary's line on the events the demo's webhook receiver got."""
+    if not result.webhook_requests:
+        return []
+    counts = result.webhook_requests
+    events = ", ".join(f"{count} {kind}" for kind, count in sorted(result.webhooks.items()))
+    return [
+        (
+            "webhooks",
+            f"{events or 'no events'} received, each webhook-id acted on once;"
+            f" {counts['requests']} requests: {counts['refused']} answered 503 on purpose and"
+            f" retried, {counts['duplicates']} duplicates, {counts['bad_signatures']} bad"
+            f" signatures; {counts['pending']} deliveries pending, {counts['failed']} failed",
+        )
+    ]
 
 
 def _rejected(result: DemoResult) -> list[str]:

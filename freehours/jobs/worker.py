@@ -47,8 +47,9 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from freehours import defaults
+from freehours import defaults, webhooks
 from freehours.clock import Clock, SystemClock
+from freehours.domain.webhooks import WEBHOOK_RETENTION
 from freehours.jobs import rescuer, telemetry
 from freehours.jobs.job import (
     BatchAnswer,
@@ -547,6 +548,8 @@ class Worker:
             job_partitions(config.retention, config.partitions_ahead),
             Expiry("jobs", config.retention, rescuer.prune),
             history_partitions(config.history_months, config.partitions_ahead),
+            # Webhook events delivered (or given up) over a month ago (docs/webhooks.md).
+            Expiry("webhook_events", WEBHOOK_RETENTION, webhooks.prune),
         ]
         retention = Retention(self.store, self.clock, expiries, every=config.prune_every)
         while not self._keeper_stop.wait(heartbeat):

@@ -179,3 +179,25 @@ AGENT_FILES_REJECTED = Counter(
     "the API), unsendable (no valid request could be made).",
     ["reason"],
 )
+WEBHOOK_ATTEMPTS = Counter(
+    "freehours_webhook_attempts_total",
+    "Webhook delivery attempts by endpoint and outcome: succeeded (a 2xx answer), failed "
+    "(another answer), error (no answer: refused, reset, timed out).",
+    ["endpoint", "outcome"],
+)
+WEBHOOK_ATTEMPT_SECONDS = Histogram(
+    "freehours_webhook_attempt_seconds",
+    "Time from a webhook attempt's connect to its answer (or its failure), seconds, by endpoint.",
+    ["endpoint"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+WEBHOOK_DELIVERIES_FAILED = Counter(
+    "freehours_webhook_deliveries_failed_total",
+    "Webhook deliveries failed for good (retried for the whole schedule, or their endpoint "
+    "disabled), by endpoint.",
+    ["endpoint"],
+)
+WEBHOOK_ENDPOINTS_DISABLED = Counter(
+    "freehours_webhook_endpoints_disabled_total",
+    "Webhook endpoints disabled because their deliveries kept failing.",
+)

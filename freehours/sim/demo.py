@@ -84,8 +84,10 @@ from freehours.domain.plan import Plan
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import Quota, QuotaStatus, new_quota
 from freehours.domain.time import NEM_TIME, Region
+from freehours.domain.webhooks import EVENT_TYPES, DeliveryStatus
 from freehours.invoicing import document_of
 from freehours.jobs.job import JobState
+from freehours.jobs.webhook import webhook_tasks
 from freehours.jobs.worker import Worker
 from freehours.meterdata.writer import write_nem12
 from freehours.plans import builtin_document, builtin_plan
@@ -93,6 +95,7 @@ from freehours.runtime import Runtime
 from freehours.settings import Settings
 from freehours.settlement import FaultPoint
 from freehours.sim.meters import SOLAR_SHARER_START, households
+from freehours.sim.receiver import DemoReceiver
 from freehours.sim.replay import WorkerDied
 from freehours.store.errors import connection_lost
 from freehours.store.invoices import InvoiceRun, RunCounts, StoredDocument
@@ -125,6 +128,8 @@ DRAIN_SECONDS = 120.0
 SETTLE_DEADLINE = 90.0
 #: How often the demo looks at the quotas while it waits.
 POLL_SECONDS = 0.25
+#: The longest the demo waits for its webhooks' last deliveries after the pool stops.
+WEBHOOK_DRAIN_SECONDS = 60.0
 #: Where the documents go, in ``--out``: the report links them by this relative path.
 DOCUMENTS_DIR = "documents"
 #: What a raising revision adds to each interval, in kWh.
@@ -425,6 +430,10 @@ class DemoResult:
     runs: list[DemoRun] = field(default_factory=list)
     documents: list[DemoDocument] = field(default_factory=list)
     invoicing: str = ""
+    #: The webhook receiver's counts: events by type (each webhook-id once), and ``requests``,
+    #: ``duplicates``, ``refused`` (its own 503s, retried), ``bad_signatures``.
+    webhooks: Counter[str] = field(default_factory=Counter)
+    webhook_requests: Counter[str] = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
     elapsed: float = 0.0
 
@@ -457,12 +466,14 @@ def run_demo(config: DemoConfig, settings: Settings, progress: DemoProgress) -> 
     result.customer_days = len(keys)
     faults = DemoFaults(config.seed)
     runtime = Runtime.open(settings, SystemClock(), faults)
+    receiver = DemoReceiver()
     try:
         admin_key, agent_key = _keys(runtime)
         limits = RateLimits.open(None, settings.rate_limit_per_client, settings.rate_limit_per_nmi)
         gateway = Gateway(create_app(Services(runtime, limits)), config.seed, OUTAGE_SECONDS)
         sample = _Sampler(runtime, gateway, result)
         with (
+            receiver,
             ApiServer(gateway) as server,
             httpx.Client(
                 base_url=server.url,
@@ -472,6 +483,7 @@ def run_demo(config: DemoConfig, settings: Settings, progress: DemoProgress) -> 
         ):
             progress.phase(f"API on {server.url}; plans and customers in every region")
             _catalogue(api, customers)
+            _register_receiver(api, receiver)
             _deliver(
                 config,
                 server.url,
@@ -521,6 +533,7 @@ def run_demo(config: DemoConfig, settings: Settings, progress: DemoProgress) -> 
                     )
             finally:
                 pool.stop(settings.worker_grace_seconds)
+            _drain_webhooks(runtime, receiver, result, progress)
             after = _period_total(api, target[0], period) if invoicing else None
             progress.phase("every quota asked once more; every customer's bill", len(keys))
             _ask(api, keys, result, progress)
@@ -551,6 +564,69 @@ def run_demo(config: DemoConfig, settings: Settings, progress: DemoProgress) -> 
         runtime.close()
     result.elapsed = time.monotonic() - started
     return result
+
+
+def _register_receiver(api: httpx.Client, receiver: DemoReceiver) -> None:
+    """The demo's receiver registered for every event type, through the API."""
+    answer = api.post(
+        "/v1/webhook-endpoints",
+        json={"url": receiver.url, "events": list(EVENT_TYPES), "description": "the demo"},
+    )
+    answer.raise_for_status()
+    receiver.secret = answer.json()["secret"]
+
+
+def _drain_webhooks(
+    runtime: Runtime, receiver: DemoReceiver, result: DemoResult, progress: DemoProgress
+) -> None:
+    """Deliver what the pool left pending (the receiver's 503s wait out their backoff), then
+    hold the receiver's counts to the store's: one event per completed version, revision and
+    document."""
+    progress.phase("webhooks: the deliveries still pending")
+    deliverer = Worker(runtime.store, webhook_tasks(runtime.webhooks), clock=runtime.clock)
+    deadline = time.monotonic() + WEBHOOK_DRAIN_SECONDS
+    while True:
+        deliverer.run_due()
+        with runtime.store.read() as unit:
+            pending = unit.webhooks.count_by_status().get(DeliveryStatus.PENDING.value, 0)
+        progress.update(0, f"{pending} pending")
+        if not pending or time.monotonic() > deadline:
+            break
+        time.sleep(POLL_SECONDS)
+    with runtime.store.read() as unit:
+        credits = unit.quotas.every_credit()
+        documents = unit.invoices.list_documents(limit=100_000)
+        statuses = unit.webhooks.count_by_status()
+    result.webhooks = Counter(receiver.events)
+    result.webhook_requests = Counter(
+        requests=receiver.requests,
+        duplicates=receiver.duplicates,
+        refused=receiver.refused,
+        bad_signatures=receiver.bad_signatures,
+        pending=statuses.get(DeliveryStatus.PENDING.value, 0),
+        failed=statuses.get(DeliveryStatus.FAILED.value, 0),
+    )
+    expected = Counter(
+        {
+            "quota.completed": len(credits),
+            "quota.revised": sum(
+                1 for c in credits if c.version > 1 and (c.kwh != 0 or c.amount != 0)
+            ),
+            "invoice.finalised": sum(
+                1 for d in documents if d.document_type is not DocumentType.CREDIT_NOTE
+            ),
+            "credit_note.issued": sum(
+                1 for d in documents if d.document_type is DocumentType.CREDIT_NOTE
+            ),
+        }
+    )
+    for kind, count in expected.items():
+        if result.webhooks[kind] != count:
+            result.failures.append(
+                f"webhooks: {result.webhooks[kind]} {kind} events received, {count} state changes"
+            )
+    if receiver.bad_signatures:
+        result.failures.append(f"webhooks: {receiver.bad_signatures} bad signatures")
 
 
 def _clear(out: Path) -> None:

@@ -39,6 +39,7 @@ from freehours.store.meter import Meter
 from freehours.store.partitions import Partitions
 from freehours.store.quotas import Quotas
 from freehours.store.sessions import Sessions
+from freehours.store.webhooks import Webhooks
 
 
 class Unit:
@@ -100,6 +101,10 @@ class Unit:
     @cached_property
     def partitions(self) -> Partitions:
         return Partitions(self.connection, self._driver)
+
+    @cached_property
+    def webhooks(self) -> Webhooks:
+        return Webhooks(self.connection, self._driver)
 
     def hold_shared(self, names: Iterable[str]) -> None:
         """Hold the named locks (``freehours.store.locks``) shared until the transaction ends

@@ -33,6 +33,7 @@ from freehours.domain.invoicing import (
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import QuotaStatus
 from freehours.domain.time import Region
+from freehours.domain.webhooks import EventType
 from freehours.store.repository import Repository
 from freehours.store.tables import (
     UtcDateTime,
@@ -45,6 +46,7 @@ from freehours.store.tables import (
     meter_days,
     quotas,
 )
+from freehours.store.webhooks import NewEvent, Webhooks
 
 
 @dataclass(frozen=True, slots=True)
@@ -418,9 +420,12 @@ class Invoices(Repository):
     def insert_documents(self, stored: Iterable[StoredDocument]) -> None:
         # A batch's documents share their plan's and retailer's details: each written out once.
         texts: dict[int, str] = {}
+        stored = list(stored)
         rows = [_document_row(document, texts) for document in stored]
         if rows:
             self._conn.execute(documents.insert(), rows)
+            # The webhook outbox, in the same transaction: every document is finalised here.
+            Webhooks(self._conn, self._driver).publish([_event(document) for document in stored])
 
     def period_documents(self, nmi: str, start: date) -> list[StoredDocument]:
         """A period's documents, in order: the invoice, then its corrections."""
@@ -605,6 +610,38 @@ class _Stamps(dict[datetime | None, tuple[datetime | None, str]]):
         stamp = self._type.process_result_value(raw, self._dialect)
         self[raw] = found = (stamp, str(stamp))
         return found
+
+
+def _event(document: StoredDocument) -> NewEvent:
+    """A finalised document's webhook event: ``credit_note.issued`` for a credit note,
+    ``invoice.finalised`` for an invoice or adjustment invoice (docs/webhooks.md#events)."""
+    kind = (
+        EventType.CREDIT_NOTE_ISSUED
+        if document.document_type is DocumentType.CREDIT_NOTE
+        else EventType.INVOICE_FINALISED
+    )
+    figures = document.figures
+    return NewEvent(
+        kind.value,
+        document.finalised_at,
+        {
+            "number": document.number,
+            "document_type": document.document_type.value,
+            "nmi": document.nmi,
+            "period_start": document.period_start,
+            "period_end": document.period_end,
+            "issue_date": document.issue_date,
+            "due_date": document.due_date,
+            "corrects": document.corrects,
+            "run_id": document.run_id,
+            "subtotal": figures.subtotal,
+            "gst": figures.gst,
+            "total": figures.total,
+            "free_kwh": figures.free_kwh,
+            "free_value": figures.free_value,
+            "finalised_at": document.finalised_at,
+        },
+    )
 
 
 def _period(row: sa.Row[Any]) -> BillingPeriodRow:

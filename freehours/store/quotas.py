@@ -10,6 +10,12 @@ current trace (``events``: a quota's history). On PostgreSQL the event is part o
 statement (a ``WITH`` whose insert takes the row the write returned); on SQLite, whose ``WITH``
 takes no insert or update, it is a second statement in the same transaction
 (``Driver.write_and_insert``).
+
+A transition to COMPLETED or ABORTED is also published to the webhook outbox in the same
+transaction (``freehours.store.webhooks``): ``quota.completed``, ``quota.aborted``, and
+``quota.revised`` when a version after the first completes with a different free energy (its
+ledger entry, the difference, is not zero). Every path that settles a quota saves it here, so
+this is the one place its events are written.
 """
 
 from __future__ import annotations
@@ -25,11 +31,13 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.expression import ClauseElement
 
 from freehours.domain.settlement import Quota, QuotaStatus, new_quota
+from freehours.domain.webhooks import EventType
 from freehours.observability.trace_ids import current_trace_id
 from freehours.store.driver import Driver, columns, each_key
 from freehours.store.prepared import Prepared
 from freehours.store.repository import Repository
 from freehours.store.tables import ledger_entries, quota_events, quotas
+from freehours.store.webhooks import NewEvent, Webhooks
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,6 +383,7 @@ class Quotas(Repository):
             write=_SAVE,
             inserts=(_RECORD,),
         )
+        self._publish([(quota, None, at)])
 
     def save_and_book(self, quota: Quota, entry: LedgerEntry) -> None:
         """Write a transition of an existing row, its event (at the quota's ``completed_at``,
@@ -388,6 +397,7 @@ class Quotas(Repository):
             self._conn, params, together=_SAVE_AND_BOOK, write=_SAVE, inserts=(_RECORD, _BOOK)
         )
         assert booked, f"quota {quota.key} version {quota.version} is not there to save"
+        self._publish([(quota, entry, at)])
 
     # --- batches (Settlements.settle_many) ----------------------------------------------------
 
@@ -455,6 +465,7 @@ class Quotas(Repository):
         self._driver.write_and_insert_many(
             self._conn, params, arrays=_SAVE_MANY, separate=(_SAVE_PLAIN, _RECORD)
         )
+        self._publish([(quota, None, at) for quota in changed])
 
     def save_and_book_many(
         self, booked: Sequence[tuple[Quota, LedgerEntry]], *, trace_ids: Mapping[str, str | None]
@@ -474,6 +485,21 @@ class Quotas(Repository):
         self._driver.write_and_insert_many(
             self._conn, params, arrays=_SAVE_AND_BOOK_MANY, separate=(_SAVE_PLAIN, _RECORD, _BOOK)
         )
+        self._publish(
+            [(quota, entry, quota.completed_at or entry.booked_at) for quota, entry in booked]
+        )
+
+    def _publish(self, saved: Sequence[tuple[Quota, LedgerEntry | None, datetime]]) -> None:
+        """The webhook events of the transitions ``saved`` (each quota with its ledger entry,
+        if booked, and when it was written): only COMPLETED and ABORTED have any."""
+        events = [
+            event
+            for quota, entry, at in saved
+            if quota.status in _TERMINAL
+            for event in _quota_events(quota, entry, at)
+        ]
+        if events:
+            Webhooks(self._conn, self._driver).publish(events)
 
     def events(self, nmi: str, day: date) -> list[QuotaEvent]:
         """Every state the quota's versions were written in, oldest first."""
@@ -574,6 +600,38 @@ class Quotas(Repository):
                 )
             )
         )
+
+
+_TERMINAL = (QuotaStatus.COMPLETED, QuotaStatus.ABORTED)
+
+
+def _quota_events(quota: Quota, entry: LedgerEntry | None, at: datetime) -> list[NewEvent]:
+    """A terminal transition's webhook events (docs/webhooks.md#events)."""
+    data: dict[str, object] = {
+        "nmi": quota.nmi,
+        "date": quota.date,
+        "version": quota.version,
+        "status": quota.status.value,
+        "attempts": quota.attempts,
+    }
+    if quota.status is QuotaStatus.ABORTED:
+        return [NewEvent(EventType.QUOTA_ABORTED.value, at, {**data, "reason": quota.reason})]
+    data.update(
+        free_kwh=quota.free_kwh,
+        free_value=quota.free_value,
+        completed_at=quota.completed_at or at,
+    )
+    events = [NewEvent(EventType.QUOTA_COMPLETED.value, at, data)]
+    if entry is not None and quota.version > 1 and (entry.kwh != 0 or entry.amount != 0):
+        revised = {
+            **data,
+            "previous_free_kwh": (quota.free_kwh or Decimal(0)) - entry.kwh,
+            "previous_free_value": (quota.free_value or Decimal(0)) - entry.amount,
+            "change_kwh": entry.kwh,
+            "change_value": entry.amount,
+        }
+        events.append(NewEvent(EventType.QUOTA_REVISED.value, at, revised))
+    return events
 
 
 def _entry_params(entry: LedgerEntry) -> dict[str, object]:

@@ -532,6 +532,90 @@ agents = sa.Table(
     sa.Column("last_seen_at", UtcDateTime, nullable=False),
 )
 
+# Webhooks (docs/webhooks.md): the endpoints events are sent to, with their signing secrets
+# (kept to sign with, so not hashable: the database's own protection is theirs); the outbox of
+# events, written in the transaction of the state change that caused each; a delivery per event
+# and subscribed endpoint, carried out by a ``webhook-delivery`` job; and every attempt's answer.
+webhook_endpoints = sa.Table(
+    "webhook_endpoints",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("url", sa.String(2048), nullable=False),
+    sa.Column("description", sa.String(200), nullable=False),
+    # Space-separated event types.
+    sa.Column("events", sa.String(200), nullable=False),
+    sa.Column("secret", sa.String(64), nullable=False),
+    # The secret a rotation replaced, signing beside the new one until ``previous_until``.
+    sa.Column("previous_secret", sa.String(64), nullable=True),
+    sa.Column("previous_until", UtcDateTime, nullable=True),
+    sa.Column("enabled", sa.Boolean, nullable=False),
+    sa.Column("disabled_at", UtcDateTime, nullable=True),
+    sa.Column("disabled_reason", sa.Text, nullable=True),
+    # Since when every attempt has failed (None: the last one succeeded), and the deliveries in
+    # a row failed for good.
+    sa.Column("failing_since", UtcDateTime, nullable=True),
+    sa.Column("final_failures", sa.Integer, nullable=False),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+)
+
+webhook_events = sa.Table(
+    "webhook_events",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("type", sa.String(40), nullable=False),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    # The body every attempt sends, exactly (freehours.domain.webhooks.payload).
+    sa.Column("payload", sa.Text, nullable=False),
+    sa.Index(None, "created_at"),
+)
+
+webhook_deliveries = sa.Table(
+    "webhook_deliveries",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True),
+    sa.Column("event_id", sa.String(40), sa.ForeignKey("webhook_events.id"), nullable=False),
+    sa.Column(
+        "endpoint_id",
+        sa.String(32),
+        sa.ForeignKey("webhook_endpoints.id"),
+        nullable=False,
+    ),
+    # ``pending``, ``succeeded`` or ``failed``.
+    sa.Column("status", sa.String(9), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    # Since when it is tried: its event's time, or its last replay's.
+    sa.Column("started_at", UtcDateTime, nullable=False),
+    sa.Column("next_attempt_at", UtcDateTime, nullable=True),
+    sa.Column("finished_at", UtcDateTime, nullable=True),
+    sa.Column("last_status_code", sa.Integer, nullable=True),
+    sa.Column("last_error", sa.Text, nullable=True),
+    sa.Column("replays", sa.Integer, nullable=False),
+    sa.UniqueConstraint("event_id", "endpoint_id"),
+    sa.Index(None, "endpoint_id", "id"),
+)
+
+webhook_attempts = sa.Table(
+    "webhook_attempts",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True),
+    sa.Column(
+        "delivery_id",
+        sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+        sa.ForeignKey("webhook_deliveries.id"),
+        nullable=False,
+    ),
+    sa.Column("at", UtcDateTime, nullable=False),
+    # ``succeeded``, ``failed`` (a non-2xx answer) or ``error`` (no answer: refused, timed out).
+    sa.Column("outcome", sa.String(9), nullable=False),
+    sa.Column("status_code", sa.Integer, nullable=True),
+    sa.Column("latency_ms", sa.Integer, nullable=False),
+    # Why it failed: the error, or the start of the answer's body (bounded).
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Index(None, "delivery_id", "id"),
+)
+
 # What the console's pages ask, by the indexes they walk (docs/console.md#speed).
 sa.Index("ix_quotas_day_nmi", quotas.c.day, quotas.c.nmi)
 sa.Index("ix_quotas_status_day_nmi", quotas.c.status, quotas.c.day, quotas.c.nmi)

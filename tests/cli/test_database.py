@@ -34,6 +34,13 @@ NEEDS_DATABASE = {
     "invoices list": [],
     "invoices show": ["INV-00000001"],
     "customers put": ["4103035611", "--plan", "sso-nsw", "--region", "NSW"],
+    "webhooks add": ["https://a.example/h", "--event", "quota.completed"],
+    "webhooks list": [],
+    "webhooks deliveries": ["ep_0"],
+    "webhooks replay": ["1"],
+    "webhooks enable": ["ep_0"],
+    "webhooks disable": ["ep_0"],
+    "webhooks rotate-secret": ["ep_0"],
 }
 
 

@@ -33,6 +33,13 @@ def test_the_demo_settles_every_customer_day_under_its_faults_and_writes_its_rep
     assert "as of 05 Aug 2026: 0 invoices, 1 credit note" in text
     assert "4 invoices, 1 credit note, 0 adjustment invoices; numbers gapless" in text
     assert "CN-00000001 corrects INV-0000000" in text
+    # The demo's webhook receiver got every event once: a quota.completed per version (4 and the
+    # revision's), the revision, the invoices and the credit note; its own 503s were retried.
+    assert (
+        "1 credit_note.issued, 4 invoice.finalised, 5 quota.completed, 1 quota.revised received"
+        in text
+    )
+    assert "0 bad signatures; 0 deliveries pending, 0 failed" in text
     documents = sorted(path.name for path in (tmp_path / "documents").iterdir())
     numbers = [f"INV-0000000{n}" for n in range(1, 5)] + ["CN-00000001"]
     assert documents == sorted(f"{n}.{kind}" for n in numbers for kind in ("pdf", "html"))

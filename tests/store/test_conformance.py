@@ -21,6 +21,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext
 from freehours.domain.reads import IntervalDay, IntervalRead
 from freehours.domain.settlement import QuotaStatus, claim, complete, new_quota, release
 from freehours.domain.time import NEM_TIME, Region
+from freehours.domain.webhooks import DeliveryStatus
 from freehours.errors import InputError
 from freehours.jobs.job import JobError, JobState
 from freehours.jobs.queue import Complete, Finish, Release
@@ -34,6 +35,7 @@ from freehours.store.jobs import NOTIFY_CHANNEL
 from freehours.store.keys import StoredKey
 from freehours.store.meter import IngestCounts
 from freehours.store.quotas import LedgerEntry, QuotaEvent
+from freehours.store.webhooks import DELIVERY_KIND, DELIVERY_MAX_ATTEMPTS, NewEvent
 
 NMI = "4102000001"
 OTHER = "4102000002"
@@ -414,6 +416,154 @@ def test_idempotency(store: Store) -> None:
     with store.write() as unit:
         assert unit.idempotency.purge(older_than=NOW) == 0
         assert unit.idempotency.purge(older_than=later) == 1
+
+
+# --- webhooks -------------------------------------------------------------------------------------
+
+
+def test_webhooks(store: Store) -> None:
+    secret = "whsec_" + "A" * 43 + "="
+    with store.write() as unit:
+        assert unit.webhooks.publish([NewEvent("quota.completed", NOW, {"n": 1})]) == []
+        hooks = unit.webhooks.create_endpoint(
+            url="https://a.example/h",
+            description="a",
+            events=["quota.completed", "quota.revised"],
+            secret=secret,
+            now=NOW,
+        )
+        other = unit.webhooks.create_endpoint(
+            url="https://b.example/h",
+            description="",
+            events=["invoice.finalised"],
+            secret=secret,
+            now=NOW + timedelta(seconds=1),
+        )
+        assert unit.webhooks.count_endpoints() == 2
+    write_then_fail(
+        store, lambda unit: unit.webhooks.publish([NewEvent("quota.completed", NOW, {})])
+    )
+    with store.write() as unit:
+        (ident,) = unit.webhooks.publish(
+            [
+                NewEvent("quota.completed", NOW, {"kwh": Decimal("1.50"), "date": DAY}),
+                NewEvent("quota.aborted", NOW, {}),  # nobody subscribes
+            ]
+        )
+    with store.read() as unit:
+        assert [e.id for e in unit.webhooks.endpoints()] == [hooks.id, other.id]
+        assert unit.webhooks.endpoint(hooks.id) == hooks
+        assert unit.webhooks.endpoint("ep_none") is None
+        assert unit.webhooks.event(ident) == (
+            "quota.completed",
+            '{"data":{"date":"2026-07-01","kwh":"1.50"},"timestamp":"2026-07-02T09:00:00Z",'
+            '"type":"quota.completed"}',
+            NOW,
+        )
+        assert [e[:2] for e in unit.webhooks.events()] == [(ident, "quota.completed")]
+        (delivery,) = unit.webhooks.deliveries()
+        assert (delivery.event_id, delivery.endpoint_id, delivery.status) == (
+            ident,
+            hooks.id,
+            DeliveryStatus.PENDING,
+        )
+        assert (delivery.attempts, delivery.started_at, delivery.next_attempt_at) == (0, NOW, NOW)
+        assert unit.webhooks.deliveries(endpoint_id=other.id) == []
+        (job,) = unit.jobs.history(DELIVERY_KIND, str(delivery.id))
+        assert (job.payload, job.run_at, job.max_attempts) == (
+            {"delivery_id": delivery.id},
+            NOW,
+            DELIVERY_MAX_ATTEMPTS,
+        )
+    later = NOW + timedelta(seconds=5)
+    with store.write() as unit:
+        work = unit.webhooks.work(delivery.id)
+        assert work is not None
+        assert (work.delivery, work.endpoint) == (delivery, hooks)
+        unit.webhooks.record_attempt(
+            work,
+            at=later,
+            outcome="failed",
+            status_code=500,
+            latency_ms=12,
+            error="HTTP 500: x" * 200,
+            status=DeliveryStatus.PENDING,
+            next_attempt_at=later + timedelta(seconds=5),
+        )
+    with store.write() as unit:
+        (failing,) = unit.webhooks.deliveries(status=DeliveryStatus.PENDING)
+        assert (failing.attempts, failing.last_status_code) == (1, 500)
+        assert failing.last_error is not None
+        assert len(failing.last_error) == 1000
+        assert unit.webhooks.endpoint(hooks.id).failing_since == later  # type: ignore[union-attr]
+        work = unit.webhooks.work(delivery.id)
+        assert work is not None
+        unit.webhooks.record_attempt(
+            work,
+            at=later,
+            outcome="succeeded",
+            status_code=204,
+            latency_ms=3,
+            error=None,
+            status=DeliveryStatus.SUCCEEDED,
+            next_attempt_at=None,
+        )
+    with store.write() as unit:
+        attempts = unit.webhooks.attempts([delivery.id, 999])
+        assert [(a.outcome, a.status_code, a.latency_ms) for a in attempts[delivery.id]] == [
+            ("failed", 500, 12),
+            ("succeeded", 204, 3),
+        ]
+        assert attempts[999] == []
+        assert unit.webhooks.count_by_status() == {"succeeded": 1}
+        endpoint = unit.webhooks.endpoint(hooks.id)
+        assert endpoint is not None
+        assert (endpoint.failing_since, endpoint.final_failures) == (None, 0)
+        replayed = unit.webhooks.replay(delivery.id, now=later)
+        assert replayed is not None
+        assert (replayed.status, replayed.attempts, replayed.replays) == (
+            DeliveryStatus.PENDING,
+            0,
+            1,
+        )
+        assert unit.webhooks.replay(999, now=later) is None
+        again = unit.webhooks.replay_event(ident, other.id, now=later)
+        assert again is not None
+        assert (again.endpoint_id, again.event_id) == (other.id, ident)
+        work = unit.webhooks.work(again.id)
+        assert work is not None
+        unit.webhooks.fail(work, at=later, reason="endpoint disabled")
+        unit.webhooks.disable(other.id, at=later, reason="failing")
+        changed = unit.webhooks.update_endpoint(
+            hooks.id, now=later, events=["quota.aborted"], description="b"
+        )
+        assert changed is not None
+        assert (changed.events, changed.description, changed.updated_at) == (
+            ("quota.aborted",),
+            "b",
+            later,
+        )
+    with store.write() as unit:
+        gone = unit.webhooks.endpoint(other.id)
+        assert gone is not None
+        assert (gone.enabled, gone.disabled_reason, gone.disabled_at) == (False, "failing", later)
+        assert unit.webhooks.count_by_status() == {"failed": 1, "pending": 1}
+        enabled = unit.webhooks.update_endpoint(other.id, now=later, enabled=True)
+        assert enabled is not None
+        assert (enabled.enabled, enabled.disabled_reason) == (True, None)
+        assert unit.webhooks.delete_endpoint(other.id)
+        assert not unit.webhooks.delete_endpoint(other.id)
+        assert unit.webhooks.count_by_status() == {"pending": 1}
+        # Pruning keeps an event while a delivery of it is pending.
+        assert unit.webhooks.prune(before=later, limit=10) == 0
+        work = unit.webhooks.work(delivery.id)
+        assert work is not None
+        unit.webhooks.fail(work, at=later, reason="gave up")
+        assert unit.webhooks.prune(before=NOW, limit=10) == 0  # not older than NOW
+        assert unit.webhooks.prune(before=later, limit=10) == 1
+        assert unit.webhooks.events() == []
+        assert unit.webhooks.deliveries() == []
+        assert unit.webhooks.attempts([delivery.id]) == {delivery.id: []}
 
 
 # --- the unit of work and the driver -----------------------------------------------------------

@@ -78,7 +78,7 @@ def test_migration_0006_moves_a_database_at_0005_to_the_partitioned_layout(pg_ur
             for statement in _AT_0005.strip().split(";\n"):
                 conn.exec_driver_sql(statement)
         counts_before = _counts(engine)
-        assert schema.upgrade(engine) == "0006"
+        assert schema.upgrade(engine) == schema.head_revision()  # 0006 and any later
         assert _counts(engine) == counts_before
         with engine.connect() as conn:
             for table in ("meter_days", "quotas", "ledger_entries", "quota_events", "jobs"):

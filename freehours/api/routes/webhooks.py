@@ -1,0 +1,294 @@
+"""Webhook endpoints (admin): ``/v1/webhook-endpoints`` to register, list, read, change, delete
+and rotate the secret of an endpoint; its deliveries and their attempts, and a delivery replayed
+with the same ``webhook-id`` (docs/webhooks.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from freehours.api.auth import requires
+from freehours.api.bodies import body_operation, bounded_body, parse_body
+from freehours.api.keys import Scope
+from freehours.api.models import (
+    WebhookDeliveriesOut,
+    WebhookDeliveryOut,
+    WebhookEndpointIn,
+    WebhookEndpointOut,
+    WebhookEndpointPatch,
+    WebhookEndpointSecretOut,
+    WebhookEndpointsOut,
+)
+from freehours.api.openapi import TOO_LARGE, merged, problem
+from freehours.api.problems import Problem
+from freehours.api.services import AppServices, Services
+from freehours.domain.webhooks import MAX_ENDPOINTS, DeliveryStatus
+from freehours.observability.logging import bind_fields
+from freehours.store.webhooks import Attempt, Delivery, Endpoint
+from freehours.webhooks import NotFound, TooManyEndpoints
+
+router = APIRouter(tags=["webhooks"], dependencies=[requires(Scope.ADMIN)])
+
+ROUTE = "/v1/webhook-endpoints"
+MAX_LIMIT = 200
+LARGEST_ID = 2**63 - 1
+
+EndpointIdPath = Annotated[
+    str, Path(pattern=r"^ep_[0-9a-f]{24}$", max_length=27, description="the endpoint's id")
+]
+DeliveryIdPath = Annotated[int, Path(ge=1, le=LARGEST_ID, description="the delivery's id")]
+
+NOT_FOUND = problem("No endpoint of that id: `/problems/webhook-endpoint-not-found`.")
+NO_DELIVERY = problem(
+    "No endpoint of that id, or no delivery of that id to it:"
+    " `/problems/webhook-endpoint-not-found`, `/problems/webhook-delivery-not-found`."
+)
+TOO_MANY = {
+    "description": f"So is a registration past the {MAX_ENDPOINTS} endpoints there may be:"
+    " `/problems/too-many-endpoints`."
+}
+
+
+def endpoint_json(endpoint: Endpoint, secret: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": endpoint.id,
+        "url": endpoint.url,
+        "description": endpoint.description,
+        "events": list(endpoint.events),
+        "enabled": endpoint.enabled,
+        "disabled_at": endpoint.disabled_at,
+        "disabled_reason": endpoint.disabled_reason,
+        "failing_since": endpoint.failing_since,
+        "final_failures": endpoint.final_failures,
+        "previous_secret_until": endpoint.previous_until,
+        "created_at": endpoint.created_at,
+        "updated_at": endpoint.updated_at,
+    }
+    if secret is not None:
+        return WebhookEndpointSecretOut(**out, secret=secret).model_dump(mode="json")
+    return WebhookEndpointOut(**out).model_dump(mode="json")
+
+
+def delivery_json(delivery: Delivery, attempts: list[Attempt]) -> dict[str, Any]:
+    return WebhookDeliveryOut(
+        id=delivery.id,
+        webhook_id=delivery.event_id,
+        event_type=delivery.event_type,
+        endpoint_id=delivery.endpoint_id,
+        status=delivery.status.value,
+        attempts=delivery.attempts,
+        created_at=delivery.created_at,
+        started_at=delivery.started_at,
+        next_attempt_at=delivery.next_attempt_at,
+        finished_at=delivery.finished_at,
+        last_status_code=delivery.last_status_code,
+        last_error=delivery.last_error,
+        replays=delivery.replays,
+        attempt_log=[
+            {
+                "at": a.at,
+                "outcome": a.outcome,
+                "status_code": a.status_code,
+                "latency_ms": a.latency_ms,
+                "error": a.error,
+            }
+            for a in attempts
+        ],
+    ).model_dump(mode="json")
+
+
+def _not_found(what: str) -> Problem:
+    return Problem(404, "webhook-endpoint-not-found", "Webhook endpoint not found", what)
+
+
+@router.post(
+    ROUTE,
+    status_code=201,
+    response_model=WebhookEndpointSecretOut,
+    response_description="The endpoint, enabled, with its signing secret: shown this once.",
+    openapi_extra=merged(
+        body_operation(WebhookEndpointIn),
+        {"responses": {"413": TOO_LARGE, "422": TOO_MANY}},
+    ),
+)
+async def post_endpoint(request: Request, services: AppServices) -> JSONResponse:
+    """Register an endpoint for some event types. Its signing secret is made here and answered
+    this once; keep it (``rotate-secret`` makes a new one)."""
+    raw = await bounded_body(
+        request, services.settings.max_json_body_bytes, title="Body too large", required=None
+    )
+    body = parse_body(WebhookEndpointIn, raw)
+
+    def register() -> JSONResponse:
+        try:
+            made = services.runtime.webhooks.register(body.url, list(body.events), body.description)
+        except TooManyEndpoints as exc:
+            raise Problem(422, "too-many-endpoints", "Too many endpoints", str(exc)) from None
+        bind_fields(endpoint=made.endpoint.id)
+        return JSONResponse(
+            endpoint_json(made.endpoint, made.secret),
+            201,
+            headers={"Location": f"{ROUTE}/{made.endpoint.id}"},
+        )
+
+    return await run_in_threadpool(register)
+
+
+@router.get(ROUTE, response_model=WebhookEndpointsOut, response_description="Every endpoint.")
+def list_endpoints(services: AppServices) -> JSONResponse:
+    """Every endpoint (at most 100), oldest first, each with whether it is enabled and why
+    not."""
+    with services.store.read() as unit:
+        endpoints = unit.webhooks.endpoints()
+    return JSONResponse({"items": [endpoint_json(e) for e in endpoints]})
+
+
+@router.get(
+    ROUTE + "/{endpoint_id}",
+    response_model=WebhookEndpointOut,
+    response_description="The endpoint.",
+    responses={404: NOT_FOUND},
+)
+def get_endpoint(endpoint_id: EndpointIdPath, services: AppServices) -> JSONResponse:
+    """One endpoint: its events, whether it is enabled (and if not, since when and why), and
+    its run of failures."""
+    with services.store.read() as unit:
+        endpoint = unit.webhooks.endpoint(endpoint_id)
+    if endpoint is None:
+        raise _not_found(f"endpoint_id: no endpoint {endpoint_id}")
+    return JSONResponse(endpoint_json(endpoint))
+
+
+@router.patch(
+    ROUTE + "/{endpoint_id}",
+    response_model=WebhookEndpointOut,
+    response_description="The endpoint as changed.",
+    openapi_extra=merged(
+        body_operation(WebhookEndpointPatch),
+        {"responses": {"404": NOT_FOUND, "413": TOO_LARGE}},
+    ),
+)
+async def patch_endpoint(
+    request: Request, endpoint_id: EndpointIdPath, services: AppServices
+) -> JSONResponse:
+    """Change an endpoint's URL, events or description; ``enabled`` enables it again (its
+    failures forgotten) or disables it."""
+    raw = await bounded_body(
+        request, services.settings.max_json_body_bytes, title="Body too large", required=None
+    )
+    body = parse_body(WebhookEndpointPatch, raw)
+    return await run_in_threadpool(_patch, services, endpoint_id, body)
+
+
+def _patch(services: Services, endpoint_id: str, body: WebhookEndpointPatch) -> JSONResponse:
+    try:
+        endpoint = services.runtime.webhooks.update(
+            endpoint_id,
+            url=body.url,
+            events=None if body.events is None else list(body.events),
+            description=body.description,
+            enabled=body.enabled,
+        )
+    except NotFound:
+        raise _not_found(f"endpoint_id: no endpoint {endpoint_id}") from None
+    return JSONResponse(endpoint_json(endpoint))
+
+
+@router.delete(
+    ROUTE + "/{endpoint_id}",
+    status_code=204,
+    response_class=Response,
+    response_description="Deleted, with its deliveries.",
+    responses={404: NOT_FOUND},
+)
+def delete_endpoint(endpoint_id: EndpointIdPath, services: AppServices) -> Response:
+    """Delete an endpoint, its deliveries and their attempts: nothing more is sent to it."""
+    try:
+        services.runtime.webhooks.delete(endpoint_id)
+    except NotFound:
+        raise _not_found(f"endpoint_id: no endpoint {endpoint_id}") from None
+    return Response(status_code=204)
+
+
+@router.post(
+    ROUTE + "/{endpoint_id}/rotate-secret",
+    response_model=WebhookEndpointSecretOut,
+    response_description="The endpoint with its new secret: shown this once.",
+    responses={404: NOT_FOUND},
+)
+def rotate_secret(endpoint_id: EndpointIdPath, services: AppServices) -> JSONResponse:
+    """A new signing secret; the one it replaces still signs, beside it, for 24 hours
+    (``previous_secret_until``): every delivery carries both signatures meanwhile."""
+    try:
+        made = services.runtime.webhooks.rotate(endpoint_id)
+    except NotFound:
+        raise _not_found(f"endpoint_id: no endpoint {endpoint_id}") from None
+    return JSONResponse(endpoint_json(made.endpoint, made.secret))
+
+
+@router.get(
+    ROUTE + "/{endpoint_id}/deliveries",
+    response_model=WebhookDeliveriesOut,
+    response_description="A page of the endpoint's deliveries, newest first.",
+    responses={404: NOT_FOUND},
+)
+def list_deliveries(
+    endpoint_id: EndpointIdPath,
+    services: AppServices,
+    status: Annotated[
+        DeliveryStatus | None, Query(description="only the deliveries in this status")
+    ] = None,
+    before: Annotated[
+        int | None,
+        Query(ge=1, le=LARGEST_ID, description="deliveries older than this id: a previous `next`"),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="deliveries in the page")] = 50,
+) -> JSONResponse:
+    """The endpoint's deliveries, newest first, each with every attempt (when, the status code
+    or the error, the latency)."""
+    with services.store.read() as unit:
+        if unit.webhooks.endpoint(endpoint_id) is None:
+            raise _not_found(f"endpoint_id: no endpoint {endpoint_id}")
+        page = unit.webhooks.deliveries(
+            endpoint_id=endpoint_id, status=status, before=before, limit=limit
+        )
+        attempts = unit.webhooks.attempts([d.id for d in page])
+    following = None
+    if len(page) == limit:
+        query: dict[str, object] = {"limit": limit, "before": page[-1].id}
+        if status is not None:
+            query["status"] = status.value
+        following = f"{ROUTE}/{endpoint_id}/deliveries?{urlencode(query)}"
+    items = [delivery_json(d, attempts[d.id]) for d in page]
+    return JSONResponse({"items": items, "next": following})
+
+
+@router.post(
+    ROUTE + "/{endpoint_id}/deliveries/{delivery_id}/replay",
+    status_code=202,
+    response_model=WebhookDeliveryOut,
+    response_description="The delivery, pending again: sent by the job workers.",
+    responses={404: NO_DELIVERY},
+)
+def replay_delivery(
+    endpoint_id: EndpointIdPath, delivery_id: DeliveryIdPath, services: AppServices
+) -> JSONResponse:
+    """Send a delivery again: the same event, body and ``webhook-id`` (a receiver that
+    deduplicates sees it once), tried on the schedule from now."""
+    with services.store.read() as unit:
+        found = unit.webhooks.delivery(delivery_id)
+    if found is None or found.endpoint_id != endpoint_id:
+        raise Problem(
+            404,
+            "webhook-delivery-not-found",
+            "Webhook delivery not found",
+            f"delivery_id: no delivery {delivery_id} to endpoint {endpoint_id}",
+        )
+    delivery = services.runtime.webhooks.replay(delivery_id)
+    with services.store.read() as unit:
+        attempts = unit.webhooks.attempts([delivery_id])[delivery_id]
+    return JSONResponse(delivery_json(delivery, attempts), 202)

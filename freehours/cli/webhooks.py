@@ -1,0 +1,162 @@
+"""``freehours webhooks``: endpoints, their deliveries and attempts, replays (docs/webhooks.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from freehours.cli import app, needs_database, quiet_logging
+from freehours.domain.webhooks import EVENT_TYPES, DeliveryStatus, InvalidEndpoint
+from freehours.errors import InputError
+from freehours.settings import get_settings
+from freehours.store.database import Store
+from freehours.webhooks import NotFound, TooManyEndpoints, Webhooks
+
+webhooks_app = typer.Typer(
+    name="webhooks",
+    help="Webhook endpoints: register, list, rotate, enable; deliveries and their attempts,"
+    " replayed with the same webhook-id.",
+    no_args_is_help=True,
+)
+app.add_typer(webhooks_app)
+
+
+def _open() -> Store:
+    """The database, the command's log lines on stderr (warnings only, unless
+    FREEHOURS_LOG_LEVEL says otherwise): stdout is its answer."""
+    settings = get_settings()
+    quiet_logging(settings)
+    return Store.open(settings.database_url)
+
+
+def _stamp(moment: object) -> str:
+    return "" if moment is None else moment.isoformat(timespec="seconds")  # type: ignore[attr-defined]
+
+
+@webhooks_app.command("add")
+@needs_database
+def add(
+    url: Annotated[str, typer.Argument(metavar="URL", help="where events are POSTed")],
+    event: Annotated[
+        list[str],
+        typer.Option(
+            "--event", metavar="TYPE", help=f"one of {', '.join(EVENT_TYPES)}; repeatable"
+        ),
+    ],
+    description: Annotated[
+        str, typer.Option("--description", metavar="TEXT", help="what the endpoint is for")
+    ] = "",
+) -> None:
+    """Register an endpoint; print its id, then its signing secret (shown this once)."""
+    with _open() as store:
+        try:
+            made = Webhooks(store).register(url, event, description)
+        except (InvalidEndpoint, TooManyEndpoints) as exc:
+            raise InputError(str(exc)) from None
+    typer.echo(made.endpoint.id)
+    typer.echo(made.secret)
+
+
+@webhooks_app.command("list")
+@needs_database
+def list_() -> None:
+    """Every endpoint: id, URL, events, enabled (or why not), failures."""
+    with _open() as store, store.read() as unit:
+        endpoints = unit.webhooks.endpoints()
+    table = Table("id", "url", "events", "enabled", "failing since", "failed in a row")
+    for e in endpoints:
+        table.add_row(
+            e.id,
+            e.url,
+            " ".join(e.events),
+            "yes" if e.enabled else f"no: {e.disabled_reason}",
+            _stamp(e.failing_since),
+            str(e.final_failures),
+        )
+    Console().print(table)
+
+
+@webhooks_app.command("deliveries")
+@needs_database
+def deliveries(
+    endpoint_id: Annotated[str, typer.Argument(metavar="ENDPOINT_ID")],
+    status: Annotated[
+        DeliveryStatus | None,
+        typer.Option("--status", metavar="STATUS", help="only those pending, succeeded or failed"),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", metavar="N", min=1, max=1000, help="deliveries shown")
+    ] = 20,
+) -> None:
+    """The endpoint's deliveries, newest first, each with its attempts."""
+    with _open() as store, store.read() as unit:
+        if unit.webhooks.endpoint(endpoint_id) is None:
+            raise InputError(f"no webhook endpoint {endpoint_id!r}")
+        page = unit.webhooks.deliveries(endpoint_id=endpoint_id, status=status, limit=limit)
+        attempts = unit.webhooks.attempts([d.id for d in page])
+    table = Table("id", "webhook-id", "type", "status", "attempts", "last answer")
+    for d in page:
+        tried = "; ".join(
+            f"{_stamp(a.at)} {a.status_code or a.outcome} {a.latency_ms} ms" for a in attempts[d.id]
+        )
+        table.add_row(
+            str(d.id),
+            d.event_id,
+            d.event_type,
+            d.status.value,
+            tried,
+            d.last_error or ("" if d.last_status_code is None else str(d.last_status_code)),
+        )
+    Console().print(table)
+
+
+@webhooks_app.command("replay")
+@needs_database
+def replay(
+    delivery_id: Annotated[int, typer.Argument(metavar="DELIVERY_ID", min=1)],
+) -> None:
+    """Send a delivery again, with the same webhook-id (the workers send it)."""
+    with _open() as store:
+        try:
+            delivery = Webhooks(store).replay(delivery_id)
+        except NotFound:
+            raise InputError(f"no webhook delivery {delivery_id}") from None
+    Console(stderr=True).print(f"delivery {delivery.id} ({delivery.event_id}) pending again")
+
+
+@webhooks_app.command("enable")
+@needs_database
+def enable(endpoint_id: Annotated[str, typer.Argument(metavar="ENDPOINT_ID")]) -> None:
+    """Enable an endpoint again (its run of failures forgotten)."""
+    _set_enabled(endpoint_id, enabled=True)
+
+
+@webhooks_app.command("disable")
+@needs_database
+def disable(endpoint_id: Annotated[str, typer.Argument(metavar="ENDPOINT_ID")]) -> None:
+    """Disable an endpoint: nothing more is sent to it until it is enabled."""
+    _set_enabled(endpoint_id, enabled=False)
+
+
+def _set_enabled(endpoint_id: str, *, enabled: bool) -> None:
+    with _open() as store:
+        try:
+            Webhooks(store).update(endpoint_id, enabled=enabled)
+        except NotFound:
+            raise InputError(f"no webhook endpoint {endpoint_id!r}") from None
+    Console(stderr=True).print(f"{'enabled' if enabled else 'disabled'} {endpoint_id}")
+
+
+@webhooks_app.command("rotate-secret")
+@needs_database
+def rotate_secret(endpoint_id: Annotated[str, typer.Argument(metavar="ENDPOINT_ID")]) -> None:
+    """A new signing secret, printed once; the old one still signs for 24 hours."""
+    with _open() as store:
+        try:
+            made = Webhooks(store).rotate(endpoint_id)
+        except NotFound:
+            raise InputError(f"no webhook endpoint {endpoint_id!r}") from None
+    typer.echo(made.secret)

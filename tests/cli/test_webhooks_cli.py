@@ -1,0 +1,78 @@
+"""``freehours webhooks``: an endpoint added (its secret printed once), listed, its deliveries and
+their attempts shown, a delivery replayed, the secret rotated, the endpoint disabled and enabled."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from freehours.settings import get_settings
+from freehours.store.database import Store
+from freehours.store.webhooks import NewEvent
+from tests.support import run_command
+
+
+@pytest.fixture
+def database(store: Store, store_url: str, clean_env: pytest.MonkeyPatch) -> Iterator[Store]:
+    clean_env.setenv("FREEHOURS_DATABASE_URL", store_url)
+    get_settings.cache_clear()
+    yield store
+    get_settings.cache_clear()
+
+
+def output(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
+    code = run_command(monkeypatch, *args)
+    captured = capsys.readouterr()
+    return code, captured.out, " ".join(captured.err.split())
+
+
+def test_webhooks_commands(
+    database: Store, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = output(
+        monkeypatch, capsys, "webhooks", "add", "https://a.example/h", "--event", "quota.completed"
+    )
+    assert code == 0
+    endpoint, secret = out.split()
+    assert endpoint.startswith("ep_")
+    assert secret.startswith("whsec_")
+    code, _, err = output(monkeypatch, capsys, "webhooks", "add", "ftp://x", "--event", "quota.x")
+    assert code != 0
+    assert "url: must be http or https" in err
+
+    code, out, _ = output(monkeypatch, capsys, "webhooks", "list")
+    assert code == 0
+    assert endpoint in out
+    assert "https://a.example/h" in out
+    assert "quota.completed" in out
+
+    with database.write() as unit:
+        (ident,) = unit.webhooks.publish([NewEvent("quota.completed", datetime.now(UTC), {})])
+        (delivery,) = unit.webhooks.deliveries()
+    code, out, _ = output(monkeypatch, capsys, "webhooks", "deliveries", endpoint)
+    assert code == 0
+    assert ident in out
+    assert "pending" in out
+
+    code, _, err = output(monkeypatch, capsys, "webhooks", "replay", str(delivery.id))
+    assert code == 0
+    assert f"delivery {delivery.id} ({ident}) pending again" in err
+    code, _, err = output(monkeypatch, capsys, "webhooks", "replay", "999")
+    assert code != 0
+    assert "no webhook delivery 999" in err
+
+    code, out, _ = output(monkeypatch, capsys, "webhooks", "rotate-secret", endpoint)
+    assert code == 0
+    assert out.strip().startswith("whsec_")
+    assert out.strip() != secret
+
+    assert output(monkeypatch, capsys, "webhooks", "disable", endpoint)[0] == 0
+    assert "no: disabled through the API" in output(monkeypatch, capsys, "webhooks", "list")[1]
+    assert output(monkeypatch, capsys, "webhooks", "enable", endpoint)[0] == 0
+    code, _, err = output(monkeypatch, capsys, "webhooks", "enable", "ep_nope")
+    assert code != 0
+    assert "no webhook endpoint 'ep_nope'" in err

@@ -1,0 +1,102 @@
+"""A real HTTP receiver for webhook tests: a ``ThreadingHTTPServer`` on 127.0.0.1 and a free
+port, recording every request, answering as scripted (a status, headers, a delay), or down."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass(frozen=True)
+class Received:
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def webhook_id(self) -> str:
+        return self.headers["webhook-id"]
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    body: bytes = b"ok"
+
+
+class Receiver:
+    """Answers ``script``'s replies in turn, then ``default``; records what it got."""
+
+    def __init__(self) -> None:
+        self.received: list[Received] = []
+        self.script: list[Reply] = []
+        self.default = Reply()
+        self.lock = threading.Lock()
+        self.server: ThreadingHTTPServer | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hooks"
+
+    def ids(self) -> list[str]:
+        with self.lock:
+            return [item.webhook_id for item in self.received]
+
+    def _next(self) -> Reply:
+        with self.lock:
+            return self.script.pop(0) if self.script else self.default
+
+    def start(self) -> None:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length)
+                reply = receiver._next()
+                with receiver.lock:
+                    receiver.received.append(
+                        Received({k.lower(): v for k, v in self.headers.items()}, body)
+                    )
+                if reply.delay:
+                    time.sleep(reply.delay)
+                try:
+                    self.send_response(reply.status)
+                    for name, value in reply.headers.items():
+                        self.send_header(name, value)
+                    self.send_header("content-length", str(len(reply.body)))
+                    self.end_headers()
+                    self.wfile.write(reply.body)
+                except OSError:
+                    pass  # the sender gave up waiting
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        """Down: the port refuses connections until ``start`` again (on the same port)."""
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+
+
+@contextmanager
+def receiving() -> Iterator[Receiver]:
+    receiver = Receiver()
+    receiver.start()
+    try:
+        yield receiver
+    finally:
+        receiver.stop()
