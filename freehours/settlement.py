@@ -313,9 +313,7 @@ class Settlements:
         self._plans: dict[tuple[str, datetime], CustomerPlan | NoQuotas] = {}
         self._plans_lock = threading.Lock()
 
-    def settle(
-        self, nmi: str, day: date, *, version: int = 1, trust_cache: bool = True
-    ) -> Answer:
+    def settle(self, nmi: str, day: date, *, version: int = 1, trust_cache: bool = True) -> Answer:
         """Settle the quota of ``nmi`` on local date ``day``, or say why not and when to retry.
 
         ``version`` is the least version the caller knows of (a job scheduled for a reopened

@@ -59,52 +59,110 @@ class Result:
 BOUNDED = {"NAPI": 1, "NWORKERS": 2, "NREV": 1, "FAULTS": 1, "CFAULTS": 1, "INITDATA": 0}
 LIVE_BOUNDED = {"NAPI": 1, "NWORKERS": 1, "NREV": 1, "FAULTS": 1, "CFAULTS": 0, "JOBMAX": 3}
 LARGE = {"NAPI": 2, "NWORKERS": 2, "NREV": 2, "FAULTS": 1, "CFAULTS": 1, "INITDATA": 0}
-LIVE_LARGE = {"NAPI": 1, "NWORKERS": 2, "NREV": 1, "FAULTS": 1, "CFAULTS": 1, "JOBMAX": 3,
-              "INITDATA": 0}
+LIVE_LARGE = {
+    "NAPI": 1,
+    "NWORKERS": 2,
+    "NREV": 1,
+    "FAULTS": 1,
+    "CFAULTS": 1,
+    "JOBMAX": 3,
+    "INITDATA": 0,
+}
 
 #: Each guard of freehours removed, or a bug of the incident put back: the checker must fail.
 MUTANTS = [
-    Run("MUTANT_NO_FENCE", {**BOUNDED, "MUTANT_NO_FENCE": 1}, expect_error=True,
-        why="completion without the fence check: a stale holder books a second entry"),
-    Run("MUTANT_ATTEMPTS_PER_JOB", {**BOUNDED, "MUTANT_ATTEMPTS_PER_JOB": 1}, expect_error=True,
-        why="the incident: the retry count reset by every new job"),
-    Run("MUTANT_BREAKER_SUCCESS", {**BOUNDED, "NWORKERS": 1, "POISON": 1,
-                                   "MUTANT_BREAKER_SUCCESS": 1}, expect_error=True,
-        why="the incident: a failure reported as a success (the breaker's finally): endless retry"),
-    Run("MUTANT_CACHE_NONTERMINAL", {**BOUNDED, "MUTANT_CACHE_NONTERMINAL": 1},
-        expect_error=True, why="a non-terminal cached state answered as terminal"),
-    Run("MUTANT_BUSY_AS_SETTLED", {**BOUNDED, "MUTANT_BUSY_AS_SETTLED": 1}, expect_error=True,
-        why="the incident: 'in process' answered like 'settled'"),
-    Run("MUTANT_NO_DAYLOCK", {**BOUNDED, "MUTANT_NO_DAYLOCK": 1}, expect_error=True,
-        why="completion without the day lock: a revision racing it is lost"),
-    Run("MUTANT_CACHE_NO_CAS", {**BOUNDED, "MUTANT_CACHE_NO_CAS": 1}, expect_error=True,
-        why="cache writes without compare-and-set: a late write puts an older version back"),
-    Run("MUTANT_JOB_TRUSTS_CACHE", {**BOUNDED, "MUTANT_JOB_TRUSTS_CACHE": 1},
+    Run(
+        "MUTANT_NO_FENCE",
+        {**BOUNDED, "MUTANT_NO_FENCE": 1},
         expect_error=True,
-        why="the bug found (fixed): a settle job answered from the cache misses a new version"),
-    Run("STRICT_SERVED", {**BOUNDED, "NAPI": 2, "NWORKERS": 1, "STRICT_SERVED": 1},
+        why="completion without the fence check: a stale holder books a second entry",
+    ),
+    Run(
+        "MUTANT_ATTEMPTS_PER_JOB",
+        {**BOUNDED, "MUTANT_ATTEMPTS_PER_JOB": 1},
+        expect_error=True,
+        why="the incident: the retry count reset by every new job",
+    ),
+    Run(
+        "MUTANT_BREAKER_SUCCESS",
+        {**BOUNDED, "NWORKERS": 1, "POISON": 1, "MUTANT_BREAKER_SUCCESS": 1},
+        expect_error=True,
+        why="the incident: a failure reported as a success (the breaker's finally): endless retry",
+    ),
+    Run(
+        "MUTANT_CACHE_NONTERMINAL",
+        {**BOUNDED, "MUTANT_CACHE_NONTERMINAL": 1},
+        expect_error=True,
+        why="a non-terminal cached state answered as terminal",
+    ),
+    Run(
+        "MUTANT_BUSY_AS_SETTLED",
+        {**BOUNDED, "MUTANT_BUSY_AS_SETTLED": 1},
+        expect_error=True,
+        why="the incident: 'in process' answered like 'settled'",
+    ),
+    Run(
+        "MUTANT_NO_DAYLOCK",
+        {**BOUNDED, "MUTANT_NO_DAYLOCK": 1},
+        expect_error=True,
+        why="completion without the day lock: a revision racing it is lost",
+    ),
+    Run(
+        "MUTANT_CACHE_NO_CAS",
+        {**BOUNDED, "MUTANT_CACHE_NO_CAS": 1},
+        expect_error=True,
+        why="cache writes without compare-and-set: a late write puts an older version back",
+    ),
+    Run(
+        "MUTANT_JOB_TRUSTS_CACHE",
+        {**BOUNDED, "MUTANT_JOB_TRUSTS_CACHE": 1},
+        expect_error=True,
+        why="the bug found (fixed): a settle job answered from the cache misses a new version",
+    ),
+    Run(
+        "STRICT_SERVED",
+        {**BOUNDED, "NAPI": 2, "NWORKERS": 1, "STRICT_SERVED": 1},
         expect_error=True,
         why="the literal 'never an older answer after a newer one' across the cache: "
-        "fails by design (the cache is written after the commit)"),
+        "fails by design (the cache is written after the commit)",
+    ),
 ]
 
 CONFIGS = {
     "bounded": [
         Run("safety", BOUNDED, why="every safety property, bounded"),
-        Run("safety-poison", {**BOUNDED, "NWORKERS": 1, "POISON": 1},
-            why="a quota whose every attempt fails ends ABORTED in bounded work"),
-        Run("liveness", {**LIVE_BOUNDED, "LIVENESS": 1}, liveness=True,
-            why="<>[] newest version terminal, weak fairness"),
+        Run(
+            "safety-poison",
+            {**BOUNDED, "NWORKERS": 1, "POISON": 1},
+            why="a quota whose every attempt fails ends ABORTED in bounded work",
+        ),
+        Run(
+            "liveness",
+            {**LIVE_BOUNDED, "LIVENESS": 1},
+            liveness=True,
+            why="<>[] newest version terminal, weak fairness",
+        ),
         *MUTANTS,
     ],
     "large": [
         Run("safety", LARGE, why="every safety property: two API requests, two revisions"),
-        Run("safety-poison", {**LARGE, "NREV": 1, "POISON": 1},
-            why="a quota whose every attempt fails ends ABORTED in bounded work"),
-        Run("liveness", {**LIVE_LARGE, "LIVENESS": 1}, liveness=True,
-            why="<>[] newest version terminal, weak fairness, two workers"),
-        Run("liveness-poison", {**LIVE_BOUNDED, "POISON": 1, "LIVENESS": 1}, liveness=True,
-            why="<>[] terminal when every attempt fails"),
+        Run(
+            "safety-poison",
+            {**LARGE, "NREV": 1, "POISON": 1},
+            why="a quota whose every attempt fails ends ABORTED in bounded work",
+        ),
+        Run(
+            "liveness",
+            {**LIVE_LARGE, "LIVENESS": 1},
+            liveness=True,
+            why="<>[] newest version terminal, weak fairness, two workers",
+        ),
+        Run(
+            "liveness-poison",
+            {**LIVE_BOUNDED, "POISON": 1, "LIVENESS": 1},
+            liveness=True,
+            why="<>[] terminal when every attempt fails",
+        ),
     ],
 }
 
@@ -133,7 +191,7 @@ def check(run: Run, *, trail: bool = True, workdir: Path | None = None) -> Resul
         _run(["cc", *cflags, "-o", "pan", "pan.c"], here)
         started = time.monotonic()
         args = ["./pan", "-m400000", "-w24"] + (["-a", "-f"] if run.liveness else [])
-        done = subprocess.run(args, cwd=here, capture_output=True, text=True, check=False)
+        done = subprocess.run(args, cwd=here, capture_output=True, text=True, check=False)  # noqa: S603 - our own verifier
         seconds = time.monotonic() - started
         output = done.stdout + done.stderr
         errors = _number(r"errors: (\d+)", output)
@@ -159,7 +217,7 @@ def _replay(here: Path, flags: list[str]) -> str:
 
 
 def _run(args: list[str], cwd: Path, *, check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False)
+    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False)  # noqa: S603 - spin, cc
     if check and done.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
     return done
@@ -212,8 +270,10 @@ def main(argv: list[str] | None = None) -> int:
             print(result.output)
         if args.trail and result.counterexample:
             print(result.counterexample)
-    print(f"{len(runs)} runs, {failed} failed, {time.monotonic() - total:.1f} s in all "
-          f"({os.cpu_count()} cores)")
+    print(
+        f"{len(runs)} runs, {failed} failed, {time.monotonic() - total:.1f} s in all "
+        f"({os.cpu_count()} cores)"
+    )
     return 1 if failed else 0
 
 

@@ -36,9 +36,8 @@ def test_a_waiting_job_settles_the_version_a_revision_opened_though_the_cache_sa
     add_customer(store, clock.now())
     settlements = Settlements(store, MemoryQuotaCache(clock), clock, POLICY, faults)
     ingestion = Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements))
-    worker = Worker(
-        store, settlement_tasks(settlements), clock=clock, retry=RetryPolicy(clock, random.Random(1))
-    )
+    retry = RetryPolicy(clock, random.Random(1))
+    worker = Worker(store, settlement_tasks(settlements), clock=clock, retry=retry)
     ingestion.file([day_row("0.500", stamp=STAMP)])  # the job, due at the window's end + grace
     clock.set(WINDOW_END + POLICY.grace)
     assert settlements.settle(NMI, DAY).outcome is Outcome.SETTLED  # a client, first: v1

@@ -32,14 +32,12 @@ def model_table() -> set[tuple[str, str, str]]:
 def _quotas() -> list[machine.Quota]:
     """A quota in every state, with the attempts and lock expiries that reach each branch."""
     base = machine.new_quota("4102000001", date(2026, 7, 1))
-    quotas = []
-    for status in QuotaStatus:
-        for attempts in (0, MAX - 1):
-            for until in (None, NOW - LOCK, NOW + LOCK):
-                quotas.append(
-                    replace(base, status=status, fence=1, attempts=attempts, locked_until=until)
-                )
-    return quotas
+    return [
+        replace(base, status=status, fence=1, attempts=attempts, locked_until=until)
+        for status in QuotaStatus
+        for attempts in (0, MAX - 1)
+        for until in (None, NOW - LOCK, NOW + LOCK)
+    ]
 
 
 def code_table() -> set[tuple[str, str, str]]:
