@@ -58,7 +58,6 @@ class Result:
 
 BOUNDED = {"NAPI": 1, "NWORKERS": 2, "NREV": 1, "FAULTS": 1, "CFAULTS": 1, "INITDATA": 0}
 LIVE_BOUNDED = {"NAPI": 1, "NWORKERS": 1, "NREV": 1, "FAULTS": 1, "CFAULTS": 0, "JOBMAX": 3}
-LARGE = {"NAPI": 2, "NWORKERS": 2, "NREV": 2, "FAULTS": 1, "CFAULTS": 1, "INITDATA": 0}
 LIVE_LARGE = {
     "NAPI": 1,
     "NWORKERS": 2,
@@ -145,17 +144,31 @@ CONFIGS = {
         *MUTANTS,
     ],
     "large": [
-        Run("safety", LARGE, why="every safety property: two API requests, two revisions"),
+        Run(
+            "safety-2-revisions",
+            {**BOUNDED, "NREV": 2, "NWORKERS": 1},
+            why="every safety property: two revisions",
+        ),
+        Run(
+            "safety-2-requests",
+            {**BOUNDED, "NAPI": 2, "NWORKERS": 1, "CFAULTS": 0},
+            why="every safety property: two API requests beside a worker",
+        ),
+        Run(
+            "safety-2-faults",
+            {**BOUNDED, "NWORKERS": 1, "FAULTS": 2},
+            why="every safety property: two faults (a job can be DISCARDED)",
+        ),
         Run(
             "safety-poison",
-            {**LARGE, "NREV": 1, "POISON": 1},
-            why="a quota whose every attempt fails ends ABORTED in bounded work",
+            {**BOUNDED, "POISON": 1},
+            why="a quota whose every attempt fails ends ABORTED in bounded work, two workers",
         ),
         Run(
             "liveness",
             {**LIVE_LARGE, "LIVENESS": 1},
             liveness=True,
-            why="<>[] newest version terminal, weak fairness, two workers",
+            why="<>[] newest version terminal, weak fairness, two workers, a lost cache write",
         ),
         Run(
             "liveness-poison",
