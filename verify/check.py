@@ -203,7 +203,8 @@ def check(run: Run, *, trail: bool = True, workdir: Path | None = None) -> Resul
         cflags += ["-DNFAIR=3"] if run.liveness else ["-DSAFETY"]
         _run(["cc", *cflags, "-o", "pan", "pan.c"], here)
         started = time.monotonic()
-        args = ["./pan", "-m400000", "-w24"] + (["-a", "-f"] if run.liveness else [])
+        # Liveness search revisits states many times over: a larger hash table keeps it fast.
+        args = ["./pan", "-m400000"] + (["-w27", "-a", "-f"] if run.liveness else ["-w24"])
         done = subprocess.run(args, cwd=here, capture_output=True, text=True, check=False)  # noqa: S603 - our own verifier
         seconds = time.monotonic() - started
         output = done.stdout + done.stderr
