@@ -46,7 +46,7 @@ ci: lint types
 # The protocol proved (docs/protocol.md): the Spin model of verify/settlement.pml in its larger
 # configuration (states explored and time printed), then the stateful tests of the real code with
 # more examples. `make ci` checks the bounded configuration (tests/protocol).
-STATEFUL_EXAMPLES ?= 150
+STATEFUL_EXAMPLES ?= 100
 verify: $(STAMP)
 	$(BIN)/python verify/check.py --config large
 	FREEHOURS_STATEFUL_EXAMPLES=$(STATEFUL_EXAMPLES) FREEHOURS_STATEFUL_STEPS=40 \
