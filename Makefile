@@ -8,7 +8,7 @@ BSTAMP := $(VENV)/.installed-bench
 FSTAMP := $(VENV)/.installed-fuzz
 FUZZ_SECONDS ?= 600
 
-.PHONY: demo test ci lint types bench bench-day fuzz openapi clean
+.PHONY: demo test ci lint types verify bench bench-day fuzz openapi clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "freehours needs Python 3.11 or newer"'
@@ -32,8 +32,8 @@ test: $(STAMP)
 	$(BIN)/pytest -n auto
 
 lint: $(STAMP)
-	$(BIN)/ruff check freehours tests benchmarks
-	$(BIN)/ruff format --check freehours tests benchmarks
+	$(BIN)/ruff check freehours tests benchmarks verify
+	$(BIN)/ruff format --check freehours tests benchmarks verify
 
 types: $(STAMP)
 	$(BIN)/mypy
@@ -42,6 +42,15 @@ types: $(STAMP)
 # instead of skipping when it is not reachable.
 ci: lint types
 	FREEHOURS_REQUIRE_SERVICES=1 $(BIN)/pytest -n auto
+
+# The protocol proved (docs/protocol.md): the Spin model of verify/settlement.pml in its larger
+# configuration (states explored and time printed), then the stateful tests of the real code with
+# more examples. `make ci` checks the bounded configuration (tests/protocol).
+STATEFUL_EXAMPLES ?= 100
+verify: $(STAMP)
+	$(BIN)/python verify/check.py --config large
+	FREEHOURS_STATEFUL_EXAMPLES=$(STATEFUL_EXAMPLES) FREEHOURS_STATEFUL_STEPS=40 \
+	  $(BIN)/pytest tests/protocol/test_stateful.py -q --durations=0
 
 bench: $(BSTAMP)
 	$(BIN)/python -m benchmarks

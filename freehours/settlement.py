@@ -220,6 +220,7 @@ class SettleRequest:
     day: date
     version: int = 1
     trace_id: str | None = None
+    trust_cache: bool = True
 
     @property
     def key(self) -> str:
@@ -312,17 +313,22 @@ class Settlements:
         self._plans: dict[tuple[str, datetime], CustomerPlan | NoQuotas] = {}
         self._plans_lock = threading.Lock()
 
-    def settle(self, nmi: str, day: date, *, version: int = 1) -> Answer:
+    def settle(self, nmi: str, day: date, *, version: int = 1, trust_cache: bool = True) -> Answer:
         """Settle the quota of ``nmi`` on local date ``day``, or say why not and when to retry.
 
         ``version`` is the least version the caller knows of (a job scheduled for a reopened
-        quota passes its version): a cached state of an older version is not trusted, so a lost
-        cache write can never hide a new version from the job that must settle it.
+        quota passes its version): a cached state of an older version is not trusted.
+        ``trust_cache=False`` (a settle job: it must drive the newest version to a final state)
+        never answers from the cache: a job is told of a new version by its payload only when
+        it was enqueued for it, and a job waiting or running when a revision opened the version
+        keeps the payload it had (unique per key), so a lost or late cache write of the new
+        version would let the cache's older COMPLETED complete the job with the new version left
+        PENDING (found by the protocol's model, docs/protocol.md).
         """
         with child_span(tracer, "settlement.settle"):
             key = f"{nmi}:{day.isoformat()}"
             trace.get_current_span().set_attribute("freehours.quota.key", key)
-            cached = self._cached(key)
+            cached = self._cached(key) if trust_cache else None
             if cached is not None and cached.status.is_terminal and cached.version >= version:
                 QUOTA_CACHE_REQUESTS.labels("hit").inc()
                 return self._answered(self._terminal(cached, replay=True), cached=cached)
@@ -348,7 +354,7 @@ class Settlements:
             trace.get_current_span().set_attribute("freehours.settlement.batch", len(requests))
             for n in batch.firsts:
                 request = requests[n]
-                cached = self._cached(request.key)
+                cached = self._cached(request.key) if request.trust_cache else None
                 if (
                     cached is not None
                     and cached.status.is_terminal
@@ -367,7 +373,10 @@ class Settlements:
                     request = requests[n]
                     try:
                         batch.answers[n] = self.settle(
-                            request.nmi, request.day, version=request.version
+                            request.nmi,
+                            request.day,
+                            version=request.version,
+                            trust_cache=request.trust_cache,
                         )
                     except Exception as exc:  # noqa: BLE001 - this request's, as settle raises it
                         batch.answers[n] = exc

@@ -17,6 +17,10 @@ ABORTED                       COMPLETED, outcome ``aborted: <reason>``: the quot
                               not page anyone as DISCARDED does
 ============================  =====================================================================
 
+The job never answers from the quota cache (``trust_cache=False``): its payload's version is
+the one it was enqueued for, and a revision that opens the next version while the job waits or
+runs leaves that payload as it was, so only the database can tell it of the new version.
+
 An exception (the database unreachable, say) is a failed attempt, retried with backoff. The job's
 deadline is the data deadline plus ``SETTLEMENT_JOB_SLACK``: while the day's data is incomplete the
 settlement answers NOT_DUE and the job snoozes; at the data deadline it settles with what there is.
@@ -70,6 +74,7 @@ class SettleTask:
             job.payload["nmi"],
             date.fromisoformat(job.payload["date"]),
             version=int(job.payload.get("version", 1)),
+            trust_cache=False,
         )
         structlog.contextvars.bind_contextvars(quota_state=answer.quota.status.value)
         return _obeyed(answer)
@@ -81,6 +86,7 @@ class SettleTask:
                 date.fromisoformat(job.payload["date"]),
                 version=int(job.payload.get("version", 1)),
                 trace_id=_trace_id(job.traceparent),
+                trust_cache=False,
             )
             for job in jobs
         ]
