@@ -194,6 +194,9 @@ class LockWatch:
                         sa.text(
                             "SELECT host(client_addr) FROM pg_stat_activity"
                             " WHERE wait_event_type = 'Lock' AND client_addr IS NOT NULL"
+                            # A settlement's write, not a worker's other waits (upkeep, the
+                            # webhook outbox's pruning) that hold no quota.
+                            " AND query ILIKE '%ledger_entries%'"
                         )
                     ).scalars()
                     hosts = [self.workers[a] for a in waiting if a in self.workers]
