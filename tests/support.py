@@ -52,6 +52,14 @@ def run_captured(
     return code, captured.out, captured.err
 
 
+def run_flat(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
+    """``run_captured``, stderr on one line (Rich wraps long errors to the terminal)."""
+    code, out, err = run_captured(monkeypatch, capsys, *args)
+    return code, out, " ".join(err.split())
+
+
 def run_command(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
     """Run ``freehours ARGS`` through its entry point, as the shell would; its exit status.
     Rich tables are drawn at full width, whatever the terminal running the tests."""

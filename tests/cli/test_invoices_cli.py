@@ -16,7 +16,7 @@ from freehours.domain.invoicing import BillingCycle, Frequency
 from freehours.settings import get_settings
 from freehours.store.database import Store
 from tests.invoicing.support import JULY, STAMP, System, consumption
-from tests.support import run_command
+from tests.support import run_flat
 
 #: After July's data deadline: the run invoices July, and no month after it.
 AS_OF = "2026-08-05T00:00+10:00"
@@ -33,12 +33,7 @@ def system(store: Store, store_url: str, clean_env: pytest.MonkeyPatch) -> Itera
     get_settings.cache_clear()
 
 
-def output(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, str, str]:
-    code = run_command(monkeypatch, *args)
-    captured = capsys.readouterr()
-    return code, captured.out, " ".join(captured.err.split())
+output = run_flat
 
 
 def test_a_run_invoices_each_ended_period_once_and_a_revision_is_credited(

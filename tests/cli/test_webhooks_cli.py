@@ -11,7 +11,7 @@ import pytest
 from freehours.settings import get_settings
 from freehours.store.database import Store
 from freehours.store.webhooks import NewEvent
-from tests.support import run_command
+from tests.support import run_flat
 
 
 @pytest.fixture
@@ -22,12 +22,7 @@ def database(store: Store, store_url: str, clean_env: pytest.MonkeyPatch) -> Ite
     get_settings.cache_clear()
 
 
-def output(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, str, str]:
-    code = run_command(monkeypatch, *args)
-    captured = capsys.readouterr()
-    return code, captured.out, " ".join(captured.err.split())
+output = run_flat
 
 
 def test_webhooks_commands(
