@@ -15,6 +15,12 @@ months that ended before what is kept: billing history ``FREEHOURS_HISTORY_RETEN
 (detached months stay as tables, to archive), finished jobs ``FREEHOURS_JOB_RETENTION_HOURS``
 (dropped: what the rows' deletion leaves of them). Every API process and every worker runs the
 history's, every worker the jobs'; on SQLite it does nothing.
+
+A failure stops nothing else: each expiry, and each step of each table's partitions, is tried on
+its own (a transaction of its own), and one that fails is logged (``upkeep_failed``: the table
+and the error's class), counted (``freehours_upkeep_failures_total``) and tried again the next
+time; ``freehours_upkeep_last_success_timestamp_seconds`` says when each table's last went
+through.
 """
 
 from __future__ import annotations
@@ -75,6 +81,8 @@ def _step(store: Store, table: str, failed: set[str]) -> Iterator[Unit]:
 def partitions(name: str, layouts: Sequence[Layout], keep: timedelta, ahead: int) -> Expiry:
     """The upkeep of ``layouts``' partitions as an ``Expiry``: months wholly older than ``keep``
     detached, the current month and ``ahead`` more created; how many partitions it detached."""
+    for layout in layouts:
+        metrics.UPKEEP_FAILURES.labels(layout.parent)  # at 0, as ``Retention`` does its expiries'
 
     def upkeep(store: Store, before: datetime) -> int:
         # Each step of each table in a transaction of its own: one table's failure (a lock not
@@ -150,6 +158,9 @@ class Retention:
         self.expiries = tuple(expiries)
         self.every = every
         self._due = clock.monotonic()
+        for expiry in self.expiries:
+            # A series at 0 from the start: a rate or increase counts its first failure.
+            metrics.UPKEEP_FAILURES.labels(expiry.name)
 
     def run(self) -> dict[str, int]:
         """Delete what has expired now; how many rows of each. An expiry that fails is logged
