@@ -139,7 +139,7 @@ UPKEEP_SUCCEEDED = Gauge(
     "freehours_upkeep_last_success_timestamp_seconds",
     "When the scheduled upkeep last did every step of a table's without a failure (Unix time).",
     ["table"],
-    multiprocess_mode="max",  # whichever process did it last, live or not: the table is kept
+    multiprocess_mode="livemax",  # whichever live process did it last: each runs it hourly
 )
 
 # --- the meter agent (freehours agent) ---
