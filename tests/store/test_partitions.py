@@ -20,6 +20,7 @@ from structlog.testing import capture_logs
 
 from freehours import maintenance
 from freehours.clock import ManualClock
+from freehours.settings import Settings
 from freehours.store import partitions, schema
 from freehours.store.database import Store
 from freehours.store.engine import create_engine
@@ -31,6 +32,7 @@ from freehours.store.partitions import (
     attached_months,
     month_of,
 )
+from tests.support import eventually
 
 NOW = datetime(2026, 6, 15, 3, 0, tzinfo=UTC)
 
@@ -481,3 +483,28 @@ def test_a_table_whose_upkeep_fails_stops_no_other_and_is_counted(pg_url: str) -
         "freehours_upkeep_last_success_timestamp_seconds", {"table": "quotas"}
     )
     assert succeeded == clock.now().timestamp()
+
+
+def test_an_api_process_moves_a_settled_month_loaded_before_it_out_of_the_defaults_as_it_starts(
+    pg_url: str,
+) -> None:
+    """The operator's: a month before the database's first loaded and settled, then the API
+    started: its retention at start makes the month and moves quotas and ledger entries in."""
+    from tests.api.conftest import serving  # noqa: PLC0415 - the API's lifespan, for this test
+
+    month = add_months(month_of(datetime.now(UTC)), -5)
+    with Store.open(pg_url) as store:
+        _load(store, month)
+        settings = Settings(database_url=pg_url)
+
+        def moved() -> bool:
+            with store.read() as unit:
+                conn = unit.connection
+                return all(
+                    conn.scalar(sa.text(f"SELECT count(*) FROM {table}_default")) == 0
+                    and _name(table, month) in _partitions(conn, table)
+                    for table in ("quotas", "ledger_entries", "meter_days", "quota_events")
+                )
+
+        with serving(store, settings):
+            eventually(moved, what="the month's partitions made, its rows moved in")
