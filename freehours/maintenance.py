@@ -15,22 +15,28 @@ months that ended before what is kept: billing history ``FREEHOURS_HISTORY_RETEN
 (detached months stay as tables, to archive), finished jobs ``FREEHOURS_JOB_RETENTION_HOURS``
 (dropped: what the rows' deletion leaves of them). Every API process and every worker runs the
 history's, every worker the jobs'; on SQLite it does nothing.
+
+A failure stops nothing else: each expiry, and each step of each table's partitions, is tried on
+its own (a transaction of its own), and one that fails is logged (``upkeep_failed``: the table
+and the error's class), counted (``freehours_upkeep_failures_total``) and tried again the next
+time; ``freehours_upkeep_last_success_timestamp_seconds`` says when each table's last went
+through.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 import structlog
 
 from freehours.clock import Clock
 from freehours.observability import metrics
-from freehours.store.database import Store
-from freehours.store.partitions import HISTORY, JOBS, Layout, Upkept
+from freehours.store.database import Store, Unit
+from freehours.store.partitions import CREATION, HISTORY, JOBS, Layout, add_months, month_of
 
 log = structlog.get_logger("freehours.maintenance")
 
@@ -51,36 +57,81 @@ class Expiry:
 PARTITIONS_LOCK = "partitions"
 
 
+def upkeep_failed(table: str, exc: Exception) -> None:
+    """Log and count a failed step of ``table``'s upkeep: the error's class (and the database
+    driver's, under it), never its message, which can name a row's key (a NMI)."""
+    cause = exc.__cause__
+    error = type(exc).__name__ + (f"({type(cause).__name__})" if cause is not None else "")
+    log.error("upkeep_failed", table=table, error=error)
+    metrics.UPKEEP_FAILURES.labels(table).inc()
+
+
+@contextlib.contextmanager
+def _step(store: Store, table: str, failed: set[str]) -> Iterator[Unit]:
+    """One step of ``table``'s upkeep, in a transaction of its own: a failure is rolled back,
+    logged, counted and added to ``failed``, and the next step goes on."""
+    try:
+        with store.write(lock=PARTITIONS_LOCK) as unit:
+            yield unit
+    except Exception as exc:  # noqa: BLE001 - one table's failure never stops another's upkeep
+        failed.add(table)
+        upkeep_failed(table, exc)
+
+
 def partitions(name: str, layouts: Sequence[Layout], keep: timedelta, ahead: int) -> Expiry:
     """The upkeep of ``layouts``' partitions as an ``Expiry``: months wholly older than ``keep``
     detached, the current month and ``ahead`` more created; how many partitions it detached."""
+    for layout in layouts:
+        metrics.UPKEEP_FAILURES.labels(layout.parent)  # at 0, as ``Retention`` does its expiries'
 
     def upkeep(store: Store, before: datetime) -> int:
-        # A table at a time, each in a transaction of its own: one that held the locks of
-        # several tables while it waited for another's could deadlock with the requests that
-        # read them (a request locks a parent before its partitions, so one table's upkeep
-        # cannot). A foreign key's referenced table is locked too; the upkeep's short lock
-        # timeout (``Partitions.upkeep``) gives up before PostgreSQL's deadlock detection
-        # would choose a request as its victim, and the next round tries again.
-        done = Upkept()
+        # Each step of each table in a transaction of its own: one table's failure (a lock not
+        # had in time, a move PostgreSQL refuses) never stops another's, nor its own other
+        # steps; the months ahead, which keep new rows out of the defaults, come first. One
+        # transaction that held several tables' locks while it waited for another's could
+        # also deadlock with the requests that read them (a request locks a parent before its
+        # partitions, so one table's step cannot). A foreign key's referenced table is locked
+        # too; the upkeep's short lock timeout (``Partitions``) gives up before PostgreSQL's
+        # deadlock detection would choose a request as its victim, and the next round tries
+        # again.
+        now = before + keep
+        months = [add_months(month_of(now), n) for n in range(ahead + 1)]
+        cutoff = month_of(before)  # months before this one ended before ``before``
+        failed: set[str] = set()
+        created: list[str] = []
+        creating = [layout for layout in CREATION if layout in layouts] + [
+            layout for layout in layouts if layout not in CREATION
+        ]
+        for layout in creating:
+            with _step(store, layout.parent, failed) as unit:
+                created += unit.partitions.create(layout, months)
+        for layout in creating:
+            # Rows that found no partition (they came before theirs was made): their months
+            # are made now, each in its own step, the rows moved in.
+            strays: list[date] = []
+            with _step(store, layout.parent, failed) as unit:
+                strays = unit.partitions.strays(layout, since=cutoff)
+            for month in strays:
+                with _step(store, layout.parent, failed) as unit:
+                    created += unit.partitions.create(layout, [month])
+        detached: list[str] = []
         for layout in layouts:
-            with store.write(lock=PARTITIONS_LOCK) as unit:
-                one = unit.partitions.upkeep(
-                    [layout], now=before + keep, ahead=ahead, before=before
-                )
-            done.created += one.created
-            done.detached += one.detached
-            done.in_default.update(one.in_default)
-        for action, names in (("created", done.created), ("detached", done.detached)):
+            with _step(store, layout.parent, failed) as unit:
+                detached += unit.partitions.detach(layout, before=cutoff)
+        for action, names in (("created", created), ("detached", detached)):
             for partition in names:
                 metrics.PARTITIONS.labels(partition.rsplit("_", 2)[0], action).inc()
             if names:
                 log.info(f"partitions_{action}", partitions=names)
-        for table, rows in done.in_default.items():
-            metrics.PARTITION_DEFAULT_ROWS.labels(table).set(rows)
-            if rows:
-                log.warning("partition_default_rows", table=table, rows=rows)
-        return len(done.detached)
+        for layout in layouts:
+            with _step(store, layout.parent, failed) as unit:
+                rows = unit.partitions.in_default(layout)
+                metrics.PARTITION_DEFAULT_ROWS.labels(layout.parent).set(rows)
+                if rows:
+                    log.warning("partition_default_rows", table=layout.parent, rows=rows)
+            if layout.parent not in failed:
+                metrics.UPKEEP_SUCCEEDED.labels(layout.parent).set(now.timestamp())
+        return len(detached)
 
     return Expiry(name, keep, upkeep)
 
@@ -107,13 +158,24 @@ class Retention:
         self.expiries = tuple(expiries)
         self.every = every
         self._due = clock.monotonic()
+        for expiry in self.expiries:
+            # A series at 0 from the start: a rate or increase counts its first failure.
+            metrics.UPKEEP_FAILURES.labels(expiry.name)
 
     def run(self) -> dict[str, int]:
-        """Delete what has expired now; how many rows of each."""
+        """Delete what has expired now; how many rows of each. An expiry that fails is logged
+        and counted (``upkeep_failed``, under its name), left out of the answer, and tried
+        again the next time; the others go on."""
         now = self.clock.now()
-        return {
-            expiry.name: expiry.delete(self.store, now - expiry.keep) for expiry in self.expiries
-        }
+        done = {}
+        for expiry in self.expiries:
+            try:
+                done[expiry.name] = expiry.delete(self.store, now - expiry.keep)
+            except Exception as exc:  # noqa: BLE001 - one expiry's failure never stops another
+                upkeep_failed(expiry.name, exc)
+                continue
+            metrics.UPKEEP_SUCCEEDED.labels(expiry.name).set(now.timestamp())
+        return done
 
     def run_if_due(self) -> None:
         """``run`` when ``every`` has passed since the last time, for a loop that wakes more
@@ -126,7 +188,8 @@ class Retention:
 
     async def keep_running(self) -> None:
         """``run`` now and then every ``every``, in a worker thread (the event loop never waits
-        on the database), until cancelled. A failure is logged and the next time tries again."""
+        on the database), until cancelled. A failure is ``run``'s to log; the next time tries
+        again."""
         while True:
             running = asyncio.ensure_future(asyncio.to_thread(self.run))
             try:
@@ -137,6 +200,4 @@ class Retention:
                 with contextlib.suppress(Exception):
                     await running
                 raise
-            except Exception as exc:  # noqa: BLE001 - the next time tries again
-                log.warning("retention_failed", error=f"{type(exc).__name__}: {exc}"[:500])
             await asyncio.sleep(self.every.total_seconds())

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from prometheus_client import REGISTRY
+from structlog.testing import capture_logs
+
 from freehours.clock import ManualClock
 from freehours.maintenance import Expiry, Retention
 from freehours.store.database import Store
@@ -36,3 +39,48 @@ def test_each_expiry_deletes_before_its_own_retention_at_once_then_hourly(store:
         ("jobs", clock.now() - timedelta(days=7)),
         ("keys", clock.now() - timedelta(hours=24)),
     ]
+
+
+def test_a_failing_expiry_stops_no_other_and_is_logged_and_counted(store: Store) -> None:
+    clock = ManualClock(START)
+    ran: list[str] = []
+
+    def failing(_: Store, before: datetime) -> int:
+        ran.append("quotas")
+        # A database error, whose message names a row's key: never logged.
+        raise ValueError("Key (nmi)=(NMI0000001) is still referenced") from KeyError("NMI0000001")
+
+    def deleting(name: str) -> Expiry:
+        def delete(_: Store, before: datetime) -> int:
+            ran.append(name)
+            return 3
+
+        return Expiry(name, timedelta(days=1), delete)
+
+    retention = Retention(
+        store,
+        clock,
+        [deleting("jobs"), Expiry("quotas", timedelta(days=1), failing), deleting("keys")],
+    )
+    before = REGISTRY.get_sample_value("freehours_upkeep_failures_total", {"table": "quotas"})
+    with capture_logs() as logs:
+        assert retention.run() == {"jobs": 3, "keys": 3}
+    assert ran == ["jobs", "quotas", "keys"]  # the one after the failing one ran too
+    assert (
+        REGISTRY.get_sample_value("freehours_upkeep_failures_total", {"table": "quotas"})
+        == (before or 0) + 1
+    )
+    assert logs == [
+        {
+            "event": "upkeep_failed",
+            "log_level": "error",
+            "table": "quotas",
+            "error": "ValueError(KeyError)",
+        }
+    ]
+    last = "freehours_upkeep_last_success_timestamp_seconds"
+    assert REGISTRY.get_sample_value(last, {"table": "keys"}) == START.timestamp()
+    clock.advance(3600)
+    assert retention.run() == {"jobs": 3, "keys": 3}
+    assert ran[3:] == ["jobs", "quotas", "keys"]  # the next round tries it again
+    assert REGISTRY.get_sample_value(last, {"table": "keys"}) == clock.now().timestamp()

@@ -129,6 +129,18 @@ PARTITION_DEFAULT_ROWS = Gauge(
     ["table"],
     multiprocess_mode="livemax",  # every process counts the same table: the latest, at most
 )
+UPKEEP_FAILURES = Counter(
+    "freehours_upkeep_failures_total",
+    "Steps of the scheduled upkeep that failed, by table: a partitioned table's creating, moving "
+    "or detaching of months (PostgreSQL), or an expiry's deletion (named as its expiry).",
+    ["table"],
+)
+UPKEEP_SUCCEEDED = Gauge(
+    "freehours_upkeep_last_success_timestamp_seconds",
+    "When the scheduled upkeep last did every step of a table's without a failure (Unix time).",
+    ["table"],
+    multiprocess_mode="livemax",  # whichever live process did it last: each runs it hourly
+)
 
 # --- the meter agent (freehours agent) ---
 CIRCUIT_BREAKER_STATE = Gauge(

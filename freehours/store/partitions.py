@@ -36,13 +36,22 @@ partition (a clock far off, a meter read years old). It should stay empty: parti
 there anyway are moved out by the next upkeep, which makes their months (moving the rows in, in
 its transaction) unless they are past keeping; what stays is counted (logged, and in
 ``freehours_partition_default_rows``).
+
+A foreign key between two of them (``FOREIGN_KEYS``: ``ledger_entries`` refers to ``quotas``)
+binds their moves. PostgreSQL makes a month's partition only once the default holds no row of
+that month, and a referred row cannot leave the default (a delete, checked at the end of the
+statement) while a row refers to it. So a month of ``quotas`` is made with the ``ledger_entries``
+rows that refer to its rows moved out first, wherever they are, and back in last, after the
+quotas, in one transaction; and ``ledger_entries``' month with them, if it is missing, so that
+they move once. Months are made referred table first (``CREATION``) and detached referring
+table first (``HISTORY``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
 import sqlalchemy as sa
@@ -72,6 +81,23 @@ HISTORY = (
     Layout("meter_days", "day"),
     Layout("quotas", "day"),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignKey:
+    """``referring``'s foreign key on ``columns`` to the same-named columns of ``referred``,
+    both partitioned by month of the same column (one of ``columns``)."""
+
+    referring: Layout
+    columns: tuple[str, ...]
+    referred: str
+
+
+#: Every foreign key between partitioned tables (migration 0006; tests/store/test_partitions.py
+#: checks the database has no other). None refers to a table that itself refers to another.
+FOREIGN_KEYS = (ForeignKey(HISTORY[0], ("nmi", "day", "version"), "quotas"),)
+#: The order months are created in: a referred table before the tables referring to it.
+CREATION = tuple(reversed(HISTORY))
 #: Finished jobs, by the month they finished in.
 JOBS = (Layout("jobs_done", "finalized_at", timestamp=True, archive=False),)
 LAYOUTS = HISTORY + JOBS
@@ -131,35 +157,76 @@ def _columns(conn: sa.Connection, table: str) -> str:
     return ", ".join(f'"{name}"' for name in names)
 
 
-def create_month(conn: sa.Connection, layout: Layout, month: date) -> bool:
-    """Create ``month``'s partition of ``layout`` unless it exists (attached or detached);
-    whether it was created. Rows of that month already in the default partition move into it."""
+def _in_month(layout: Layout, month: date, alias: str = "") -> str:
+    low, high = _bound(layout, month), _bound(layout, add_months(month, 1))
+    column = f'{alias}"{layout.column}"'
+    return f"{column} >= {low} AND {column} < {high}"
+
+
+def _set_aside(conn: sa.Connection, table: str, delete: str) -> None:
+    """Move the rows ``delete`` (a ``DELETE FROM ... AS r``) takes out of ``table`` to a
+    temporary table of the transaction, for ``_put_back``."""
+    columns = _columns(conn, table)
+    returning = ", ".join(f"r.{column}" for column in columns.split(", "))
+    conn.exec_driver_sql(
+        f"CREATE TEMPORARY TABLE freehours_moving_{table} ON COMMIT DROP AS "
+        f"SELECT {columns} FROM {table} WITH NO DATA"
+    )
+    conn.exec_driver_sql(
+        f"WITH moved AS ({delete} RETURNING {returning}) "
+        f"INSERT INTO freehours_moving_{table} SELECT {columns} FROM moved"
+    )
+
+
+def _put_back(conn: sa.Connection, table: str) -> None:
+    """Insert what ``_set_aside`` moved out of ``table`` into it again: each row to the
+    partition of its month."""
+    columns = _columns(conn, table)
+    conn.exec_driver_sql(
+        f"INSERT INTO {table} ({columns}) SELECT {columns} FROM freehours_moving_{table}"
+    )
+    conn.exec_driver_sql(f"DROP TABLE freehours_moving_{table}")
+
+
+def create_month(conn: sa.Connection, layout: Layout, month: date) -> list[str]:
+    """Create ``month``'s partition of ``layout`` unless it exists (attached or detached); the
+    partitions created. Rows of that month in the default partition move into it, and with
+    them the rows of the tables referring to them (``FOREIGN_KEYS``), whose month is made too."""
     name = partition_name(layout, month)
     if _exists(conn, name):
-        return False
-    low, high = _bound(layout, month), _bound(layout, add_months(month, 1))
+        return []
     default = default_name(layout)
-    in_month = f'"{layout.column}" >= {low} AND "{layout.column}" < {high}'
-    stray = conn.scalar(sa.text(f"SELECT EXISTS (SELECT FROM {default} WHERE {in_month})"))
-    columns = _columns(conn, layout.parent)
+    stray = conn.scalar(
+        sa.text(f"SELECT EXISTS (SELECT FROM {default} WHERE {_in_month(layout, month)})")
+    )
+    referring = [key for key in FOREIGN_KEYS if stray and key.referred == layout.parent]
+    # The referring rows go first: deleting a row they refer to fails at the end of its
+    # statement. Every row of the month refers to a row in the default (the month has no
+    # partition yet), so these are all of the month's, from its partition or the default.
+    for key in referring:
+        same = " AND ".join(f'r."{column}" = d."{column}"' for column in key.columns)
+        _set_aside(
+            conn,
+            key.referring.parent,
+            f"DELETE FROM {key.referring.parent} AS r USING {default} AS d WHERE {same} "
+            f"AND {_in_month(key.referring, month, 'r.')} AND {_in_month(layout, month, 'd.')}",
+        )
     if stray:
-        conn.exec_driver_sql(
-            f"CREATE TEMPORARY TABLE freehours_moving ON COMMIT DROP AS "
-            f"SELECT {columns} FROM {default} WITH NO DATA"
+        _set_aside(
+            conn, layout.parent, f"DELETE FROM {default} AS r WHERE {_in_month(layout, month)}"
         )
-        conn.exec_driver_sql(
-            f"WITH moved AS (DELETE FROM {default} WHERE {in_month} RETURNING {columns}) "
-            f"INSERT INTO freehours_moving SELECT {columns} FROM moved"
-        )
+    low, high = _bound(layout, month), _bound(layout, add_months(month, 1))
     conn.exec_driver_sql(
         f"CREATE TABLE {name} PARTITION OF {layout.parent} FOR VALUES FROM ({low}) TO ({high})"
     )
+    created = [name]
     if stray:
-        conn.exec_driver_sql(
-            f"INSERT INTO {layout.parent} ({columns}) SELECT {columns} FROM freehours_moving"
-        )
-        conn.exec_driver_sql("DROP TABLE freehours_moving")
-    return True
+        _put_back(conn, layout.parent)
+    for key in referring:
+        # Their month too, if missing (none of its rows is left in the default): they move once.
+        created += create_month(conn, key.referring, month)
+        _put_back(conn, key.referring.parent)
+    return created
 
 
 def attached_months(conn: sa.Connection, layout: Layout) -> list[date]:
@@ -228,50 +295,60 @@ def create_layout(conn: sa.Connection, layouts: Iterable[Layout], months: Sequen
             create_month(conn, layout, month)
 
 
-@dataclass(slots=True)
-class Upkept:
-    """What one upkeep did: partitions created and detached, and rows found in defaults."""
-
-    created: list[str] = field(default_factory=list)
-    detached: list[str] = field(default_factory=list)
-    in_default: dict[str, int] = field(default_factory=dict)
-
-
 class Partitions(Repository):
-    """The months of the partitioned tables: created ahead, detached when they age out."""
+    """The months of the partitioned tables: created ahead, detached when they age out. Each
+    method is one step of the upkeep for one table, in the caller's transaction
+    (``freehours.maintenance`` gives each its own); none does anything on a database that does
+    not partition (SQLite)."""
 
     __slots__ = ()
 
-    def upkeep(
-        self, layouts: Sequence[Layout], *, now: datetime, ahead: int, before: datetime
-    ) -> Upkept:
-        """Create this month and the ``ahead`` after it, detach every month wholly before
-        ``before`` (its day, for a date column), for each of ``layouts``. Nothing on a database
-        that does not partition (SQLite)."""
-        upkept = Upkept()
+    def create(self, layout: Layout, months: Iterable[date]) -> list[str]:
+        """Create those of ``months`` that ``layout`` lacks, moving in rows of theirs that are
+        in its default partition (and what refers to them: ``create_month``); the partitions
+        created."""
         if not self._driver.partitions:
-            return upkept
+            return []
+        self._give_up_waiting()
+        created: list[str] = []
+        # A move takes as long as the rows in the default, once (a month loaded before going
+        # live): cut off by the statement timeout, it would start over, and fail, every hour.
+        with self._driver.without_statement_timeout(self._conn):
+            for month in months:
+                created += create_month(self._conn, layout, month)
+        return created
+
+    def strays(self, layout: Layout, *, since: date) -> list[date]:
+        """The months from ``since`` on of rows in ``layout``'s default partition: they came
+        before their partition was made. Older ones are past keeping, and stay there."""
+        if not self._driver.partitions:
+            return []
+        self._give_up_waiting()
+        return [month for month in stray_months(self._conn, layout) if month >= since]
+
+    def detach(self, layout: Layout, *, before: date) -> list[str]:
+        """Detach (``detach_month``) every month of ``layout`` before ``before``; their names."""
+        if not self._driver.partitions:
+            return []
+        self._give_up_waiting()
+        detached = []
+        for month in attached_months(self._conn, layout):
+            if month < before:
+                detach_month(self._conn, layout, month)
+                detached.append(partition_name(layout, month))
+        return detached
+
+    def in_default(self, layout: Layout) -> int:
+        """How many rows ``layout``'s default partition holds (``default_rows``)."""
+        if not self._driver.partitions:
+            return 0
+        self._give_up_waiting()
+        return default_rows(self._conn, layout)
+
+    def _give_up_waiting(self) -> None:
         # Creating and detaching lock the parent table (and a foreign key's referenced one):
         # rather fail, and try again next time, than queue every query behind a long one, or
         # wait long enough (PostgreSQL's deadlock_timeout is 1 s) to be part of a deadlock in
-        # which a request could be the one cancelled.
+        # which a request could be the one cancelled. Reading a default waits for those of
+        # another process's upkeep, or an operator's: as short a wait, the same next time.
         self._conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{UPKEEP_LOCK_TIMEOUT_MS}ms'")
-        this_month = month_of(now)
-        for layout in layouts:
-            for month in (add_months(this_month, n) for n in range(ahead + 1)):
-                if create_month(self._conn, layout, month):
-                    upkept.created.append(partition_name(layout, month))
-        cutoff = month_of(before)  # months before this one ended before ``before``
-        for layout in layouts:
-            # Rows that found no partition (they came before theirs was made): their months are
-            # made now, and the rows moved in, unless the months are past keeping.
-            for month in stray_months(self._conn, layout):
-                if month >= cutoff and create_month(self._conn, layout, month):
-                    upkept.created.append(partition_name(layout, month))
-        for layout in layouts:
-            for month in attached_months(self._conn, layout):
-                if month < cutoff:
-                    detach_month(self._conn, layout, month)
-                    upkept.detached.append(partition_name(layout, month))
-            upkept.in_default[layout.parent] = default_rows(self._conn, layout)
-        return upkept

@@ -13,13 +13,26 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 from alembic import command
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from prometheus_client import REGISTRY
+from structlog.testing import capture_logs
 
 from freehours import maintenance
 from freehours.clock import ManualClock
-from freehours.store import schema
+from freehours.settings import Settings
+from freehours.store import partitions, schema
 from freehours.store.database import Store
 from freehours.store.engine import create_engine
-from freehours.store.partitions import HISTORY, JOBS, add_months, attached_months, month_of
+from freehours.store.partitions import (
+    CREATION,
+    HISTORY,
+    JOBS,
+    add_months,
+    attached_months,
+    month_of,
+)
+from tests.support import eventually
 
 NOW = datetime(2026, 6, 15, 3, 0, tzinfo=UTC)
 
@@ -157,7 +170,8 @@ def test_a_days_reads_and_the_job_claim_prune_to_one_partition(pg_url: str) -> N
     day = date(2026, 7, 20)
     with Store.open(pg_url) as store:
         with store.write() as unit:
-            unit.partitions.upkeep(HISTORY, now=NOW, ahead=3, before=NOW - timedelta(days=9999))
+            for layout in CREATION:
+                unit.partitions.create(layout, [month_of(day)])
         statements = _Statements(store.engine)
         with store.read() as unit:
             unit.meter.days_for("NMI0000001", [day])
@@ -260,3 +274,237 @@ def test_the_upkeep_creates_months_ahead_and_detaches_old_ones(pg_url: str) -> N
             assert not conn.scalar(kept, {"name": _name("jobs_done", start)})
         assert detached == expected
         assert expected == {"history_partitions": 4, "job_partitions": 3}
+
+
+# --- months loaded in any order ---------------------------------------------------------------
+
+#: The month the migration made first (it goes by the real clock), as the database of a retailer
+#: who goes live now.
+LIVE = month_of(datetime.now(UTC))
+#: Months of data loaded: before the database was made (the retailer's history, loaded before
+#: going live), the present one, and one past the months made ahead.
+LOADED = (add_months(LIVE, -5), add_months(LIVE, -1), LIVE, add_months(LIVE, 6))
+#: A month's rows: two NMIs on its first and last days; one day settled twice (version 2, its
+#: ledger entry the adjustment), every quota COMPLETED with its ledger entries, and one finished
+#: job a day.
+_LOAD = """
+INSERT INTO meter_days (nmi, suffix, day, interval_minutes, uom, interval_values, qualities,
+  received_at)
+  SELECT nmi, 'E1', day, 30, 'KWH', 'x', repeat('A', 48), now() FROM loaded;
+INSERT INTO quotas (nmi, day, version, status, fence, attempts, free_kwh, free_value,
+  completed_at, revision)
+  SELECT nmi, day, v, 'COMPLETED', v, 1, CASE v WHEN 1 THEN '1.5' ELSE '2.0' END, '0.30', now(), v
+  FROM loaded, generate_series(1, versions) AS v;
+INSERT INTO ledger_entries (nmi, day, version, kwh, amount, booked_at)
+  SELECT nmi, day, v, CASE v WHEN 1 THEN '1.5' ELSE '0.5' END, '0.30', now()
+  FROM loaded, generate_series(1, versions) AS v;
+INSERT INTO quota_events (nmi, day, version, at, status, fence, attempts)
+  SELECT nmi, day, versions, now(), 'COMPLETED', 1, 1 FROM loaded;
+INSERT INTO jobs (kind, key, payload, state, run_at, deadline, attempts, max_attempts, snoozes,
+  runs, created_at, finalized_at)
+  SELECT 'settle', nmi || ':' || day, '{}', 'COMPLETED', now(), now(), 1, 5, 0, 1, now(),
+    day + time '12:00' FROM loaded
+"""
+_LOADED = (
+    "CREATE TEMPORARY TABLE loaded ON COMMIT DROP AS SELECT nmi, day, "
+    "CASE WHEN nmi = 'NMI0000001' AND day = :first THEN 2 ELSE 1 END AS versions "
+    "FROM unnest(CAST(ARRAY['NMI0000001', 'NMI0000002'] AS text[])) AS nmi, "
+    "unnest(CAST(ARRAY[:first, :last] AS date[])) AS day"
+)
+#: Each partitioned table, its partition key, and its rows' key.
+_KEYS = {
+    "meter_days": ("day", "nmi, suffix, day"),
+    "quotas": ("day", "nmi, day, version"),
+    "ledger_entries": ("day", "nmi, day, version"),
+    "quota_events": ("day", "nmi, day, version"),
+    "jobs_done": ("finalized_at", "key"),
+}
+
+
+def _load(store: Store, month: date) -> None:
+    last = add_months(month, 1) - timedelta(days=1)
+    with store.write() as unit:
+        unit.connection.execute(sa.text(_LOADED), {"first": month, "last": last})
+        for statement in _LOAD.strip().split(";\n"):
+            unit.connection.exec_driver_sql(statement)
+
+
+def _rows(conn: sa.Connection) -> dict[str, list[tuple[Any, ...]]]:
+    """Each table's rows (by key, sorted), with the partition each is in."""
+    return {
+        table: [
+            tuple(row)
+            for row in conn.execute(
+                sa.text(f"SELECT {key}, {column}, tableoid::regclass::text FROM {table}")
+            )
+        ]
+        for table, (column, key) in _KEYS.items()
+    }
+
+
+def _ledger_checks() -> dict[str, str]:
+    """The day benchmark's checks of settlement and ledger that hold for any set of days."""
+    from benchmarks.bench_day import CHECKS  # noqa: PLC0415 - matplotlib, for this test alone
+
+    return {what: query for what, query in CHECKS.items() if ":" not in query}
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    order=st.permutations(LOADED),
+    upkeep_after=st.lists(st.booleans(), min_size=len(LOADED), max_size=len(LOADED)),
+    ledger_alone=st.sets(st.sampled_from(LOADED)),
+)
+@example(  # the operator's: the past month loaded, its ledger month made alone (as before the fix)
+    order=list(LOADED), upkeep_after=[False] * len(LOADED), ledger_alone={LOADED[0]}
+)
+def test_months_loaded_in_any_order_end_in_their_partitions_after_the_upkeep(
+    postgres_url: str, order: list[date], upkeep_after: list[bool], ledger_alone: set[date]
+) -> None:
+    """Data of past, present and future months, loaded in any order, with or without an upkeep
+    between loads, and a ledger month made without its quotas' (an upkeep before this fix):
+    after the upkeep no row is lost or repeated, each is in its month's partition, the foreign
+    key holds, and settlement and ledger agree."""
+    from tests.store.fixtures import _postgres_schema  # noqa: PLC0415
+
+    clock = ManualClock(datetime.combine(LIVE, time(3), UTC) + timedelta(days=3))
+    failures = _upkeep_failures()
+    with _postgres_schema(postgres_url) as url, Store.open(url) as store:
+        retention = maintenance.Retention(
+            store,
+            clock,
+            [
+                maintenance.job_partitions(timedelta(days=400), ahead=3),
+                maintenance.history_partitions(months=84, ahead=3),
+            ],
+        )
+        for month, upkeep in zip(order, upkeep_after, strict=True):
+            if month in ledger_alone:
+                with store.write() as unit:
+                    partitions.create_month(unit.connection, HISTORY[0], month)
+            _load(store, month)
+            if upkeep:
+                assert retention.run().keys() == {"job_partitions", "history_partitions"}
+        with store.read() as unit:
+            before = _rows(unit.connection)
+        assert retention.run().keys() == {"job_partitions", "history_partitions"}
+        assert _upkeep_failures() == failures
+        with store.read() as unit:
+            conn = unit.connection
+            after = _rows(conn)
+            for table, rows in after.items():
+                # No row lost or repeated, whichever partition it was in.
+                assert sorted(row[:-1] for row in rows) == sorted(r[:-1] for r in before[table])
+                settled = table in ("quotas", "ledger_entries")  # one day of each month twice
+                assert len(rows) == len(LOADED) * (5 if settled else 4)
+                for *_, moment, partition in rows:
+                    assert partition == f"{table}_{month_of(moment):%Y_%m}", (table, moment)
+            for what, query in _ledger_checks().items():
+                assert conn.execute(sa.text(query)).scalar_one() == 0, what
+            invalid = (
+                "SELECT count(*) FROM pg_constraint WHERE contype = 'f' AND NOT convalidated "
+                "AND connamespace = CAST(current_schema() AS regnamespace)"
+            )
+            assert conn.scalar(sa.text(invalid)) == 0
+
+
+def _upkeep_failures() -> float:
+    return sum(
+        sample.value
+        for family in REGISTRY.collect()
+        if family.name == "freehours_upkeep_failures"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    )
+
+
+def test_every_foreign_key_between_partitioned_tables_is_moved_with_its_rows(pg_url: str) -> None:
+    """``FOREIGN_KEYS`` are all the foreign keys that refer to a partitioned table (a month of
+    it could not be made while another one, unknown, referred to rows in its default)."""
+    found = (
+        "SELECT c.conrelid::regclass::text, c.confrelid::regclass::text, "
+        "ARRAY(SELECT attname FROM unnest(c.conkey) WITH ORDINALITY AS k(attnum, n) "
+        "  JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum ORDER BY n), "
+        "ARRAY(SELECT attname FROM unnest(c.confkey) WITH ORDINALITY AS k(attnum, n) "
+        "  JOIN pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.attnum ORDER BY n) "
+        "FROM pg_constraint c JOIN pg_class r ON r.oid = c.confrelid "
+        "WHERE c.contype = 'f' AND c.conparentid = 0 AND r.relkind = 'p' "
+        "AND c.connamespace = CAST(current_schema() AS regnamespace)"
+    )
+    with Store.open(pg_url) as store, store.read() as unit:
+        keys = {
+            (referring, referred, tuple(columns), tuple(referred_columns))
+            for referring, referred, columns, referred_columns in unit.connection.execute(
+                sa.text(found)
+            )
+        }
+    assert keys == {
+        (key.referring.parent, key.referred, key.columns, key.columns)
+        for key in partitions.FOREIGN_KEYS
+    }
+    referring = {key.referring.parent for key in partitions.FOREIGN_KEYS}
+    assert not referring & {key.referred for key in partitions.FOREIGN_KEYS}  # no chain
+    for key in partitions.FOREIGN_KEYS:
+        assert key.referring.column in key.columns
+
+
+def test_a_table_whose_upkeep_fails_stops_no_other_and_is_counted(pg_url: str) -> None:
+    """``meter_days`` held locked by another transaction: its steps give up (the lock timeout),
+    every other table's months are made, and the failure is logged and counted."""
+    start = add_months(month_of(datetime.now(UTC)), 24)  # months the migration did not make
+    clock = ManualClock(datetime.combine(start, time(3), UTC))
+    history = maintenance.history_partitions(months=84, ahead=1)
+    before = {
+        table: REGISTRY.get_sample_value("freehours_upkeep_failures_total", {"table": table}) or 0
+        for table in ("meter_days", "quotas")
+    }
+    with Store.open(pg_url) as store, store.engine.connect() as locker:
+        retention = maintenance.Retention(store, clock, [history])
+        locker.exec_driver_sql("LOCK TABLE meter_days IN ACCESS EXCLUSIVE MODE")
+        with capture_logs() as logs:
+            assert retention.run() == {"history_partitions": 0}
+        locker.rollback()
+        with store.read() as unit:
+            conn = unit.connection
+            for table in ("quotas", "ledger_entries", "quota_events"):
+                assert _name(table, start) in _partitions(conn, table)
+            assert _name("meter_days", start) not in _partitions(conn, "meter_days")
+    failed = [entry for entry in logs if entry["event"] == "upkeep_failed"]
+    assert {entry["table"] for entry in failed} == {"meter_days"}
+    assert failed[0]["error"] == "OperationalError(LockNotAvailable)"
+    assert set(failed[0]) == {"event", "log_level", "table", "error"}  # never the data
+    after = REGISTRY.get_sample_value("freehours_upkeep_failures_total", {"table": "meter_days"})
+    assert after == before["meter_days"] + len(failed)
+    quotas = REGISTRY.get_sample_value("freehours_upkeep_failures_total", {"table": "quotas"})
+    assert (quotas or 0) == before["quotas"]
+    succeeded = REGISTRY.get_sample_value(
+        "freehours_upkeep_last_success_timestamp_seconds", {"table": "quotas"}
+    )
+    assert succeeded == clock.now().timestamp()
+
+
+def test_an_api_process_moves_a_settled_month_loaded_before_it_out_of_the_defaults_as_it_starts(
+    pg_url: str,
+) -> None:
+    """The operator's: a month before the database's first loaded and settled, then the API
+    started: its retention at start makes the month and moves quotas and ledger entries in."""
+    from tests.api.conftest import serving  # noqa: PLC0415 - the API's lifespan, for this test
+
+    month = add_months(month_of(datetime.now(UTC)), -5)
+    with Store.open(pg_url) as store:
+        _load(store, month)
+        settings = Settings(database_url=pg_url)
+
+        def moved() -> bool:
+            with store.read() as unit:
+                conn = unit.connection
+                return all(
+                    conn.scalar(sa.text(f"SELECT count(*) FROM {table}_default")) == 0
+                    and _name(table, month) in _partitions(conn, table)
+                    for table in ("quotas", "ledger_entries", "meter_days", "quota_events")
+                )
+
+        with serving(store, settings):
+            eventually(moved, what="the month's partitions made, its rows moved in")
