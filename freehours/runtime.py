@@ -54,11 +54,10 @@ def settlement_policy(settings: Settings) -> SettlementPolicy:
 
 
 #: The settings that name the retailer on its documents, and the field of ``Retailer`` each sets.
-#: ``freehours_settlements_unscheduled_days`` reads a week of the meter days' index: measured
-#: at most every 5 minutes (a stranded day is a matter of hours: its alert waits an hour), and a
-#: scrape waits up to 5 seconds for it, inside Prometheus' default scrape timeout (10 s).
+#: ``freehours_settlements_unscheduled_days`` reads a week of the meter days' index (0.08 s at
+#: 20,000 customers): measured at most every 5 minutes, since a stranded day is a matter of hours
+#: (its alert waits an hour), not of the seconds ``freehours_jobs_stuck`` is.
 UNSCHEDULED_FRESH_SECONDS = 300.0
-UNSCHEDULED_MEASURE_TIMEOUT_SECONDS = 5.0
 
 RETAILER_SETTINGS = {
     "retailer_name": "name",
@@ -162,9 +161,7 @@ class Runtime:
         self.measured = (
             JOBS_STUCK.measured_by(stuck),
             SETTLEMENTS_UNSCHEDULED.measured_by(
-                self.settlements.count_unscheduled,
-                timeout=UNSCHEDULED_MEASURE_TIMEOUT_SECONDS,
-                fresh_for=UNSCHEDULED_FRESH_SECONDS,
+                self.settlements.count_unscheduled, fresh_for=UNSCHEDULED_FRESH_SECONDS
             ),
         )
 
