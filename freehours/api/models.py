@@ -148,14 +148,14 @@ class SettlementIn(BaseModel):
 
 
 class ScheduleIn(BaseModel):
-    """What ``POST /v1/settlements/schedule`` may say: whose days, and which."""
+    """What ``POST /v1/settlements/schedule`` takes: whose days, and which."""
 
     model_config = ConfigDict(extra="forbid")
 
-    nmi: str | None = Field(
-        default=None,
+    nmi: str = Field(
         pattern=NMI_PATTERN,
-        description="one customer's NMI (default: every customer)",
+        description="the customer's NMI (every customer at once is `freehours settlements"
+        " schedule`'s: a run of minutes, not a request's)",
     )
     first: date = Field(alias="from", description="the first local day scheduled")
     last: date = Field(
@@ -169,7 +169,7 @@ class ScheduleOut(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True)
 
-    nmi: str | None = Field(description="the customer whose days were scheduled (null: every one)")
+    nmi: str
     first: date = Field(alias="from")
     last: date = Field(alias="to")
     scheduled: int = Field(

@@ -140,13 +140,13 @@ def test_the_schedule_route_settles_the_days_an_operator_names_and_the_gauge_cou
     assert api.services.runtime.worker().run_due() == 2
     assert statuses(api) == [None, "COMPLETED", "COMPLETED"]
     assert settlements.count_unscheduled() == 1
-    # Every customer, the whole range: only the day left is scheduled.
-    answer = schedule(api, {"from": "2026-07-01", "to": "2026-07-03"})
-    assert answer.json() == {"nmi": None, "from": "2026-07-01", "to": "2026-07-03", "scheduled": 1}
+    # The whole range: only the day left is scheduled.
+    whole = {"nmi": NMI, "from": "2026-07-01", "to": "2026-07-03"}
+    assert schedule(api, whole).json() == {**whole, "scheduled": 1}
     assert api.services.runtime.worker().run_due() == 1
     assert statuses(api) == ["COMPLETED"] * 3
     assert settlements.count_unscheduled() == 0
-    assert schedule(api, {"from": "2026-07-01", "to": "2026-07-03"}).json()["scheduled"] == 0
+    assert schedule(api, whole).json()["scheduled"] == 0
 
 
 def test_the_gauge_leaves_out_days_not_due_and_days_with_a_job_that_ran(api: Api) -> None:
@@ -160,19 +160,21 @@ def test_the_gauge_leaves_out_days_not_due_and_days_with_a_job_that_ran(api: Api
 def test_the_schedule_route_refuses_what_cannot_be_naming_the_field(api: Api) -> None:
     strand(api)
     cases = [
-        ({"from": "2026-07-03", "to": "2026-07-01"}, "body.to"),
-        ({"from": "2025-07-01", "to": "2026-07-02"}, "body.to"),
-        ({"from": "1999-12-31", "to": "2000-01-01"}, "body.from"),
-        ({"from": "2026-07-01", "to": "2027-07-01"}, "body.to"),
+        ({"nmi": NMI, "from": "2026-07-03", "to": "2026-07-01"}, "body.to"),
+        ({"nmi": NMI, "from": "2025-07-01", "to": "2026-07-02"}, "body.to"),
+        ({"nmi": NMI, "from": "1999-12-31", "to": "2000-01-01"}, "body.from"),
+        ({"nmi": NMI, "from": "2026-07-01", "to": "2027-07-01"}, "body.to"),
         ({"nmi": "NOBODY0001", "from": "2026-07-01", "to": "2026-07-01"}, "body.nmi"),
         ({"nmi": "x", "from": "2026-07-01", "to": "2026-07-01"}, "body.nmi"),
-        ({"from": "2026-07-01"}, "body.to"),
+        ({"from": "2026-07-01", "to": "2026-07-01"}, "body.nmi"),
+        ({"nmi": NMI, "from": "2026-07-01"}, "body.to"),
     ]
     for body, field in cases:
         answer = schedule(api, body)
         assert answer.status_code == 422, (body, answer.text)
         assert [e["field"] for e in answer.json()["errors"]] == [field], body
-    assert schedule(api, {"from": "2026-07-01", "to": "2026-07-01"}, "read").status_code == 403
+    one_day = {"nmi": NMI, "from": "2026-07-01", "to": "2026-07-01"}
+    assert schedule(api, one_day, "read").status_code == 403
     assert settle_jobs(api) == []
 
 

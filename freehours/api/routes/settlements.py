@@ -92,16 +92,16 @@ def get_settlement(nmi: NmiPath, day: date, services: AppServices) -> JSONRespon
 )
 async def schedule_settlements(request: Request, services: AppServices) -> ScheduleOut:
     """Schedule the settlement of every day from ``from`` to ``to`` (local dates) with meter
-    data and no COMPLETED or ABORTED quota, of the customer of ``nmi`` or, without it, of every
-    customer: each day gets its settlement job, due at once when its window has passed (and
-    settled with what there is past its data deadline). What ``freehours settlements schedule``
-    does; asked again, nothing is scheduled twice."""
+    data and no COMPLETED or ABORTED quota, of the customer of ``nmi``: each day gets its
+    settlement job, due at once when its window has passed (and settled with what there is past
+    its data deadline). What ``freehours settlements schedule --nmi`` does; asked again, nothing
+    is scheduled twice. One customer a request, so that a request stays short: every customer
+    at once is the command's."""
     raw = await bounded_body(
         request, services.settings.max_json_body_bytes, title="Body too large", required=None
     )
     body = parse_body(ScheduleIn, raw)
-    if body.nmi is not None:
-        bind_fields(nmi=body.nmi)
+    bind_fields(nmi=body.nmi)
     try:
         rules.check_schedule_range(body.first, body.last, services.nem_today())
     except rules.RangeError as exc:
