@@ -9,6 +9,7 @@ from decimal import Decimal
 
 import pytest
 
+from freehours import ingest
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME, Region
 from freehours.settings import get_settings
@@ -17,6 +18,7 @@ from tests.support import run_flat
 from tests.test_settlement import PLAN
 
 NMI = "4102000001"
+OTHER = "4102000002"
 #: Days of a month ago: the command runs on the system clock, and they are long settleable.
 TODAY = datetime.now(UTC).astimezone(NEM_TIME).date()
 DAYS = [TODAY - timedelta(days=30 - n) for n in range(3)]
@@ -59,10 +61,21 @@ def test_schedule_gives_each_unsettled_day_its_job_once(
         f"2 days scheduled to settle, {first} to {last}, of customer {NMI}",
     )
     assert settle_keys(stranded) == [f"{NMI}:{d.isoformat()}" for d in DAYS[:2]]
-    # Every customer: the third day too; the two waiting are not enqueued twice.
+    # Every customer, a customer a transaction: the third day and the other customer's too; the
+    # two waiting are not enqueued twice.
+    with stranded.write() as unit:
+        now = datetime.now(UTC)
+        unit.catalog.put_customer(OTHER, plan_id="test-nsw", region=Region.NSW, updated_at=now)
+        unit.meter.ingest_days(
+            [IntervalDay(OTHER, "E1", DAYS[0], 30, (Decimal("0.4"),) * 48, "A" * 48, None)],
+            received_at=now,
+        )
+    monkeypatch.setattr(ingest, "CUSTOMERS_PER_TRANSACTION", 1)
     code, out, _ = schedule(monkeypatch, capsys, "--from", first, "--to", DAYS[2].isoformat())
-    assert (code, out.split(" days")[0]) == (0, "3")
-    assert settle_keys(stranded) == [f"{NMI}:{d.isoformat()}" for d in DAYS]
+    assert (code, out.split(" days")[0]) == (0, "4")
+    assert settle_keys(stranded) == sorted(
+        [f"{NMI}:{d.isoformat()}" for d in DAYS] + [f"{OTHER}:{first}"]
+    )
 
 
 @pytest.mark.parametrize(
