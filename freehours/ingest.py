@@ -13,18 +13,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime
 from typing import Literal, Protocol
 
 from freehours.clock import Clock
-from freehours.domain.reads import IntervalDay, IntervalRead, latest_read_date
+from freehours.domain.reads import EARLIEST_DATE, IntervalDay, IntervalRead, latest_read_date
 from freehours.domain.settlement import Quota
 from freehours.domain.time import NEM_TIME
 from freehours.observability.metrics import INGESTED_VALUES
 from freehours.observability.trace_ids import current_trace_id
 from freehours.settlement import AffectedDays, Settlements
+from freehours.store.catalog import UnknownCustomer
 from freehours.store.database import Store, Unit
 from freehours.store.meter import IngestCounts
+
+#: Customers whose days one transaction of ``Ingestion.schedule_unsettled`` schedules. Jobs are
+#: enqueued some 2,900 a second (160,365 days of 20,001 customers in 55 s, PostgreSQL on the
+#: loaded 2-core machine): a hundred customers' year is 36,600 jobs at most, some 12 s, and a run
+#: over every customer holds no transaction longer than that.
+CUSTOMERS_PER_TRANSACTION = 100
 
 
 class SettlementScheduler(Protocol):
@@ -114,18 +121,48 @@ class Ingestion:
 
     def customer_changed(self, unit: Unit, nmi: str) -> None:
         """After a customer is created or moved to another plan, in that transaction: schedule
-        the settlement of the days whose reads arrived before it, back to the data deadline
-        (older days are past settling by job; their bills still rate them)."""
+        the settlement of every day of its reads without a final quota, however old (one past
+        the data deadline settles at once with what there is). A second call schedules nothing
+        new: a day's job is unique by its key while unfinished, and a settled day is left out."""
         if self.schedule is None:
             return
-        now = self.clock.now()
-        first = (now - self.settlements.policy.data_deadline).date()
         # Up to the last day a read may have: a row dated later, stored before the reader refused
         # such dates (9999-12-31, say), is no day to settle, and would overflow the date arithmetic.
-        last = latest_read_date(now.astimezone(NEM_TIME).date())
-        changed = frozenset(unit.meter.day_keys_since(nmi, first - timedelta(days=1), last))
-        if changed:
-            self.schedule(unit, self.settlements.affected_days(unit, changed), [])
+        last = latest_read_date(self.clock.now().astimezone(NEM_TIME).date())
+        unsettled = self.settlements.unsettled_days(unit, [nmi], EARLIEST_DATE, last)
+        if unsettled:
+            self.schedule(unit, unsettled, [])
+
+    def schedule_unsettled(self, nmi: str | None, first: date, last: date) -> int:
+        """What an operator names (``freehours settlements schedule``, ``POST
+        /v1/settlements/schedule``): the settlement of every day from ``first`` to ``last``
+        (local dates) with reads and no final quota, of the customer of ``nmi`` (``UnknownCustomer``
+        without one) or of every customer, scheduled as ``customer_changed`` does;
+        ``CUSTOMERS_PER_TRANSACTION`` customers a transaction. How many days were scheduled
+        (each a job enqueued, or one waiting already told it is wanted)."""
+        if self.schedule is None:
+            return 0
+        if nmi is not None:
+            with self.store.write() as unit:
+                if unit.catalog.get_customer(nmi) is None:
+                    raise UnknownCustomer(f"nmi: no customer {nmi}")
+                return self._schedule_of(unit, [nmi], first, last)
+        scheduled = 0
+        after: str | None = None
+        while True:
+            with self.store.write() as unit:
+                nmis = unit.catalog.customer_nmis(after=after, limit=CUSTOMERS_PER_TRANSACTION)
+                if not nmis:
+                    return scheduled
+                scheduled += self._schedule_of(unit, nmis, first, last)
+            after = nmis[-1]
+
+    def _schedule_of(self, unit: Unit, nmis: list[str], first: date, last: date) -> int:
+        assert self.schedule is not None
+        unsettled = self.settlements.unsettled_days(unit, nmis, first, last)
+        if unsettled:
+            self.schedule(unit, unsettled, [])
+        return sum(len(item.days) for item in unsettled)
 
     def committed(self, ingested: Ingested) -> None:
         """After the commit: the cache learns of the reopened quotas; the values are counted."""

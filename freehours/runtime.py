@@ -32,7 +32,7 @@ from freehours.jobs.settle import SettlementJobs, settlement_tasks
 from freehours.jobs.webhook import webhook_tasks
 from freehours.jobs.worker import Worker, WorkerConfig
 from freehours.observability.measured import Measurement
-from freehours.observability.metrics import JOBS_STUCK
+from freehours.observability.metrics import JOBS_STUCK, SETTLEMENTS_UNSCHEDULED
 from freehours.plans.calendars import load_holiday_calendars
 from freehours.settings import Settings
 from freehours.settlement import Faults, SettlementPolicy, Settlements
@@ -54,6 +54,11 @@ def settlement_policy(settings: Settings) -> SettlementPolicy:
 
 
 #: The settings that name the retailer on its documents, and the field of ``Retailer`` each sets.
+#: ``freehours_settlements_unscheduled_days`` reads a week of the meter days' index (0.08 s at
+#: 20,000 customers): measured at most every 5 minutes, since a stranded day is a matter of hours
+#: (its alert waits an hour), not of the seconds ``freehours_jobs_stuck`` is.
+UNSCHEDULED_FRESH_SECONDS = 300.0
+
 RETAILER_SETTINGS = {
     "retailer_name": "name",
     "retailer_abn": "abn",
@@ -153,7 +158,12 @@ class Runtime:
     def __post_init__(self) -> None:
         self.webhooks = Webhooks(self.store, self.clock)
         stuck = partial(rescuer.count_stuck, self.store, self.clock)
-        self.measured = (JOBS_STUCK.measured_by(stuck),)
+        self.measured = (
+            JOBS_STUCK.measured_by(stuck),
+            SETTLEMENTS_UNSCHEDULED.measured_by(
+                self.settlements.count_unscheduled, fresh_for=UNSCHEDULED_FRESH_SECONDS
+            ),
+        )
 
     @classmethod
     def open(

@@ -46,7 +46,7 @@ from freehours.cache.quota import CacheUnavailable, QuotaCache
 from freehours.clock import Clock
 from freehours.domain.plan import FreeWindow, Plan
 from freehours.domain.rating import DayProfiles, rate
-from freehours.domain.reads import DayKey, IntervalDay
+from freehours.domain.reads import LATEST_DATE, DayKey, IntervalDay
 from freehours.domain.settlement import (
     Busy,
     ClaimDecision,
@@ -62,6 +62,7 @@ from freehours.domain.settlement import (
     release,
     seconds_until_settleable,
 )
+from freehours.domain.time import NEM_TIME
 from freehours.errors import PlanError
 from freehours.observability.metrics import (
     QUOTA_CACHE_REQUESTS,
@@ -78,6 +79,19 @@ log = structlog.get_logger("freehours.settlement")
 tracer = trace.get_tracer("freehours.settlement")
 
 CENT = Decimal("0.01")
+
+
+#: How far back ``Settlements.count_unscheduled`` looks, in NEM days before today's: a day no job
+#: took up stays in the gauge for a week, long past the alert's hour, while a measurement reads
+#: only a week of the meter days' ``day`` index. Older days are found and scheduled by
+#: ``freehours settlements schedule``.
+UNSCHEDULED_LOOKBACK = timedelta(days=7)
+#: A day's settlement job runs within seconds of its window's end plus the grace (a late one is
+#: ``freehours_jobs_stuck``'s); an hour on, a day without a quota had no job.
+UNSCHEDULED_AFTER = timedelta(hours=1)
+#: Day rows one measurement looks at, at most: a scrape must stay bounded when a week of some
+#: thousand customers' days was stranded (the gauge then says at least that many).
+UNSCHEDULED_LIMIT = 10_000
 
 
 class Outcome(StrEnum):
@@ -620,6 +634,53 @@ class Settlements:
                 known = days_of[(version, nem_dates)] = sorted(quota_dates(plan, nem_dates))
             affected.append(AffectedDays(nmi, customer, list(known)))
         return affected
+
+    def unsettled_days(
+        self, unit: Unit, nmis: Iterable[str], first: date, last: date
+    ) -> list[AffectedDays]:
+        """The quota days from ``first`` to ``last`` (local dates) of ``nmis`` that have meter
+        data and no final quota (its newest version COMPLETED or ABORTED): what a settlement job
+        would still settle, NMI by NMI (those without quotas left out, as ``affected_days``
+        does). Three look-ups whatever the number of days: the day rows (a NEM date either
+        side too, where a window may lie), the plans, the quotas."""
+        day = timedelta(days=1)
+        keys = unit.meter.day_keys_of(list(nmis), first - day, min(last + day, LATEST_DATE))
+        affected = [
+            AffectedDays(item.nmi, item.customer, [d for d in item.days if first <= d <= last])
+            for item in self.affected_days(unit, keys)
+        ]
+        final = unit.quotas.terminal_among([(item.nmi, d) for item in affected for d in item.days])
+        unsettled = [
+            AffectedDays(
+                item.nmi, item.customer, [d for d in item.days if (item.nmi, d) not in final]
+            )
+            for item in affected
+        ]
+        return [item for item in unsettled if item.days]
+
+    def count_unscheduled(self) -> int:
+        """``freehours_settlements_unscheduled_days``: the quota days of the last
+        ``UNSCHEDULED_LOOKBACK`` with meter data, a customer whose plan has a free window, and no
+        quota stored, whose window ended (plus the grace) over ``UNSCHEDULED_AFTER`` ago: days
+        that no settlement job took up. At most ``UNSCHEDULED_LIMIT`` day rows are looked at."""
+        now = self.clock.now()
+        today = now.astimezone(NEM_TIME).date()
+        with self.store.read() as unit:
+            keys = unit.meter.days_without_quota(
+                today - UNSCHEDULED_LOOKBACK, today - timedelta(days=1), limit=UNSCHEDULED_LIMIT
+            )
+            affected = self.affected_days(unit, keys)
+            stored = unit.quotas.stored_among(
+                [(item.nmi, d) for item in affected for d in item.days]
+            )
+        due_before = now - UNSCHEDULED_AFTER - self.policy.grace
+        return sum(
+            1
+            for item in affected
+            for d in item.days
+            if (item.nmi, d) not in stored
+            and item.customer.window.bounds(d, item.customer.plan.zone)[1] <= due_before
+        )
 
     def publish(self, changed: Iterable[Quota]) -> None:
         """Write quotas to the cache after the commit that changed them."""

@@ -147,6 +147,38 @@ class SettlementIn(BaseModel):
     date: Annotated[date, AfterValidator(rules.check_date)]
 
 
+class ScheduleIn(BaseModel):
+    """What ``POST /v1/settlements/schedule`` takes: whose days, and which."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    nmi: str = Field(
+        pattern=NMI_PATTERN,
+        description="the customer's NMI (every customer at once is `freehours settlements"
+        " schedule`'s: a run of minutes, not a request's)",
+    )
+    first: date = Field(alias="from", description="the first local day scheduled")
+    last: date = Field(
+        alias="to",
+        description=f"the last local day scheduled: at most {rules.SCHEDULE_MAX_DAYS} days in all",
+    )
+
+
+class ScheduleOut(BaseModel):
+    """What ``POST /v1/settlements/schedule`` did."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    nmi: str
+    first: date = Field(alias="from")
+    last: date = Field(alias="to")
+    scheduled: int = Field(
+        ge=0,
+        description="days with reads and no COMPLETED or ABORTED quota, each given its settlement"
+        " job (or, where one waits already, told to run when due)",
+    )
+
+
 class QuotaOut(BaseModel):
     """The quota, as every settlement answer carries it."""
 

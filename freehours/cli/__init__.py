@@ -104,6 +104,9 @@ COMMANDS = {
     "customers": Command(
         ("customers",), "Customers: the plan an NMI is on, its region and its billing cycle."
     ),
+    "settlements": Command(
+        ("settlements",), "Settlements: schedule the days with reads that no job settles."
+    ),
     "invoices": Command(
         ("invoices",),
         "Invoices and credit notes: run the invoicing, list the documents, show one (PDF, HTML).",

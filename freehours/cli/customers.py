@@ -86,8 +86,9 @@ def put(
     """Create or update a customer: its plan, region and billing cycle, in one transaction.
 
     A built-in plan needs no 'plans put' first: it is stored the first time a customer is put on
-    it. Cycle options not given keep what is stored. Exit status 2 for a bad NMI, an unknown
-    plan or a cycle that cannot be, the message naming the option.
+    it. Cycle options not given keep what is stored. The days of reads that came before the
+    customer are scheduled to settle, however old. Exit status 2 for a bad NMI, an unknown plan,
+    a plan of another region or a cycle that cannot be, the message naming the option.
     """
     from freehours.domain import reads as rules
     from freehours.domain.invoicing import BillingCycle, CycleError, Frequency
@@ -95,7 +96,7 @@ def put(
     from freehours.errors import InputError
     from freehours.runtime import Runtime
     from freehours.settings import get_settings
-    from freehours.store.catalog import UnknownPlan
+    from freehours.store.catalog import RegionMismatch, UnknownPlan
 
     try:
         rules.check_nmi(nmi, "NMI")
@@ -121,6 +122,8 @@ def put(
         )
     except UnknownPlan as exc:
         raise InputError(f"--plan: {exc}") from None
+    except RegionMismatch as exc:
+        raise InputError(f"--region: {exc}") from None
     finally:
         runtime.close()
     typer.echo(

@@ -172,6 +172,30 @@ def check_read_date(day: date, today: date, field: str = "date") -> date:
     return day
 
 
+#: The most days one scheduling of settlements (``freehours settlements schedule``, ``POST
+#: /v1/settlements/schedule``) spans: a year, a leap one included. A customer's year of days is
+#: one transaction of 366 jobs; more is a range typed wrong more often than a range meant.
+SCHEDULE_MAX_DAYS = 366
+
+
+def check_schedule_range(
+    first: date, last: date, today: date, fields: tuple[str, str] = ("from", "to")
+) -> None:
+    """``first`` to ``last`` when settlements may be scheduled over them on ``today`` (NEM
+    time): both dates a read may have, ``first`` not after ``last``, at most
+    ``SCHEDULE_MAX_DAYS`` days; else ``RangeError`` naming the field at fault."""
+    check_read_date(first, today, fields[0])
+    check_read_date(last, today, fields[1])
+    if first > last:
+        raise RangeError(fields[1], f"{last.isoformat()} is before {fields[0]} {first.isoformat()}")
+    if (last - first).days >= SCHEDULE_MAX_DAYS:
+        raise RangeError(
+            fields[1],
+            f"{last.isoformat()} is more than {SCHEDULE_MAX_DAYS} days from {fields[0]}"
+            f" {first.isoformat()}",
+        )
+
+
 def check_moment(moment: datetime, field: str = "start") -> datetime:
     """An aware ``moment`` whose date, on its own clock, is from ``EARLIEST_DATE`` to
     ``LATEST_DATE``: it can then be moved to any time zone without overflowing."""

@@ -117,6 +117,13 @@ JOBS_STUCK = MeasuredGauge(
     "workers overloaded or down), counted in the database when scraped.",
 )
 
+SETTLEMENTS_UNSCHEDULED = MeasuredGauge(
+    "freehours_settlements_unscheduled_days",
+    "Quota days of the last week with meter data and a customer, whose window ended over an hour"
+    " ago, with no quota: no settlement job took them up (run `freehours settlements"
+    " schedule`), counted in the database when scraped, at most every 5 minutes.",
+)
+
 PARTITIONS = Counter(
     "freehours_partitions_total",
     "Monthly partitions (PostgreSQL) the scheduled upkeep created or detached, by table.",

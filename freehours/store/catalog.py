@@ -30,6 +30,16 @@ class UnknownPlan(InputError):
     """A plan id neither stored nor built in."""
 
 
+class UnknownCustomer(InputError):
+    """An NMI without a customer, where one is needed."""
+
+
+class RegionMismatch(InputError):
+    """A customer put on a plan of another region, or a plan put with a region other than that
+    of customers on it: the plan's clock, free window, holidays and ombudsman would not be the
+    customer's."""
+
+
 @dataclass(frozen=True, slots=True)
 class StoredPlan:
     """A plan as stored: its id, its document, and when it was last put."""
@@ -88,9 +98,22 @@ class Catalog(Repository):
     def put_plan(
         self, plan_id: str, document: Mapping[str, Any], *, updated_at: datetime
     ) -> StoredPlan:
-        """Create or replace a plan."""
+        """Create or replace a plan; ``RegionMismatch`` when its document names a region other
+        than that of a customer on it."""
         if not 0 < len(plan_id) <= PLAN_ID_LENGTH:
             raise InputError(f"plan id {plan_id!r} is not 1 to {PLAN_ID_LENGTH} characters")
+        region = document.get("region")
+        if region is not None:
+            other = self._conn.scalar(
+                sa.select(customers.c.region)
+                .where(customers.c.plan_id == plan_id, customers.c.region != str(region))
+                .limit(1)
+            )
+            if other is not None:
+                raise RegionMismatch(
+                    f"plan {plan_id!r} is for region {region}, but customers on it are in"
+                    f" region {other}: move them to a plan of their region first"
+                )
         text = json.dumps(document, default=_json_value, sort_keys=True, separators=(",", ":"))
         self._upsert(plans, {"plan_id": plan_id, "document": text, "updated_at": updated_at})
         return StoredPlan(plan_id, json.loads(text), updated_at)
@@ -130,9 +153,17 @@ class Catalog(Repository):
             raise InputError(str(exc)) from None
         # Checked first, not left to the foreign key: on PostgreSQL a violated constraint would
         # abort the caller's whole transaction. Plans are never deleted, so the check holds.
-        known = self._conn.scalar(sa.select(sa.exists().where(plans.c.plan_id == plan_id)))
-        if known is not True:
+        document = self._conn.scalar(sa.select(plans.c.document).where(plans.c.plan_id == plan_id))
+        if document is None:
             raise InputError(f"customer {nmi}: plan {plan_id!r} is not known")
+        plan_region = json.loads(document).get("region")
+        # Every plan document names its region (a document stored without one is no plan's:
+        # the store's own tests keep such, and nothing of them is rated).
+        if plan_region is not None and plan_region != region.value:
+            raise RegionMismatch(
+                f"plan {plan_id!r} is for region {plan_region}, the customer's region is"
+                f" {region.value}"
+            )
         row = {"nmi": nmi, "plan_id": plan_id, "region": region.value, "updated_at": updated_at}
         self._upsert(customers, row)
         return Customer(nmi, plan_id, region, updated_at)
@@ -143,6 +174,14 @@ class Catalog(Repository):
         if row is None:
             return None
         return Customer(row.nmi, row.plan_id, Region(row.region), row.updated_at)
+
+    def customer_nmis(self, *, after: str | None, limit: int) -> list[str]:
+        """The NMIs of up to ``limit`` customers after ``after`` (None: from the first), in
+        order: a page of the primary key."""
+        statement = sa.select(customers.c.nmi).order_by(customers.c.nmi).limit(limit)
+        if after is not None:
+            statement = statement.where(customers.c.nmi > after)
+        return list(self._conn.scalars(statement))
 
     def count_customers(self) -> int:
         """How many customers there are."""

@@ -53,11 +53,13 @@ from freehours.errors import InputError
 from freehours.store.driver import Driver, each_key
 from freehours.store.prepared import Prepared
 from freehours.store.repository import Repository
-from freehours.store.tables import UOM_LENGTH, UtcDateTime, meter_days
+from freehours.store.tables import UOM_LENGTH, UtcDateTime, customers, meter_days, quotas
 
 _KEY = ("nmi", "suffix", "day")
 _CONTENT = ("interval_minutes", "uom", "interval_values", "qualities")
 _COLUMNS = (*_KEY, *_CONTENT, "update_datetime", "received_at")
+#: NMIs per ``IN`` list of ``day_keys_of``: far under both databases' limits on parameters.
+_NMIS_PER_STATEMENT = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -556,12 +558,41 @@ class Meter(Repository):
 
     def day_keys_since(self, nmi: str, first: date, last: date = LATEST_DATE) -> list[DayKey]:
         """The (NMI, suffix, NEM date) of every day row of ``nmi`` from ``first`` to ``last``."""
-        rows = self._conn.execute(
-            sa.select(meter_days.c.nmi, meter_days.c.suffix, meter_days.c.day).where(
-                meter_days.c.nmi == nmi, meter_days.c.day >= first, meter_days.c.day <= last
+        return self.day_keys_of([nmi], first, last)
+
+    def day_keys_of(self, nmis: Collection[str], first: date, last: date) -> list[DayKey]:
+        """``day_keys_since`` for many NMIs: one statement per ``_NMIS_PER_STATEMENT`` of them,
+        each a range of the primary key (NMI, suffix, day) per NMI."""
+        wanted = sorted(set(nmis))
+        found: list[DayKey] = []
+        m = meter_days.c
+        for start in range(0, len(wanted), _NMIS_PER_STATEMENT):
+            some = wanted[start : start + _NMIS_PER_STATEMENT]
+            rows = self._conn.execute(
+                sa.select(m.nmi, m.suffix, m.day).where(
+                    m.nmi.in_(some), m.day >= first, m.day <= last
+                )
             )
+            found.extend((row.nmi, row.suffix, row.day) for row in rows)
+        return found
+
+    def days_without_quota(self, first: date, last: date, *, limit: int) -> list[DayKey]:
+        """Day rows from NEM date ``first`` to ``last`` of NMIs that have a customer, where no
+        quota of that NMI is stored for that date (any version): at most ``limit`` of them, by
+        the ``day`` index, each probed in the quotas' primary key. What
+        ``freehours_settlements_unscheduled_days`` starts from."""
+        m, q = meter_days.c, quotas.c
+        statement = (
+            sa.select(m.nmi, m.suffix, m.day)
+            .select_from(meter_days.join(customers, customers.c.nmi == m.nmi))
+            .where(
+                m.day >= first,
+                m.day <= last,
+                ~sa.exists().where(q.nmi == m.nmi, q.day == m.day),
+            )
+            .limit(limit)
         )
-        return [(row.nmi, row.suffix, row.day) for row in rows]
+        return [(row.nmi, row.suffix, row.day) for row in self._conn.execute(statement)]
 
     def nmis_with_data_on(self, nem_date: date) -> list[str]:
         """The NMIs with at least one day row (any suffix) on ``nem_date``, sorted."""

@@ -299,17 +299,33 @@ class Quotas(Repository):
         """Of the (NMI, day) quotas ``keys``, those whose newest version is COMPLETED: one
         statement (on SQLite, one per ``_IN_BATCH`` NMIs), nothing locked (callers lock what they
         then change)."""
+        return self._newest_in(keys, (QuotaStatus.COMPLETED.value,))
+
+    def terminal_among(self, keys: Collection[tuple[str, date]]) -> set[tuple[str, date]]:
+        """Of the (NMI, day) quotas ``keys``, those whose newest version is final (COMPLETED or
+        ABORTED): what scheduling a settlement again would only replay. As ``settled_among``."""
+        return self._newest_in(keys, (QuotaStatus.COMPLETED.value, QuotaStatus.ABORTED.value))
+
+    def stored_among(self, keys: Collection[tuple[str, date]]) -> set[tuple[str, date]]:
+        """Of the (NMI, day) quotas ``keys``, those stored (any version, any state). As
+        ``settled_among``."""
+        return self._newest_in(keys, tuple(status.value for status in QuotaStatus))
+
+    def _newest_in(
+        self, keys: Collection[tuple[str, date]], statuses: tuple[str, ...]
+    ) -> set[tuple[str, date]]:
+        """Of the quotas ``keys``, those whose newest version has one of ``statuses``."""
         if self._driver.takes_arrays:
             if not keys:
                 return set()
             wanted = sorted(set(keys))
-            statuses = _STATUSES_MANY.rows(
+            statuses_of = _STATUSES_MANY.rows(
                 self._conn, columns([{"k_nmi": n, "k_day": d} for n, d in wanted])
             )
             status = {}
-            for nmi, day, _, of_version in statuses:
+            for nmi, day, _, of_version in statuses_of:
                 status[(nmi, day)] = of_version  # ascending versions: the newest wins
-            return {key for key, of in status.items() if of == QuotaStatus.COMPLETED.value}
+            return {key for key, of in status.items() if of in statuses}
         by_nmi: dict[str, set[date]] = {}
         for nmi, day in keys:
             by_nmi.setdefault(nmi, set()).add(day)
@@ -335,7 +351,7 @@ class Quotas(Repository):
                         c.version == newest.c.version,
                     ),
                 )
-                .where(c.status == QuotaStatus.COMPLETED.value)
+                .where(c.status.in_(statuses))
             )
             found.update((row.nmi, row.day) for row in rows if row.day in by_nmi[row.nmi])
         return found

@@ -230,6 +230,10 @@ def test_customers_put_stores_the_customer_and_its_cycle(
             "error: --plan: no plan 'sso-mars' (stored, or built in: sso-nsw, sso-seq, sso-sa,"
             " mps-vic)",
         ),
+        (
+            ["--plan", "sso-sa"],
+            "error: --region: plan 'sso-sa' is for region SA, the customer's region is NSW",
+        ),
     ],
 )
 def test_customers_put_refuses_what_cannot_be_naming_the_option(

@@ -74,6 +74,7 @@ def test_there_are_alerts_for_each_thing_the_operations_guide_covers() -> None:
         "FreehoursApiRetryAnswers",
         "FreehoursJobsStuck",
         "FreehoursJobsDiscarded",
+        "FreehoursSettlementsUnscheduled",
         "FreehoursCircuitBreakerOpen",
         "FreehoursQuotaCacheHitRatioFalling",
     } <= alerts

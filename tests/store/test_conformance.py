@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
@@ -27,7 +28,7 @@ from freehours.jobs.job import JobError, JobState
 from freehours.jobs.queue import Complete, Finish, Release
 from freehours.jobs.retry import Discard, DiscardReason, RetryAt, SnoozeUntil
 from freehours.store.agents import AgentReport
-from freehours.store.catalog import Customer, StoredPlan
+from freehours.store.catalog import Customer, RegionMismatch, StoredPlan
 from freehours.store.database import Store, Unit
 from freehours.store.idempotency import SavedResponse, StoredIdempotencyKey
 from freehours.store.ingestions import IngestionRecord
@@ -78,6 +79,7 @@ def test_quotas(store: Store) -> None:
         assert unit.quotas.latest(NMI, DAY, for_update=True) == done
     with store.write() as unit:
         assert unit.quotas.settled_among([(OTHER, DAY), (NMI, DAY), (NMI, DAY)]) == {(NMI, DAY)}
+        assert unit.quotas.terminal_among([(OTHER, DAY), (NMI, DAY)]) == {(NMI, DAY)}
         successor = unit.quotas.reopen_if_settled(NMI, DAY, at=NOW)
         assert successor == new_quota(NMI, DAY, version=2)
         assert unit.quotas.reopen_if_settled(NMI, DAY, at=NOW) is None  # version 2 is not settled
@@ -89,6 +91,12 @@ def test_quotas(store: Store) -> None:
         later = DAY + timedelta(days=1)
         assert unit.quotas.settled_among([(NMI, DAY), (OTHER, DAY), (NMI, later)]) == set()
         assert unit.quotas.settled_among([]) == set()
+        assert unit.quotas.terminal_among([(NMI, DAY), (OTHER, DAY), (NMI, later)]) == set()
+        assert unit.quotas.stored_among([(NMI, DAY), (OTHER, DAY), (NMI, later)]) == {
+            (NMI, DAY),
+            (OTHER, DAY),
+        }
+        assert unit.quotas.stored_among([]) == set()
         assert unit.quotas.booked_before(NMI, DAY, 1) == (Decimal(0), Decimal(0))
         assert unit.quotas.booked_before(NMI, DAY, 3) == (Decimal("2.0"), Decimal("1.00"))
         assert unit.quotas.ledger(NMI) == [
@@ -214,6 +222,11 @@ def test_meter(store: Store) -> None:
         assert unit.meter.days_for(NMI, []) == []
         assert sorted(unit.meter.day_keys_since(NMI, DAY)) == [(NMI, "B1", DAY), (NMI, "E1", DAY)]
         assert unit.meter.day_keys_since(NMI, DAY + timedelta(days=1)) == []
+        assert sorted(unit.meter.day_keys_of([OTHER, NMI, NMI], DAY, DAY)) == sorted(
+            [*unit.meter.day_keys_since(NMI, DAY), *unit.meter.day_keys_since(OTHER, DAY)]
+        )
+        assert unit.meter.day_keys_of([NMI], DAY - timedelta(days=2), DAY - timedelta(days=1)) == []
+        assert unit.meter.day_keys_of([], DAY, DAY) == []
         assert unit.meter.nmis_with_data_on(DAY) == [NMI, OTHER]
 
 
@@ -228,6 +241,46 @@ def test_a_failed_ingest_leaves_nothing_behind(store: Store) -> None:
 # --- the catalogue ------------------------------------------------------------------------------
 
 
+def test_a_plan_and_its_customers_keep_one_region(store: Store) -> None:
+    with store.write() as unit:
+        unit.catalog.put_plan("sa", {"region": "SA"}, updated_at=NOW)
+        with pytest.raises(RegionMismatch, match="plan 'sa' is for region SA, the customer's"):
+            unit.catalog.put_customer(NMI, plan_id="sa", region=Region.NSW, updated_at=NOW)
+        unit.catalog.put_customer(NMI, plan_id="sa", region=Region.SA, updated_at=NOW)
+        with pytest.raises(RegionMismatch, match="customers on it are in region SA"):
+            unit.catalog.put_plan("sa", {"region": "VIC"}, updated_at=NOW)
+        unit.catalog.put_plan("sa", {"region": "SA", "changed": True}, updated_at=NOW)
+    with store.read() as unit:
+        stored = unit.catalog.get_plan("sa")
+        assert stored is not None
+        assert stored.document == {"region": "SA", "changed": True}
+
+
+def test_days_without_quota(store: Store) -> None:
+    """Day rows of customers' NMIs with no quota of their date, by the ``day`` index, bounded."""
+    later = DAY + timedelta(days=1)
+    with store.write() as unit:
+        unit.catalog.put_plan("p", {}, updated_at=NOW)
+        unit.catalog.put_customer(NMI, plan_id="p", region=Region.NSW, updated_at=NOW)
+        unit.meter.ingest_days(
+            [
+                nem12_day(NMI, "0.1"),
+                nem12_day(OTHER, "0.1"),
+                replace(nem12_day(NMI, "0.1"), day=later),
+            ],
+            received_at=NOW,
+        )
+        # OTHER has no customer: left out.
+        assert sorted(unit.meter.days_without_quota(DAY, later, limit=10)) == [
+            (NMI, "E1", DAY),
+            (NMI, "E1", later),
+        ]
+        assert len(unit.meter.days_without_quota(DAY, later, limit=1)) == 1
+        unit.quotas.insert(new_quota(NMI, DAY), at=NOW)
+        assert unit.meter.days_without_quota(DAY, later, limit=10) == [(NMI, "E1", later)]
+        assert unit.meter.days_without_quota(DAY, DAY, limit=10) == []
+
+
 def test_catalog(store: Store) -> None:
     with store.write() as unit:
         plan = unit.catalog.put_plan("p", {"price": Decimal("0.25")}, updated_at=NOW)
@@ -240,6 +293,8 @@ def test_catalog(store: Store) -> None:
         with pytest.raises(InputError, match="not known"):
             unit.catalog.put_customer(OTHER, plan_id="nope", region=Region.NSW, updated_at=NOW)
     with store.read() as unit:
+        assert unit.catalog.customer_nmis(after=None, limit=10) == [NMI]
+        assert unit.catalog.customer_nmis(after=NMI, limit=10) == []
         assert unit.catalog.get_plan("p") == StoredPlan("p", {"price": "0.30"}, NOW + timedelta(1))
         assert unit.catalog.get_plan("nope") is None
         assert [p.plan_id for p in unit.catalog.list_plans()] == ["a", "p"]

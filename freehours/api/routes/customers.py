@@ -11,7 +11,7 @@ from freehours.api.openapi import TOO_LARGE, link, merged
 from freehours.api.problems import Problem
 from freehours.api.services import AppServices, Services
 from freehours.observability.logging import bind_fields
-from freehours.store.catalog import UnknownPlan
+from freehours.store.catalog import RegionMismatch, UnknownPlan
 
 router = APIRouter(tags=["catalogue"], dependencies=[requires(Scope.ADMIN)])
 
@@ -46,7 +46,8 @@ router = APIRouter(tags=["catalogue"], dependencies=[requires(Scope.ADMIN)])
                 "413": TOO_LARGE,
                 "422": {
                     "description": "A plan_id neither stored nor built in:"
-                    " `/problems/unknown-plan`."
+                    " `/problems/unknown-plan`; a plan of another region than the customer's:"
+                    " `/problems/region-mismatch`, naming both."
                 },
             }
         },
@@ -59,7 +60,8 @@ async def put_customer(request: Request, nmi: NmiPath, services: AppServices) ->
     a PUT sets them all). A built-in plan
     (``sso-nsw``, ``sso-seq``, ``sso-sa``, ``mps-vic``) needs no ``PUT /v1/plans`` first: it is
     stored the first time a customer is put on it, unless a plan of that id is stored
-    already."""
+    already. The plan's region must be the customer's. The days of reads that came before the
+    customer are scheduled to settle, however old."""
     bind_fields(nmi=nmi)
     raw = await bounded_body(
         request, services.settings.max_json_body_bytes, title="Body too large", required=None
@@ -83,6 +85,10 @@ def _store_customer(services: Services, nmi: str, body: CustomerIn) -> CustomerO
         )
     except UnknownPlan as exc:
         raise Problem(422, "unknown-plan", "Unknown plan", f"plan_id: {exc}") from None
+    except RegionMismatch as exc:
+        raise Problem(
+            422, "region-mismatch", "The plan is of another region", f"region: {exc}"
+        ) from None
     return CustomerOut(
         nmi=nmi,
         plan_id=body.plan_id,

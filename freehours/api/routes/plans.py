@@ -25,6 +25,7 @@ from freehours.plans.document import (
     PlanDocument,
     parse_plan,
 )
+from freehours.store.catalog import RegionMismatch
 
 router = APIRouter(tags=["catalogue"], dependencies=[requires(Scope.ADMIN)])
 reader = APIRouter(tags=["catalogue"], dependencies=[requires(Scope.READ)])
@@ -72,7 +73,8 @@ TOML = "application/toml"
                     "description": "A TOML body that is not TOML or not UTF-8, or an id that is"
                     " not the path's, is a `/problems/validation-error` too; a plan that its"
                     " validation refuses is a `/problems/invalid-plan`, every problem named in"
-                    " `detail`."
+                    " `detail`; a plan whose region is not that of customers on it, a"
+                    " `/problems/region-mismatch` naming both."
                 },
             }
         },
@@ -185,6 +187,11 @@ def _store_plan(services: Services, plan_id: str, document: dict[str, Any]) -> d
         parse_plan(document, source=f"plan {plan_id}")
     except InputError as exc:
         raise Problem(422, "invalid-plan", "The plan is not valid", str(exc)) from exc
-    with services.store.write() as unit:
-        stored = unit.catalog.put_plan(plan_id, document, updated_at=services.clock.now())
+    try:
+        with services.store.write() as unit:
+            stored = unit.catalog.put_plan(plan_id, document, updated_at=services.clock.now())
+    except RegionMismatch as exc:
+        raise Problem(
+            422, "region-mismatch", "The plan's region is not its customers'", str(exc)
+        ) from None
     return stored.document

@@ -1,17 +1,24 @@
 """Settlements: ``POST /v1/free-energy/settlements`` (settle key; the hot path, in
-``freehours.api.settle``) and ``GET /v1/free-energy/settlements/{nmi}/{day}`` (read key)."""
+``freehours.api.settle``), ``GET /v1/free-energy/settlements/{nmi}/{day}`` (read key) and
+``POST /v1/settlements/schedule`` (admin key: the days an operator names scheduled to settle)."""
 
 from datetime import date
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from freehours.api import settle
 from freehours.api.auth import requires
+from freehours.api.bodies import body_operation, bounded_body, parse_body
 from freehours.api.keys import Scope
-from freehours.api.models import NmiPath, QuotaOut, check_read_date
-from freehours.api.services import AppServices
+from freehours.api.models import NmiPath, QuotaOut, ScheduleIn, ScheduleOut, check_read_date
+from freehours.api.openapi import TOO_LARGE, merged
+from freehours.api.problems import Problem, range_problem
+from freehours.api.services import AppServices, Services
+from freehours.domain import reads as rules
 from freehours.observability.logging import bind_fields
+from freehours.store.catalog import UnknownCustomer
 
 router = APIRouter(tags=["settlement"])
 
@@ -62,3 +69,55 @@ def get_settlement(nmi: NmiPath, day: date, services: AppServices) -> JSONRespon
     bind_fields(quota_state=view.quota.status.value)
     headers = {} if view.retry_after is None else {"Retry-After": str(view.retry_after)}
     return JSONResponse(settle.quota_body(view.quota), headers=headers)
+
+
+@router.post(
+    "/v1/settlements/schedule",
+    response_model=ScheduleOut,
+    dependencies=[requires(Scope.ADMIN)],
+    response_description="How many days were scheduled.",
+    openapi_extra=merged(
+        body_operation(ScheduleIn),
+        {
+            "responses": {
+                "413": TOO_LARGE,
+                "422": {
+                    "description": "A day no meter can have read yet, `to` before `from` or"
+                    f" over {rules.SCHEDULE_MAX_DAYS} days after it, or an `nmi` without a"
+                    " customer: `/problems/validation-error`, naming the field in `errors`."
+                },
+            }
+        },
+    ),
+)
+async def schedule_settlements(request: Request, services: AppServices) -> ScheduleOut:
+    """Schedule the settlement of every day from ``from`` to ``to`` (local dates) with meter
+    data and no COMPLETED or ABORTED quota, of the customer of ``nmi``: each day gets its
+    settlement job, due at once when its window has passed (and settled with what there is past
+    its data deadline). What ``freehours settlements schedule --nmi`` does; asked again, nothing
+    is scheduled twice. One customer a request, so that a request stays short: every customer
+    at once is the command's."""
+    raw = await bounded_body(
+        request, services.settings.max_json_body_bytes, title="Body too large", required=None
+    )
+    body = parse_body(ScheduleIn, raw)
+    bind_fields(nmi=body.nmi)
+    try:
+        rules.check_schedule_range(body.first, body.last, services.nem_today())
+    except rules.RangeError as exc:
+        raise range_problem(f"body.{exc.field}", exc) from None
+    scheduled = await run_in_threadpool(_schedule, services, body)
+    return ScheduleOut(nmi=body.nmi, first=body.first, last=body.last, scheduled=scheduled)
+
+
+def _schedule(services: Services, body: ScheduleIn) -> int:
+    try:
+        return services.runtime.ingestion.schedule_unsettled(body.nmi, body.first, body.last)
+    except UnknownCustomer as exc:
+        raise Problem(
+            422,
+            "validation-error",
+            "Request is not valid",
+            str(exc).replace("nmi:", "body.nmi:", 1),
+            errors=[{"field": "body.nmi", "message": f"no customer {body.nmi}"}],
+        ) from None

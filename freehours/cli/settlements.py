@@ -1,0 +1,87 @@
+"""``freehours settlements schedule``: the days an operator names scheduled to settle, as
+``POST /v1/settlements/schedule`` does (``Ingestion.schedule_unsettled``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+import typer
+
+from freehours.cli import app, needs_database, quiet_logging
+
+settlements_app = typer.Typer(
+    name="settlements",
+    help="Settlements: schedule the days with reads that no job settles.",
+    no_args_is_help=True,
+)
+app.add_typer(settlements_app)
+
+
+@settlements_app.command("schedule")
+@needs_database
+def schedule(
+    *,
+    first: Annotated[
+        datetime,
+        typer.Option(
+            "--from", formats=["%Y-%m-%d"], metavar="YYYY-MM-DD", help="the first local day"
+        ),
+    ],
+    last: Annotated[
+        datetime,
+        typer.Option(
+            "--to",
+            formats=["%Y-%m-%d"],
+            metavar="YYYY-MM-DD",
+            help="the last local day: a year at most from --from",
+        ),
+    ],
+    nmi: Annotated[
+        str | None,
+        typer.Option(
+            "--nmi",
+            metavar="NMI",
+            help="one customer's NMI (default: every customer)",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Schedule the settlement of the days with reads and no final quota, from --from to --to.
+
+    Every day with meter data and no COMPLETED or ABORTED quota, of one customer (--nmi) or of
+    every customer, gets its settlement job, due at once when its window has passed, which a
+    worker runs (settled with what there is past its data deadline). Prints how many days were
+    scheduled; run again, it schedules nothing twice. Exit status 2 for a date out of range,
+    --to before --from or over a year after it, or an NMI without a customer, the message naming
+    the option.
+    """
+    from freehours.domain import reads as rules
+    from freehours.domain.time import NEM_TIME
+    from freehours.errors import InputError
+    from freehours.runtime import Runtime
+    from freehours.settings import get_settings
+    from freehours.store.catalog import UnknownCustomer
+
+    if nmi is not None:
+        try:
+            rules.check_nmi(nmi, "--nmi")
+        except rules.RangeError as exc:
+            raise InputError(str(exc)) from None
+    settings = get_settings()
+    quiet_logging(settings)
+    runtime = Runtime.open(settings)
+    try:
+        today = runtime.clock.now().astimezone(NEM_TIME).date()
+        try:
+            rules.check_schedule_range(first.date(), last.date(), today, ("--from", "--to"))
+        except rules.RangeError as exc:
+            raise InputError(str(exc)) from None
+        try:
+            scheduled = runtime.ingestion.schedule_unsettled(nmi, first.date(), last.date())
+        except UnknownCustomer as exc:
+            raise InputError(f"--{exc}") from None
+    finally:
+        runtime.close()
+    whose = f"customer {nmi}" if nmi is not None else "every customer"
+    typer.echo(f"{scheduled} days scheduled to settle, {first.date()} to {last.date()}, of {whose}")
