@@ -14,13 +14,20 @@ from standardwebhooks.webhooks import Webhook
 
 from freehours.jobs.webhook import webhook_tasks
 from freehours.jobs.worker import Worker
+from freehours.settings import Settings
 from freehours.store.errors import connection_lost
 from freehours.store.webhooks import NewEvent
 from freehours.webhooks import HttpSender, Webhooks
 from tests.api.conftest import Api
-from tests.webhooks.receiver import Receiver, Reply, receiving
+from tests.webhooks.receiver import LOOPBACK, Receiver, Reply, receiving
 
 ROUTE = "/v1/webhook-endpoints"
+
+
+@pytest.fixture
+def settings() -> Settings:
+    """The API's settings, its receivers on loopback allowed (docs/security.md)."""
+    return Settings(database_url="sqlite://", webhook_allowed_networks="127.0.0.1/32")
 
 
 @pytest.fixture
@@ -129,7 +136,13 @@ def test_deliveries_are_listed_and_replayed_with_the_same_webhook_id(
     api: Api, receiver: Receiver
 ) -> None:
     made = register(api, receiver.url)
-    hooks = Webhooks(api.services.store, api.clock, send=HttpSender(read_timeout=2), rng=Random(1))
+    hooks = Webhooks(
+        api.services.store,
+        api.clock,
+        send=HttpSender(LOOPBACK, deadline=2),
+        destinations=LOOPBACK,
+        rng=Random(1),
+    )
     worker = Worker(api.services.store, webhook_tasks(hooks), clock=api.clock)
     receiver.script = [Reply(500, body=b"not today")]
     with api.services.store.write() as unit:

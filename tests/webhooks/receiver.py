@@ -10,6 +10,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from freehours.domain.webhooks import Destinations
+
+#: The destination policy that lets deliveries reach these receivers (loopback is refused by
+#: default, docs/security.md).
+LOOPBACK = Destinations.parse("127.0.0.1/32")
+
 
 @dataclass(frozen=True)
 class Received:

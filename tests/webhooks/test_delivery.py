@@ -23,7 +23,7 @@ from freehours.jobs.worker import Worker, WorkerConfig
 from freehours.store.database import Store
 from freehours.store.webhooks import DELIVERY_KIND, NewEvent
 from freehours.webhooks import Answer, HttpSender, Webhooks
-from tests.webhooks.receiver import Receiver, Reply, receiving
+from tests.webhooks.receiver import LOOPBACK, Receiver, Reply, receiving
 
 LEASE = timedelta(minutes=1)
 
@@ -47,7 +47,11 @@ def receiver() -> Iterator[Receiver]:
 
 def make(store: Store, clock: ManualClock, send: object = None) -> tuple[Webhooks, Worker]:
     hooks = Webhooks(
-        store, clock, send=send or HttpSender(connect_timeout=1, read_timeout=0.5), rng=Random(1)
+        store,
+        clock,
+        send=send or HttpSender(LOOPBACK, connect_timeout=1, deadline=0.5),
+        rng=Random(1),
+        destinations=LOOPBACK,
     )
     worker = Worker(
         store,
@@ -189,12 +193,12 @@ def test_a_receiver_that_times_out_is_retried(
 ) -> None:
     hooks, worker = make(store, clock)
     hooks.register(receiver.url, ["quota.completed"])
-    receiver.script = [Reply(200, delay=2.0)]  # past the sender's 0.5 s read timeout
+    receiver.script = [Reply(200, delay=2.0)]  # past the sender's 0.5 s deadline
     ident = publish(store, clock)
     worker.run_due()
     (delivery,) = deliveries(store)
     assert delivery.status is DeliveryStatus.PENDING
-    assert delivery.last_error == "timed out"
+    assert delivery.last_error == "timed out (the 0.5 s deadline)"
     clock.advance(10)
     worker.run_due()
     assert deliveries(store)[0].status is DeliveryStatus.SUCCEEDED
@@ -229,7 +233,7 @@ def test_a_receiver_down_for_a_while(store: Store, clock: ManualClock) -> None:
 def test_a_worker_dying_mid_delivery_sends_the_same_webhook_id_again(
     store: Store, clock: ManualClock, receiver: Receiver
 ) -> None:
-    sender = HttpSender(connect_timeout=1, read_timeout=1)
+    sender = HttpSender(LOOPBACK, connect_timeout=1, deadline=1)
     dying = {"once": True}
 
     def send(url: str, body: bytes, headers: dict[str, str]) -> Answer:
