@@ -161,6 +161,18 @@ class _BoundedSocket:
             self.sock.close()
 
 
+def connection_to(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
+    """An unconnected ``http.client`` connection to ``url``'s host and port, and the path (with
+    its query) to POST to."""
+    parts = urlsplit(url)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    https = parts.scheme == "https"
+    connection = http.client.HTTPSConnection if https else http.client.HTTPConnection
+    # The port always given: http.client would read an IPv6 address's last group as one.
+    port = parts.port or (443 if https else 80)
+    return connection(parts.hostname or "", port, timeout=timeout), path
+
+
 class HttpSender:
     """POSTs a delivery (``http.client``, no redirects followed). The whole attempt (connect,
     TLS handshake, the request sent, the answer's status, headers and first ``max_answer``
@@ -187,16 +199,7 @@ class HttpSender:
         deadline = _Deadline(self.deadline)
         conn: http.client.HTTPConnection | None = None
         try:
-            parts = urlsplit(url)
-            path = parts.path or "/"
-            if parts.query:
-                path += "?" + parts.query
-            connection = (
-                http.client.HTTPSConnection
-                if parts.scheme == "https"
-                else http.client.HTTPConnection
-            )
-            conn = connection(parts.hostname or "", parts.port, timeout=self.connect_timeout)
+            conn, path = connection_to(url, self.connect_timeout)
             # http.client connects through this attribute (socket.create_connection); ours
             # resolves, checks and connects within the deadline. TLS then wraps what it returns.
             setattr(conn, "_create_connection", partial(self._connect, deadline=deadline))  # noqa: B010 - no public seam
@@ -638,4 +641,5 @@ __all__ = [
     "Registered",
     "TooManyEndpoints",
     "Webhooks",
+    "connection_to",
 ]
