@@ -20,6 +20,7 @@ import io
 import ipaddress
 import random
 import socket
+import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -161,16 +162,21 @@ class _BoundedSocket:
             self.sock.close()
 
 
-def connection_to(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
-    """An unconnected ``http.client`` connection to ``url``'s host and port, and the path (with
-    its query) to POST to."""
+def connection_to(
+    url: str, timeout: float, tls: ssl.SSLContext | None = None
+) -> tuple[http.client.HTTPConnection, str]:
+    """An unconnected ``http.client`` connection to ``url``'s host and port (https verified by
+    ``tls``, by default the system's trusted certificates and the host's name), and the path
+    (with its query) to POST to."""
     parts = urlsplit(url)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    https = parts.scheme == "https"
-    connection = http.client.HTTPSConnection if https else http.client.HTTPConnection
+    host = parts.hostname or ""
     # The port always given: http.client would read an IPv6 address's last group as one.
-    port = parts.port or (443 if https else 80)
-    return connection(parts.hostname or "", port, timeout=timeout), path
+    if parts.scheme == "https":
+        return http.client.HTTPSConnection(
+            host, parts.port or 443, timeout=timeout, context=tls
+        ), path
+    return http.client.HTTPConnection(host, parts.port or 80, timeout=timeout), path
 
 
 class HttpSender:
@@ -189,8 +195,10 @@ class HttpSender:
         deadline: float = defaults.WEBHOOK_DEADLINE.total_seconds(),
         connect_timeout: float = CONNECT_TIMEOUT,
         max_answer: int = MAX_ANSWER_BYTES,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.destinations = destinations or Destinations()
+        self.tls = tls
         self.deadline = deadline
         self.connect_timeout = connect_timeout
         self.max_answer = max_answer
@@ -199,7 +207,7 @@ class HttpSender:
         deadline = _Deadline(self.deadline)
         conn: http.client.HTTPConnection | None = None
         try:
-            conn, path = connection_to(url, self.connect_timeout)
+            conn, path = connection_to(url, self.connect_timeout, self.tls)
             # http.client connects through this attribute (socket.create_connection); ours
             # resolves, checks and connects within the deadline. TLS then wraps what it returns.
             setattr(conn, "_create_connection", partial(self._connect, deadline=deadline))  # noqa: B010 - no public seam

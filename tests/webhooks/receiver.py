@@ -4,12 +4,14 @@ port, recording every request, answering as scripted (a status, headers, a delay
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from freehours.domain.webhooks import Destinations
 
@@ -175,3 +177,26 @@ def hostile(trickle: float | None) -> Iterator[Hostile]:
         receiver.stopped.set()
         thread.join()
         receiver.listener.close()
+
+
+#: A self-signed certificate for the name ``localhost`` (and no address), and its key: for
+#: receivers on TLS, which a sender trusting it verifies by the URL's name.
+CERTIFICATE = Path(__file__).with_name("localhost.pem")
+KEY = Path(__file__).with_name("localhost.key")
+
+
+@contextmanager
+def receiving_tls() -> Iterator[tuple[Receiver, list[str | None]]]:
+    """A ``Receiver`` on TLS with ``CERTIFICATE``, and the server names (SNI) its clients sent."""
+    names: list[str | None] = []
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(CERTIFICATE, KEY)
+    context.sni_callback = lambda _sock, name, _context: names.append(name)
+    receiver = Receiver()
+    receiver.start()
+    assert receiver.server is not None
+    receiver.server.socket = context.wrap_socket(receiver.server.socket, server_side=True)
+    try:
+        yield receiver, names
+    finally:
+        receiver.stop()

@@ -7,6 +7,7 @@ connect time unless allowed."""
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -30,7 +31,15 @@ from freehours.jobs.worker import Worker, WorkerConfig
 from freehours.store.database import Store
 from freehours.store.webhooks import DELIVERY_KIND, Delivery, NewEvent
 from freehours.webhooks import Answer, HttpSender, Webhooks
-from tests.webhooks.receiver import LOOPBACK, Receiver, Reply, hostile, receiving
+from tests.webhooks.receiver import (
+    CERTIFICATE,
+    LOOPBACK,
+    Receiver,
+    Reply,
+    hostile,
+    receiving,
+    receiving_tls,
+)
 
 DEADLINE = 1.0
 
@@ -284,3 +293,27 @@ def test_a_name_resolving_to_loopback_is_refused_at_connect_unless_allowed(
     assert receiver.ids() == [ident]
     assert deliveries(store)[0].status is DeliveryStatus.SUCCEEDED
     assert receiver.received[0].headers["host"] == f"localhost:{receiver.port}"
+
+
+def test_tls_is_verified_by_the_name_while_the_checked_address_is_connected_to(
+    store: Store, clock: ManualClock
+) -> None:
+    trusted = ssl.create_default_context(cafile=str(CERTIFICATE))
+    sender = HttpSender(LOOPBACK, deadline=DEADLINE, tls=trusted)
+    hooks, worker = make(store, clock, send=sender)
+    with receiving_tls() as (receiver, names):
+        by_name = f"https://localhost:{receiver.port}/hooks"
+        by_address = f"https://127.0.0.1:{receiver.port}/hooks"
+        hooks.register(by_name, ["quota.completed"])
+        hooks.register(by_address, ["quota.completed"])
+        publish(store, clock)
+        assert worker.run_due() == 2
+    # By its name: resolved, checked, connected to 127.0.0.1, verified as localhost.
+    assert len(receiver.received) == 1
+    assert receiver.received[0].headers["host"] == f"localhost:{receiver.port}"
+    assert "localhost" in names
+    # By its address: the certificate names no address, so the attempt fails, recorded.
+    statuses = sorted((d.status.value, d.last_error or "") for d in deliveries(store))
+    assert statuses[0][0] == "pending"
+    assert "SSLCertVerificationError" in statuses[0][1]
+    assert statuses[1] == ("succeeded", "")
