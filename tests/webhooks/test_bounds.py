@@ -10,9 +10,6 @@ from __future__ import annotations
 import ssl
 import threading
 import time
-from collections.abc import Iterator
-from datetime import UTC, datetime
-from random import Random
 
 import pytest
 from prometheus_client import REGISTRY
@@ -26,8 +23,7 @@ from freehours.domain.webhooks import (
     Destinations,
 )
 from freehours.jobs.job import JobState
-from freehours.jobs.webhook import webhook_tasks
-from freehours.jobs.worker import Worker, WorkerConfig
+from freehours.jobs.worker import Worker
 from freehours.store.database import Store
 from freehours.store.webhooks import DELIVERY_KIND, Delivery, NewEvent
 from freehours.webhooks import Answer, HttpSender, Webhooks
@@ -37,41 +33,17 @@ from tests.webhooks.receiver import (
     Receiver,
     Reply,
     hostile,
-    receiving,
     receiving_tls,
 )
+from tests.webhooks.test_delivery import make as make_webhooks
 
 DEADLINE = 1.0
 
 
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(datetime.now(UTC).replace(microsecond=0))
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with receiving() as running:
-        yield running
-
-
 def make(
-    store: Store,
-    clock: ManualClock,
-    send: object = None,
-    destinations: Destinations = LOOPBACK,
+    store: Store, clock: ManualClock, send: object = None, destinations: Destinations = LOOPBACK
 ) -> tuple[Webhooks, Worker]:
-    hooks = Webhooks(
-        store,
-        clock,
-        send=send or HttpSender(destinations, deadline=DEADLINE),  # type: ignore[arg-type]
-        rng=Random(1),
-        destinations=destinations,
-    )
-    worker = Worker(
-        store, webhook_tasks(hooks), config=WorkerConfig(concurrency=1, listen=False), clock=clock
-    )
-    return hooks, worker
+    return make_webhooks(store, clock, send, deadline=DEADLINE, destinations=destinations)
 
 
 def publish(store: Store, clock: ManualClock, count: int = 1) -> list[str]:

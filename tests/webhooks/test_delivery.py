@@ -5,7 +5,6 @@ seam), given up after three days, the endpoint disabled, replayed with the same 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from random import Random
 
@@ -14,7 +13,7 @@ from prometheus_client import REGISTRY
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from freehours.clock import ManualClock
-from freehours.domain.webhooks import GIVE_UP_AFTER, DeliveryStatus
+from freehours.domain.webhooks import GIVE_UP_AFTER, DeliveryStatus, Destinations
 from freehours.jobs import rescuer
 from freehours.jobs.job import JobState
 from freehours.jobs.retry import RetryPolicy
@@ -23,7 +22,7 @@ from freehours.jobs.worker import Worker, WorkerConfig
 from freehours.store.database import Store
 from freehours.store.webhooks import DELIVERY_KIND, NewEvent
 from freehours.webhooks import Answer, HttpSender, Webhooks
-from tests.webhooks.receiver import LOOPBACK, Receiver, Reply, receiving
+from tests.webhooks.receiver import LOOPBACK, Receiver, Reply
 
 LEASE = timedelta(minutes=1)
 
@@ -32,26 +31,22 @@ class Death(BaseException):
     """A worker process dying mid-delivery: nothing catches it."""
 
 
-@pytest.fixture
-def clock() -> ManualClock:
-    # Started at the real time when the test starts: the reference library checks
-    # webhook-timestamp against the system clock (within five minutes).
-    return ManualClock(datetime.now(UTC).replace(microsecond=0))
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with receiving() as running:
-        yield running
-
-
-def make(store: Store, clock: ManualClock, send: object = None) -> tuple[Webhooks, Worker]:
+def make(
+    store: Store,
+    clock: ManualClock,
+    send: object = None,
+    *,
+    deadline: float = 0.5,
+    destinations: Destinations = LOOPBACK,
+) -> tuple[Webhooks, Worker]:
+    """Webhooks over ``store`` (sending to what ``destinations`` allows, each attempt within
+    ``deadline``, unless ``send`` stands in for the sender) and a worker of one thread."""
     hooks = Webhooks(
         store,
         clock,
-        send=send or HttpSender(LOOPBACK, connect_timeout=1, deadline=0.5),
+        send=send or HttpSender(destinations, connect_timeout=1, deadline=deadline),  # type: ignore[arg-type]
         rng=Random(1),
-        destinations=LOOPBACK,
+        destinations=destinations,
     )
     worker = Worker(
         store,

@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
 from random import Random
-
-import pytest
 
 from freehours.cache.quota import MemoryQuotaCache
 from freehours.domain.settlement import QuotaStatus
@@ -22,7 +19,7 @@ from freehours.settlement import FaultPoint, SettlementPolicy, Settlements
 from freehours.store.database import Store
 from freehours.webhooks import HttpSender, Webhooks
 from tests.invoicing.support import JULY, STAMP, System, consumption
-from tests.webhooks.receiver import LOOPBACK, Receiver, receiving
+from tests.webhooks.receiver import LOOPBACK, Receiver
 
 EVERY = [
     "quota.completed",
@@ -31,12 +28,6 @@ EVERY = [
     "invoice.finalised",
     "credit_note.issued",
 ]
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with receiving() as running:
-        yield running
 
 
 def delivered(receiver: Receiver) -> list[dict[str, object]]:

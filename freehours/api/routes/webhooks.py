@@ -24,7 +24,7 @@ from freehours.api.models import (
     WebhookEndpointsOut,
 )
 from freehours.api.openapi import TOO_LARGE, merged, problem
-from freehours.api.problems import Problem
+from freehours.api.problems import Problem, field_problem
 from freehours.api.services import AppServices, Services
 from freehours.domain.webhooks import MAX_ENDPOINTS, DeliveryStatus, InvalidEndpoint
 from freehours.observability.logging import bind_fields
@@ -106,14 +106,7 @@ def delivery_json(delivery: Delivery, attempts: list[Attempt]) -> dict[str, Any]
 
 def _invalid(exc: InvalidEndpoint) -> Problem:
     """A field the destination policy refuses (a literal address), as validation answers it."""
-    field = f"body.{exc.field}"
-    return Problem(
-        422,
-        "validation-error",
-        "Request body is not valid",
-        f"{field}: {exc.reason}",
-        errors=[{"field": field, "message": exc.reason}],
-    )
+    return field_problem(f"body.{exc.field}", exc.reason)
 
 
 def _not_found(what: str) -> Problem:
