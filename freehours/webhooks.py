@@ -4,9 +4,12 @@
 Events are written by the store, in the transaction of the state change (``freehours.store.
 webhooks``); each delivery is a ``webhook-delivery`` job whose handler (``freehours.jobs.webhook``)
 calls ``Webhooks.attempt``. An attempt reads its delivery, sends it outside any transaction
-(short timeouts, a bounded read of the answer), then records the answer and what follows from it:
-delivered; tried again after the schedule's wait (or the receiver's ``Retry-After``, if longer);
-or, three days on, failed for good, and the endpoint disabled when it keeps failing.
+(within one deadline for the whole attempt, only to an address the destination policy allows),
+then records the answer and what follows from it: delivered; tried again after the schedule's
+wait (or the receiver's ``Retry-After``, if longer); or, three days on, failed for good, and the
+endpoint disabled when it keeps failing. Whatever the sender raises is a failed attempt too.
+An endpoint whose circuit is open, or whose attempts in flight are at their cap
+(``EndpointGate``), has its delivery postponed instead: no attempt, nothing recorded.
 
 A worker that dies between the send and the record leaves the delivery pending: the rescued job
 sends it again, with the same ``webhook-id``. Delivery is at least once; receivers deduplicate by
