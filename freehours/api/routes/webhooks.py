@@ -50,6 +50,11 @@ NO_DELIVERY = problem(
     "No endpoint of that id, or no delivery of that id to it:"
     " `/problems/webhook-endpoint-not-found`, `/problems/webhook-delivery-not-found`."
 )
+REPLAYS_LIMITED = problem(
+    "Over a rate limit: the key's, or this endpoint's or this key's replays (5 a minute each,"
+    " `FREEHOURS_RATE_LIMIT_WEBHOOK_REPLAYS`): `/problems/rate-limited`.",
+    "Retry-After",
+)
 TOO_MANY = {
     "description": f"So is a registration past the {MAX_ENDPOINTS} endpoints there may be:"
     " `/problems/too-many-endpoints`."
@@ -284,7 +289,7 @@ def list_deliveries(
     status_code=202,
     response_model=WebhookDeliveryOut,
     response_description="The delivery, pending again: sent by the job workers.",
-    responses={404: NO_DELIVERY},
+    responses={404: NO_DELIVERY, 429: REPLAYS_LIMITED},
 )
 async def replay_delivery(
     endpoint_id: EndpointIdPath, delivery_id: DeliveryIdPath, key: AdminKey, services: AppServices
