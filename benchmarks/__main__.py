@@ -21,6 +21,7 @@ BENCHMARKS = [
     "jobs",
     "invoicing",
     "hostile",
+    "webhooks",
     "faults",
     "day",
     "history",

@@ -63,3 +63,10 @@ HISTORY_RETENTION_MONTHS = 84
 #: The largest NEM12 upload the API takes (413 past it). The agent keeps to it by default: a larger
 #: file would only be refused, after the agent had read and spooled all of it.
 MAX_UPLOAD_BYTES = 100 * 1024 * 1024
+
+# --- webhooks (``freehours.webhooks.HttpSender``) ---
+
+#: The whole of a webhook attempt (connect, TLS, the request sent, the answer read). Receivers
+#: are asked to answer at once and act later (Standard Webhooks' advice; its reference services
+#: wait 15 s): longer only lets a slow receiver hold a worker thread.
+WEBHOOK_DEADLINE = timedelta(seconds=15)

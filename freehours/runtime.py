@@ -38,7 +38,7 @@ from freehours.settings import Settings
 from freehours.settlement import Faults, SettlementPolicy, Settlements
 from freehours.store.database import Store
 from freehours.store.engine import Timeouts
-from freehours.webhooks import Webhooks
+from freehours.webhooks import HttpSender, Webhooks
 
 
 # The settings mapped onto the policies they configure: here, where the parts are built, so that
@@ -136,6 +136,14 @@ def retry_policy(
     )
 
 
+def configured_webhooks(store: Store, settings: Settings, clock: Clock) -> Webhooks:
+    """Webhooks as configured: the destination policy (``webhook_allowed_networks``) checked
+    at registration and at every connect, each attempt bounded by ``webhook_deadline_seconds``."""
+    destinations = settings.webhook_destinations()
+    sender = HttpSender(destinations, deadline=settings.webhook_deadline_seconds)
+    return Webhooks(store, clock, send=sender, destinations=destinations)
+
+
 @dataclass
 class Runtime:
     """The database, the quota cache, the settlement service, ingestion (which schedules the
@@ -156,7 +164,7 @@ class Runtime:
     webhooks: Webhooks = field(init=False)
 
     def __post_init__(self) -> None:
-        self.webhooks = Webhooks(self.store, self.clock)
+        self.webhooks = configured_webhooks(self.store, self.settings, self.clock)
         stuck = partial(rescuer.count_stuck, self.store, self.clock)
         self.measured = (
             JOBS_STUCK.measured_by(stuck),

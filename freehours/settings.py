@@ -10,6 +10,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from freehours import defaults
+from freehours.domain.webhooks import Destinations
 from freehours.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -346,6 +347,40 @@ class Settings(BaseSettings):
     idempotency_retention_hours: float = Field(
         default=24.0, ge=24, description="How long Idempotency-Keys are kept (at least 24 hours)"
     )
+
+    # --- webhooks (docs/webhooks.md) ---
+    webhook_deadline_seconds: float = Field(
+        default=defaults.WEBHOOK_DEADLINE.total_seconds(),
+        gt=0,
+        le=120,
+        description=(
+            "The whole of a webhook attempt (connect, send, the answer read); past it the attempt "
+            "fails as timed out"
+        ),
+    )
+    webhook_allowed_networks: str = Field(
+        default="",
+        description=(
+            "Networks webhooks may be sent to despite being private, loopback or link-local "
+            "(comma-separated CIDRs, e.g. 10.20.0.0/16,127.0.0.1/32); empty: public addresses only"
+        ),
+    )
+    rate_limit_webhook_replays: str = Field(
+        default="5/minute",
+        description=(
+            "Webhook replays per endpoint, and per admin key (limits syntax); past it, 429"
+        ),
+    )
+
+    @field_validator("webhook_allowed_networks")
+    @classmethod
+    def _networks(cls, value: str) -> str:
+        Destinations.parse(value)  # a ValueError naming the one that is not a network
+        return value
+
+    def webhook_destinations(self) -> Destinations:
+        """Where webhooks may be sent: the public Internet and ``webhook_allowed_networks``."""
+        return Destinations.parse(self.webhook_allowed_networks)
 
     def nem12_limits(self) -> ReadLimits:
         """The ``nem12_*`` limits, as the NEM12 reader takes them."""

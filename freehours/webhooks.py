@@ -4,9 +4,12 @@
 Events are written by the store, in the transaction of the state change (``freehours.store.
 webhooks``); each delivery is a ``webhook-delivery`` job whose handler (``freehours.jobs.webhook``)
 calls ``Webhooks.attempt``. An attempt reads its delivery, sends it outside any transaction
-(short timeouts, a bounded read of the answer), then records the answer and what follows from it:
-delivered; tried again after the schedule's wait (or the receiver's ``Retry-After``, if longer);
-or, three days on, failed for good, and the endpoint disabled when it keeps failing.
+(within one deadline for the whole attempt, only to an address the destination policy allows),
+then records the answer and what follows from it: delivered; tried again after the schedule's
+wait (or the receiver's ``Retry-After``, if longer); or, three days on, failed for good, and the
+endpoint disabled when it keeps failing. Whatever the sender raises is a failed attempt too.
+An endpoint whose circuit is open, or whose attempts in flight are at their cap
+(``EndpointGate``), has its delivery postponed instead: no attempt, nothing recorded.
 
 A worker that dies between the send and the record leaves the delivery pending: the rescued job
 sends it again, with the same ``webhook-id``. Delivery is at least once; receivers deduplicate by
@@ -16,20 +19,32 @@ sends it again, with the same ``webhook-id``. Delivery is at least once; receive
 from __future__ import annotations
 
 import http.client
+import io
+import ipaddress
 import random
+import socket
+import ssl
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from functools import partial
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import structlog
 
+from freehours import defaults
 from freehours.clock import Clock, SystemClock
 from freehours.domain.webhooks import (
+    BREAKER_FAILURES,
+    GIVE_UP_AFTER,
+    JITTER,
     MAX_ENDPOINTS,
     ROTATION_OVERLAP,
+    Circuit,
     DeliveryStatus,
+    Destinations,
     InvalidEndpoint,
     check_event_types,
     check_url,
@@ -42,7 +57,9 @@ from freehours.domain.webhooks import (
 from freehours.observability.metrics import (
     WEBHOOK_ATTEMPT_SECONDS,
     WEBHOOK_ATTEMPTS,
+    WEBHOOK_ATTEMPTS_POSTPONED,
     WEBHOOK_DELIVERIES_FAILED,
+    WEBHOOK_DESTINATIONS_REFUSED,
     WEBHOOK_ENDPOINTS_DISABLED,
 )
 from freehours.store.database import Store
@@ -50,56 +67,156 @@ from freehours.store.webhooks import Delivery, Endpoint, Work
 
 log = structlog.get_logger("freehours.webhooks")
 
-#: Seconds to connect, and to wait for each read of the answer.
+#: Seconds to connect to one of the host's addresses (within the attempt's deadline).
 CONNECT_TIMEOUT = 5.0
-READ_TIMEOUT = 10.0
-#: The most of an answer's body read (for a failure's reason); the rest is never read.
+#: The most of an answer's body read; the rest is never read.
 MAX_ANSWER_BYTES = 4096
+#: The most of a non-2xx answer's body kept as its reason (what an admin reads back): enough
+#: for a receiver's one-line error, too little to read a service out through it.
+MAX_EXCERPT = 200
 USER_AGENT = "freehours-webhooks/1"
 
 
 @dataclass(frozen=True, slots=True)
 class Answer:
     """What a receiver answered: its status, its ``Retry-After`` and the start of its body; or
-    ``error`` when there was no answer (refused, reset, timed out)."""
+    ``error`` when there was no answer (refused, reset, timed out), ``refused`` when the
+    destination policy refused every address of the host (nothing was sent)."""
 
     status: int | None
     retry_after: str | None = None
     body: bytes = b""
     error: str | None = None
+    refused: bool = False
 
 
 class Sender(Protocol):
     def __call__(self, url: str, body: bytes, headers: dict[str, str]) -> Answer: ...
 
 
+class DestinationRefused(OSError):
+    """Every address the host resolved to is one the destination policy refuses."""
+
+
+class _Deadline:
+    """The moment an attempt must be over by (``time.monotonic``)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.at = time.monotonic() + seconds
+
+    def left(self) -> float:
+        """Seconds left; ``TimeoutError`` once there are none."""
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the attempt's deadline passed")
+        return left
+
+
+class _BoundedReader(io.RawIOBase):
+    """A socket's reads, each given only the attempt's time left: a receiver trickling its
+    answer a byte at a time is cut off at the deadline, not at a read timeout per byte."""
+
+    def __init__(self, owner: _BoundedSocket) -> None:
+        super().__init__()
+        self._owner = owner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        sock = self._owner.sock
+        sock.settimeout(self._owner.deadline.left())
+        return sock.recv_into(buffer)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._owner.file_closed()
+        super().close()
+
+
+class _BoundedSocket:
+    """What ``http.client`` uses of a connected socket (``sendall``, ``makefile``, ``close``),
+    every send and read bounded by the attempt's time left. As a socket does, it stays open
+    while a file made of it (the response's) is, however early the connection closes it."""
+
+    def __init__(self, sock: socket.socket, deadline: _Deadline) -> None:
+        self.sock = sock
+        self.deadline = deadline
+        self._files = 0
+        self._closed = False
+
+    def sendall(self, data: bytes) -> None:
+        # A timeout bounds the whole of a sendall (not each send) since Python 3.5.
+        self.sock.settimeout(self.deadline.left())
+        self.sock.sendall(data)
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        self._files += 1
+        return io.BufferedReader(_BoundedReader(self))
+
+    def file_closed(self) -> None:
+        self._files -= 1
+        if self._closed and not self._files:
+            self.sock.close()
+
+    def close(self) -> None:
+        self._closed = True
+        if not self._files:
+            self.sock.close()
+
+
+def connection_to(
+    url: str, timeout: float, tls: ssl.SSLContext | None = None
+) -> tuple[http.client.HTTPConnection, str]:
+    """An unconnected ``http.client`` connection to ``url``'s host and port (https verified by
+    ``tls``, by default the system's trusted certificates and the host's name), and the path
+    (with its query) to POST to."""
+    parts = urlsplit(url)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    host = parts.hostname or ""
+    # The port always given: http.client would read an IPv6 address's last group as one.
+    if parts.scheme == "https":
+        return http.client.HTTPSConnection(
+            host, parts.port or 443, timeout=timeout, context=tls
+        ), path
+    return http.client.HTTPConnection(host, parts.port or 80, timeout=timeout), path
+
+
 class HttpSender:
-    """POSTs a delivery (http.client: the connect and each read bounded by their timeouts, at
-    most ``max_answer`` bytes of the answer read, no redirects followed)."""
+    """POSTs a delivery (``http.client``, no redirects followed). The whole attempt (connect,
+    TLS handshake, the request sent, the answer's status, headers and first ``max_answer``
+    bytes read) ends by ``deadline`` seconds. The host is resolved here and each address checked
+    against ``destinations`` before it is connected to, and the socket connected to that checked
+    address, so a name that resolves (or is rebound) to a refused address reaches nothing; the
+    Host header and TLS (SNI, the certificate's name) keep the URL's name. Name resolution is the
+    system resolver's, outside the deadline."""
 
     def __init__(
         self,
+        destinations: Destinations | None = None,
+        *,
+        deadline: float = defaults.WEBHOOK_DEADLINE.total_seconds(),
         connect_timeout: float = CONNECT_TIMEOUT,
-        read_timeout: float = READ_TIMEOUT,
         max_answer: int = MAX_ANSWER_BYTES,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        self.destinations = destinations or Destinations()
+        self.tls = tls
+        self.deadline = deadline
         self.connect_timeout = connect_timeout
-        self.read_timeout = read_timeout
         self.max_answer = max_answer
 
     def __call__(self, url: str, body: bytes, headers: dict[str, str]) -> Answer:
-        parts = urlsplit(url)
-        path = parts.path or "/"
-        if parts.query:
-            path += "?" + parts.query
-        connection = (
-            http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        )
-        conn = connection(parts.hostname or "", parts.port, timeout=self.connect_timeout)
+        deadline = _Deadline(self.deadline)
+        conn: http.client.HTTPConnection | None = None
         try:
+            conn, path = connection_to(url, self.connect_timeout, self.tls)
+            # http.client connects through this attribute (socket.create_connection); ours
+            # resolves, checks and connects within the deadline. TLS then wraps what it returns.
+            setattr(conn, "_create_connection", partial(self._connect, deadline=deadline))  # noqa: B010 - no public seam
             conn.connect()
-            if conn.sock is not None:
-                conn.sock.settimeout(self.read_timeout)
+            assert conn.sock is not None
+            conn.sock = _BoundedSocket(conn.sock, deadline)
             conn.request(
                 "POST",
                 path,
@@ -107,15 +224,57 @@ class HttpSender:
                 headers={**headers, "content-type": "application/json", "user-agent": USER_AGENT},
             )
             response = conn.getresponse()
-            return Answer(
-                response.status, response.getheader("retry-after"), response.read(self.max_answer)
-            )
+            status, retry_after = response.status, response.getheader("retry-after")
+            try:
+                answer = response.read(self.max_answer)
+            except (TimeoutError, OSError, http.client.HTTPException):
+                answer = b""  # the status is the answer; its body is only a failure's reason
+            return Answer(status, retry_after, answer)
         except TimeoutError:
-            return Answer(None, error="timed out")
-        except (OSError, http.client.HTTPException) as exc:
+            return Answer(None, error=f"timed out (the {self.deadline:g} s deadline)")
+        except DestinationRefused as exc:
+            return Answer(None, error=str(exc), refused=True)
+        except Exception as exc:  # noqa: BLE001 - whatever a URL or a receiver does is an answer
             return Answer(None, error=f"{type(exc).__name__}: {exc}"[:500])
         finally:
-            conn.close()
+            if conn is not None:
+                conn.close()
+
+    def _connect(
+        self,
+        address: tuple[str, int],
+        timeout: float | None = None,
+        source_address: object = None,
+        *,
+        deadline: _Deadline,
+    ) -> socket.socket:
+        """A socket connected to the first address of ``address``'s host that the destination
+        policy allows and that answers, its timeout the time left."""
+        host, port = address
+        refusals: list[str] = []
+        failure: OSError | None = None
+        for family, kind, proto, _, sockaddr in socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM
+        ):
+            reached = ipaddress.ip_address(str(sockaddr[0]))
+            refusal = self.destinations.refusal(reached)
+            if refusal is not None:
+                log.warning("webhook_destination_refused", host=host, address=str(reached))
+                refusals.append(refusal)
+                continue
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.settimeout(min(self.connect_timeout, deadline.left()))
+                sock.connect(sockaddr)
+                sock.settimeout(deadline.left())
+            except OSError as exc:
+                sock.close()
+                failure = exc
+                continue
+            return sock
+        if failure is not None:
+            raise failure
+        raise DestinationRefused(f"refused by the destination policy: {host}: {refusals[0]}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +293,74 @@ class TooManyEndpoints(Exception):
     pass
 
 
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What became of a delivery's turn: ``what`` (``delivered``, ``retry``, ``failed: ...``,
+    ``postponed: ...``, or why nothing was sent); a failed attempt's ``retry_in`` (the
+    schedule's wait); or, with no attempt made, ``postponed``: how long to wait before asking
+    again (not a failure)."""
+
+    what: str
+    retry_in: timedelta | None = None
+    postponed: timedelta | None = None
+
+
+class EndpointGate:
+    """Each endpoint's circuit and its attempts in flight, in this process (shared by a
+    worker's threads; each worker process keeps its own): the decisions are
+    ``freehours.domain.webhooks.Circuit``'s."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._circuits: dict[str, Circuit] = {}
+        self._in_flight: dict[str, int] = {}
+
+    def enter(self, endpoint: str) -> tuple[str, timedelta] | None:
+        """Take one of ``endpoint``'s slots for an attempt (None), or why not and how long to
+        wait."""
+        with self._lock:
+            circuit = self._circuits.get(endpoint, _CLOSED)
+            in_flight = self._in_flight.get(endpoint, 0)
+            postponed = circuit.postponed(in_flight=in_flight, now=self.clock.now())
+            if postponed is None:
+                self._in_flight[endpoint] = in_flight + 1
+            return postponed
+
+    def leave(self, endpoint: str, *, succeeded: bool) -> None:
+        """Give the slot back, the attempt's answer counted in the endpoint's circuit."""
+        with self._lock:
+            left = self._in_flight.pop(endpoint, 1) - 1
+            if left:
+                self._in_flight[endpoint] = left
+            was = self._circuits.get(endpoint, _CLOSED)
+            circuit = was.after(succeeded=succeeded, now=self.clock.now())
+            if circuit == _CLOSED:
+                self._circuits.pop(endpoint, None)
+            else:
+                self._circuits[endpoint] = circuit
+        if circuit.open_until is not None and was.open_until != circuit.open_until:
+            log.warning(
+                "webhook_circuit_opened",
+                endpoint=endpoint,
+                failures=circuit.failures,
+                until=circuit.open_until,
+            )
+        elif was.failures >= BREAKER_FAILURES and circuit == _CLOSED:
+            log.info("webhook_circuit_closed", endpoint=endpoint)
+
+    def circuit(self, endpoint: str) -> Circuit:
+        with self._lock:
+            return self._circuits.get(endpoint, _CLOSED)
+
+
+_CLOSED = Circuit()
+
+
 class Webhooks:
-    """Endpoints and deliveries over a store."""
+    """Endpoints and deliveries over a store. ``destinations``: where a delivery may go (the
+    destination policy, checked at registration for a literal address and by the default
+    sender at every connect)."""
 
     def __init__(
         self,
@@ -144,18 +369,30 @@ class Webhooks:
         *,
         send: Sender | None = None,
         rng: random.Random | None = None,
+        destinations: Destinations | None = None,
     ) -> None:
         self.store = store
         self.clock = clock or SystemClock()
-        self.send = send or HttpSender()
+        self.destinations = destinations or Destinations()
+        self.send = send or HttpSender(self.destinations)
         self.rng = rng or random.Random()
+        self.gate = EndpointGate(self.clock)
 
     # --- endpoints ---------------------------------------------------------------------------
+
+    def check_url(self, url: str) -> str:
+        """``url`` as it is stored and sent (``check_url``), if the destination policy does not
+        refuse its host's literal address; else ``InvalidEndpoint``."""
+        sent = check_url(url)
+        refusal = self.destinations.url_refusal(sent)
+        if refusal is not None:
+            raise InvalidEndpoint("url", refusal)
+        return sent
 
     def register(self, url: str, events: list[str], description: str = "") -> Registered:
         """A new endpoint, enabled, with a new secret. ``InvalidEndpoint`` for a field that
         cannot be; ``TooManyEndpoints`` past ``MAX_ENDPOINTS``."""
-        url = check_url(url)
+        url = self.check_url(url)
         types = check_event_types(events)
         secret = new_secret()
         now = self.clock.now()
@@ -179,7 +416,7 @@ class Webhooks:
     ) -> Endpoint:
         values: dict[str, object] = {}
         if url is not None:
-            values["url"] = check_url(url)
+            values["url"] = self.check_url(url)
         if events is not None:
             values["events"] = check_event_types(events)
         if description is not None:
@@ -230,33 +467,66 @@ class Webhooks:
 
     # --- one attempt (the webhook-delivery job) ----------------------------------------------
 
-    def attempt(self, delivery_id: int) -> tuple[str, timedelta | None]:
-        """Attempt a delivery: what became of it (``delivered``, ``retry``, ``failed``, or why
-        nothing was sent) and, to retry, how long to wait."""
+    def attempt(self, delivery_id: int) -> Outcome:
+        """Attempt a delivery, unless its endpoint's circuit is open or its attempts in flight
+        are at their cap (then it is postponed, no attempt made or counted)."""
         with self.store.read() as unit:
             work = unit.webhooks.work(delivery_id, for_update=False)
         if work is None:
-            return "gone", None
+            return Outcome("gone")
         if work.delivery.status is not DeliveryStatus.PENDING:
-            return f"{work.delivery.status.value} before", None
+            return Outcome(f"{work.delivery.status.value} before")
         now = self.clock.now()
         if not work.endpoint.enabled:
-            with self.store.write() as unit:
-                unit.webhooks.fail(work, at=now, reason="endpoint disabled")
-            WEBHOOK_DELIVERIES_FAILED.labels(work.endpoint.id).inc()
-            log.warning("webhook_delivery_failed", **_fields(work), reason="endpoint disabled")
-            return "failed: endpoint disabled", None
+            return self._fail_unsent(work, "endpoint disabled")
+        endpoint = work.endpoint.id
+        postponed = self.gate.enter(endpoint)
+        if postponed is not None:
+            return self._postpone(work, *postponed)
         body = work.body.encode()
         stamp = int(now.timestamp())
         headers = signed_headers(work.endpoint.secrets(now), work.delivery.event_id, stamp, body)
         started = time.perf_counter()
-        answer = self.send(work.endpoint.url, body, headers)
+        answer = Answer(None, error="the attempt did not finish")
+        try:
+            answer = self.send(work.endpoint.url, body, headers)
+        except Exception as exc:  # noqa: BLE001 - any sender's failure is a failed attempt
+            answer = Answer(None, error=f"{type(exc).__name__}: {exc}"[:500])
+        finally:
+            self.gate.leave(endpoint, succeeded=_succeeded(answer))
         latency = time.perf_counter() - started
+        if answer.refused:
+            WEBHOOK_DESTINATIONS_REFUSED.labels(endpoint).inc()
         return self._record(work, answer, latency)
 
-    def _record(self, work: Work, answer: Answer, latency: float) -> tuple[str, timedelta | None]:
+    def _postpone(self, work: Work, reason: str, wait: timedelta) -> Outcome:
+        """No attempt now: ask again after ``wait`` (spread by up to ``JITTER`` of it, so that a
+        backlog does not come back at once), or, past the delivery's give-up, fail it, unsent
+        (not counted against the endpoint: its own attempts are)."""
         now = self.clock.now()
-        ok = answer.status is not None and 200 <= answer.status < 300
+        WEBHOOK_ATTEMPTS_POSTPONED.labels(work.endpoint.id, reason).inc()
+        give_up = work.delivery.started_at + GIVE_UP_AFTER
+        if now >= give_up:
+            return self._fail_unsent(work, f"gave up: postponed ({reason}) past its three days")
+        wait = min(wait * (1 + JITTER * self.rng.random()), give_up - now)
+        log.info(
+            "webhook_postponed",
+            **_fields(work),
+            reason=reason,
+            retry_in=wait.total_seconds(),
+        )
+        return Outcome(f"postponed: {reason}", postponed=wait)
+
+    def _fail_unsent(self, work: Work, reason: str) -> Outcome:
+        with self.store.write() as unit:
+            unit.webhooks.fail(work, at=self.clock.now(), reason=reason)
+        WEBHOOK_DELIVERIES_FAILED.labels(work.endpoint.id).inc()
+        log.warning("webhook_delivery_failed", **_fields(work), reason=reason)
+        return Outcome(f"failed: {reason}")
+
+    def _record(self, work: Work, answer: Answer, latency: float) -> Outcome:
+        now = self.clock.now()
+        ok = _succeeded(answer)
         outcome = "succeeded" if ok else ("error" if answer.status is None else "failed")
         error = None if ok else _reason(answer)
         wait: timedelta | None = None
@@ -264,7 +534,7 @@ class Webhooks:
         with self.store.write() as unit:
             current = unit.webhooks.work(work.delivery.id)
             if current is None or current.delivery.status is not DeliveryStatus.PENDING:
-                return "recorded before", None
+                return Outcome("recorded before")
             if ok:
                 status = DeliveryStatus.SUCCEEDED
             else:
@@ -317,15 +587,15 @@ class Webhooks:
             retry_in=None if wait is None else wait.total_seconds(),
         )
         if ok:
-            return "delivered", None
+            return Outcome("delivered")
         if wait is not None:
-            return "retry", wait
+            return Outcome("retry", retry_in=wait)
         WEBHOOK_DELIVERIES_FAILED.labels(work.endpoint.id).inc()
         log.error("webhook_delivery_failed", **fields, reason=error)
         if disabled:
             WEBHOOK_ENDPOINTS_DISABLED.inc()
             log.error("webhook_endpoint_disabled", endpoint=work.endpoint.id, url=work.endpoint.url)
-        return f"failed: {error}", None
+        return Outcome(f"failed: {error}")
 
 
 #: Events deleted per transaction by ``prune``.
@@ -355,19 +625,32 @@ def _fields(work: Work) -> dict[str, object]:
     }
 
 
+def _succeeded(answer: Answer) -> bool:
+    return answer.status is not None and 200 <= answer.status < 300
+
+
 def _reason(answer: Answer) -> str:
+    """A failed attempt's reason as an admin reads it: the error, or the status and a short
+    excerpt of the body (printable characters only). Only a destination the policy allowed
+    answers at all; a refused one's reason names the policy, never what is there."""
     if answer.status is None:
         return answer.error or "no answer"
-    text = answer.body.decode("utf-8", "replace").strip()
-    return f"HTTP {answer.status}" + (f": {text[:500]}" if text else "")
+    text = answer.body.decode("utf-8", "replace")
+    excerpt = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+    if len(excerpt) > MAX_EXCERPT:
+        excerpt = excerpt[: MAX_EXCERPT - 1] + "…"
+    return f"HTTP {answer.status}" + (f": {excerpt}" if excerpt else "")
 
 
 __all__ = [
     "Answer",
+    "EndpointGate",
     "HttpSender",
     "InvalidEndpoint",
     "NotFound",
+    "Outcome",
     "Registered",
     "TooManyEndpoints",
     "Webhooks",
+    "connection_to",
 ]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from freehours.clock import ManualClock
+from freehours.domain.webhooks import Destinations
 from freehours.errors import ConfigurationError
 from freehours.jobs.retry import RetryPolicy
 from freehours.jobs.worker import WorkerConfig
@@ -83,6 +84,12 @@ def test_the_documented_defaults_hold(clean_env: pytest.MonkeyPatch) -> None:
         settings.job_retention_hours,
     ) == (4, 30, 1, 1, 600, 168)
     assert (settings.max_upload_bytes, settings.redis_prefix) == (100 * 1024 * 1024, "freehours:")
+    assert (
+        settings.webhook_deadline_seconds,
+        settings.webhook_allowed_networks,
+        settings.rate_limit_webhook_replays,
+    ) == (15, "", "5/minute")
+    assert settings.webhook_destinations() == Destinations()
 
 
 @pytest.mark.parametrize(
@@ -100,6 +107,12 @@ def test_the_documented_defaults_hold(clean_env: pytest.MonkeyPatch) -> None:
             " redis, rediss, unix",
         ),
         ("FREEHOURS_LOG_LEVEL", "loud", "FREEHOURS_LOG_LEVEL='loud': Input should be 'debug'"),
+        (
+            "FREEHOURS_WEBHOOK_ALLOWED_NETWORKS",
+            "10.0.0.0/8,intranet",
+            "FREEHOURS_WEBHOOK_ALLOWED_NETWORKS='10.0.0.0/8,intranet': 'intranet' is not a network"
+            " (CIDR)",
+        ),
     ],
 )
 def test_a_setting_that_is_not_one_is_an_error_naming_its_variable(

@@ -91,12 +91,18 @@ class Problem(Exception):
 
 def range_problem(field: str, exc: RangeError) -> Problem:
     """A 422 naming ``field`` as the validation answer does (``errors: [{field, message}]``)."""
+    return field_problem(field, exc.reason)
+
+
+def field_problem(field: str, reason: str) -> Problem:
+    """A 422 naming ``field`` and why, as the validation answer does: for a check that needs
+    more than the body (the settings, the database)."""
     return Problem(
         422,
         "validation-error",
         "Request is not valid",
-        f"{field}: {exc.reason}",
-        errors=[{"field": field, "message": exc.reason}],
+        f"{field}: {reason}",
+        errors=[{"field": field, "message": reason}],
     )
 
 

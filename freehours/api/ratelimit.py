@@ -135,7 +135,8 @@ def _window_keys(key: str, expiry: int, now: float) -> tuple[str, str]:
 
 
 class RateLimits:
-    """Per-client and per-NMI limits. ``check`` raises a 429 problem with Retry-After.
+    """Per-client and per-NMI limits, and webhook replays'. ``check`` raises a 429 problem with
+    Retry-After.
 
     With a ``breaker`` (limits kept in Redis), a Redis that fails or is slow is left alone for a
     while and the limits are counted in this process meanwhile (each process then allows the
@@ -148,11 +149,14 @@ class RateLimits:
         per_nmi: str,
         unknown_keys: str = "30/minute",
         breaker: RedisBreaker | None = None,
+        *,
+        replays: str = "5/minute",
     ) -> None:
         self._limiter = SlidingWindowCounterRateLimiter(storage)
         self._per_client: RateLimitItem = parse(per_client)
         self._per_nmi: RateLimitItem = parse(per_nmi)
         self._unknown_keys: RateLimitItem = parse(unknown_keys)
+        self._replays: RateLimitItem = parse(replays)
         self._breaker = breaker
         self._fallback = SlidingWindowCounterRateLimiter(SweptMemoryStorage())
 
@@ -167,18 +171,19 @@ class RateLimits:
         *,
         timeout: float = 0.1,
         breaker: RedisBreaker | None = None,
+        replays: str = "5/minute",
     ) -> RateLimits:
         """In memory, or in Redis (keys under ``prefix``) when a URL is configured, every call
         answered or failed within ``timeout``, and bypassed while ``breaker`` is open."""
         if redis_url is None:
-            return cls(SweptMemoryStorage(), per_client, per_nmi, unknown_keys)
+            return cls(SweptMemoryStorage(), per_client, per_nmi, unknown_keys, replays=replays)
         storage = RedisStorage(
             f"async+{redis_url}",
             implementation="redispy",
             key_prefix=f"{prefix}limits",
             **async_options(timeout),
         )
-        return cls(storage, per_client, per_nmi, unknown_keys, breaker)
+        return cls(storage, per_client, per_nmi, unknown_keys, breaker, replays=replays)
 
     async def ping(self) -> str:
         """``"ok"`` when the limits' Redis answers in time, ``"unavailable"`` when it does not or
@@ -207,6 +212,12 @@ class RateLimits:
 
     async def check_nmi(self, nmi: str) -> None:
         await self._check(self._per_nmi, "nmi", nmi)
+
+    async def check_replay(self, endpoint_id: str, key_id: str) -> None:
+        """429 for a webhook replay past the limit of the endpoint's, or of the admin key's
+        (each replay sends the event again: a loop of them would flood a receiver)."""
+        await self._check(self._replays, "webhook-endpoint", endpoint_id)
+        await self._check(self._replays, "key", key_id)
 
     async def check_unknown_keys(self, address: str) -> None:
         """429 for a client address that sent too many unknown keys lately (not counted here:

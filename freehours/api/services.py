@@ -82,6 +82,7 @@ class Services:
             settings.rate_limit_unknown_keys,
             timeout=settings.redis_timeout_seconds,
             breaker=runtime.redis_breaker,
+            replays=settings.rate_limit_webhook_replays,
         )
         return cls(runtime, limits)
 

@@ -9,8 +9,10 @@ from rich.console import Console
 from rich.table import Table
 
 from freehours.cli import app, needs_database, quiet_logging
+from freehours.clock import SystemClock
 from freehours.domain.webhooks import EVENT_TYPES, DeliveryStatus, InvalidEndpoint
 from freehours.errors import InputError
+from freehours.runtime import configured_webhooks
 from freehours.settings import get_settings
 from freehours.store.database import Store
 from freehours.webhooks import NotFound, TooManyEndpoints, Webhooks
@@ -30,6 +32,11 @@ def _open() -> Store:
     settings = get_settings()
     quiet_logging(settings)
     return Store.open(settings.database_url)
+
+
+def _webhooks(store: Store) -> Webhooks:
+    """The webhooks over ``store`` as configured (the destination policy among the settings)."""
+    return configured_webhooks(store, get_settings(), SystemClock())
 
 
 def _stamp(moment: object) -> str:
@@ -53,7 +60,7 @@ def add(
     """Register an endpoint; print its id, then its signing secret (shown this once)."""
     with _open() as store:
         try:
-            made = Webhooks(store).register(url, event, description)
+            made = _webhooks(store).register(url, event, description)
         except (InvalidEndpoint, TooManyEndpoints) as exc:
             raise InputError(str(exc)) from None
     typer.echo(made.endpoint.id)
@@ -121,7 +128,7 @@ def replay(
     """Send a delivery again, with the same webhook-id (the workers send it)."""
     with _open() as store:
         try:
-            delivery = Webhooks(store).replay(delivery_id)
+            delivery = _webhooks(store).replay(delivery_id)
         except NotFound:
             raise InputError(f"no webhook delivery {delivery_id}") from None
     Console(stderr=True).print(f"delivery {delivery.id} ({delivery.event_id}) pending again")
@@ -144,7 +151,7 @@ def disable(endpoint_id: Annotated[str, typer.Argument(metavar="ENDPOINT_ID")]) 
 def _set_enabled(endpoint_id: str, *, enabled: bool) -> None:
     with _open() as store:
         try:
-            Webhooks(store).update(endpoint_id, enabled=enabled)
+            _webhooks(store).update(endpoint_id, enabled=enabled)
         except NotFound:
             raise InputError(f"no webhook endpoint {endpoint_id!r}") from None
     Console(stderr=True).print(f"{'enabled' if enabled else 'disabled'} {endpoint_id}")
@@ -156,7 +163,7 @@ def rotate_secret(endpoint_id: Annotated[str, typer.Argument(metavar="ENDPOINT_I
     """A new signing secret, printed once; the old one still signs for 24 hours."""
     with _open() as store:
         try:
-            made = Webhooks(store).rotate(endpoint_id)
+            made = _webhooks(store).rotate(endpoint_id)
         except NotFound:
             raise InputError(f"no webhook endpoint {endpoint_id!r}") from None
     typer.echo(made.secret)

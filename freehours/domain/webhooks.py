@@ -14,7 +14,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import ipaddress
 import json
+import re
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,7 +25,7 @@ from decimal import Decimal
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 
 class EventType(StrEnum):
@@ -88,6 +90,50 @@ DISABLE_AFTER_FAILURES = 20
 WEBHOOK_RETENTION = timedelta(days=30)
 
 
+#: Consecutive failed attempts to an endpoint (in one worker process) that open its circuit:
+#: five is more than the blips of a receiver restarting, and at the deadline costs a silent
+#: receiver's worker threads at most a minute or so before it opens.
+BREAKER_FAILURES = 5
+#: How long an open circuit postpones its endpoint's deliveries before one trial attempt: a dead
+#: receiver costs one attempt's deadline a minute; one back up gets its backlog within a minute.
+BREAKER_OPEN = timedelta(seconds=60)
+#: Attempts to one endpoint a worker process has in flight at once (one while its circuit is
+#: half-open): a slow or silent receiver holds at most this many of the worker's threads.
+MAX_IN_FLIGHT = 2
+#: How long a delivery waits when its endpoint's attempts are all in flight: an attempt ends by
+#: its deadline, so a few seconds picks up a freed slot without spinning on the queue.
+IN_FLIGHT_WAIT = timedelta(seconds=5)
+
+
+@dataclass(frozen=True, slots=True)
+class Circuit:
+    """An endpoint's circuit breaker: its failed attempts in a row, and while it is open, until
+    when. Past ``open_until`` it is half-open: one trial attempt at a time, whose success closes
+    it and whose failure opens it again."""
+
+    failures: int = 0
+    open_until: datetime | None = None
+
+    def after(self, *, succeeded: bool, now: datetime) -> Circuit:
+        """The circuit after an attempt (an answer of 2xx, or not)."""
+        if succeeded:
+            return Circuit()
+        failures = self.failures + 1
+        if failures >= BREAKER_FAILURES:
+            return Circuit(failures, now + BREAKER_OPEN)
+        return Circuit(failures)
+
+    def postponed(self, *, in_flight: int, now: datetime) -> tuple[str, timedelta] | None:
+        """Why an attempt must wait, and how long, or None when it may go: the circuit is
+        open, or the endpoint's attempts in flight are at their cap."""
+        if self.open_until is not None and now < self.open_until:
+            return "circuit_open", self.open_until - now
+        cap = 1 if self.failures >= BREAKER_FAILURES else MAX_IN_FLIGHT
+        if in_flight >= cap:
+            return "in_flight", IN_FLIGHT_WAIT
+        return None
+
+
 class DeliveryStatus(StrEnum):
     PENDING = "pending"
     SUCCEEDED = "succeeded"
@@ -104,25 +150,180 @@ class InvalidEndpoint(ValueError):
 
 
 def check_url(url: str) -> str:
-    """``url`` if an endpoint may be registered at it: http or https, a host, bounded."""
+    """``url`` as every attempt sends it, if an endpoint may be registered at it: http or https,
+    a host, no credentials or fragment, bounded. A non-ASCII path or query is percent-encoded, an
+    international host name IDNA-encoded, an IPv4 address written as one number or in octal or
+    hex (``http://2130706433/``, as the resolver reads it) rewritten as four decimals; what cannot
+    be is refused (``InvalidEndpoint``), so that what is stored is what the sender can send."""
     if len(url) > MAX_URL_LENGTH:
         raise InvalidEndpoint("url", f"at most {MAX_URL_LENGTH} characters")
-    if any(ord(ch) <= 32 or ord(ch) == 127 for ch in url):
+    if any(ord(ch) <= 32 or not ch.isprintable() for ch in url):
         raise InvalidEndpoint("url", "no spaces or control characters")
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises for a port out of range
+        port = parts.port
     except ValueError as exc:
         raise InvalidEndpoint("url", f"not a URL ({exc})") from None
     if parts.scheme not in ("http", "https"):
         raise InvalidEndpoint("url", "must be http or https")
+    if "@" in parts.netloc:
+        raise InvalidEndpoint("url", "must not carry credentials")
     if not parts.hostname:
         raise InvalidEndpoint("url", "must name a host")
-    if parts.username or parts.password:
-        raise InvalidEndpoint("url", "must not carry credentials")
-    if parts.fragment:
+    if parts.fragment or url.endswith("#"):
         raise InvalidEndpoint("url", "must not have a fragment")
-    return url
+    host = _ascii_host(parts.hostname, bracketed=parts.netloc.startswith("["))
+    netloc = host if port is None else f"{host}:{port}"
+    path = quote(parts.path, safe=_PATH_SAFE) or "/"
+    query = quote(parts.query, safe=_QUERY_SAFE)
+    sent = f"{parts.scheme}://{netloc}{path}" + (f"?{query}" if query else "")
+    if len(sent) > MAX_URL_LENGTH:
+        raise InvalidEndpoint("url", f"at most {MAX_URL_LENGTH} characters once encoded")
+    return sent
+
+
+#: What a path and a query keep as written (RFC 3986's unreserved and sub-delimiters, and a
+#: ``%`` already escaping); anything else, non-ASCII included, is percent-encoded as UTF-8.
+_PATH_SAFE = "/%:@!$&'()*+,;=-._~"
+_QUERY_SAFE = _PATH_SAFE + "?"
+#: A host name's label as DNS takes it (and ``_``, which some internal names carry).
+_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
+MAX_HOST_LENGTH = 253
+
+
+def _ascii_host(hostname: str, *, bracketed: bool) -> str:
+    """The host as the sender writes it: ``[v6]``, a dotted-quad IPv4 address, or an ASCII
+    (IDNA) name of valid labels."""
+    if bracketed:
+        if "%" in hostname:
+            raise InvalidEndpoint("url", "an IPv6 address must not name a zone")
+        try:
+            return f"[{ipaddress.IPv6Address(hostname).compressed}]"
+        except ValueError:
+            raise InvalidEndpoint("url", f"not an IPv6 address: {hostname!r}") from None
+    numeric = legacy_ipv4(hostname)
+    if numeric is not None:
+        return str(numeric)
+    try:
+        name = hostname.encode("idna").decode("ascii").lower()
+    except UnicodeError as exc:
+        raise InvalidEndpoint("url", f"the host is not a valid IDNA name ({exc})") from None
+    labels = name.removesuffix(".").split(".")
+    if len(name) > MAX_HOST_LENGTH or not all(_LABEL.fullmatch(label) for label in labels):
+        raise InvalidEndpoint(
+            "url", "the host must be a name of letters, digits and hyphens (63 at most a label)"
+        )
+    return name
+
+
+#: One part of an IPv4 address as the C resolver's ``inet_aton`` reads it: decimal, octal
+#: (a leading 0) or hex (0x).
+_NUMBER = re.compile(r"0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*")
+
+
+def legacy_ipv4(host: str) -> ipaddress.IPv4Address | None:
+    """The IPv4 address ``host`` names as ``inet_aton`` (so the resolver) reads it: one to four
+    parts, each decimal, octal or hex, the last filling the bytes left (``2130706433``,
+    ``0x7f.1``, ``0177.0.0.1`` are all 127.0.0.1); None for a host that is not one, or for an
+    out-of-range one, which the resolver refuses too."""
+    parts = host.removesuffix(".").split(".")
+    if not 1 <= len(parts) <= 4 or not all(_NUMBER.fullmatch(part) for part in parts):
+        return None
+    *leading, last = [_number(part) for part in parts]
+    if any(number > 255 for number in leading) or last >= 256 ** (5 - len(parts)):
+        return None
+    value = last
+    for index, number in enumerate(leading):
+        value += number << (8 * (3 - index))
+    return ipaddress.IPv4Address(value)
+
+
+def _number(part: str) -> int:
+    if part[:2].lower() == "0x":
+        return int(part[2:], 16)
+    return int(part, 8) if part.startswith("0") else int(part)
+
+
+# --- where a delivery may go: the destination policy (docs/security.md) ---
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+#: IPv6's well-known NAT64 prefix (RFC 6052): the IPv4 address in its last 32 bits is the one
+#: reached.
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+@dataclass(frozen=True, slots=True)
+class Destinations:
+    """Which addresses a delivery may be sent to: those on the public Internet, and those in
+    ``allowed`` (networks an operator runs receivers on despite their being private)."""
+
+    allowed: tuple[IPNetwork, ...] = ()
+
+    @classmethod
+    def parse(cls, networks: str) -> Destinations:
+        """From a comma-separated list of CIDRs (``10.1.0.0/16, 127.0.0.1/32, fd00::/8``);
+        ``ValueError`` naming one that is not."""
+        allowed: list[IPNetwork] = []
+        for item in networks.split(","):
+            text = item.strip()
+            if not text:
+                continue
+            try:
+                allowed.append(ipaddress.ip_network(text, strict=False))
+            except ValueError:
+                raise ValueError(f"{text!r} is not a network (CIDR)") from None
+        return cls(tuple(allowed))
+
+    def refusal(self, address: IPAddress) -> str | None:
+        """Why a delivery may not go to ``address``, or None when it may."""
+        if any(address in network for network in self.allowed):
+            return None
+        reached = _embedded_ipv4(address)
+        if reached is not address and any(reached in network for network in self.allowed):
+            return None
+        kind = _special(reached)
+        if kind is None:
+            return None
+        return f"{kind} addresses are refused unless FREEHOURS_WEBHOOK_ALLOWED_NETWORKS allows them"
+
+    def url_refusal(self, url: str) -> str | None:
+        """Why an endpoint may not be registered at ``url`` (``check_url``'s answer) when its
+        host is an address the policy refuses; a name is checked when an attempt resolves it."""
+        hostname = urlsplit(url).hostname or ""
+        try:
+            address = ipaddress.ip_address(hostname)
+        except ValueError:
+            return None
+        return self.refusal(address)
+
+
+def _embedded_ipv4(address: IPAddress) -> IPAddress:
+    """The IPv4 address an IPv6 one reaches (IPv4-mapped ``::ffff:a.b.c.d``, NAT64), else
+    itself."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return address.ipv4_mapped
+        if address in _NAT64:
+            return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address
+
+
+def _special(address: IPAddress) -> str | None:
+    """What makes ``address`` no public Internet destination, or None when it is one."""
+    if address.is_unspecified:
+        return "unspecified (0.0.0.0, ::)"
+    if address.is_loopback:
+        return "loopback"
+    if address.is_link_local:
+        return "link-local (the cloud metadata service among them)"
+    if address.is_multicast:
+        return "multicast"
+    if address.is_private:
+        return "private"
+    if not address.is_global:
+        return "non-public (shared or reserved)"
+    return None
 
 
 def check_event_types(types: Iterable[str]) -> tuple[str, ...]:

@@ -208,7 +208,19 @@ WEBHOOK_ATTEMPT_SECONDS = Histogram(
     "freehours_webhook_attempt_seconds",
     "Time from a webhook attempt's connect to its answer (or its failure), seconds, by endpoint.",
     ["endpoint"],
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15),
+)
+WEBHOOK_ATTEMPTS_POSTPONED = Counter(
+    "freehours_webhook_attempts_postponed_total",
+    "Webhook deliveries postponed without an attempt, by endpoint and reason: circuit_open (its "
+    "circuit breaker is open) or in_flight (its attempts in flight are at their cap).",
+    ["endpoint", "reason"],
+)
+WEBHOOK_DESTINATIONS_REFUSED = Counter(
+    "freehours_webhook_destinations_refused_total",
+    "Webhook attempts refused by the destination policy (every address of the host private, "
+    "loopback, link-local or otherwise not public, and not allowed), by endpoint.",
+    ["endpoint"],
 )
 WEBHOOK_DELIVERIES_FAILED = Counter(
     "freehours_webhook_deliveries_failed_total",

@@ -128,6 +128,8 @@ DRAIN_SECONDS = 120.0
 SETTLE_DEADLINE = 90.0
 #: How often the demo looks at the quotas while it waits.
 POLL_SECONDS = 0.25
+#: Where the demo's webhook receiver listens (``DemoReceiver``): allowed despite being loopback.
+RECEIVER_NETWORK = "127.0.0.1/32"
 #: The longest the demo waits for its webhooks' last deliveries after the pool stops.
 WEBHOOK_DRAIN_SECONDS = 60.0
 #: Where the documents go, in ``--out``: the report links them by this relative path.
@@ -452,6 +454,8 @@ def run_demo(config: DemoConfig, settings: Settings, progress: DemoProgress) -> 
             "redis_url": None,
             "job_lease_seconds": DEMO_LEASE_SECONDS,
             "lock_timeout_seconds": DEMO_LEASE_SECONDS,
+            # The demo's webhook receiver runs beside it, on loopback: a private destination.
+            "webhook_allowed_networks": RECEIVER_NETWORK,
         }
     )
     first_day = _first_day(config.days)

@@ -14,13 +14,20 @@ from standardwebhooks.webhooks import Webhook
 
 from freehours.jobs.webhook import webhook_tasks
 from freehours.jobs.worker import Worker
+from freehours.settings import Settings
 from freehours.store.errors import connection_lost
 from freehours.store.webhooks import NewEvent
 from freehours.webhooks import HttpSender, Webhooks
 from tests.api.conftest import Api
-from tests.webhooks.receiver import Receiver, Reply, receiving
+from tests.webhooks.receiver import LOOPBACK, Receiver, Reply, receiving
 
 ROUTE = "/v1/webhook-endpoints"
+
+
+@pytest.fixture
+def settings() -> Settings:
+    """The API's settings, its receivers on loopback allowed (docs/security.md)."""
+    return Settings(database_url="sqlite://", webhook_allowed_networks="127.0.0.1/32")
 
 
 @pytest.fixture
@@ -67,6 +74,43 @@ def test_a_bad_body_is_a_422_naming_the_field(api: Api, body: dict[str, Any], fi
     assert field in [error["field"] for error in problem["errors"]]
     with api.services.store.read() as unit:
         assert unit.webhooks.endpoints() == []
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://127.0.0.2:5432/", "loopback addresses are refused"),
+        ("http://[::1]/", "loopback addresses are refused"),
+        ("http://169.254.169.254/latest/", "link-local"),
+        ("http://2130706434/", "loopback addresses are refused"),  # 127.0.0.2
+        ("http://[::ffff:10.0.0.1]/", "private addresses are refused"),
+        ("http://0.0.0.0/", "unspecified"),
+        ("http://224.0.0.1/", "multicast"),
+        ("http://" + "a" * 64 + ".example/", "not a valid IDNA name"),
+        ("http://@a.example/", "must not carry credentials"),
+    ],
+)
+def test_a_refused_url_is_a_422_naming_the_field_and_why(api: Api, url: str, reason: str) -> None:
+    body = {"url": url, "events": ["quota.completed"]}
+    response = api.client.post(ROUTE, json=body, headers=api.auth("admin"))
+    assert response.status_code == 422, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    (error,) = response.json()["errors"]
+    assert error["field"] == "body.url"
+    assert reason in error["message"]
+    made = register(api, "https://a.example/x")
+    changed = api.client.patch(
+        f"{ROUTE}/{made['id']}", json={"url": url}, headers=api.auth("admin")
+    )
+    assert changed.status_code == 422
+    assert changed.json()["errors"][0]["field"] == "body.url"
+    with api.services.store.read() as unit:
+        assert [e.url for e in unit.webhooks.endpoints()] == ["https://a.example/x"]
+
+
+def test_a_url_is_stored_as_it_is_sent(api: Api) -> None:
+    made = register(api, "https://Bücher.example/päth?q=ü")
+    assert made["url"] == "https://xn--bcher-kva.example/p%C3%A4th?q=%C3%BC"
 
 
 def test_a_body_over_the_limit_is_413(api: Api) -> None:
@@ -129,7 +173,13 @@ def test_deliveries_are_listed_and_replayed_with_the_same_webhook_id(
     api: Api, receiver: Receiver
 ) -> None:
     made = register(api, receiver.url)
-    hooks = Webhooks(api.services.store, api.clock, send=HttpSender(read_timeout=2), rng=Random(1))
+    hooks = Webhooks(
+        api.services.store,
+        api.clock,
+        send=HttpSender(LOOPBACK, deadline=2),
+        destinations=LOOPBACK,
+        rng=Random(1),
+    )
     worker = Worker(api.services.store, webhook_tasks(hooks), clock=api.clock)
     receiver.script = [Reply(500, body=b"not today")]
     with api.services.store.write() as unit:
@@ -172,6 +222,35 @@ def test_deliveries_are_listed_and_replayed_with_the_same_webhook_id(
         f"{ROUTE}/{made['id']}/deliveries?status=failed", headers=api.auth("admin")
     )
     assert failed_only.json()["items"] == []
+
+
+def test_replays_are_rate_limited_per_endpoint_and_per_key(api: Api) -> None:
+    made = register(api, "https://a.example/x")
+    with api.services.store.write() as unit:
+        unit.webhooks.publish([NewEvent("quota.completed", api.clock.now(), {"n": 1})])
+        (delivery,) = unit.webhooks.deliveries()
+    replay = f"{ROUTE}/{made['id']}/deliveries/{delivery.id}/replay"
+    answers = [api.client.post(replay, headers=api.auth("admin")) for _ in range(7)]
+    assert [a.status_code for a in answers] == [202] * 5 + [429] * 2
+    refused = answers[-1]
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert refused.json()["type"] == "/problems/rate-limited"
+    assert f"webhook-endpoint {made['id']}" in refused.json()["detail"]
+    assert 1 <= int(refused.headers["retry-after"]) <= 60
+    with api.services.store.read() as unit:
+        assert unit.webhooks.delivery(delivery.id).replays == 5  # type: ignore[union-attr]
+    # Another endpoint, the same key: the key's own limit is spent too.
+    other = register(api, "https://b.example/x")
+    with api.services.store.write() as unit:
+        unit.webhooks.publish([NewEvent("quota.completed", api.clock.now(), {"n": 2})])
+        newest = unit.webhooks.deliveries(endpoint_id=other["id"])[0]
+    again = api.client.post(
+        f"{ROUTE}/{other['id']}/deliveries/{newest.id}/replay", headers=api.auth("admin")
+    )
+    assert again.status_code == 429
+    assert again.json()["detail"].startswith("key ")
+    # A key's other routes are not limited by it.
+    assert api.client.get(ROUTE, headers=api.auth("admin")).status_code == 200
 
 
 def test_the_database_down_is_a_503(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:

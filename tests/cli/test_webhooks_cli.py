@@ -71,3 +71,45 @@ def test_webhooks_commands(
     code, _, err = output(monkeypatch, capsys, "webhooks", "enable", "ep_nope")
     assert code != 0
     assert "no webhook endpoint 'ep_nope'" in err
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://127.0.0.1:5432/", "url: loopback addresses are refused"),
+        ("http://2130706433/", "url: loopback addresses are refused"),
+        ("http://169.254.169.254/", "url: link-local"),
+        ("http://" + "a" * 64 + ".example/", "url: the host is not a valid IDNA name"),
+        ("http://user@a.example/", "url: must not carry credentials"),
+    ],
+)
+def test_a_url_refused_is_a_named_error(
+    database: Store,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    url: str,
+    reason: str,
+) -> None:
+    code, out, err = output(
+        monkeypatch, capsys, "webhooks", "add", url, "--event", "quota.completed"
+    )
+    assert code != 0
+    assert out == ""
+    assert reason in err
+    with database.read() as unit:
+        assert unit.webhooks.endpoints() == []
+
+
+def test_a_private_address_allowed_by_the_setting(
+    database: Store,
+    clean_env: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    clean_env.setenv("FREEHOURS_WEBHOOK_ALLOWED_NETWORKS", "10.20.0.0/16")
+    get_settings.cache_clear()
+    add = ("webhooks", "add", "--event", "quota.completed")
+    assert output(monkeypatch, capsys, *add, "http://10.20.1.2:8080/hooks")[0] == 0
+    code, _, err = output(monkeypatch, capsys, *add, "http://10.21.1.2/hooks")
+    assert code != 0
+    assert "url: private addresses are refused" in err

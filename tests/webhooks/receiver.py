@@ -3,12 +3,21 @@ port, recording every request, answering as scripted (a status, headers, a delay
 
 from __future__ import annotations
 
+import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from freehours.domain.webhooks import Destinations
+
+#: The destination policy that lets deliveries reach these receivers (loopback is refused by
+#: default, docs/security.md).
+LOOPBACK = Destinations.parse("127.0.0.1/32")
 
 
 @dataclass(frozen=True)
@@ -98,5 +107,96 @@ def receiving() -> Iterator[Receiver]:
     receiver.start()
     try:
         yield receiver
+    finally:
+        receiver.stop()
+
+
+class Hostile:
+    """A receiver that takes a request and then answers a byte every ``trickle`` seconds (a
+    status line that never ends), or, with ``trickle`` None, never answers at all; records how
+    many requests it has open at once (``most_open``)."""
+
+    def __init__(self, trickle: float | None) -> None:
+        self.trickle = trickle
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.stopped = threading.Event()
+        self.lock = threading.Lock()
+        self.open = 0
+        self.most_open = 0
+        self.requests = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hooks"
+
+    def serve(self) -> None:
+        self.listener.settimeout(0.05)
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=self._hold, args=(conn,), daemon=True).start()
+
+    def _hold(self, conn: socket.socket) -> None:
+        with self.lock:
+            self.requests += 1
+            self.open += 1
+            self.most_open = max(self.most_open, self.open)
+        try:
+            conn.settimeout(0.05)
+            line = b"HTTP/1.1 200 OK\r\n" * 1000
+            sent = 0
+            while not self.stopped.is_set():
+                try:
+                    if not conn.recv(65536):
+                        break  # the sender gave up and closed
+                except TimeoutError:
+                    pass
+                if self.trickle is not None:
+                    conn.sendall(line[sent : sent + 1])
+                    sent += 1
+                    self.stopped.wait(self.trickle)
+        except OSError:
+            pass  # the sender closed mid-trickle
+        finally:
+            conn.close()
+            with self.lock:
+                self.open -= 1
+
+
+@contextmanager
+def hostile(trickle: float | None) -> Iterator[Hostile]:
+    receiver = Hostile(trickle)
+    thread = threading.Thread(target=receiver.serve, daemon=True)
+    thread.start()
+    try:
+        yield receiver
+    finally:
+        receiver.stopped.set()
+        thread.join()
+        receiver.listener.close()
+
+
+#: A self-signed certificate for the name ``localhost`` (and no address), and its key: for
+#: receivers on TLS, which a sender trusting it verifies by the URL's name.
+CERTIFICATE = Path(__file__).with_name("localhost.pem")
+KEY = Path(__file__).with_name("localhost.key")
+
+
+@contextmanager
+def receiving_tls() -> Iterator[tuple[Receiver, list[str | None]]]:
+    """A ``Receiver`` on TLS with ``CERTIFICATE``, and the server names (SNI) its clients sent."""
+    names: list[str | None] = []
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(CERTIFICATE, KEY)
+    context.sni_callback = lambda _sock, name, _context: names.append(name)
+    receiver = Receiver()
+    receiver.start()
+    assert receiver.server is not None
+    receiver.server.socket = context.wrap_socket(receiver.server.socket, server_side=True)
+    try:
+        yield receiver, names
     finally:
         receiver.stop()

@@ -5,7 +5,6 @@ seam), given up after three days, the endpoint disabled, replayed with the same 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from random import Random
 
@@ -14,7 +13,7 @@ from prometheus_client import REGISTRY
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from freehours.clock import ManualClock
-from freehours.domain.webhooks import GIVE_UP_AFTER, DeliveryStatus
+from freehours.domain.webhooks import GIVE_UP_AFTER, DeliveryStatus, Destinations
 from freehours.jobs import rescuer
 from freehours.jobs.job import JobState
 from freehours.jobs.retry import RetryPolicy
@@ -23,7 +22,7 @@ from freehours.jobs.worker import Worker, WorkerConfig
 from freehours.store.database import Store
 from freehours.store.webhooks import DELIVERY_KIND, NewEvent
 from freehours.webhooks import Answer, HttpSender, Webhooks
-from tests.webhooks.receiver import Receiver, Reply, receiving
+from tests.webhooks.receiver import LOOPBACK, Receiver, Reply
 
 LEASE = timedelta(minutes=1)
 
@@ -32,22 +31,22 @@ class Death(BaseException):
     """A worker process dying mid-delivery: nothing catches it."""
 
 
-@pytest.fixture
-def clock() -> ManualClock:
-    # Started at the real time when the test starts: the reference library checks
-    # webhook-timestamp against the system clock (within five minutes).
-    return ManualClock(datetime.now(UTC).replace(microsecond=0))
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with receiving() as running:
-        yield running
-
-
-def make(store: Store, clock: ManualClock, send: object = None) -> tuple[Webhooks, Worker]:
+def make(
+    store: Store,
+    clock: ManualClock,
+    send: object = None,
+    *,
+    deadline: float = 0.5,
+    destinations: Destinations = LOOPBACK,
+) -> tuple[Webhooks, Worker]:
+    """Webhooks over ``store`` (sending to what ``destinations`` allows, each attempt within
+    ``deadline``, unless ``send`` stands in for the sender) and a worker of one thread."""
     hooks = Webhooks(
-        store, clock, send=send or HttpSender(connect_timeout=1, read_timeout=0.5), rng=Random(1)
+        store,
+        clock,
+        send=send or HttpSender(destinations, connect_timeout=1, deadline=deadline),  # type: ignore[arg-type]
+        rng=Random(1),
+        destinations=destinations,
     )
     worker = Worker(
         store,
@@ -189,12 +188,12 @@ def test_a_receiver_that_times_out_is_retried(
 ) -> None:
     hooks, worker = make(store, clock)
     hooks.register(receiver.url, ["quota.completed"])
-    receiver.script = [Reply(200, delay=2.0)]  # past the sender's 0.5 s read timeout
+    receiver.script = [Reply(200, delay=2.0)]  # past the sender's 0.5 s deadline
     ident = publish(store, clock)
     worker.run_due()
     (delivery,) = deliveries(store)
     assert delivery.status is DeliveryStatus.PENDING
-    assert delivery.last_error == "timed out"
+    assert delivery.last_error == "timed out (the 0.5 s deadline)"
     clock.advance(10)
     worker.run_due()
     assert deliveries(store)[0].status is DeliveryStatus.SUCCEEDED
@@ -229,7 +228,7 @@ def test_a_receiver_down_for_a_while(store: Store, clock: ManualClock) -> None:
 def test_a_worker_dying_mid_delivery_sends_the_same_webhook_id_again(
     store: Store, clock: ManualClock, receiver: Receiver
 ) -> None:
-    sender = HttpSender(connect_timeout=1, read_timeout=1)
+    sender = HttpSender(LOOPBACK, connect_timeout=1, deadline=1)
     dying = {"once": True}
 
     def send(url: str, body: bytes, headers: dict[str, str]) -> Answer:

@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
 from random import Random
-
-import pytest
 
 from freehours.cache.quota import MemoryQuotaCache
 from freehours.domain.settlement import QuotaStatus
@@ -22,7 +19,7 @@ from freehours.settlement import FaultPoint, SettlementPolicy, Settlements
 from freehours.store.database import Store
 from freehours.webhooks import HttpSender, Webhooks
 from tests.invoicing.support import JULY, STAMP, System, consumption
-from tests.webhooks.receiver import Receiver, receiving
+from tests.webhooks.receiver import LOOPBACK, Receiver
 
 EVERY = [
     "quota.completed",
@@ -31,12 +28,6 @@ EVERY = [
     "invoice.finalised",
     "credit_note.issued",
 ]
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with receiving() as running:
-        yield running
 
 
 def delivered(receiver: Receiver) -> list[dict[str, object]]:
@@ -49,7 +40,13 @@ def _types(receiver: Receiver) -> Counter[str]:
 
 def test_each_state_change_arrives_once(store: Store, receiver: Receiver) -> None:
     system = System.on(store)
-    hooks = Webhooks(store, system.clock, send=HttpSender(read_timeout=2), rng=Random(1))
+    hooks = Webhooks(
+        store,
+        system.clock,
+        send=HttpSender(LOOPBACK, deadline=2),
+        destinations=LOOPBACK,
+        rng=Random(1),
+    )
     hooks.register(receiver.url, EVERY)
     deliverer = Worker(store, webhook_tasks(hooks), clock=system.clock)
 
@@ -126,7 +123,9 @@ def test_each_state_change_arrives_once(store: Store, receiver: Receiver) -> Non
 def test_an_aborted_quota_arrives_once(store: Store, receiver: Receiver) -> None:
     system = System.on(store)
     [meter] = system.customers(1)
-    hooks = Webhooks(store, system.clock, send=HttpSender(read_timeout=2))
+    hooks = Webhooks(
+        store, system.clock, send=HttpSender(LOOPBACK, deadline=2), destinations=LOOPBACK
+    )
     hooks.register(receiver.url, ["quota.aborted"])
     system.ingestion.file([consumption(meter, JULY[0])])
     with store.write() as unit:
@@ -159,7 +158,9 @@ def test_a_settlement_that_aborts_and_one_that_completes_by_request(
 ) -> None:
     system = System.on(store)
     [one, two] = system.customers(2)
-    hooks = Webhooks(store, system.clock, send=HttpSender(read_timeout=2))
+    hooks = Webhooks(
+        store, system.clock, send=HttpSender(LOOPBACK, deadline=2), destinations=LOOPBACK
+    )
     hooks.register(receiver.url, ["quota.completed", "quota.aborted"])
     system.ingestion.file([consumption(one, JULY[0]), consumption(two, JULY[0])])
     policy = SettlementPolicy(max_attempts=2)

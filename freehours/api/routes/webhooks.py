@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 
 from freehours.api.auth import requires
 from freehours.api.bodies import body_operation, bounded_body, parse_body
-from freehours.api.keys import Scope
+from freehours.api.keys import ApiKey, Scope
 from freehours.api.models import (
     WebhookDeliveriesOut,
     WebhookDeliveryOut,
@@ -24,14 +24,17 @@ from freehours.api.models import (
     WebhookEndpointsOut,
 )
 from freehours.api.openapi import TOO_LARGE, merged, problem
-from freehours.api.problems import Problem
+from freehours.api.problems import Problem, field_problem
 from freehours.api.services import AppServices, Services
-from freehours.domain.webhooks import MAX_ENDPOINTS, DeliveryStatus
+from freehours.domain.webhooks import MAX_ENDPOINTS, DeliveryStatus, InvalidEndpoint
 from freehours.observability.logging import bind_fields
 from freehours.store.webhooks import Attempt, Delivery, Endpoint
 from freehours.webhooks import NotFound, TooManyEndpoints
 
-router = APIRouter(tags=["webhooks"], dependencies=[requires(Scope.ADMIN)])
+#: One dependency for the router and the routes that use the key: FastAPI runs it once.
+_ADMIN = requires(Scope.ADMIN)
+AdminKey = Annotated[ApiKey, _ADMIN]
+router = APIRouter(tags=["webhooks"], dependencies=[_ADMIN])
 
 ROUTE = "/v1/webhook-endpoints"
 MAX_LIMIT = 200
@@ -46,6 +49,11 @@ NOT_FOUND = problem("No endpoint of that id: `/problems/webhook-endpoint-not-fou
 NO_DELIVERY = problem(
     "No endpoint of that id, or no delivery of that id to it:"
     " `/problems/webhook-endpoint-not-found`, `/problems/webhook-delivery-not-found`."
+)
+REPLAYS_LIMITED = problem(
+    "Over a rate limit: the key's, or this endpoint's or this key's replays (5 a minute each,"
+    " `FREEHOURS_RATE_LIMIT_WEBHOOK_REPLAYS`): `/problems/rate-limited`.",
+    "Retry-After",
 )
 TOO_MANY = {
     "description": f"So is a registration past the {MAX_ENDPOINTS} endpoints there may be:"
@@ -101,6 +109,11 @@ def delivery_json(delivery: Delivery, attempts: list[Attempt]) -> dict[str, Any]
     ).model_dump(mode="json")
 
 
+def _invalid(exc: InvalidEndpoint) -> Problem:
+    """A field the destination policy refuses (a literal address), as validation answers it."""
+    return field_problem(f"body.{exc.field}", exc.reason)
+
+
 def _not_found(what: str) -> Problem:
     return Problem(404, "webhook-endpoint-not-found", "Webhook endpoint not found", what)
 
@@ -128,6 +141,8 @@ async def post_endpoint(request: Request, services: AppServices) -> JSONResponse
             made = services.runtime.webhooks.register(body.url, list(body.events), body.description)
         except TooManyEndpoints as exc:
             raise Problem(422, "too-many-endpoints", "Too many endpoints", str(exc)) from None
+        except InvalidEndpoint as exc:
+            raise _invalid(exc) from None
         bind_fields(endpoint=made.endpoint.id)
         return JSONResponse(
             endpoint_json(made.endpoint, made.secret),
@@ -195,6 +210,8 @@ def _patch(services: Services, endpoint_id: str, body: WebhookEndpointPatch) -> 
         )
     except NotFound:
         raise _not_found(f"endpoint_id: no endpoint {endpoint_id}") from None
+    except InvalidEndpoint as exc:
+        raise _invalid(exc) from None
     return JSONResponse(endpoint_json(endpoint))
 
 
@@ -272,13 +289,20 @@ def list_deliveries(
     status_code=202,
     response_model=WebhookDeliveryOut,
     response_description="The delivery, pending again: sent by the job workers.",
-    responses={404: NO_DELIVERY},
+    responses={404: NO_DELIVERY, 429: REPLAYS_LIMITED},
 )
-def replay_delivery(
-    endpoint_id: EndpointIdPath, delivery_id: DeliveryIdPath, services: AppServices
+async def replay_delivery(
+    endpoint_id: EndpointIdPath, delivery_id: DeliveryIdPath, key: AdminKey, services: AppServices
 ) -> JSONResponse:
     """Send a delivery again: the same event, body and ``webhook-id`` (a receiver that
-    deduplicates sees it once), tried on the schedule from now."""
+    deduplicates sees it once), tried on the schedule from now. Replays are limited per
+    endpoint and per key (``FREEHOURS_RATE_LIMIT_WEBHOOK_REPLAYS``, 5 a minute): past it, 429
+    with ``Retry-After``."""
+    await services.limits.check_replay(endpoint_id, key.id)
+    return await run_in_threadpool(_replay, services, endpoint_id, delivery_id)
+
+
+def _replay(services: Services, endpoint_id: str, delivery_id: int) -> JSONResponse:
     with services.store.read() as unit:
         found = unit.webhooks.delivery(delivery_id)
     if found is None or found.endpoint_id != endpoint_id:
