@@ -31,6 +31,13 @@ DATA_DEADLINE = timedelta(days=3)
 #: Handlers run at once by one worker. Settlement handlers wait on the database, so threads
 #: suffice.
 WORKER_CONCURRENCY = 4
+#: The worker queues of freehours' jobs: each has runners of its own (as many as
+#: ``WORKER_CONCURRENCY`` unless sized otherwise), so that a slow kind, a webhook receiver that
+#: never answers, cannot take the runners of the settlements or of an invoice run.
+SETTLE_QUEUE = "settle"
+INVOICE_QUEUE = "invoice"  # both kinds of an invoice run: its plan and its batches
+WEBHOOK_QUEUE = "webhook"
+WORKER_QUEUES = (SETTLE_QUEUE, INVOICE_QUEUE, WEBHOOK_QUEUE)
 #: A claimed job's lease: renewed every third of it, so two missed heartbeats in a row still keep
 #: it; a dead worker's jobs wait this long (plus up to its rescue interval) to be rescued.
 JOB_LEASE = timedelta(seconds=30)

@@ -110,11 +110,17 @@ def invoicing_policy(settings: Settings) -> InvoicingPolicy:
     )
 
 
-def worker_config(settings: Settings, concurrency: int | None = None) -> WorkerConfig:
-    """How a job worker runs as configured; ``concurrency`` (a command's option) overrides
-    ``worker_concurrency``."""
+def worker_config(
+    settings: Settings,
+    concurrency: int | None = None,
+    queues: Mapping[str, int] | None = None,
+) -> WorkerConfig:
+    """How a job worker runs as configured; a command's options override the settings:
+    ``concurrency`` ``worker_concurrency`` (the runners of each queue not sized otherwise),
+    ``queues`` (the runners of the queues it names) ``worker_queues``."""
     return WorkerConfig(
         concurrency=concurrency or settings.worker_concurrency,
+        queues=dict(settings.queue_runners() if queues is None else queues),
         lease=timedelta(seconds=settings.job_lease_seconds),
         poll=timedelta(seconds=settings.job_poll_seconds),
         retention=timedelta(hours=settings.job_retention_hours),
@@ -224,9 +230,11 @@ class Runtime:
             self.ingestion.customer_changed(unit, nmi)
         return billing
 
-    def worker(self, concurrency: int | None = None) -> Worker:
-        """A job worker over this runtime (settlements, invoice runs, webhook deliveries), as
-        configured; ``start()`` it."""
+    def worker(
+        self, concurrency: int | None = None, queues: Mapping[str, int] | None = None
+    ) -> Worker:
+        """A job worker over this runtime (settlements, invoice runs, webhook deliveries, each
+        kind in its queue), as configured (``worker_config``); ``start()`` it."""
         return Worker(
             self.store,
             {
@@ -234,7 +242,7 @@ class Runtime:
                 **invoicing_tasks(self.invoicing),
                 **webhook_tasks(self.webhooks),
             },
-            config=worker_config(self.settings, concurrency),
+            config=worker_config(self.settings, concurrency, queues),
             clock=self.clock,
             retry=retry_policy(self.settings, self.clock),
         )

@@ -133,8 +133,30 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(
         default=defaults.WORKER_CONCURRENCY,
         ge=1,
-        description="Jobs one worker runs at once (threads)",
+        description=(
+            "Runner threads of each worker queue (settle, invoice, webhook) that "
+            "FREEHOURS_WORKER_QUEUES does not size"
+        ),
     )
+    worker_queues: str | None = Field(
+        default=None,
+        description=(
+            "Runner threads of the worker queues sized on their own, QUEUE=RUNNERS[,...] "
+            "(settle=8,webhook=16); each queue's runners take only its jobs"
+        ),
+    )
+
+    @field_validator("worker_queues")
+    @classmethod
+    def _worker_queues(cls, spec: str | None) -> str | None:
+        if spec is not None:
+            worker_queues(spec)
+        return spec
+
+    def queue_runners(self) -> dict[str, int]:
+        """The runners of each queue ``worker_queues`` sizes."""
+        return worker_queues(self.worker_queues or "")
+
     worker_grace_seconds: float = Field(
         default=25.0,
         ge=0,
@@ -399,6 +421,28 @@ class Settings(BaseSettings):
         if self.max_batch_bytes is not None:
             return self.max_batch_bytes
         return 512 * self.max_batch_reads + 64 * 1024
+
+
+def worker_queues(spec: str) -> dict[str, int]:
+    """The runner threads of each worker queue that ``spec`` sizes: ``QUEUE=RUNNERS`` pairs,
+    comma-separated (``settle=8,webhook=16``), each queue one of ``defaults.WORKER_QUEUES`` at
+    most once, its runners a whole number from 1. A ``ValueError`` names the part that is not."""
+    sizes: dict[str, int] = {}
+    for part in (part.strip() for part in spec.split(",")):
+        if not part:
+            continue
+        name, equals, runners = (word.strip() for word in part.partition("="))
+        if not equals:
+            raise ValueError(f"{part!r} is not QUEUE=RUNNERS")
+        if name not in defaults.WORKER_QUEUES:
+            known = ", ".join(defaults.WORKER_QUEUES)
+            raise ValueError(f"{part!r}: {name!r} is not a queue (the queues: {known})")
+        if name in sizes:
+            raise ValueError(f"{part!r}: the queue {name} is sized twice")
+        if not runners.isdigit() or int(runners) < 1:
+            raise ValueError(f"{part!r}: runners must be a whole number from 1")
+        sizes[name] = int(runners)
+    return sizes
 
 
 @lru_cache(maxsize=1)

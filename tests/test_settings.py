@@ -66,6 +66,67 @@ def test_a_commands_concurrency_overrides_the_setting(clean_env: pytest.MonkeyPa
     assert worker_config(Settings()).concurrency == 7
 
 
+def test_worker_queues_size_the_queues_they_name_and_the_concurrency_the_rest(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    clean_env.setenv("FREEHOURS_WORKER_CONCURRENCY", "3")
+    clean_env.setenv("FREEHOURS_WORKER_QUEUES", " settle=8, webhook = 16 ,")
+    config = worker_config(Settings())
+    assert config.queues == {"settle": 8, "webhook": 16}
+    assert [config.runners(queue) for queue in ("settle", "invoice", "webhook")] == [8, 3, 16]
+    # A command's --queues replaces the setting; its --concurrency sizes the rest.
+    given = worker_config(Settings(), concurrency=2, queues={"invoice": 1})
+    assert [given.runners(queue) for queue in ("settle", "invoice", "webhook")] == [2, 1, 2]
+    assert worker_config(Settings(), queues={}).queues == {}
+
+
+def test_no_worker_queues_leave_every_queue_the_concurrency(clean_env: pytest.MonkeyPatch) -> None:
+    config = worker_config(Settings())
+    assert config.queues == {}
+    assert [config.runners(queue) for queue in ("settle", "invoice", "webhook")] == [4, 4, 4]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("settle", "'settle' is not QUEUE=RUNNERS"),
+        (
+            "settle=4,mail=2",
+            "'mail=2': 'mail' is not a queue (the queues: settle, invoice, webhook)",
+        ),
+        ("webhook=4,webhook=8", "'webhook=8': the queue webhook is sized twice"),
+        ("invoice=0", "'invoice=0': runners must be a whole number from 1"),
+        ("invoice=-1", "'invoice=-1': runners must be a whole number from 1"),
+        ("invoice=2.5", "'invoice=2.5': runners must be a whole number from 1"),
+        ("invoice=", "'invoice=': runners must be a whole number from 1"),
+    ],
+)
+def test_worker_queues_that_are_not_one_are_an_error_naming_the_setting_and_the_part(
+    clean_env: pytest.MonkeyPatch, spec: str, message: str
+) -> None:
+    clean_env.setenv("FREEHOURS_WORKER_QUEUES", spec)
+    get_settings.cache_clear()
+    try:
+        with pytest.raises(ConfigurationError) as raised:
+            get_settings()
+    finally:
+        get_settings.cache_clear()
+    assert str(raised.value) == f"settings: FREEHOURS_WORKER_QUEUES={spec!r}: {message}"
+
+
+def test_the_worker_commands_queues_option_names_the_bad_part_and_exits_2(
+    clean_env: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clean_env.setenv("FREEHOURS_DATABASE_URL", f"sqlite:///{tmp_path / 'x.db'}")
+    get_settings.cache_clear()
+    try:
+        assert run_command(clean_env, "worker", "--queues", "settle=4,mail=2") == 2
+    finally:
+        get_settings.cache_clear()
+    err = " ".join(capsys.readouterr().err.replace("│", " ").split())
+    assert "Invalid value for '--queues': 'mail=2': 'mail' is not a queue" in err
+
+
 def test_the_documented_defaults_hold(clean_env: pytest.MonkeyPatch) -> None:
     """The values the README's table and docs/jobs.md state."""
     settings = Settings()
@@ -83,6 +144,7 @@ def test_the_documented_defaults_hold(clean_env: pytest.MonkeyPatch) -> None:
         settings.job_retry_cap_seconds,
         settings.job_retention_hours,
     ) == (4, 30, 1, 1, 600, 168)
+    assert settings.worker_queues is None
     assert (settings.max_upload_bytes, settings.redis_prefix) == (100 * 1024 * 1024, "freehours:")
     assert (
         settings.webhook_deadline_seconds,

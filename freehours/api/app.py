@@ -58,11 +58,11 @@ from freehours.store.errors import UNAVAILABLE, DataError
 def create_app(services: Services, *, workers: int = 0, owned: bool = False) -> FastAPI:
     """The API over ``services``.
 
-    ``workers``: settlement job worker threads run beside the requests for the application's
-    lifespan (``serve --workers``), stopped after the server has drained its requests (running
-    jobs get FREEHOURS_WORKER_GRACE_SECONDS, the rest are released). ``owned``: the application
-    a process builds for itself (``freehours.api.server``), whose lifespan ends by closing the
-    services and dropping the process's live gauges.
+    ``workers``: a job worker, ``workers`` runners in each queue, runs beside the requests for
+    the application's lifespan (``serve --workers``), stopped after the server has drained its
+    requests (running jobs get FREEHOURS_WORKER_GRACE_SECONDS, the rest are released).
+    ``owned``: the application a process builds for itself (``freehours.api.server``), whose
+    lifespan ends by closing the services and dropping the process's live gauges.
     """
 
     @contextlib.asynccontextmanager

@@ -36,8 +36,10 @@ def serve(
             min=0,
             metavar="N",
             help=(
-                "settlement job worker threads inside each API process (threads, not "
-                "processes: see --processes; for job workers of their own, freehours worker)"
+                "a job worker inside each API process with N runner threads in each queue "
+                "(settle, invoice, webhook) that FREEHOURS_WORKER_QUEUES does not size; 0: none "
+                "(threads, not processes: see --processes; for job workers of their own, "
+                "freehours worker)"
             ),
         ),
     ] = 0,

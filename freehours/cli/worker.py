@@ -1,4 +1,4 @@
-"""``freehours worker``: run settlement jobs until SIGTERM or SIGINT, then stop gracefully."""
+"""``freehours worker``: run jobs until SIGTERM or SIGINT, then stop gracefully."""
 
 from __future__ import annotations
 
@@ -14,11 +14,18 @@ from freehours.observability.exposition import forget_process, serve_metrics
 from freehours.observability.logging import configure_logging
 from freehours.observability.tracing import configure_tracing
 from freehours.runtime import Runtime
-from freehours.settings import get_settings
+from freehours.settings import get_settings, worker_queues
 
 #: How often the main thread looks up from waiting for a signal: Python runs signal handlers
 #: between bytecodes, so a bounded wait keeps the process responsive to them.
 _SIGNAL_CHECK_SECONDS = 0.5
+
+
+def _queues(spec: str) -> dict[str, int]:
+    try:
+        return worker_queues(spec)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 @app.command("worker")
@@ -30,7 +37,23 @@ def worker(
             "--concurrency",
             min=1,
             metavar="N",
-            help="Jobs run at once, on threads (default: FREEHOURS_WORKER_CONCURRENCY, 4)",
+            help=(
+                "Runner threads of each queue (settle, invoice, webhook) that --queues does not"
+                " size (default: FREEHOURS_WORKER_CONCURRENCY, 4)"
+            ),
+            show_default=False,
+        ),
+    ] = None,
+    queues: Annotated[
+        dict[str, int] | None,
+        typer.Option(
+            "--queues",
+            metavar="QUEUE=N[,...]",
+            parser=_queues,
+            help=(
+                "Runner threads of the queues named, e.g. settle=8,webhook=16; in place of"
+                " FREEHOURS_WORKER_QUEUES (default: none sized on their own)"
+            ),
             show_default=False,
         ),
     ] = None,
@@ -40,6 +63,9 @@ def worker(
     """Run due jobs from the database (FREEHOURS_DATABASE_URL) until SIGTERM or SIGINT.
 
     Any number of workers, in any number of processes, may share one PostgreSQL database.
+
+    Each queue's runners take only its jobs: settle (settlements), invoice (invoice runs),
+    webhook (deliveries), so that a slow webhook receiver never holds up a settlement.
 
     On SIGTERM or SIGINT: stop claiming, let running jobs finish, release the rest, exit 0.
 
@@ -56,7 +82,7 @@ def worker(
     try:
         if metrics_port is not None:
             metrics_server = serve_metrics(metrics_port, metrics_host, runtime.measured)
-        running = runtime.worker(concurrency)
+        running = runtime.worker(concurrency, queues)
         stop = threading.Event()
 
         def request_stop(_signal: int, _frame: FrameType | None) -> None:

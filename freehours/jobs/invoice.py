@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import structlog
 
+from freehours import defaults
 from freehours.invoicing import BATCH_KIND, PLAN_KIND, Invoicing
 from freehours.jobs.job import Done, Job, Task
 
 
 class PlanTask:
     """The ``invoice-run`` handler."""
+
+    queue = defaults.INVOICE_QUEUE
 
     def __init__(self, invoicing: Invoicing) -> None:
         self.invoicing = invoicing
@@ -38,6 +41,7 @@ class BatchTask:
     #: one core. Measured (bench invoicing, 10,000 accounts, two workers): 4 gave 564/s and
     #: 380 MiB a worker, 2 gave 631/s and 260 MiB.
     hold = 2
+    queue = defaults.INVOICE_QUEUE
 
     def __init__(self, invoicing: Invoicing) -> None:
         self.invoicing = invoicing

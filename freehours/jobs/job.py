@@ -101,10 +101,15 @@ class RetryAfter(FreehoursError):
 #: A job's handler: answers ``Done`` or ``Snooze``, or raises for a failed attempt. A handler
 #: may say how many jobs of its kind one worker holds at once (running, and claimed waiting for
 #: a runner) with an int attribute ``HOLD_ATTRIBUTE``: a kind whose jobs run for seconds, so
-#: that a worker does not claim a whole run's jobs ahead of the others (``hold_limit``).
+#: that a worker does not claim a whole run's jobs ahead of the others (``hold_limit``). It may
+#: name the worker queue its jobs run in with a str attribute ``QUEUE_ATTRIBUTE``: each queue has
+#: runners of its own, which no other queue's jobs take (``queue_name``).
 Task = Callable[[Job], Done | Snooze]
 
 HOLD_ATTRIBUTE = "hold"
+QUEUE_ATTRIBUTE = "queue"
+#: The queue of a task that names none: in a worker whose tasks name none, every kind shares it.
+DEFAULT_QUEUE = "default"
 
 #: What a batch handler answers for each of its jobs: ``Done``, ``Snooze``, or the exception
 #: that job's attempt failed with (the job alone is retried with backoff).
@@ -145,3 +150,11 @@ def hold_limit(task: Task) -> int | None:
     if not isinstance(limit, int) or limit < 1:
         raise ValueError(f"a task's {HOLD_ATTRIBUTE} must be a positive int, not {limit!r}")
     return limit
+
+
+def queue_name(task: Task) -> str:
+    """The worker queue ``task``'s jobs run in: its ``queue`` attribute, or ``DEFAULT_QUEUE``."""
+    name = getattr(task, QUEUE_ATTRIBUTE, DEFAULT_QUEUE)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a task's {QUEUE_ATTRIBUTE} must be a non-empty str, not {name!r}")
+    return name

@@ -35,6 +35,7 @@ from datetime import UTC, date, datetime, timedelta
 import structlog
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from freehours import defaults
 from freehours.domain.settlement import Quota
 from freehours.jobs.job import BatchAnswer, Done, Job, Snooze, Task
 from freehours.settlement import AffectedDays, Answer, Outcome, Settlements, SettleRequest
@@ -63,6 +64,8 @@ class SettleTask:
 
     #: Quotas settled per ``settle_many`` call at most (``DEFAULT_BATCH``).
     batch: int
+    #: Settlements have runners that no other kind of job can take.
+    queue = defaults.SETTLE_QUEUE
 
     def __init__(self, settlements: Settlements, *, batch: int = DEFAULT_BATCH) -> None:
         self.settlements = settlements

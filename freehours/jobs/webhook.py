@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import structlog
 
+from freehours import defaults
 from freehours.jobs.job import Done, Job, RetryAfter, Snooze, Task
 from freehours.store.webhooks import DELIVERY_KIND
 from freehours.webhooks import Webhooks
@@ -21,6 +22,9 @@ from freehours.webhooks import Webhooks
 
 class DeliveryTask:
     """The ``webhook-delivery`` handler."""
+
+    #: Its runners wait on receivers, however slow; no other kind's runners do.
+    queue = defaults.WEBHOOK_QUEUE
 
     def __init__(self, webhooks: Webhooks) -> None:
         self.webhooks = webhooks

@@ -8,11 +8,14 @@
 
 Threads of one worker (all daemons, so a process that exits does not wait for a hung handler):
 
-- the dispatcher writes finished results and claims up to ``capacity`` due jobs (of a kind
-  whose task has a ``hold``, no more than it says: ``freehours.jobs.job.hold_limit``), each in
-  one transaction for the whole batch, then waits for the first of: a runner finishing, a NOTIFY
-  (PostgreSQL), the next job falling due, or ``poll``;
-- ``concurrency`` runners, each running one handler at a time;
+- the dispatcher writes finished results and claims due jobs for each queue, as many as that
+  queue has room for (of a kind whose task has a ``hold``, no more than it says:
+  ``freehours.jobs.job.hold_limit``), all in one transaction, then waits for the first of: a
+  runner finishing, a NOTIFY (PostgreSQL), the next job falling due, or ``poll``;
+- for each queue (the tasks name theirs: ``freehours.jobs.job.queue_name``), its runners, as many
+  as ``WorkerConfig.runners`` says, each running one handler of the queue's kinds at a time: a
+  kind whose jobs hang (a webhook receiver that never answers) holds its own queue's runners and
+  no others;
 - the keeper renews the worker's leases every third of a lease, and every ``rescue_every`` rescues
   jobs of dead workers (``freehours.jobs.rescuer``); every ``prune_every`` it deletes the jobs
   finished over ``retention`` ago (``freehours.maintenance``);
@@ -37,7 +40,7 @@ import socket
 import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -62,10 +65,16 @@ from freehours.jobs.job import (
     Task,
     batch_limit,
     hold_limit,
+    queue_name,
 )
 from freehours.jobs.queue import Complete, Finish, Release
 from freehours.jobs.retry import RetryPolicy
 from freehours.maintenance import Expiry, Retention, history_partitions, job_partitions
+from freehours.observability.metrics import (
+    WORKER_JOBS_WAITING,
+    WORKER_RUNNERS,
+    WORKER_RUNNERS_BUSY,
+)
 from freehours.store.database import Store, Unit
 from freehours.store.errors import DatabaseError
 from freehours.store.jobs import NOTIFY_CHANNEL
@@ -92,8 +101,11 @@ class WorkerConfig:
     """How a worker runs. ``runtime.worker_config(settings)`` maps the ``FREEHOURS_*`` values onto
     it; the defaults of those four, and their reasons, are in ``freehours.defaults``."""
 
-    #: Handlers run at once (``FREEHOURS_WORKER_CONCURRENCY``).
+    #: Runners of each queue that ``queues`` does not size: handlers of that queue run at once
+    #: (``FREEHOURS_WORKER_CONCURRENCY``).
     concurrency: int = defaults.WORKER_CONCURRENCY
+    #: Runners of the queues sized on their own, by name (``FREEHOURS_WORKER_QUEUES``).
+    queues: Mapping[str, int] = field(default_factory=dict)
     #: A claimed job's lease, renewed every third of it (``FREEHOURS_JOB_LEASE_SECONDS``).
     lease: timedelta = defaults.JOB_LEASE
     #: The longest an idle worker waits before it looks for due jobs
@@ -115,11 +127,15 @@ class WorkerConfig:
     #: Months of billing history kept attached (``FREEHOURS_HISTORY_RETENTION_MONTHS``).
     history_months: int = defaults.HISTORY_RETENTION_MONTHS
 
-    @property
-    def capacity(self) -> int:
-        """Jobs held at once: those running and a batch waiting, so that runners keep busy while
-        the next batch is claimed."""
-        return self.concurrency + self.batch
+    def __post_init__(self) -> None:
+        sizes = {"concurrency": self.concurrency, **self.queues}
+        for name, runners in sizes.items():
+            if not isinstance(runners, int) or runners < 1:
+                raise ValueError(f"a worker's {name} must be a positive int, not {runners!r}")
+
+    def runners(self, queue: str) -> int:
+        """Runner threads of ``queue``: as sized in ``queues``, else ``concurrency``."""
+        return self.queues.get(queue, self.concurrency)
 
     @property
     def heartbeat(self) -> timedelta:
@@ -130,6 +146,23 @@ class WorkerConfig:
         """As often as leases are renewed, and at least every 10 s, so a dead worker's jobs
         are found soon after their lease runs out."""
         return min(self.heartbeat, timedelta(seconds=10))
+
+
+@dataclass(eq=False)
+class _Queue:
+    """One queue of a worker: its kinds, its runners, and the claimed jobs that wait for them."""
+
+    name: str
+    kinds: tuple[str, ...]
+    runners: int
+    #: Jobs it holds at once: enough for every runner to have a batch of the queue's largest kind
+    #: while the next claim's batch waits, so that runners keep busy while it is claimed.
+    capacity: int
+    #: What its runners take: a job, or jobs of one batch kind to run together.
+    ready: threadqueue.SimpleQueue[list[Job] | None] = field(
+        default_factory=threadqueue.SimpleQueue
+    )
+    ready_jobs: int = 0  # jobs in ``ready``
 
 
 class Worker:
@@ -159,17 +192,14 @@ class Worker:
             kind: limit for kind, task in self.tasks.items() if (limit := batch_limit(task))
         }
         self.config = config or WorkerConfig()
-        #: Jobs held at once: enough for every runner to have a batch of the largest kind
-        #: while the next claim's batch waits.
-        self._capacity = self.config.capacity + self.config.concurrency * (
-            max(self._batches.values(), default=1) - 1
-        )
+        kinds_of: dict[str, list[str]] = {}
+        for kind, task in self.tasks.items():
+            kinds_of.setdefault(queue_name(task), []).append(kind)
+        self._queues = {name: self._queue(name, kinds) for name, kinds in kinds_of.items()}
+        self._queue_of = {kind: queue for queue in self._queues.values() for kind in queue.kinds}
         self.clock = clock or SystemClock()
         self.retry = retry or RetryPolicy(self.clock, random.Random())
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
-        #: What runners take: a job, or jobs of one batch kind to run together.
-        self._ready: threadqueue.SimpleQueue[list[Job] | None] = threadqueue.SimpleQueue()
-        self._ready_jobs = 0  # jobs in ``_ready``
         self._lock = threading.Lock()
         self._runner_done = threading.Condition(self._lock)
         self._held: dict[JobId, Job] = {}  # claimed, result not yet written
@@ -181,26 +211,39 @@ class Worker:
         self._keeper_stop = threading.Event()
         self._threads: dict[str, threading.Thread] = {}
 
+    def _queue(self, name: str, kinds: list[str]) -> _Queue:
+        runners = self.config.runners(name)
+        largest = max((self._batches.get(kind, 1) for kind in kinds), default=1)
+        capacity = runners * largest + self.config.batch
+        return _Queue(name, tuple(kinds), runners, capacity)
+
     # --- life cycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
         """Start claiming and running jobs on the worker's threads."""
         if self._threads:
             raise RuntimeError(f"worker {self.name} was started already")
-        threads = {"dispatcher": self._dispatch, "keeper": self._keep}
-        for n in range(self.config.concurrency):
-            threads[f"runner-{n}"] = self._run
+        threads: dict[str, tuple[Any, ...]] = {
+            "dispatcher": (self._dispatch,),
+            "keeper": (self._keep,),
+        }
+        for queue in self._queues.values():
+            WORKER_RUNNERS.labels(queue.name).inc(queue.runners)
+            for n in range(queue.runners):
+                threads[f"runner-{queue.name}-{n}"] = (self._run, queue)
         if self.config.listen and self.store.listens:
-            threads["listener"] = self._listen
-        for role, target in threads.items():
-            thread = threading.Thread(target=target, name=f"{self.name} {role}", daemon=True)
+            threads["listener"] = (self._listen,)
+        for role, (target, *args) in threads.items():
+            thread = threading.Thread(
+                target=target, args=args, name=f"{self.name} {role}", daemon=True
+            )
             self._threads[role] = thread
             thread.start()
         log.info(
             "worker_started",
             worker=self.name,
             kinds=sorted(self.tasks),
-            concurrency=self.config.concurrency,
+            queues={queue.name: queue.runners for queue in self._queues.values()},
         )
 
     def stop(self, grace: float) -> bool:
@@ -214,20 +257,23 @@ class Worker:
         self._threads["dispatcher"].join()
         with self._lock:
             self._closing = True
-            while True:
-                try:
-                    unstarted = self._ready.get_nowait()
-                except threadqueue.Empty:
-                    break
-                if unstarted is not None:
-                    self._ready_jobs -= len(unstarted)
-                    self._finished += [Finish(job, Release()) for job in unstarted]
+            for queue in self._queues.values():
+                while True:
+                    try:
+                        unstarted = queue.ready.get_nowait()
+                    except threadqueue.Empty:
+                        break
+                    if unstarted is not None:
+                        self._took(queue, unstarted)
+                        self._finished += [Finish(job, Release()) for job in unstarted]
             finished = self._runner_done.wait_for(lambda: not self._running, timeout=grace)
             cut_short = [self._held[job_id] for job_id in self._running]
             self._running.clear()
             self._finished += [Finish(job, Release(), "worker stopped") for job in cut_short]
-        for _ in range(self.config.concurrency):
-            self._ready.put(None)
+        for queue in self._queues.values():
+            WORKER_RUNNERS.labels(queue.name).dec(queue.runners)
+            for _ in range(queue.runners):
+                queue.ready.put(None)
         try:
             self._cycle(claim=False)
         except DatabaseError:
@@ -283,24 +329,28 @@ class Worker:
             self._wake.wait(wait)
 
     def _cycle(self, *, claim: bool = True) -> float:
-        """One transaction: write the results that are in, and claim as many due jobs as there
-        is room for. Seconds to wait before the next cycle, unless woken."""
+        """One transaction: write the results that are in, and claim for each queue as many due
+        jobs as it has room for. Seconds to wait before the next cycle, unless woken."""
         poll = self.config.poll.total_seconds()
         with self._lock:
             finished, self._finished = self._finished, []
-            room = self._capacity - len(self._held) + len(finished) if claim else 0
+            leaving = {item.job.id for item in finished}
+            held = Counter(job.kind for job in self._held.values() if job.id not in leaving)
+        rooms = {
+            queue.name: queue.capacity - sum(held[kind] for kind in queue.kinds) if claim else 0
+            for queue in self._queues.values()
+        }
         claimed: list[Job] = []
         written: set[JobId] = set()
         upcoming = None
         now = self.clock.now()
-        if finished or room > 0:
+        if finished or any(room > 0 for room in rooms.values()):
             try:
                 with self.store.write() as unit:
                     written = unit.jobs.finish(finished, now=now) if finished else set()
-                    if room > 0:
-                        claimed, open_kinds = self._claim(unit, room, finished, now)
-                        if len(claimed) < room and open_kinds:
-                            upcoming = unit.jobs.next_due(open_kinds)
+                    claimed, open_kinds = self._claim(unit, rooms, held, now)
+                    if open_kinds:
+                        upcoming = unit.jobs.next_due(open_kinds)
             except BaseException:
                 with self._lock:
                     self._finished[:0] = finished  # fenced: writing them again later is safe
@@ -313,39 +363,46 @@ class Worker:
                 self._held[job.id] = job
         units = self._units(claimed)
         with self._lock:
-            self._ready_jobs += len(claimed)
+            for batch_ in units:
+                queue = self._queue_of[batch_[0].kind]
+                queue.ready_jobs += len(batch_)
+                WORKER_JOBS_WAITING.labels(queue.name).inc(len(batch_))
         for batch_ in units:
-            self._ready.put(batch_)
-        if room <= 0 or len(claimed) == room or upcoming is None:
+            self._queue_of[batch_[0].kind].ready.put(batch_)
+        if upcoming is None:
             return poll  # a runner wakes the dispatcher when its queue runs low
         until = (upcoming - now).total_seconds()
         return min(poll, max(_RETRY_CLAIM_SECONDS, until))
 
     def _claim(
-        self, unit: Unit, room: int, finished: list[Finish], now: datetime
+        self, unit: Unit, rooms: Mapping[str, int], held: Counter[str], now: datetime
     ) -> tuple[list[Job], list[str]]:
-        """Claim up to ``room`` due jobs, no more of a limited kind than its task's hold allows;
-        the jobs and the kinds that had room left (those whose next due job matters)."""
+        """Claim for each queue up to its room in due jobs of its kinds, no more of a limited
+        kind than its task's hold allows (``held``: the jobs of each kind held now); the jobs,
+        and the kinds that had room left (those whose next due job matters)."""
         lease = self.config.lease
-        if not self._limits:
-            return unit.jobs.claim(self.name, self.tasks, room, now=now, lease=lease), list(
-                self.tasks
+        claimed: list[Job] = []
+        open_kinds: list[str] = []
+        for queue in self._queues.values():
+            room = rooms[queue.name]
+            if room <= 0:
+                continue
+            unlimited = [kind for kind in queue.kinds if kind not in self._limits]
+            got = (
+                unit.jobs.claim(self.name, unlimited, room, now=now, lease=lease)
+                if unlimited
+                else []
             )
-        with self._lock:
-            leaving = {item.job.id for item in finished}
-            held = Counter(job.kind for job in self._held.values() if job.id not in leaving)
-        unlimited = [kind for kind in self.tasks if kind not in self._limits]
-        claimed = (
-            unit.jobs.claim(self.name, unlimited, room, now=now, lease=lease) if unlimited else []
-        )
-        open_kinds = list(unlimited)
-        for kind, limit in sorted(self._limits.items()):
-            free = min(room - len(claimed), limit - held[kind])
-            if free > 0:
-                got = unit.jobs.claim(self.name, [kind], free, now=now, lease=lease)
-                claimed += got
-                if len(got) < free:
-                    open_kinds.append(kind)
+            if len(got) < room:
+                open_kinds += unlimited
+            for kind in sorted(kind for kind in queue.kinds if kind in self._limits):
+                free = min(room - len(got), self._limits[kind] - held[kind])
+                if free > 0:
+                    limited = unit.jobs.claim(self.name, [kind], free, now=now, lease=lease)
+                    got += limited
+                    if len(limited) < free:
+                        open_kinds.append(kind)
+            claimed += got
         return claimed, open_kinds
 
     # --- runners ---------------------------------------------------------------------------------
@@ -368,18 +425,28 @@ class Worker:
             units += [jobs[n : n + size] for n in range(0, len(jobs), size)]
         return units
 
-    def _run(self) -> None:
+    def _took(self, queue: _Queue, jobs: list[Job]) -> None:
+        """``jobs`` left ``queue``'s ready jobs (the lock held)."""
+        queue.ready_jobs -= len(jobs)
+        WORKER_JOBS_WAITING.labels(queue.name).dec(len(jobs))
+
+    def _run(self, queue: _Queue) -> None:
+        busy = WORKER_RUNNERS_BUSY.labels(queue.name)
         while True:
-            jobs = self._ready.get()
+            jobs = queue.ready.get()
             if jobs is None:
                 return
             with self._lock:
-                self._ready_jobs -= len(jobs)
+                self._took(queue, jobs)
                 if self._closing:
                     self._finished += [Finish(job, Release()) for job in jobs]
                     continue
                 self._running.update(job.id for job in jobs)
-            finishes = self._perform(jobs)
+            busy.inc()
+            try:
+                finishes = self._perform(jobs)
+            finally:
+                busy.dec()
             with self._lock:
                 for finish in finishes:
                     job_id = finish.job.id
@@ -391,7 +458,7 @@ class Worker:
                 # a batch at a time, while the runners work through the other half.
                 due_a_cycle = (
                     len(self._finished) >= self.config.batch // 2
-                    or self._ready_jobs < self.config.batch // 2
+                    or queue.ready_jobs < self.config.batch // 2
                 )
             if due_a_cycle:
                 self._wake.set()

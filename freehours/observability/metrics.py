@@ -116,6 +116,26 @@ JOBS_STUCK = MeasuredGauge(
     "Jobs due for over 20 seconds that no worker has started (no worker for their kind, or "
     "workers overloaded or down), counted in the database when scraped.",
 )
+WORKER_RUNNERS = Gauge(
+    "freehours_worker_runners",
+    "Runner threads of each worker queue (settle, invoice, webhook), in the live workers.",
+    ["queue"],
+    multiprocess_mode="livesum",  # each worker process has runners of its own
+)
+WORKER_RUNNERS_BUSY = Gauge(
+    "freehours_worker_runners_busy",
+    "Runner threads of each worker queue running a job now: at freehours_worker_runners, the "
+    "queue is saturated and its jobs wait.",
+    ["queue"],
+    multiprocess_mode="livesum",
+)
+WORKER_JOBS_WAITING = Gauge(
+    "freehours_worker_jobs_waiting",
+    "Jobs a worker claimed that wait for a runner of their queue (due jobs no worker has "
+    "claimed yet are freehours_jobs_stuck once late).",
+    ["queue"],
+    multiprocess_mode="livesum",
+)
 
 SETTLEMENTS_UNSCHEDULED = MeasuredGauge(
     "freehours_settlements_unscheduled_days",
