@@ -41,6 +41,7 @@ NEEDS_DATABASE = {
     "webhooks enable": ["ep_0"],
     "webhooks disable": ["ep_0"],
     "webhooks rotate-secret": ["ep_0"],
+    "settlements schedule": ["--from", "2026-07-01", "--to", "2026-07-02"],
 }
 
 
