@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
@@ -57,6 +57,7 @@ from freehours.domain.reads import DAY_MINUTES
 from freehours.domain.time import Region
 from freehours.errors import PlanError
 from freehours.plans.document import parse_plan, season_starts
+from freehours.plans.limits import MAX_NUMBER_LENGTH, check_json
 
 #: The media type of a CDR energy plan document, in ``Content-Type`` and ``Accept``.
 CDR_MEDIA_TYPE = "application/vnd.cdr.energy-plan+json"
@@ -1135,17 +1136,32 @@ def _cdr_type(band_type: str, index: int, plan_id: str) -> str:
 
 
 def read_json(data: bytes, *, source: str, limit: int) -> object:
-    """A JSON document of at most ``limit`` bytes, numbers read exactly (``Decimal``)."""
+    """A JSON document of at most ``limit`` bytes, numbers read exactly (``Decimal``), checked
+    against ``freehours.plans.limits`` before ``json`` reads it."""
 
     if len(data) > limit:
         raise PlanError(f"{len(data)} bytes: a CDR plan is read up to {limit}", source=source)
+    check_json(data, source=source)
+
+    def bounded(parse: Callable[[str], object]) -> Callable[[str], object]:
+        # The scan bounds every bare run; the parser's own numbers are bounded once more here,
+        # as it reads them, so that no number it reads can reach int()'s 4,300 digits.
+        def number(text: str) -> object:
+            if len(text) > MAX_NUMBER_LENGTH:
+                raise PlanError(
+                    f"a number of {len(text)} characters, over the limit of "
+                    f"{MAX_NUMBER_LENGTH} characters in a number: not read",
+                    source=source,
+                )
+            return parse(text)
+
+        return number
+
     try:
-        return json.loads(data, parse_float=Decimal)
+        return json.loads(data, parse_float=bounded(Decimal), parse_int=bounded(int))
     except UnicodeDecodeError as exc:
         raise PlanError(f"not UTF-8 text: {exc}", source=source) from None
     except json.JSONDecodeError as exc:
         raise PlanError(
             f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", source=source
         ) from None
-    except RecursionError:
-        raise PlanError("nested too deeply to be a CDR plan", source=source) from None
