@@ -14,9 +14,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from freehours.domain.fields import MAX_PLAN_NAME
+from freehours.domain.time import Region
 from freehours.errors import PlanError
 from freehours.plans import BUILTIN_IDS, builtin_document, toml_document
-from freehours.plans.cdr import read_json
+from freehours.plans.cdr import plan_document_from_cdr, read_json
+from freehours.plans.document import parse_plan
 from freehours.plans.limits import (
     MAX_ARRAY_ITEMS,
     MAX_DEPTH,
@@ -25,6 +28,7 @@ from freehours.plans.limits import (
     check_toml,
 )
 from tests.bombs import PLAN_BOMBS
+from tests.cdr.support import cdr_document
 from tests.support import run_flat
 
 DATA = Path(__file__).parent / "data" / "cdr"
@@ -179,3 +183,29 @@ def _toml(document: dict[str, object]) -> str:
         return json.dumps(item)
 
     return "\n".join(f"{text(k)} = {value(v)}" for k, v in document.items()) + "\n"
+
+
+def test_plans_validate_refuses_a_description_longer_than_an_invoice_holds(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "long.toml"
+    text = (Path(__file__).parents[1] / "freehours/plans/builtin/sso-nsw.toml").read_text("utf-8")
+    path.write_text(f'description = "{"x" * (MAX_PLAN_NAME + 1)}"\n' + _without_description(text))
+    code, _, err = run_flat(monkeypatch, capsys, "plans", "validate", str(path))
+    assert code == 2
+    assert f"description: String should have at most {MAX_PLAN_NAME} characters" in err
+
+
+def _without_description(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.startswith("description"))
+
+
+def test_a_cdr_plan_name_is_cut_to_what_an_invoice_holds_and_kept_whole() -> None:
+    document = cdr_document("single-rate")
+    about = "A plan for households with solar, " * 10
+    document["description"] = about
+    converted = plan_document_from_cdr(document, source="t", region=Region.NSW)
+    assert len(converted["description"]) == MAX_PLAN_NAME
+    assert converted["description"].endswith("…")
+    assert f"description: {about}" in converted["information"]
+    parse_plan(converted, source="t")

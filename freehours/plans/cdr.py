@@ -43,6 +43,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
 
+from freehours.domain.fields import MAX_PLAN_NAME
 from freehours.domain.plan import (
     WEEKDAY_NAMES,
     Band,
@@ -56,7 +57,7 @@ from freehours.domain.plan import (
 from freehours.domain.reads import DAY_MINUTES
 from freehours.domain.time import Region
 from freehours.errors import PlanError
-from freehours.plans.document import parse_plan, season_starts
+from freehours.plans.document import MAX_INFORMATION, parse_plan, season_starts
 from freehours.plans.limits import MAX_NUMBER_LENGTH, check_json
 
 #: The media type of a CDR energy plan document, in ``Content-Type`` and ``Accept``.
@@ -183,12 +184,16 @@ def _amount(value: object, at: _Path) -> Decimal:
 
 
 def _kept(information: list[str]) -> list[str]:
-    """What a plan keeps of the information read: at most 100 lines of 500 characters, and a
-    last line saying what was left out, so that nothing is dropped unsaid."""
-    lines = [line if len(line) <= 500 else line[:499] + "…" for line in information]
+    """What a plan keeps of the information read: at most 100 lines of ``MAX_INFORMATION``
+    characters, and a last line saying what was left out, so that nothing is dropped unsaid."""
+    lines = [_shortened(line, MAX_INFORMATION) for line in information]
     if len(lines) > 100:
         lines = [*lines[:99], f"... and {len(lines) - 99} more informational items, not kept"]
     return lines
+
+
+def _shortened(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def _kind(value: object) -> str:
@@ -278,11 +283,16 @@ class _Reader:
             raise at.error(
                 "a metering charge is billed, and freehours does not bill metering charges"
             )
+        if len(name) + len(about) + 3 > MAX_PLAN_NAME and about:
+            self.information.append(f"description: {about}")
         contract_at = root / "electricityContract"
         contract = _object(_field(body, "electricityContract", root), contract_at)
         converted: dict[str, Any] = {
             "id": self.plan_id or cdr_id,
-            "description": " - ".join(dict.fromkeys(p for p in (name, about) if p))[:500],
+            # The plan's name on its invoices, as long as they hold; the whole text kept.
+            "description": _shortened(
+                " - ".join(dict.fromkeys(p for p in (name, about) if p)), MAX_PLAN_NAME
+            ),
             "region": str(self._region()),
         }
         converted.update(self._contract(contract, contract_at))
@@ -910,8 +920,8 @@ def cdr_from_plan(
     return {
         "planId": plan.id,
         "lastUpdated": last_updated.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "displayName": plan.description or plan.id,
-        "description": plan.description or plan.id,
+        "displayName": plan.name,
+        "description": plan.name,
         "type": "MARKET",
         "fuelType": "ELECTRICITY",
         "brand": brand,

@@ -7,6 +7,8 @@ import re
 
 import pytest
 
+from freehours.domain.fields import MAX_PLAN_NAME
+from freehours.plans import builtin_document
 from tests.api.conftest import Api
 from tests.bombs import PLAN_BOMBS
 
@@ -41,3 +43,10 @@ def test_a_plan_body_of_too_many_keys_is_422_naming_the_limit(api: Api) -> None:
         "line 20001: 20001 keys or more, over the limit of 20000 keys in all"
         in (response.json()["detail"])
     )
+
+
+def test_a_plan_whose_name_an_invoice_could_not_hold_is_422_naming_the_field(api: Api) -> None:
+    plan = {**builtin_document("sso-nsw"), "id": "x", "description": "x" * (MAX_PLAN_NAME + 1)}
+    response = api.client.put("/v1/plans/x", json=plan, headers=api.auth("admin"))
+    assert response.status_code == 422
+    assert f"description: String should have at most {MAX_PLAN_NAME}" in response.json()["detail"]
