@@ -6,6 +6,10 @@
 - three unauthenticated 216 MB bodies: each a 401 in under 0.5 s, the server growing by under
   50 MB, ``/healthz`` never slower than 100 ms meanwhile;
 - the server's peak memory under 300 MB throughout;
+- issue 32's hostile plan bodies (``tests.bombs.PLAN_BOMBS``: a TOML key of 20,000 and of
+  100,000 dotted parts, arrays and inline tables nested 5,000 deep, integers of 5,000 digits in
+  TOML and in a CDR plan), each sent ten times with an admin key: each a 4xx, the server
+  growing by under 50 MB and ``/healthz`` never slower than 100 ms while they run;
 - the parsers (``tests/fuzz/targets.py``) in time linear in their input: every kept fuzz input,
   made 16 and 256 times longer, costs at most twice as much per byte at the larger size.
 
@@ -36,6 +40,7 @@ from benchmarks.bench_ingest import DEFAULT_SERVER, _fresh_postgres_database
 from freehours.meterdata.nem12 import ReadLimits
 from tests.bombs import (
     HEADER,
+    PLAN_BOMBS,
     blank_line_bomb,
     gzipped,
     overlapping_zip,
@@ -55,6 +60,7 @@ CONCURRENT_BOMBS = 20
 CONCURRENT_SECONDS = 6.0
 REFUSED_PAUSE = 0.05  # seconds a refused attacker waits before its next bomb
 HUGE = 216 * 1024 * 1024
+PLAN_BOMB_ROUNDS = 10  # each hostile plan body sent this many times
 LINEAR_GOAL = 2.0  # per-byte time at 256x an input over that at 16x
 FUZZ_INPUTS = [Path(__file__).parents[1] / "tests" / "fuzz" / kept for kept in ("seeds", "corpus")]
 REDIS = "redis://127.0.0.1:6379/0"
@@ -82,6 +88,7 @@ class Api:
 def run() -> None:
     server = os.environ.get("FREEHOURS_BENCH_DATABASE_URL", DEFAULT_SERVER)
     with _fresh_postgres_database(server) as url, _serve(url) as api, _sampling(api):
+        _plan_bombs(api)  # first: the NEM12 bombs' memory would hide its growth
         _bomb(api, "blank-line bomb (gzip of 20 million blank lines)", blank_line_bomb())
         _bomb(api, "zeros bomb (gzip of 1 GiB without a line end)", zeros_bomb())
         _bomb(api, "overlapping zip (20 entries over one 200 MB member)", _overlapping())
@@ -252,6 +259,60 @@ def _unauthenticated(api: Api) -> None:
     )
 
 
+def _plan_bombs(api: Api) -> None:
+    """Each of issue 32's plan bodies ``PLAN_BOMB_ROUNDS`` times, one after another, while
+    /healthz is asked and the server's RSS sampled, from a baseline taken before the first."""
+    baseline = api.rss()
+    peak = baseline
+    healthz: list[float] = []
+    done = threading.Event()
+
+    def probe() -> None:
+        nonlocal peak
+        with httpx.Client(base_url=api.url, timeout=30) as client:
+            while not done.is_set():
+                started = time.perf_counter()
+                client.get("/healthz")
+                healthz.append(time.perf_counter() - started)
+                peak = max(peak, api.rss())
+                time.sleep(0.01)
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    try:
+        headers = api.auth("admin")
+        with httpx.Client(base_url=api.url, timeout=60) as client:
+            for name, media_type, body, _ in PLAN_BOMBS:
+                statuses: list[int] = []
+                slowest = 0.0
+                for _ in range(PLAN_BOMB_ROUNDS):
+                    started = time.perf_counter()
+                    answer = client.put(
+                        "/v1/plans/hostile",
+                        content=body,
+                        headers={**headers, "Content-Type": media_type},
+                    )
+                    slowest = max(slowest, time.perf_counter() - started)
+                    statuses.append(answer.status_code)
+                print(
+                    f"hostile plan body, {name} ({len(body) / 1e3:.0f} kB):"
+                    f" {_counts(statuses)}, the slowest in {slowest * 1e3:.0f} ms"
+                )
+    finally:
+        done.set()
+        prober.join()
+    growth = max(peak - baseline, 0)
+    print(
+        f"hostile plan bodies: server memory growth {growth / 1e6:.1f} MB:"
+        f" {growth / GROWTH_GOAL:.2f} of the limit (goal < {GROWTH_GOAL / 1e6:.0f} MB)"
+    )
+    print(
+        f"hostile plan bodies: slowest /healthz meanwhile {max(healthz) * 1e3:.1f} ms of"
+        f" {len(healthz)}: {max(healthz) / HEALTHZ_GOAL:.2f} of the limit (goal <"
+        f" {HEALTHZ_GOAL * 1e3:.0f} ms)"
+    )
+
+
 def _huge_body(api: Api) -> tuple[int, float]:
     """POST /v1/meter-readings with a 216 MB JSON body and no key, the body streamed while the
     answer is awaited: (status, seconds to the answer's status line)."""
@@ -340,7 +401,7 @@ def _serve(url: str) -> Iterator[Api]:
         }
     keys = {
         scope: freehours("keys", "create", "--scope", scope, env=env)
-        for scope in ("ingest", "read")
+        for scope in ("ingest", "read", "admin")
     }
     with api_process(env) as (base, process):
         yield Api(base, psutil.Process(process.pid), keys)

@@ -55,6 +55,7 @@ from freehours.documents.examples import (
 )
 from freehours.documents.model import (
     DailyUse,
+    DocumentError,
     DocumentKind,
     FreeEnergy,
     InvoiceDocument,
@@ -365,6 +366,21 @@ class Invoicing:
                 self._draft_invoice(result, candidate, now)
             else:
                 self._draft_correction(result, unit, candidate, now)
+        showable = []
+        for draft in result.drafts:
+            why = self._unshowable(run, draft, now)
+            if why is None:
+                showable.append(draft)
+            else:
+                # Held, as a plan that does not parse is: until the plan is put again.
+                result.held += 1
+                result.notes.append(
+                    f"{draft.account.nmi} {draft.period.start}..{draft.period.end}: its document "
+                    f"could not be shown ({why}); held"
+                )
+                # The reason names the field, not its value: a name or address is personal.
+                log.warning("document_not_showable", plan_id=draft.plan.plan_id)
+        result.drafts = showable
         return result
 
     def _revisable(self, unit: Unit, wanted: list[_Wanted]) -> list[_Wanted]:
@@ -717,35 +733,64 @@ class Invoicing:
             series_drafts = by_series[series]
             first = unit.invoices.take_numbers(series, len(series_drafts))
             for serial, draft in enumerate(series_drafts, start=first):
-                plan, _ = self._plan(draft.plan, key=_plan_key(draft)) or (None, None)
-                assert plan is not None, "a draft's plan parsed when it was drafted"
-                issued = run.as_of.astimezone(plan.zone).date()
-                charges = draft.figures.total > 0
-                stored.append(
-                    StoredDocument(
-                        number=self.policy.number(series, serial),
-                        series=series,
-                        serial=serial,
-                        document_type=draft.document_type,
-                        nmi=draft.account.nmi,
-                        period_start=draft.period.start,
-                        period_end=draft.period.end,
-                        sequence=draft.sequence,
-                        corrects=draft.corrects,
-                        run_id=run.run_id,
-                        issue_date=issued,
-                        due_date=draft.account.cycle.due_date(issued) if charges else None,
-                        finalised_at=now,
-                        plan_id=draft.plan.plan_id,
-                        region=draft.account.region,
-                        time_zone=plan.zone_name,
-                        figures=draft.figures,
-                        reason=draft.reason,
-                        plan_document=draft.plan.document,
-                        retailer=retailer,
-                    )
-                )
+                finalised = self._finalised(run, draft, series, serial, now=now, retailer=retailer)
+                stored.append(finalised)
         return stored
+
+    def _finalised(
+        self,
+        run: InvoiceRun,
+        draft: Draft,
+        series: Series,
+        serial: int,
+        *,
+        now: datetime,
+        retailer: dict[str, Any],
+    ) -> StoredDocument:
+        """``draft`` as the document finalised with the number ``serial`` of ``series``."""
+        plan, _ = self._plan(draft.plan, key=_plan_key(draft)) or (None, None)
+        assert plan is not None, "a draft's plan parsed when it was drafted"
+        issued = run.as_of.astimezone(plan.zone).date()
+        charges = draft.figures.total > 0
+        return StoredDocument(
+            number=self.policy.number(series, serial),
+            series=series,
+            serial=serial,
+            document_type=draft.document_type,
+            nmi=draft.account.nmi,
+            period_start=draft.period.start,
+            period_end=draft.period.end,
+            sequence=draft.sequence,
+            corrects=draft.corrects,
+            run_id=run.run_id,
+            issue_date=issued,
+            due_date=draft.account.cycle.due_date(issued) if charges else None,
+            finalised_at=now,
+            plan_id=draft.plan.plan_id,
+            region=draft.account.region,
+            time_zone=plan.zone_name,
+            figures=draft.figures,
+            reason=draft.reason,
+            plan_document=draft.plan.document,
+            retailer=retailer,
+        )
+
+    def _unshowable(self, run: InvoiceRun, draft: Draft, now: datetime) -> str | None:
+        """Why ``draft``, once finalised, would be a document that cannot be shown (a field
+        longer than a document holds), or None. Asked before a number is taken: a document
+        that can never be rendered is never finalised, and no number is spent on it."""
+        # Its number is not known yet: the widest of the series' padded numbers stands in.
+        serial = 10**self.policy.digits - 1
+        retailer = _retailer_json(self.policy.retailer)
+        series = draft.document_type.series
+        plan, _ = self._plan(draft.plan, key=_plan_key(draft)) or (None, None)
+        assert plan is not None, "a draft's plan parsed when it was drafted"
+        finalised = self._finalised(run, draft, series, serial, now=now, retailer=retailer)
+        try:
+            _document(finalised, plan)
+        except DocumentError as exc:
+            return str(exc)
+        return None
 
 
 #: A period of a customer, its plan as stored and parsed, and its row (None: never looked at).
@@ -795,7 +840,11 @@ def retailer_of(values: dict[str, Any]) -> Retailer:
 def document_of(stored: StoredDocument) -> InvoiceDocument:
     """The document a household reads, from a finalised document as stored: its own figures,
     plan and retailer details, so that it renders the same whenever it is asked for."""
-    plan = parse_plan(stored.plan_document, source=f"document {stored.number}")
+    return _document(stored, parse_plan(stored.plan_document, source=f"document {stored.number}"))
+
+
+def _document(stored: StoredDocument, plan: Plan) -> InvoiceDocument:
+    """``document_of``, its plan parsed already."""
     figures = stored.figures
     window = plan.free_window
     free = None
@@ -819,7 +868,7 @@ def document_of(stored: StoredDocument) -> InvoiceDocument:
         nmi=stored.nmi,
         region=stored.region,
         plan_id=stored.plan_id,
-        plan_name=plan.description or plan.id,
+        plan_name=plan.name,
         period_start=stored.period_start,
         period_end=stored.period_end,
         lines=tuple(

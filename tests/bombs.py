@@ -73,3 +73,56 @@ def short_rows_bomb(rows: int = 1_990_000) -> bytes:
     channel = b"200,NMI0000001,E1B1,1,E1,N1,METER1,kWh,30,\n"
     body = b"".join(b"300,%08d,\n" % n for n in range(rows))
     return gzip.compress(HEADER + channel + body, 6)
+
+
+def dotted_key(parts: int = 20_000) -> bytes:
+    """A TOML plan body of one key of ``parts`` dotted parts (``a.a.a...=1``; issue 32: 20,000
+    parts, 39 kB, took the API from 143 MB to 1.67 GB while ``tomllib`` read it)."""
+    return b"a" + b".a" * (parts - 1) + b" = 1\n"
+
+
+def nested_toml_arrays(depth: int = 5_000) -> bytes:
+    """A TOML plan body of arrays nested ``depth`` deep (``tomllib`` recursed out: a 500)."""
+    return b"a = " + b"[" * depth + b"]" * depth + b"\n"
+
+
+def nested_inline_tables(depth: int = 5_000) -> bytes:
+    """A TOML plan body of inline tables nested ``depth`` deep."""
+    return b"a = " + b"{ b = " * depth + b"1" + b" }" * depth + b"\n"
+
+
+def long_toml_integer(digits: int = 5_000) -> bytes:
+    """A TOML plan body of an integer of ``digits`` digits (over ``int``'s 4,300: a 500)."""
+    return b'id = "x"\ndaily_supply_charge = ' + b"9" * digits + b"\n"
+
+
+def nested_json_arrays(depth: int = 5_000) -> bytes:
+    """A CDR plan body of arrays nested ``depth`` deep."""
+    return b'{"data": ' + b"[" * depth + b"]" * depth + b"}"
+
+
+def long_json_integer(digits: int = 5_000) -> bytes:
+    """A CDR plan body of an integer of ``digits`` digits."""
+    return b'{"data": {"planId": ' + b"9" * digits + b"}}"
+
+
+#: Issue 32's plan bodies: (name, Content-Type, body, the limit the refusal names).
+PLAN_BOMBS: tuple[tuple[str, str, bytes, str], ...] = (
+    ("TOML key of 20,000 dotted parts", "application/toml", dotted_key(), "dotted parts"),
+    ("TOML key of 100,000 dotted parts", "application/toml", dotted_key(100_000), "dotted parts"),
+    ("TOML arrays nested 5,000 deep", "application/toml", nested_toml_arrays(), "nesting"),
+    ("TOML inline tables nested 5,000 deep", "application/toml", nested_inline_tables(), "nesting"),
+    ("TOML integer of 5,000 digits", "application/toml", long_toml_integer(), "a number"),
+    (
+        "CDR arrays nested 5,000 deep",
+        "application/vnd.cdr.energy-plan+json",
+        nested_json_arrays(),
+        "nesting",
+    ),
+    (
+        "CDR integer of 5,000 digits",
+        "application/vnd.cdr.energy-plan+json",
+        long_json_integer(),
+        "a number",
+    ),
+)

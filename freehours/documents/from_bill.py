@@ -93,7 +93,7 @@ def invoice_from_bill(
         nmi=bill.nmi,
         region=plan.region,
         plan_id=plan.id,
-        plan_name=plan_name or plan.description or plan.id,
+        plan_name=plan_name or plan.name,
         period_start=bill.start,
         period_end=bill.end,
         lines=lines_of(bill),

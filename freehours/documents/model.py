@@ -23,6 +23,15 @@ from datetime import date
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 
+from freehours.domain.fields import (
+    MAX_ADDRESS,
+    MAX_CUSTOMER_NAME,
+    MAX_LINE_CODE,
+    MAX_MESSAGE,
+    MAX_NUMBER,
+    MAX_PLAN_ID,
+    MAX_PLAN_NAME,
+)
 from freehours.domain.time import Region
 
 ZERO = Decimal(0)
@@ -31,16 +40,10 @@ CENT = Decimal("0.01")
 #: The longest billing period a document lays out (a quarter of 92 days): the daily table and
 #: the chart are designed for it.
 MAX_DAYS = 92
-#: The longest names and addresses the layout holds whole (in characters; an address's lines
-#: joined with ", ").
-MAX_PLAN_NAME = 120
-MAX_CUSTOMER_NAME = 80
-MAX_ADDRESS = 150
 MAX_PAYMENT_METHODS = 6
 #: Messages the AER has approved as Tier 1 information (Better Bills Guideline, section 37):
-#: at most two on a first page, each of at most this many characters.
+#: at most two on a first page, each of at most ``MAX_MESSAGE`` characters.
 MAX_MESSAGES = 2
-MAX_MESSAGE = 240
 
 
 class DocumentError(ValueError):
@@ -138,6 +141,8 @@ class Line:
     amount: Decimal
 
     def __post_init__(self) -> None:
+        _text("line code", self.code)
+        _longest("line code", self.code, MAX_LINE_CODE)
         _text("line description", self.description)
         _money(f"line {self.code} amount", self.amount)
 
@@ -259,10 +264,10 @@ class InvoiceDocument:
 
     def __post_init__(self) -> None:
         _text("number", self.number)
-        if len(self.number) > 40:
-            raise DocumentError(f"number: {self.number!r} is longer than 40 characters")
+        _longest("number", self.number, MAX_NUMBER)
         _text("nmi", self.nmi)
         _text("plan_id", self.plan_id)
+        _longest("plan_id", self.plan_id, MAX_PLAN_ID)
         _text("plan_name", self.plan_name)
         _longest("plan_name", self.plan_name, MAX_PLAN_NAME)
         _longest("customer_name", self.customer_name or "", MAX_CUSTOMER_NAME)

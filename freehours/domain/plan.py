@@ -283,6 +283,12 @@ class Plan:
     holiday_calendar: HolidayCalendar = field(default=no_public_holidays, compare=False, repr=False)
 
     @property
+    def name(self) -> str:
+        """What documents call the plan: its description, or its id when the description is
+        empty or blank (a document's plan name is never blank)."""
+        return self.description.strip() or self.id
+
+    @property
     def zone(self) -> tzinfo:
         """The customer's clock: the region's zone, or NEM time for an AEST plan."""
         if self.time_zone is TimeZoneMode.AEST:

@@ -15,6 +15,7 @@ from typing import Any
 from freehours.domain.plan import Plan
 from freehours.errors import PlanError
 from freehours.plans.document import parse_plan
+from freehours.plans.limits import check_toml
 
 #: The built-in plans, in the order ``freehours plans list`` shows them.
 BUILTIN_IDS = ("sso-nsw", "sso-seq", "sso-sa", "mps-vic")
@@ -67,10 +68,12 @@ def parse_plan_text(text: str, *, source: str) -> Plan:
 
 def toml_document(data: str | bytes, *, source: str) -> dict[str, Any]:
     """A plan file's text (or its bytes, UTF-8) as a document, not yet checked (``parse_plan``
-    checks it): for files, built-in plans and ``PUT /v1/plans`` bodies alike. Raises
-    ``PlanError`` naming ``source``."""
+    checks it): for files, built-in plans and ``PUT /v1/plans`` bodies alike, checked against
+    ``freehours.plans.limits`` before ``tomllib`` reads it. Raises ``PlanError`` naming
+    ``source``."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
+        check_toml(text, source=source)
         return tomllib.loads(text)
     except UnicodeDecodeError as exc:
         raise PlanError(f"not UTF-8 text: {exc}", source=source) from None

@@ -38,11 +38,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
 
+from freehours.domain.fields import MAX_PLAN_NAME
 from freehours.domain.plan import (
     WEEKDAY_NAMES,
     Band,
@@ -56,7 +57,8 @@ from freehours.domain.plan import (
 from freehours.domain.reads import DAY_MINUTES
 from freehours.domain.time import Region
 from freehours.errors import PlanError
-from freehours.plans.document import parse_plan, season_starts
+from freehours.plans.document import MAX_INFORMATION, parse_plan, season_starts
+from freehours.plans.limits import MAX_NUMBER_LENGTH, check_json
 
 #: The media type of a CDR energy plan document, in ``Content-Type`` and ``Accept``.
 CDR_MEDIA_TYPE = "application/vnd.cdr.energy-plan+json"
@@ -182,12 +184,16 @@ def _amount(value: object, at: _Path) -> Decimal:
 
 
 def _kept(information: list[str]) -> list[str]:
-    """What a plan keeps of the information read: at most 100 lines of 500 characters, and a
-    last line saying what was left out, so that nothing is dropped unsaid."""
-    lines = [line if len(line) <= 500 else line[:499] + "…" for line in information]
+    """What a plan keeps of the information read: at most 100 lines of ``MAX_INFORMATION``
+    characters, and a last line saying what was left out, so that nothing is dropped unsaid."""
+    lines = [_shortened(line, MAX_INFORMATION) for line in information]
     if len(lines) > 100:
         lines = [*lines[:99], f"... and {len(lines) - 99} more informational items, not kept"]
     return lines
+
+
+def _shortened(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def _kind(value: object) -> str:
@@ -277,11 +283,16 @@ class _Reader:
             raise at.error(
                 "a metering charge is billed, and freehours does not bill metering charges"
             )
+        if len(name) + len(about) + 3 > MAX_PLAN_NAME and about:
+            self.information.append(f"description: {about}")
         contract_at = root / "electricityContract"
         contract = _object(_field(body, "electricityContract", root), contract_at)
         converted: dict[str, Any] = {
             "id": self.plan_id or cdr_id,
-            "description": " - ".join(dict.fromkeys(p for p in (name, about) if p))[:500],
+            # The plan's name on its invoices, as long as they hold; the whole text kept.
+            "description": _shortened(
+                " - ".join(dict.fromkeys(p for p in (name, about) if p)), MAX_PLAN_NAME
+            ),
             "region": str(self._region()),
         }
         converted.update(self._contract(contract, contract_at))
@@ -909,8 +920,8 @@ def cdr_from_plan(
     return {
         "planId": plan.id,
         "lastUpdated": last_updated.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "displayName": plan.description or plan.id,
-        "description": plan.description or plan.id,
+        "displayName": plan.name,
+        "description": plan.name,
         "type": "MARKET",
         "fuelType": "ELECTRICITY",
         "brand": brand,
@@ -1135,17 +1146,32 @@ def _cdr_type(band_type: str, index: int, plan_id: str) -> str:
 
 
 def read_json(data: bytes, *, source: str, limit: int) -> object:
-    """A JSON document of at most ``limit`` bytes, numbers read exactly (``Decimal``)."""
+    """A JSON document of at most ``limit`` bytes, numbers read exactly (``Decimal``), checked
+    against ``freehours.plans.limits`` before ``json`` reads it."""
 
     if len(data) > limit:
         raise PlanError(f"{len(data)} bytes: a CDR plan is read up to {limit}", source=source)
+    check_json(data, source=source)
+
+    def bounded(parse: Callable[[str], object]) -> Callable[[str], object]:
+        # The scan bounds every bare run; the parser's own numbers are bounded once more here,
+        # as it reads them, so that no number it reads can reach int()'s 4,300 digits.
+        def number(text: str) -> object:
+            if len(text) > MAX_NUMBER_LENGTH:
+                raise PlanError(
+                    f"a number of {len(text)} characters, over the limit of "
+                    f"{MAX_NUMBER_LENGTH} characters in a number: not read",
+                    source=source,
+                )
+            return parse(text)
+
+        return number
+
     try:
-        return json.loads(data, parse_float=Decimal)
+        return json.loads(data, parse_float=bounded(Decimal), parse_int=bounded(int))
     except UnicodeDecodeError as exc:
         raise PlanError(f"not UTF-8 text: {exc}", source=source) from None
     except json.JSONDecodeError as exc:
         raise PlanError(
             f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", source=source
         ) from None
-    except RecursionError:
-        raise PlanError("nested too deeply to be a CDR plan", source=source) from None

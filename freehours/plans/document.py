@@ -40,6 +40,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from freehours.domain import reads
+from freehours.domain.fields import MAX_LINE_CODE, MAX_PLAN_ID, MAX_PLAN_NAME
 from freehours.domain.plan import (
     DEFAULT_CAP_KWH,
     REGION_WINDOWS,
@@ -203,10 +204,12 @@ EndClock = Annotated[
     AfterValidator(_end_after_start),
     WithJsonSchema(_END_SCHEMA),
 ]
-BandType = Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]*$", max_length=40)]
+#: A band's type is the code of its bill line; a plan's id and description (its name) are on
+#: every invoice: each as long as a document holds (``freehours.domain.fields``), no longer.
+BandType = Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]*$", max_length=MAX_LINE_CODE)]
 Suffix = Annotated[str, Field(pattern=reads.SUFFIX_PATTERN), AfterValidator(_not_export)]
 PLAN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
-PLAN_ID_MAX_LENGTH = 64
+PLAN_ID_MAX_LENGTH = MAX_PLAN_ID
 PlanId = Annotated[str, Field(pattern=PLAN_ID_PATTERN, max_length=PLAN_ID_MAX_LENGTH)]
 
 
@@ -381,7 +384,10 @@ class ControlledLoadDocument(_Document):
     )
 
 
-InformationText = Annotated[str, Field(max_length=500)]
+#: What a plan's source says that is not rated: shown by ``plans validate`` and the API, never
+#: on a document; a paragraph of a CDR plan's terms.
+MAX_INFORMATION = 500
+InformationText = Annotated[str, Field(max_length=MAX_INFORMATION)]
 
 
 class PlanDocument(_Document):
@@ -391,7 +397,11 @@ class PlanDocument(_Document):
     """
 
     id: PlanId = Field(description="the plan's id, as customers and PUT /v1/plans name it")
-    description: str = Field(default="", max_length=500)
+    description: str = Field(
+        default="",
+        max_length=MAX_PLAN_NAME,
+        description="for people: its name on invoices (its id when empty) and in plans list",
+    )
     region: Region = Field(description="sets the clock and the default free window")
     time_zone: TimeZoneMode = Field(
         default=TimeZoneMode.LOCAL, description="LOCAL: the region's clock; AEST: NEM time"

@@ -8,6 +8,8 @@ hang, unbounded memory).
   interval reads, or the 422 (``RequestValidationError``) naming the field.
 - ``cdr_plan``: a CDR energy plan, as ``plans import-cdr`` and ``PUT /v1/plans`` (CDR body) read
   it: a plan document that ``parse_plan`` takes, or ``PlanError``.
+- ``toml_plan``: a plan file, as ``plans validate`` and ``PUT /v1/plans`` (TOML body) read it:
+  a plan, or ``PlanError``.
 
 Used by ``tests/fuzz/run.py`` (atheris, coverage-guided; ``make fuzz``) and by
 ``tests/fuzz/test_fuzz.py`` (the kept corpus replayed, and hypothesis) in every test run.
@@ -24,6 +26,7 @@ from freehours.api.models import MeterReadingsIn
 from freehours.domain.time import Region
 from freehours.errors import NEM12Error, PlanError
 from freehours.meterdata.nem12 import read_days
+from freehours.plans import toml_document
 from freehours.plans.cdr import plan_document_from_cdr, read_json
 from freehours.plans.document import parse_plan
 from freehours.store.meter import encode_values
@@ -68,8 +71,18 @@ def cdr_plan(data: bytes) -> None:
     parse_plan(document, source="fuzz.json")  # what it returns is a plan
 
 
+def toml_plan(data: bytes) -> None:
+    """Read ``data`` as a plan file into a plan."""
+    try:
+        parse_plan(toml_document(data, source="fuzz.toml"), source="fuzz.toml")
+    except PlanError as exc:
+        if "fuzz.toml" not in str(exc):
+            raise AssertionError(f"the error does not name the source: {exc}") from exc
+
+
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "nem12": nem12,
     "readings": readings,
     "cdr_plan": cdr_plan,
+    "toml_plan": toml_plan,
 }

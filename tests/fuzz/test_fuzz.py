@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.fuzz.targets import TARGETS, cdr_plan, nem12, readings
+from tests.fuzz.targets import TARGETS, cdr_plan, nem12, readings, toml_plan
 
 HERE = Path(__file__).parent
 #: Hand-made inputs (named for what they hold) and what atheris found and kept (``make fuzz``).
@@ -139,6 +139,12 @@ def test_json_batches_of_any_shape(body: dict[str, object]) -> None:
 @given(st.sampled_from(_INPUTS["cdr_plan"]), _CUTS)
 def test_mutated_cdr_plans(seed: bytes, cuts: list[tuple[int, int, bytes]]) -> None:
     cdr_plan(_mutated(seed, cuts))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(_INPUTS["toml_plan"]), _CUTS)
+def test_mutated_toml_plans(seed: bytes, cuts: list[tuple[int, int, bytes]]) -> None:
+    toml_plan(_mutated(seed, cuts))
 
 
 def _paths(node: object, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:

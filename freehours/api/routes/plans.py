@@ -97,13 +97,29 @@ async def put_plan(
     limit = services.settings.max_json_body_bytes
     raw = await bounded_body(request, limit, title="Body too large", required=None)
     media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    # Parsed in a worker thread: a body at the limits still takes a parser a while, and the
+    # event loop serves every other request (/healthz too) meanwhile.
+    return await run_in_threadpool(
+        _put_plan_body, services, plan_id, raw, media_type=media_type, region=region, limit=limit
+    )
+
+
+def _put_plan_body(
+    services: Services,
+    plan_id: str,
+    raw: bytes,
+    *,
+    media_type: str,
+    region: Region | None,
+    limit: int,
+) -> dict[str, Any]:
     if media_type == TOML:
         document = _toml_body(raw)
     elif media_type == CDR_MEDIA_TYPE:
         document = _cdr_body(raw, plan_id, region, limit)
     else:
         document = parse_body(PLAN_DOCUMENT, raw)
-    return await run_in_threadpool(_store_plan, services, plan_id, document)
+    return _store_plan(services, plan_id, document)
 
 
 def _cdr_body(raw: bytes, plan_id: str, region: Region | None, limit: int) -> dict[str, Any]:
