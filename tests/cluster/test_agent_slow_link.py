@@ -14,13 +14,15 @@ time, and the test prints which it got:
   the API), which delays every chunk by 200 ms in each direction (400 ms more per round trip: no
   kinder than netem's); and 5 % loss by nftables (``numgen random mod 100 < 5 drop``, in and
   out of the agent's eth0), TCP resending what was lost. Where nftables cannot do that, the proxy
-  loses instead: 5 % of its chunks end their connection, which the agent must retry.
+  loses instead (once the round trips are measured): 5 % of its chunks end their connection,
+  which the agent must retry.
 
 Then, in the database and the agent's spool: every interval stored once with the meter's value,
 every read counted once by the API, every quota COMPLETED with one ledger entry per version, the
 spool drained (every batch delivered, none pending or set aside, its attempts those the agent
-counted); the agent's retries within what its retry budget allows; the time to drain, the round
-trips and the retries printed (``agent link`` in the run's report).
+counted, each batch's first attempt made once); the retries the budget paid for (retried, less
+the resends after a deferral) within what it allows; the time to drain, the round trips and the
+retries printed (``agent link`` in the run's report).
 """
 
 from __future__ import annotations
