@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import os
 import random
 import secrets
@@ -146,14 +147,25 @@ class Host:
         )
 
     def lossy(self, percent: int) -> None:
-        """Drop ``percent`` % of the packets this host sends or receives on eth0, at random."""
-        rule = f"numgen random mod 100 < {percent} drop"
+        """Drop ``percent`` % of the packets this host sends or receives on eth0, at random
+        (counted: ``dropped``)."""
+        rule = f"numgen random mod 100 < {percent} counter drop"
         self._table(
             "loss",
             [
                 f'chain out {{\n type filter hook output priority 0;\n oifname "eth0" {rule}\n}}',
                 f'chain in {{\n type filter hook input priority 0;\n iifname "eth0" {rule}\n}}',
             ],
+        )
+
+    def dropped(self) -> int:
+        """The packets ``lossy`` has dropped so far, both ways."""
+        listed = json.loads(self.run("nft", "-j", "list", "table", "inet", "loss").stdout)
+        return sum(
+            expr["counter"]["packets"]
+            for item in listed["nftables"]
+            for expr in item.get("rule", {}).get("expr", [])
+            if "counter" in expr
         )
 
     def netem(self, delay_ms: int, loss_percent: int) -> None:
