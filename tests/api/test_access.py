@@ -11,7 +11,12 @@ from fastapi.testclient import TestClient
 from freehours.api import keycache
 from freehours.api.keycache import KeyCache
 from freehours.api.keys import list_keys, revoke_key
-from tests.api.conftest import Api
+from freehours.settings import Settings
+from freehours.store.database import Store
+from tests.api.conftest import Api, serving
+
+#: A client address outside loopback: a proxy's, say, that every client's requests come from.
+PROXY = ("10.9.8.7", 40000)
 
 V1_ROUTES = [
     ("PUT", "/v1/plans/p1", "admin"),
@@ -124,6 +129,43 @@ def test_a_client_sending_unknown_keys_is_refused_before_each_costs_a_lookup(
     assert api.client.get(path, headers=api.auth("read")).status_code == 200
     with TestClient(api.client.app, client=("10.1.2.3", 50000)) as other:
         assert other.get(path, headers={"Authorization": "Bearer fh_x"}).status_code == 401
+
+
+def test_unknown_keys_are_throttled_and_the_valid_keys_of_their_address_never_are(
+    store: Store, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lookups: list[str] = []
+    real_find_key = keycache.find_key
+
+    def counting_find_key(keys, secret):  # type: ignore[no-untyped-def]
+        lookups.append(secret)
+        return real_find_key(keys, secret)
+
+    monkeypatch.setattr(keycache, "find_key", counting_find_key)
+    # No key is remembered: each valid request is checked afresh, as one after the cache's
+    # time (or from another process) is.
+    uncached = settings.model_copy(update={"api_key_cache_seconds": 0.0})
+    settlement = "/v1/free-energy/settlements/4102000001/2026-07-01"
+    body = {"nmi": "4102000001", "suffix": "E1", "interval_minutes": 30, "reads": []}
+    with serving(store, uncached) as api, TestClient(api.client.app, client=PROXY) as client:
+        answers: dict[str, list[int]] = {"unknown": [], "read": [], "ingest": [], "admin": []}
+        for n in range(1000):
+            guess = client.get(settlement, headers={"Authorization": f"Bearer fh_guess{n}"})
+            answers["unknown"].append(guess.status_code)
+            if n % 10 == 0:
+                for scope in ("read", "admin"):
+                    answers[scope].append(
+                        client.get(settlement, headers=api.auth(scope)).status_code
+                    )
+                headers = {**api.auth("ingest"), "Idempotency-Key": f"batch-{n}"}
+                ingest = client.post("/v1/meter-readings", json=body, headers=headers)
+                answers["ingest"].append(ingest.status_code)
+    limit = 30  # the fixture's RateLimits: 30 unknown keys a minute per address
+    assert answers["unknown"] == [401] * limit + [429] * (1000 - limit)
+    assert answers["read"] == answers["admin"] == answers["ingest"] == [200] * 100
+    # Only the guesses before the limit cost a lookup each; the live keys' hashes were read
+    # once (the clock stands still), not once a guess.
+    assert len([secret for secret in lookups if secret.startswith("fh_guess")]) == limit
 
 
 def test_the_key_cache_forgets_the_least_recently_used_never_all(api: Api) -> None:
