@@ -1,15 +1,13 @@
 """Settlements: ``POST /v1/free-energy/settlements`` (settle key; the hot path, in
 ``freehours.api.settle``) and ``GET /v1/free-energy/settlements/{nmi}/{day}`` (read key)."""
 
-from datetime import date
-
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from freehours.api import settle
 from freehours.api.auth import requires
 from freehours.api.keys import Scope
-from freehours.api.models import NmiPath, QuotaOut, check_read_date
+from freehours.api.models import NemDate, NmiPath, QuotaOut, check_read_date
 from freehours.api.services import AppServices
 from freehours.observability.logging import bind_fields
 
@@ -50,7 +48,7 @@ router.add_api_route(
         }
     },
 )
-def get_settlement(nmi: NmiPath, day: date, services: AppServices) -> JSONResponse:
+def get_settlement(nmi: NmiPath, day: NemDate, services: AppServices) -> JSONResponse:
     """The quota's current state (its newest version), as a settlement request would find it,
     without settling it or writing anything: always 200 with the quota. A day nobody has asked
     to settle yet is PENDING (version 1), with ``Retry-After`` (the seconds until it can be
