@@ -359,8 +359,9 @@ class InvoiceRunIn(BaseModel):
 
     as_of: Moment | None = Field(
         default=None,
-        description="RFC 3339 with an offset, not in the future: the run invoices the billing"
-        " periods that ended before it, on each customer's calendar (default: now)",
+        description="RFC 3339 with an offset, from 2000 to 2099 and not in the future: the run"
+        " invoices the billing periods that ended before it, on each customer's calendar"
+        " (default: now)",
     )
 
 

@@ -108,8 +108,13 @@ class Lingering:
     def close(self) -> None:
         if self.lingering:
             return
-        if not self._protocol.unread_body() or self._transport.is_closing():
-            self._transport.close()
+        transport = self._transport
+        if (
+            not self._protocol.unread_body()
+            or transport.is_closing()
+            or not transport.can_write_eof()
+        ):
+            transport.close()  # nothing unread (or TLS, which cannot half-close): closed now
             return
         self.lingering = True
         self._transport.write_eof()  # once the answer is written: SHUT_WR

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from freehours.api import keycache
 from freehours.api.keycache import KeyCache
-from freehours.api.keys import list_keys, revoke_key
+from freehours.api.keys import Scope, create_key, list_keys, revoke_key
 from freehours.api.ratelimit import RateLimits
 from freehours.settings import Settings
 from freehours.store.database import Store
@@ -205,3 +205,25 @@ def test_the_documentation_pages_load_nothing_from_another_origin(api: Api, page
         assert api.client.get(asset).status_code == 200, asset
     assert "googleapis" not in html
     assert "cdn." not in html
+
+
+def test_the_live_keys_hashes_are_read_at_most_once_a_second(api: Api) -> None:
+    cache = KeyCache(api.services.store, api.clock, ttl=60)
+    reads: list[frozenset[str]] = []
+    load_live = cache._load_live
+
+    def counted() -> frozenset[str]:
+        reads.append(load_live())
+        return reads[-1]
+
+    cache._load_live = counted  # type: ignore[method-assign]
+    assert asyncio.run(cache.may_be_live(api.keys["read"]))
+    for n in range(100):
+        assert not asyncio.run(cache.may_be_live(f"fh_guess{n}"))
+    assert len(reads) == 1  # the clock stood still: one reading for every guess
+    with api.services.store.write() as unit:
+        _, made = create_key(unit.keys, frozenset({Scope.READ}), "new", api.clock.now())
+    assert not asyncio.run(cache.may_be_live(made))  # made after the reading, within its second
+    api.clock.advance(keycache.LIVE_HASHES_SECONDS)
+    assert asyncio.run(cache.may_be_live(made))
+    assert len(reads) == 2
