@@ -127,6 +127,10 @@ def assemble(lifespan: Lifespan[FastAPI] | None = None) -> FastAPI:
         # Each operation named as its route function (put_plan, post_settlement, ...): the
         # names its links and clients' generated code use.
         generate_unique_id_function=lambda route: route.name,
+        # No redirect to a path with (or without) its trailing slash: Starlette's is absolute,
+        # its host taken from the request's Host header, which anyone can set. The console's
+        # one such address, /console, redirects itself, relative.
+        redirect_slashes=False,
     )
     openapi.install(app)
     mount_docs(app, "freehours")

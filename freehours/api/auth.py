@@ -10,8 +10,10 @@ settlement route, which reads its request itself for speed, declares its access 
 its route class (``freehours.api.settle.ReadsItself``) runs the same check.
 
 The check runs on the event loop: a known key (``KeyCache``) and its rate limit cost no thread
-hop. A client that keeps sending unknown keys is refused (429) before its next unknown key costs
-a database lookup.
+hop. A client address that keeps sending unknown keys is refused (429) before its next unknown
+key costs a database lookup; a valid key from that address still works: before it is refused,
+a key is checked against the live keys' hashes (``KeyCache.may_be_live``, read at most once a
+second whatever the flood), so only the guesses are throttled.
 """
 
 from fastapi import Request, params
@@ -86,12 +88,16 @@ async def authorize(request: Request, authorization: str | None, scope: Scope) -
 
 async def look_up(request: Request, secret: str) -> ApiKey | None:
     """The live key of ``secret``, or None (counted against the client's address, whose next
-    unknown key is refused with a 429 before it costs a database lookup)."""
+    unknown key is refused with a 429 before it costs a database lookup; never a live key)."""
     services = services_of(request)
     key = services.keys.cached(secret)
     address = request.client.host if request.client else ""
     if key is False:
-        await services.limits.check_unknown_keys(address)
+        try:
+            await services.limits.check_unknown_keys(address)
+        except Problem:
+            if not await services.keys.may_be_live(secret):
+                raise
         key = await services.keys.load(secret)
     if key is None:
         await services.limits.count_unknown_key(address)

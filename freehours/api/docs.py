@@ -23,6 +23,8 @@ from fastapi.staticfiles import StaticFiles
 from starlette.routing import Mount
 from starlette.types import Receive, Scope, Send
 
+from freehours.api.headers import page_headers
+
 STATIC = "/docs/static"
 #: Where the OpenAPI document is served.
 OPENAPI_URL = "/openapi.json"
@@ -71,7 +73,7 @@ def mount_docs(app: FastAPI, title: str) -> None:
         ),
     }
     for path, page in pages.items():
-        html = HTMLResponse(page.body, headers={"Content-Security-Policy": CONTENT_SECURITY_POLICY})
+        html = HTMLResponse(page.body, headers=page_headers(CONTENT_SECURITY_POLICY))
         app.add_api_route(path, _serve(html), include_in_schema=False)
 
 

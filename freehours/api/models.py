@@ -1,11 +1,16 @@
 """What the API's requests and answers look like: the bodies, the path parameters, and their
 checks against the rules of ``freehours.domain.reads``.
 
-Decimals travel as strings (a JSON number is binary and inexact); dates are checked against the
-NEM calendar's bounds here, and against today by the route (``check_read_date``), which knows
-the clock.
+Decimals travel as strings (a JSON number is binary and inexact). Every date and moment a
+request names, in its body, query or path, is of one of two types, ``NemDate`` and ``Moment``:
+a string in its documented form (never a number of seconds), inside the NEM calendar's bounds
+(``EARLIEST_DATE`` to ``LATEST_DATE``), else a 422 naming the field; a read's date is also
+checked against today by its route (``check_read_date``), which knows the clock. Request bodies
+are strict (``STRICT_BODY``): an integer is a JSON integer, a string a string, a boolean
+``true`` or ``false``, as docs/api.md says.
 """
 
+import re
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Annotated, Any, Literal
@@ -15,8 +20,10 @@ from pydantic import (
     AfterValidator,
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    Strict,
     TypeAdapter,
     field_validator,
 )
@@ -43,6 +50,67 @@ from freehours.domain.webhooks import (
 from freehours.plans.document import PlanDocument, PlanId
 
 NmiPath = Annotated[str, Path(pattern=NMI_PATTERN, description="the 10-character NMI")]
+
+#: How a request writes a date: ``YYYY-MM-DD`` (RFC 3339's full-date), ASCII digits. Pydantic
+#: alone would also take a number of seconds since 1970, as a number or as a string.
+DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+#: How a request writes a moment: RFC 3339's date-time, its offset required.
+MOMENT_TEXT = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?([Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
+
+#: Request bodies: no field unknown, every type strict (no ``"30"`` or ``30.0`` for ``30``).
+STRICT_BODY = ConfigDict(extra="forbid", strict=True)
+
+
+def _written(form: re.Pattern[str], what: str) -> Any:
+    def check(value: object) -> object:
+        if not isinstance(value, str) or not form.fullmatch(value):
+            raise ValueError(what)
+        return value
+
+    return BeforeValidator(check)
+
+
+def _in_range(check: Any) -> Any:
+    def bounded(value: Any) -> Any:
+        try:
+            return check(value)
+        except rules.RangeError as exc:
+            raise ValueError(exc.reason) from None  # the field is named by where it is
+
+    return AfterValidator(bounded)
+
+
+#: A date in a request's body, query or path: ``YYYY-MM-DD``, from ``EARLIEST_DATE`` to
+#: ``LATEST_DATE`` (a 422 naming the field otherwise). Not strict to pydantic (its strict mode
+#: takes no string for a date): the string's form is checked first.
+NemDate = Annotated[
+    date,
+    Strict(False),
+    _written(DATE_TEXT, "a date is a string YYYY-MM-DD"),
+    _in_range(rules.check_date),
+]
+#: A moment in a request: RFC 3339 with its offset, its date (on its own clock) from
+#: ``EARLIEST_DATE`` to ``LATEST_DATE``: it can be moved to any time zone, and a day either
+#: side of it written, without overflowing.
+Moment = Annotated[
+    AwareDatetime,
+    Strict(False),
+    _written(MOMENT_TEXT, "a moment is an RFC 3339 date-time string with its offset"),
+    _in_range(rules.check_moment),
+]
+
+
+def _json_integer(value: object) -> object:
+    if not isinstance(value, int) or isinstance(value, bool):
+        # Pydantic turns ValueError, not TypeError, into a 422 naming the field.
+        raise ValueError("an integer, written without a point or exponent")  # noqa: TRY004
+    return value
+
+
+#: An interval length in a request: a JSON integer (pydantic's ``Literal`` would take ``30.0``).
+IntervalMinutesIn = Annotated[IntervalMinutes, BeforeValidator(_json_integer)]
 
 #: A plan's body, read as any JSON object: ``parse_plan`` checks it as it checks a plan file, to
 #: name every problem as a plan file's are.
@@ -74,9 +142,9 @@ class ReadIn(BaseModel):
     """One interval read: its start (with offset), its energy in kWh, its NEM12 quality. Each
     inside the ranges of ``freehours.domain.reads``; the route checks the date against today."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT_BODY
 
-    start: AwareDatetime
+    start: Moment
     kwh: Decimal | None = Field(
         description="kWh as a decimal string of ASCII digits (below 1000000, at most 6 decimal"
         " places; docs/security.md); null when missing"
@@ -96,20 +164,15 @@ class ReadIn(BaseModel):
         _no_float(value)
         raise ValueError('kwh is a decimal string such as "0.412", or null')
 
-    @field_validator("start")
-    @classmethod
-    def _start_in_range(cls, value: datetime) -> datetime:
-        return rules.check_moment(value)
-
 
 class MeterReadingsIn(BaseModel):
     """A batch of interval reads for one NMI and channel."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT_BODY
 
     nmi: str = Field(pattern=NMI_PATTERN, description="the 10-character NMI")
     suffix: str = Field(pattern=SUFFIX_PATTERN, description="the NEM12 channel suffix, e.g. E1")
-    interval_minutes: IntervalMinutes
+    interval_minutes: IntervalMinutesIn
     reads: list[ReadIn]
 
 
@@ -141,24 +204,24 @@ class Nem12CountsOut(BaseModel):
 
 
 class SettlementIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT_BODY
 
     nmi: str = Field(pattern=NMI_PATTERN)
-    date: Annotated[date, AfterValidator(rules.check_date)]
+    date: NemDate
 
 
 class ScheduleIn(BaseModel):
     """What ``POST /v1/settlements/schedule`` takes: whose days, and which."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT_BODY
 
     nmi: str = Field(
         pattern=NMI_PATTERN,
         description="the customer's NMI (every customer at once is `freehours settlements"
         " schedule`'s: a run of minutes, not a request's)",
     )
-    first: date = Field(alias="from", description="the first local day scheduled")
-    last: date = Field(
+    first: NemDate = Field(alias="from", description="the first local day scheduled")
+    last: NemDate = Field(
         alias="to",
         description=f"the last local day scheduled: at most {rules.SCHEDULE_MAX_DAYS} days in all",
     )
@@ -218,7 +281,7 @@ PaymentTermDays = Annotated[
 class CustomerIn(BaseModel):
     """A customer: the plan, the region, and the billing cycle (the defaults when left out)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT_BODY
 
     plan_id: PlanId
     region: Region
@@ -324,12 +387,13 @@ def check_read_date(day: date, today: date, field: str, *, where: str = "body") 
 class InvoiceRunIn(BaseModel):
     """What ``POST /v1/invoice-runs`` may say: the moment the run bills up to (default now)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT_BODY
 
-    as_of: AwareDatetime | None = Field(
+    as_of: Moment | None = Field(
         default=None,
-        description="RFC 3339 with an offset, not in the future: the run invoices the billing"
-        " periods that ended before it, on each customer's calendar (default: now)",
+        description="RFC 3339 with an offset, from 2000 to 2099 and not in the future: the run"
+        " invoices the billing periods that ended before it, on each customer's calendar"
+        " (default: now)",
     )
 
 
@@ -499,7 +563,7 @@ WebhookDescription = Annotated[str, Field(max_length=MAX_DESCRIPTION_LENGTH)]
 class WebhookEndpointIn(BaseModel):
     """A webhook endpoint to register."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT_BODY
 
     url: WebhookUrl
     events: WebhookEvents
@@ -510,7 +574,7 @@ class WebhookEndpointPatch(BaseModel):
     """What to change of an endpoint: the fields given. ``enabled: true`` enables a disabled
     endpoint again (its run of failures forgotten); ``false`` disables it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT_BODY
 
     url: WebhookUrl | None = None
     events: WebhookEvents | None = None

@@ -8,6 +8,14 @@ gives every request ``header_seconds`` from its connection's opening (or, on a k
 connection, from its first byte) until its headers are complete, then closes the connection.
 Bodies are bounded by the routes themselves (their byte limits).
 
+An answer sent before its request's body was read (a 401, a 413 on ``Content-Length``) must
+reach a client that is still sending that body. Closing a socket with unread bytes in it sends
+a reset, which can destroy the answer before the client reads it; and kept alive, uvicorn would
+read and discard the whole body, however large. So, as nginx does, the connection is closed
+lingering (``HeaderTimeout``, ``Lingering``): the answer sent, the server half-closes
+(``SHUT_WR``: the client reads the answer, then end of file), reads and drops what the client
+still sends for at most ``LINGER_SECONDS`` and ``LINGER_BYTES``, then closes.
+
 Proxy headers (``X-Forwarded-For``, ``X-Forwarded-Proto``) are believed only from the addresses
 ``FREEHOURS_FORWARDED_ALLOW_IPS`` names: by default none, so a client cannot choose the address
 its unknown-key attempts are counted against.
@@ -67,18 +75,98 @@ log = structlog.get_logger("freehours.api")
 SHUTDOWN_GRACE_SECONDS = 30
 
 
+#: How long a connection whose answer went before its request's body lingers, reading and
+#: dropping the rest: time for a client to see the answer and stop sending (nginx lingers 5 s
+#: between reads and 30 s in all; an API client stops at once).
+LINGER_SECONDS = 5.0
+#: How much of a body nobody reads a lingering connection drops before it closes: more than a
+#: client has in its socket buffers and in flight when the answer reaches it (a few MB on a fast
+#: network), far less than an upload, so that an unauthenticated client cannot make the server
+#: read its 100 MB.
+LINGER_BYTES = 16 * 1024 * 1024
+
+
+class Lingering:
+    """A connection's transport whose ``close`` lingers when its protocol asks
+    (``HeaderTimeout.unread_body``): half-closed, the client's bytes dropped, closed at the end
+    of file, after ``LINGER_SECONDS`` or past ``LINGER_BYTES``. Everything else is the
+    transport's own."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: HeaderTimeout) -> None:
+        self._transport = transport
+        self._protocol = protocol
+        self.lingering = False
+        self._dropped = 0
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+    def is_closing(self) -> bool:
+        return self.lingering or self._transport.is_closing()
+
+    def close(self) -> None:
+        if self.lingering:
+            return
+        transport = self._transport
+        if (
+            not self._protocol.unread_body()
+            or transport.is_closing()
+            or not transport.can_write_eof()
+        ):
+            transport.close()  # nothing unread (or TLS, which cannot half-close): closed now
+            return
+        self.lingering = True
+        self._transport.write_eof()  # once the answer is written: SHUT_WR
+        if not self._transport.is_reading():
+            self._transport.resume_reading()
+        self._deadline = self._protocol.loop.call_later(LINGER_SECONDS, self.end)
+
+    def dropped(self, data: bytes) -> None:
+        """Bytes the client sent while the connection lingers."""
+        self._dropped += len(data)
+        if self._dropped > LINGER_BYTES:
+            self.end()
+
+    def end(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        self._transport.close()
+
+
 class HeaderTimeout(HttpToolsProtocol):
     """uvicorn's HTTP/1.1 protocol (httptools), with a deadline for each request's headers: the
-    configuration's ``header_seconds`` (``ServerConfig``), else FREEHOURS_HEADER_SECONDS."""
+    configuration's ``header_seconds`` (``ServerConfig``), else FREEHOURS_HEADER_SECONDS; and a
+    lingering close (``Lingering``) of a connection whose answer went before its request's
+    body was read."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        self._lingering = Lingering(transport, self)
+        super().connection_made(self._lingering)  # type: ignore[arg-type]
         seconds = getattr(self.config, "header_seconds", None)
         self._header_seconds: float = (
             seconds if seconds is not None else get_settings().header_seconds
         )
         self._header_timer: asyncio.TimerHandle | None = None
         self._start_header_timer()
+
+    def unread_body(self) -> bool:
+        """Whether the request answered last has a body still coming, unread."""
+        cycle = self.cycle
+        return cycle is not None and cycle.response_complete and cycle.more_body
+
+    def data_received(self, data: bytes) -> None:
+        if self._lingering.lingering:
+            self._lingering.dropped(data)
+            return
+        super().data_received(data)
+
+    def eof_received(self) -> None:
+        # The client has sent all it will: a lingering connection ends here (and the transport
+        # closes itself after this, as for any connection).
+        if self._lingering.lingering:
+            self._lingering.end()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -88,8 +176,17 @@ class HeaderTimeout(HttpToolsProtocol):
         self._stop_header_timer()
         super().on_headers_complete()
 
+    def on_response_complete(self) -> None:
+        unread = self.unread_body()
+        super().on_response_complete()
+        if unread and not self.transport.is_closing():
+            # Kept alive, uvicorn would read and drop the whole body: linger instead.
+            self._unset_keepalive_if_required()
+            self.transport.close()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_header_timer()
+        self._lingering.end()
         super().connection_lost(exc)
 
     def _start_header_timer(self) -> None:

@@ -11,6 +11,8 @@ with a text description whose numbers are in the daily-use table.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from functools import lru_cache
 from html import escape
 from importlib.resources import files
@@ -31,6 +33,18 @@ def _template() -> tuple[Template, str]:
     page = Template((folder / "document.html").read_text(encoding="utf-8"))
     style = (folder / "document.css").read_text(encoding="utf-8")
     return page, style
+
+
+def style_source() -> str:
+    """The ``sha256-...`` source of the page's one ``<style>`` element, the same on every page:
+    what a Content-Security-Policy names to let it, and no other style, apply."""
+    page, style = _template()
+    _, opening, rest = page.template.partition("<style>")
+    written, closing, _ = rest.partition("</style>")
+    assert opening, "the template has a <style> element"
+    assert closing, "the template's <style> element is closed"
+    text = Template(written).substitute(style=style)
+    return "sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
 
 
 def render_html(document: InvoiceDocument) -> str:

@@ -68,6 +68,13 @@ class Keys(Repository):
         )
         return result.rowcount == 1
 
+    def live_hashes(self) -> frozenset[str]:
+        """The hash of every live key's secret (the table holds a retailer's few keys)."""
+        rows = self._conn.execute(
+            sa.select(api_keys.c.key_hash).where(api_keys.c.revoked_at.is_(None))
+        )
+        return frozenset(row.key_hash for row in rows)
+
     def live_by_hash(self, key_hash: str) -> StoredKey | None:
         """The live key whose secret hashes to ``key_hash``, or None."""
         row = self._conn.execute(

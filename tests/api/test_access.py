@@ -10,8 +10,14 @@ from fastapi.testclient import TestClient
 
 from freehours.api import keycache
 from freehours.api.keycache import KeyCache
-from freehours.api.keys import list_keys, revoke_key
-from tests.api.conftest import Api
+from freehours.api.keys import Scope, create_key, list_keys, revoke_key
+from freehours.api.ratelimit import RateLimits
+from freehours.settings import Settings
+from freehours.store.database import Store
+from tests.api.conftest import Api, serving
+
+#: A client address outside loopback: a proxy's, say, that every client's requests come from.
+PROXY = ("10.9.8.7", 40000)
 
 V1_ROUTES = [
     ("PUT", "/v1/plans/p1", "admin"),
@@ -126,6 +132,48 @@ def test_a_client_sending_unknown_keys_is_refused_before_each_costs_a_lookup(
         assert other.get(path, headers={"Authorization": "Bearer fh_x"}).status_code == 401
 
 
+def test_unknown_keys_are_throttled_and_the_valid_keys_of_their_address_never_are(
+    store: Store, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lookups: list[str] = []
+    real_find_key = keycache.find_key
+
+    def counting_find_key(keys, secret):  # type: ignore[no-untyped-def]
+        lookups.append(secret)
+        return real_find_key(keys, secret)
+
+    monkeypatch.setattr(keycache, "find_key", counting_find_key)
+    # No key is remembered: each valid request is checked afresh, as one after the cache's
+    # time (or from another process) is.
+    uncached = settings.model_copy(update={"api_key_cache_seconds": 0.0})
+    settlement = "/v1/free-energy/settlements/4102000001/2026-07-01"
+    body = {"nmi": "4102000001", "suffix": "E1", "interval_minutes": 30, "reads": []}
+    limit = 30
+    with serving(store, uncached) as api, TestClient(api.client.app, client=PROXY) as client:
+        # 30 a day, not the fixture's 30 a minute: the sliding window would let a guess or two
+        # through again if the test's seconds crossed a minute's end.
+        api.services.limits = RateLimits.open(
+            None, "1000/minute", "20/minute", unknown_keys=f"{limit}/day"
+        )
+        answers: dict[str, list[int]] = {"unknown": [], "read": [], "ingest": [], "admin": []}
+        for n in range(1000):
+            guess = client.get(settlement, headers={"Authorization": f"Bearer fh_guess{n}"})
+            answers["unknown"].append(guess.status_code)
+            if n % 10 == 0:
+                for scope in ("read", "admin"):
+                    answers[scope].append(
+                        client.get(settlement, headers=api.auth(scope)).status_code
+                    )
+                headers = {**api.auth("ingest"), "Idempotency-Key": f"batch-{n}"}
+                ingest = client.post("/v1/meter-readings", json=body, headers=headers)
+                answers["ingest"].append(ingest.status_code)
+    assert answers["unknown"] == [401] * limit + [429] * (1000 - limit)
+    assert answers["read"] == answers["admin"] == answers["ingest"] == [200] * 100
+    # Only the guesses before the limit cost a lookup each; the live keys' hashes were read
+    # once (the clock stands still), not once a guess.
+    assert len([secret for secret in lookups if secret.startswith("fh_guess")]) == limit
+
+
 def test_the_key_cache_forgets_the_least_recently_used_never_all(api: Api) -> None:
     cache = KeyCache(api.services.store, api.clock, ttl=60, size=3)
     working = asyncio.run(cache.load(api.keys["read"]))
@@ -157,3 +205,25 @@ def test_the_documentation_pages_load_nothing_from_another_origin(api: Api, page
         assert api.client.get(asset).status_code == 200, asset
     assert "googleapis" not in html
     assert "cdn." not in html
+
+
+def test_the_live_keys_hashes_are_read_at_most_once_a_second(api: Api) -> None:
+    cache = KeyCache(api.services.store, api.clock, ttl=60)
+    reads: list[frozenset[str]] = []
+    load_live = cache._load_live
+
+    def counted() -> frozenset[str]:
+        reads.append(load_live())
+        return reads[-1]
+
+    cache._load_live = counted  # type: ignore[method-assign]
+    assert asyncio.run(cache.may_be_live(api.keys["read"]))
+    for n in range(100):
+        assert not asyncio.run(cache.may_be_live(f"fh_guess{n}"))
+    assert len(reads) == 1  # the clock stood still: one reading for every guess
+    with api.services.store.write() as unit:
+        _, made = create_key(unit.keys, frozenset({Scope.READ}), "new", api.clock.now())
+    assert not asyncio.run(cache.may_be_live(made))  # made after the reading, within its second
+    api.clock.advance(keycache.LIVE_HASHES_SECONDS)
+    assert asyncio.run(cache.may_be_live(made))
+    assert len(reads) == 2

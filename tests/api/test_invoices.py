@@ -4,7 +4,9 @@ pages of a series, late data credited, and a run's accounting journal."""
 
 from __future__ import annotations
 
+import base64
 import csv
+import hashlib
 import io
 from collections import Counter
 from collections.abc import Iterator
@@ -22,6 +24,7 @@ from freehours.journal import HEADER
 from freehours.settings import Settings
 from freehours.store.database import Store
 from tests.api.conftest import Api, serving
+from tests.console.conftest import sign_in
 from tests.documents.builders import flat, pdf_pages
 from tests.invoicing.support import AFTER_JULY, JULY, STAMP, System, consumption, export, nmi
 from tests.servers import api_server, freehours
@@ -203,12 +206,17 @@ def test_a_run_without_a_body_is_as_of_now(api: Api) -> None:
 @pytest.mark.parametrize(
     ("as_of", "message"),
     [
-        ("2026-08-01T00:00:00", "timezone"),
+        ("2026-08-01T00:00:00", "with its offset"),
         ((AFTER_JULY + timedelta(seconds=1)).isoformat(), "in the future"),
-        ("yesterday", "datetime"),
+        ("yesterday", "RFC 3339"),
+        (1785506400, "RFC 3339"),  # seconds since 1970: not the documented form
+        ("0001-01-01T00:00:00+10:00", "is outside 2000-01-01 to 2099-12-31"),
+        ("9999-12-31T23:59:59-10:00", "is outside 2000-01-01 to 2099-12-31"),
     ],
 )
-def test_a_naive_or_future_as_of_is_a_422(api: Api, as_of: str, message: str) -> None:
+def test_a_naive_future_or_out_of_range_as_of_is_a_422(
+    api: Api, as_of: object, message: str
+) -> None:
     answer = start(api, body={"as_of": as_of})
     assert answer.status_code == 422
     problem = answer.json()
@@ -511,3 +519,29 @@ def test_fifty_runs_at_once_over_http_to_a_served_api_with_workers(
     assert set(periods.values()) == {1}
     assert {(m, JULY[0]) for m in meters} <= set(periods)
     assert serials == list(range(1, len(documents) + 1))
+
+
+def test_a_documents_html_loads_nothing_and_is_not_sniffed_in_the_api_and_the_console(
+    api: Api,
+) -> None:
+    [meter] = put_customers(api, 1)
+    invoiced(api, [meter])
+    html = api.client.get("/v1/invoices/INV-00000001.html", headers=api.auth("read"))
+    sign_in(api.client, api.keys["admin"])
+    in_console = api.client.get("/console/documents/INV-00000001.html")
+    assert in_console.status_code == 200
+    for page in (html, in_console):
+        policy = page.headers["content-security-policy"]
+        assert policy.startswith("default-src 'none'; style-src 'sha256-")
+        assert "frame-ancestors 'none'" in policy
+        assert page.headers["x-content-type-options"] == "nosniff"
+        assert page.headers["cache-control"] == "no-store"
+        # The hash the policy names is the page's one <style>, as a browser hashes it.
+        style = page.text.split("<style>", 1)[1].split("</style>", 1)[0]
+        digest = base64.b64encode(hashlib.sha256(style.encode()).digest()).decode()
+        assert f"style-src 'sha256-{digest}'" in policy
+        assert page.text.count("</style>") == 1
+        assert " style=" not in page.text
+        assert "<script" not in page.text
+    pdf = api.client.get("/v1/invoices/INV-00000001.pdf", headers=api.auth("read"))
+    assert pdf.headers["x-content-type-options"] == "nosniff"

@@ -200,20 +200,21 @@ def test_a_settlement_date_out_of_range_is_422_naming_it_and_stores_no_quota(
 
 
 @pytest.mark.parametrize(
-    ("first", "last", "field"),
+    ("first", "last", "fields"),
     [
-        ("0001-01-01", "0001-01-02", "query.from"),
-        ("1999-12-31", "2000-01-01", "query.from"),
-        ("9999-12-30", "9999-12-31", "query.from"),
-        ("2099-12-31", "2100-01-01", "query.to"),
+        ("0001-01-01", "0001-01-02", ["query.from", "query.to"]),
+        ("1999-12-31", "2000-01-01", ["query.from"]),
+        ("9999-12-30", "9999-12-31", ["query.from", "query.to"]),
+        ("2099-12-31", "2100-01-01", ["query.to"]),
+        ("946684800", "2000-01-02", ["query.from"]),  # seconds since 1970: not YYYY-MM-DD
     ],
 )
-def test_a_bill_for_dates_out_of_range_is_422_naming_the_bound(
-    api: Api, first: str, last: str, field: str
+def test_a_bill_for_dates_out_of_range_is_422_naming_every_bound(
+    api: Api, first: str, last: str, fields: list[str]
 ) -> None:
     assert put_plan(api, PLAN).status_code == 200
     assert put_customer(api).status_code == 200
-    assert problem_fields(bill(api, first, last)) == [field]
+    assert problem_fields(bill(api, first, last)) == fields
 
 
 def test_a_bill_at_the_last_date_in_range_answers(api: Api) -> None:
@@ -286,3 +287,76 @@ def test_a_far_day_stored_before_the_ranges_does_not_break_its_customer(api: Api
     assert put_plan(api, PLAN).status_code == 200
     assert put_customer(api).status_code == 200
     assert bill(api).status_code == 200
+
+
+# --- strict JSON types (docs/api.md): no number for a date, no float or string for an integer ----
+
+READ = {"start": "2026-07-01T11:00:00+10:00", "kwh": "0.4", "quality": "A"}
+BATCH = {"nmi": NMI, "suffix": "E1", "interval_minutes": 30, "reads": [READ]}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({**BATCH, "reads": [{**READ, "start": 1782867600}]}, "body.reads.0.start"),
+        ({**BATCH, "reads": [{**READ, "start": "1782867600"}]}, "body.reads.0.start"),
+        ({**BATCH, "reads": [{**READ, "start": "2026-07-01"}]}, "body.reads.0.start"),
+        (
+            {**BATCH, "reads": [{**READ, "start": "0001-01-01T00:00:00+10:00"}]},
+            "body.reads.0.start",
+        ),
+        ({**BATCH, "interval_minutes": 30.0}, "body.interval_minutes"),
+        ({**BATCH, "interval_minutes": "30"}, "body.interval_minutes"),
+        ({**BATCH, "interval_minutes": True}, "body.interval_minutes"),
+        ({**BATCH, "nmi": 4102000001}, "body.nmi"),
+    ],
+)
+def test_a_read_of_a_loose_type_is_422_naming_it(
+    api: Api, body: dict[str, Any], field: str
+) -> None:
+    response = api.client.post(
+        "/v1/meter-readings", json=body, headers={**api.auth("ingest"), "Idempotency-Key": "k"}
+    )
+    assert problem_fields(response) == [field]
+    assert rows(api, meter_days) == 0
+
+
+@pytest.mark.parametrize(
+    ("date_value", "field"),
+    [(20260701, "body.date"), ("20260701", "body.date"), ("0001-01-01", "body.date")],
+)
+def test_a_settlement_date_of_a_loose_type_or_out_of_range_is_422(
+    api: Api, date_value: object, field: str
+) -> None:
+    response = api.client.post(
+        "/v1/free-energy/settlements",
+        json={"nmi": NMI, "date": date_value},
+        headers=api.auth("settle"),
+    )
+    assert problem_fields(response) == [field]
+
+
+@pytest.mark.parametrize("day_value", ["0001-01-01", "20260701", "1782820800"])
+def test_a_settlement_path_date_out_of_form_or_range_is_422(api: Api, day_value: str) -> None:
+    response = api.client.get(
+        f"/v1/free-energy/settlements/{NMI}/{day_value}", headers=api.auth("read")
+    )
+    assert problem_fields(response) == ["path.day"]
+
+
+@pytest.mark.parametrize("bound", ["from", "to"])
+def test_a_document_list_date_out_of_range_is_422(api: Api, bound: str) -> None:
+    response = api.client.get(
+        "/v1/invoices", params={bound: "0001-01-01"}, headers=api.auth("read")
+    )
+    assert problem_fields(response) == [f"query.{bound}"]
+
+
+def test_a_customer_anchor_day_as_a_string_is_422(api: Api) -> None:
+    assert put_plan(api, PLAN).status_code == 200
+    response = api.client.put(
+        f"/v1/customers/{NMI}",
+        json={"plan_id": "test-nsw", "region": "NSW", "anchor_day": "1"},
+        headers=api.auth("admin"),
+    )
+    assert problem_fields(response) == ["body.anchor_day"]

@@ -125,3 +125,41 @@ def test_a_port_in_use_is_one_line_naming_the_address(
     assert (
         result.stderr.strip() == f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
     )
+
+
+def send_unread_body(url: str, size: int, *, close: bool) -> tuple[bytes, OSError | None]:
+    """POST a NEM12 upload of ``size`` bytes with an unknown key from a raw socket that sends its
+    whole body, as a simple client does, before it reads: what it then reads up to the end of
+    the connection, and the error its sending or reading met (None: none)."""
+    connection = "Connection: close\r\n" if close else ""
+    with connect(url) as sock:
+        sock.sendall(
+            b"POST /v1/meter-readings/nem12 HTTP/1.1\r\nHost: freehours\r\n"
+            b"Authorization: Bearer fh_guess\r\nContent-Type: text/csv\r\n"
+            + f"Content-Length: {size}\r\n{connection}\r\n".encode()
+        )
+        chunk = b"1" * 65536
+        error: OSError | None = None
+        try:
+            for _ in range(size // len(chunk)):
+                sock.sendall(chunk)
+        except OSError as exc:
+            error = exc
+        answer = b""
+        try:
+            while piece := sock.recv(65536):
+                answer += piece
+        except OSError as exc:
+            error = error or exc
+        return answer, error
+
+
+@pytest.mark.parametrize("close", [True, False], ids=["connection-close", "kept-alive"])
+def test_an_early_401_reaches_a_client_still_sending_its_body(server: str, close: bool) -> None:
+    # 8 MB: far more than the socket buffers hold, so the 401 is sent while the client is
+    # still sending; the server half-closes and drops the rest rather than resetting.
+    answer, error = send_unread_body(server, 8 * 1024 * 1024, close=close)
+    assert error is None  # every byte sent, the connection ended by an end of file: no reset
+    assert answer.startswith(b"HTTP/1.1 401 Unauthorized\r\n")
+    assert answer.endswith(b'"unknown or revoked key"}') or b"unknown or revoked key" in answer
+    assert httpx.get(f"{server}/healthz", timeout=HANG).status_code == 200

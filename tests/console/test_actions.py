@@ -234,3 +234,62 @@ def test_hostile_forms_are_refused_before_they_are_read(admin: Api) -> None:
     )
     assert missing.status_code == 404
     assert "no such job" in missing.text
+
+
+@pytest.mark.parametrize("job_id", ["\u00b2", "\u0663", "\uff11", "1\u00b2", "-1", "0x1", "9" * 19])
+def test_a_job_id_not_of_ascii_digits_is_a_404_page(admin: Api, job_id: str) -> None:
+    token = csrf_of(admin.client.get("/console/").text)
+    for path in (f"/console/jobs/{job_id}", f"/console/jobs/{job_id}/cancel"):
+        assert admin.client.get(path).status_code == 404
+    posted = admin.client.post(
+        f"/console/jobs/{job_id}/cancel", data={"csrf_token": token}, headers=ORIGIN
+    )
+    assert posted.status_code == 404
+    assert "text/html" in posted.headers["content-type"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/console/jobs/\u00b2/cancel",
+        "/console/jobs/1/no-such-action",
+        "/console/jobs/1/retry",
+        "/console/quotas/not-an-nmi/2026-07-01/reopen",
+        "/console/quotas/4100000001/\u00b2/reopen",
+        "/console/keys/not-a-key/revoke",
+        "/console/sign-out",
+    ],
+)
+def test_a_form_without_a_session_is_sent_to_sign_in_before_anything_is_read(
+    api: Api, path: str
+) -> None:
+    hostile = [
+        {"content": b"csrf_token=x", "headers": {**ORIGIN, "Content-Type": "text/plain"}},
+        {"content": b"x" * 100_000, "headers": ORIGIN},
+        {"data": {"csrf_token": "x"}, "headers": {"Origin": "https://elsewhere.test"}},
+    ]
+    for request in hostile:
+        answer = api.client.post(path, follow_redirects=False, **request)  # type: ignore[arg-type]
+        assert answer.status_code == 303, (path, answer.status_code)
+        assert answer.headers["location"].startswith("/console/sign-in?next=")
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("/console/?day=0001-01-01", "day"),
+        ("/console/quotas?day=9999-12-31", "day"),
+        ("/console/quotas?after=0001-01-01~4100000001", "after"),
+        (f"/console/quotas/{NMI}/0001-01-01", "day"),
+        (f"/console/quotas/{NMI}/%C2%B2%C2%B2%C2%B2%C2%B2-01-01", "day"),
+        (f"/console/quotas/{NMI}/0001-01-01/reopen?version=1", "day"),
+        ("/console/jobs?before=%C2%B2", "before"),
+    ],
+)
+def test_a_date_or_position_out_of_form_or_range_is_a_422_page(
+    admin: Api, path: str, field: str
+) -> None:
+    page = admin.client.get(path)
+    assert page.status_code == 422, page.text
+    assert "text/html" in page.headers["content-type"]
+    assert f"{field}:" in page.text

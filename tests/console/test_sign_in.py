@@ -181,3 +181,23 @@ def test_the_audit_api_refuses_a_position_past_any_id(api: Api) -> None:
     assert "before" in answer.text
     largest = api.client.get("/v1/audit", params={"before": 2**63 - 1}, headers=api.auth("read"))
     assert largest.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("path", "location"),
+    [("/console", "/console/"), ("/console/", "/console/sign-in?next=/console/")],
+)
+def test_redirects_are_relative_whatever_the_host_header(
+    api: Api, path: str, location: str
+) -> None:
+    answer = api.client.get(path, headers={"Host": "evil.example"}, follow_redirects=False)
+    assert answer.status_code in (303, 307)
+    assert answer.headers["location"] == location
+
+
+def test_a_path_with_a_trailing_slash_is_not_redirected_to_the_host_header(api: Api) -> None:
+    answer = api.client.get(
+        "/v1/audit/", headers={"Host": "evil.example", **api.auth("read")}, follow_redirects=False
+    )
+    assert answer.status_code == 404  # /v1/audit is the route; no redirect to it
+    assert "location" not in answer.headers

@@ -20,6 +20,13 @@ from freehours.api.console.render import as_page
 from freehours.api.console.session import PATH, SignInRequired
 
 
+async def _to_overview() -> Response:
+    """``/console`` is the overview, ``/console/``: a relative redirect (every redirect is: a
+    ``Location`` built from the request's ``Host`` header would send a browser where that
+    header says)."""
+    return RedirectResponse(f"{PATH}/", 307)
+
+
 async def _sign_in_first(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, SignInRequired)
     return RedirectResponse(f"{PATH}/sign-in?next={quote(exc.next_path, safe='/')}", 303)
@@ -31,6 +38,7 @@ def install(app: FastAPI) -> None:
     router.include_router(pages.router)
     router.include_router(forms.router)
     app.include_router(router)
+    app.add_api_route(PATH, _to_overview, methods=["GET"], include_in_schema=False)
     app.mount(
         f"{PATH}/static",
         StaticFiles(packages=[("freehours.api.console", "static")]),

@@ -1,8 +1,10 @@
 """The console's forms: signing in and out, and the four actions, each a GET that asks to
 confirm and a POST that does it.
 
-A POST reads its bounded form from the console's own origin (``session.read_form``), checks the
-session, its CSRF token and (for an action) that its key may act, and only then does anything.
+A POST checks the session first (a browser not signed in is sent to sign in, before anything of
+the request is read or parsed), then reads its bounded form from the console's own origin
+(``session.read_form``), checks its CSRF token and (for an action) that its key may act, and only
+then does anything.
 The action itself is ``freehours.actions``': exactly once, and in the audit log. Its answer is a
 page: 200 when done, 409 when the state had changed meanwhile (and nothing was done), each
 linking to its audit entry.
@@ -20,7 +22,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from freehours.actions import Actions, NotFound, Operator, Outcome
 from freehours.api.auth import look_up
-from freehours.api.console.pages import parse_day, parse_id, parse_nmi
+from freehours.api.console.pages import parse_day, parse_id, parse_nmi, path_id
 from freehours.api.console.render import render
 from freehours.api.console.session import (
     COOKIE,
@@ -80,9 +82,8 @@ def _refused(request: Request, next_path: str, error: str, status: int) -> HTMLR
 
 
 @router.post("/sign-out", name="console_sign_out")
-async def sign_out(request: Request) -> Response:
+async def sign_out(request: Request, session: SignedIn) -> Response:
     form = await read_form(request)
-    session = await run_in_threadpool(current, request)
     check_csrf(session, form)
     await run_in_threadpool(end, services_of(request), session)
     response = RedirectResponse(f"{PATH}/sign-in", 303)
@@ -118,11 +119,14 @@ def _confirm(
 
 
 async def _act(
-    request: Request, run: Callable[[Session, dict[str, str]], Outcome], back: str
+    request: Request,
+    session: Session,
+    run: Callable[[Session, dict[str, str]], Outcome],
+    back: str,
 ) -> Response:
-    """The POST of an action: form, session, CSRF, may act; then ``run`` in a worker thread."""
+    """The POST of an action, its ``session`` checked: form, CSRF, may act; then ``run`` in a
+    worker thread."""
     form = await read_form(request)
-    session = await run_in_threadpool(current, request)
     check_csrf(session, form)
     require_act(session)
     try:
@@ -173,7 +177,7 @@ def _job_action(name: str) -> JobAction:
 
 @router.get("/jobs/{job_id}/{name}", response_class=HTMLResponse, name="console_job_action")
 def confirm_job_action(request: Request, session: SignedIn, job_id: str, name: str) -> HTMLResponse:
-    action, the_id = _job_action(name), parse_id(job_id, "job")
+    action, the_id = _job_action(name), path_id(job_id, "job")
     return _confirm(
         request,
         session,
@@ -186,12 +190,13 @@ def confirm_job_action(request: Request, session: SignedIn, job_id: str, name: s
 
 
 @router.post("/jobs/{job_id}/{name}", name="console_job_action_post")
-async def job_action(request: Request, job_id: str, name: str) -> Response:
-    action, the_id = _job_action(name), parse_id(job_id, "job") or 0
+async def job_action(request: Request, session: SignedIn, job_id: str, name: str) -> Response:
+    action, the_id = _job_action(name), path_id(job_id, "job")
     actions = services_of(request).actions
     return await _act(
         request,
-        lambda session, _: action.run(actions, session.operator, the_id),
+        session,
+        lambda signed_in, _: action.run(actions, signed_in.operator, the_id),
         f"{PATH}/jobs/{the_id}",
     )
 
@@ -216,7 +221,7 @@ def confirm_reopen(
 
 
 @router.post("/quotas/{nmi}/{day}/reopen", name="console_reopen_quota_post")
-async def reopen(request: Request, nmi: str, day: str) -> Response:
+async def reopen(request: Request, session: SignedIn, nmi: str, day: str) -> Response:
     the_nmi, the_day = parse_nmi(nmi) or "", parse_day(day)
     assert the_day is not None
     actions = services_of(request).actions
@@ -229,7 +234,7 @@ async def reopen(request: Request, nmi: str, day: str) -> Response:
             session.operator, the_nmi, the_day, version, form.get("reason", "")
         )
 
-    return await _act(request, run, f"{PATH}/quotas/{the_nmi}/{the_day}")
+    return await _act(request, session, run, f"{PATH}/quotas/{the_nmi}/{the_day}")
 
 
 @router.get("/keys/{key_id}/revoke", response_class=HTMLResponse, name="console_revoke_key")
@@ -248,11 +253,14 @@ def confirm_revoke(request: Request, session: SignedIn, key_id: str) -> HTMLResp
 
 
 @router.post("/keys/{key_id}/revoke", name="console_revoke_key_post")
-async def revoke(request: Request, key_id: str) -> Response:
+async def revoke(request: Request, session: SignedIn, key_id: str) -> Response:
     the_id = _key_id(key_id)
     actions = services_of(request).actions
     return await _act(
-        request, lambda session, _: actions.revoke_key(session.operator, the_id), f"{PATH}/keys"
+        request,
+        session,
+        lambda signed_in, _: actions.revoke_key(signed_in.operator, the_id),
+        f"{PATH}/keys",
     )
 
 

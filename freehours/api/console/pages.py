@@ -22,6 +22,7 @@ from freehours.api.console.session import Session, current
 from freehours.api.problems import Problem
 from freehours.api.routes import documents
 from freehours.api.services import services_of
+from freehours.domain import reads as rules
 from freehours.domain.invoicing import Series
 from freehours.domain.reads import NMI_PATTERN
 from freehours.domain.time import NEM_TIME, Region
@@ -45,6 +46,10 @@ AGENT_SILENT_AFTER = timedelta(minutes=5)
 #: Seconds between a live page's refreshes (console.js; a page without script stays as it is).
 LIVE_SECONDS = 10
 _NMI = re.compile(NMI_PATTERN)
+#: A date in a page's address or filter, and an id (a job's, a position in a list): ASCII digits
+#: only (``re``'s ``[0-9]``, unlike ``\d`` or ``str.isdigit``), an id at most 18 (a BIGINT).
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_ID = re.compile(r"[0-9]{1,18}")
 _COUNTED = (JobState.AVAILABLE, JobState.RUNNING, JobState.RETRYABLE, JobState.DISCARDED)
 
 
@@ -56,10 +61,16 @@ def _invalid(field: str, message: str) -> Problem:
 
 
 def parse_day(value: str | None, field: str = "day") -> date | None:
+    """A date written ``YYYY-MM-DD``, from ``EARLIEST_DATE`` to ``LATEST_DATE`` (as the API's
+    ``NemDate``), else a 422 naming ``field``."""
     if not value:
         return None
+    if not _DATE.fullmatch(value):
+        raise _invalid(field, f"{value[:40]!r} is not a date (YYYY-MM-DD)")
     try:
-        return date.fromisoformat(value)
+        return rules.check_date(date.fromisoformat(value), field)
+    except rules.RangeError as exc:
+        raise _invalid(field, exc.reason) from None
     except ValueError:
         raise _invalid(field, f"{value[:40]!r} is not a date (YYYY-MM-DD)") from None
 
@@ -82,10 +93,19 @@ def parse_nmi(value: str | None, field: str = "nmi") -> str | None:
 
 
 def parse_id(value: str | None, field: str) -> int | None:
+    """A position in a list (an id), ASCII digits, else a 422 naming ``field``."""
     if not value:
         return None
-    if not value.isdigit() or len(value) > 18:
+    if not _ID.fullmatch(value):
         raise _invalid(field, f"{value[:40]!r} is not a position in this list")
+    return int(value)
+
+
+def path_id(value: str, what: str) -> int:
+    """The id in a page's path, ASCII digits (``str.isdigit`` would take ``²``, which ``int``
+    refuses), else a 404: no page has that address."""
+    if not _ID.fullmatch(value):
+        raise Problem(404, "not-found", "Not Found", f"{what} {value[:40]!r}: no such {what}")
     return int(value)
 
 
@@ -95,9 +115,12 @@ def parse_quota_cursor(value: str | None) -> tuple[date, str] | None:
         return None
     day, _, nmi = value.partition("~")
     try:
-        return date.fromisoformat(day), parse_nmi(nmi, "after") or ""
-    except (ValueError, Problem):
-        raise _invalid("after", f"{value[:40]!r} is not a position in this list") from None
+        the_day, the_nmi = parse_day(day, "after"), parse_nmi(nmi, "after")
+    except Problem:
+        the_day = None
+    if the_day is None:
+        raise _invalid("after", f"{value[:40]!r} is not a position in this list")
+    return the_day, the_nmi or ""
 
 
 def _percentile(values: list[float], share: float) -> float | None:
@@ -363,7 +386,7 @@ def jobs(
 @router.get("/jobs/{job_id}", response_class=HTMLResponse, name="console_job")
 def job(request: Request, session: SignedIn, job_id: str) -> HTMLResponse:
     services = services_of(request)
-    the_id = parse_id(job_id, "job") or 0
+    the_id = path_id(job_id, "job")
     with services.store.read() as unit:
         found = unit.jobs.get(the_id)
         if found is None:

@@ -14,18 +14,14 @@ from fastapi import Request
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from starlette.responses import HTMLResponse, Response
 
+from freehours.api.headers import page_headers
 from freehours.domain.time import NEM_TIME
 
 #: What a page may load: only its own origin's files; nothing of it may be framed.
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
-        " connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "Cache-Control": "no-store",
-}
+SECURITY_HEADERS = page_headers(
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
+    " connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
 
 NAV = (
     ("overview", "Overview", "/console/"),

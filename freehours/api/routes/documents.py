@@ -17,6 +17,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
+from functools import lru_cache
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -25,15 +26,16 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from freehours.api.auth import requires
+from freehours.api.headers import NOSNIFF, page_headers
 from freehours.api.keys import Scope
-from freehours.api.models import DocumentOut, DocumentPageOut
+from freehours.api.models import DocumentOut, DocumentPageOut, NemDate
 from freehours.api.openapi import problem
 from freehours.api.problems import Problem
 from freehours.api.services import AppServices, Services
-from freehours.documents.html import render_html
+from freehours.documents.html import render_html, style_source
 from freehours.domain.bill import decimal_text, kwh_text
 from freehours.domain.invoicing import Series
-from freehours.domain.reads import NMI_LENGTH, NMI_PATTERN
+from freehours.domain.reads import NMI_LENGTH, NMI_PATTERN, check_date
 from freehours.invoicing import document_of
 from freehours.observability.logging import bind_fields
 from freehours.store.invoices import StoredDocument
@@ -162,7 +164,8 @@ def decode_cursor(cursor: str) -> tuple[date, str, int]:
             and 0 <= sequence < 2**31
             and isinstance(start, str)
         ):
-            key = date.fromisoformat(start), nmi, sequence
+            # A date out of the calendar's bounds is a ValueError too (RangeError).
+            key = check_date(date.fromisoformat(start)), nmi, sequence
     except (ValueError, TypeError, UnicodeError, binascii.Error):
         key = None
     if key is None:
@@ -218,9 +221,19 @@ def render(document: StoredDocument, media_type: str) -> Response:
         return Response(
             render_pdf(readable),
             media_type=PDF,
-            headers={"Content-Disposition": f'inline; filename="{filename}.pdf"'},
+            headers={"Content-Disposition": f'inline; filename="{filename}.pdf"', **NOSNIFF},
         )
-    return HTMLResponse(render_html(readable))
+    return HTMLResponse(render_html(readable), headers=document_headers())
+
+
+@lru_cache(maxsize=1)
+def document_headers() -> dict[str, str]:
+    """A document's HTML loads nothing and runs nothing: its one ``<style>`` (named by its
+    hash) applies, its chart is inline SVG; nothing may frame it, no form on it may send."""
+    return page_headers(
+        f"default-src 'none'; style-src '{style_source()}'; frame-ancestors 'none';"
+        " base-uri 'none'; form-action 'none'"
+    )
 
 
 def wanted(request: Request) -> str | None:
@@ -243,11 +256,12 @@ def _list_route(collection: Collection) -> Callable[..., JSONResponse]:
             str | None, Query(pattern=NMI_PATTERN, description="only this NMI's documents")
         ] = None,
         first: Annotated[
-            date | None,
+            NemDate | None,
             Query(alias="from", description="periods that end on or after this day"),
         ] = None,
         last: Annotated[
-            date | None, Query(alias="to", description="periods that start on or before this day")
+            NemDate | None,
+            Query(alias="to", description="periods that start on or before this day"),
         ] = None,
         cursor: Annotated[
             str | None,

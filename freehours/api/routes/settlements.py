@@ -2,8 +2,6 @@
 ``freehours.api.settle``), ``GET /v1/free-energy/settlements/{nmi}/{day}`` (read key) and
 ``POST /v1/settlements/schedule`` (admin key: the days an operator names scheduled to settle)."""
 
-from datetime import date
-
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
@@ -12,7 +10,14 @@ from freehours.api import settle
 from freehours.api.auth import requires
 from freehours.api.bodies import body_operation, bounded_body, parse_body
 from freehours.api.keys import Scope
-from freehours.api.models import NmiPath, QuotaOut, ScheduleIn, ScheduleOut, check_read_date
+from freehours.api.models import (
+    NemDate,
+    NmiPath,
+    QuotaOut,
+    ScheduleIn,
+    ScheduleOut,
+    check_read_date,
+)
 from freehours.api.openapi import TOO_LARGE, merged
 from freehours.api.problems import Problem, range_problem
 from freehours.api.services import AppServices, Services
@@ -57,7 +62,7 @@ router.add_api_route(
         }
     },
 )
-def get_settlement(nmi: NmiPath, day: date, services: AppServices) -> JSONResponse:
+def get_settlement(nmi: NmiPath, day: NemDate, services: AppServices) -> JSONResponse:
     """The quota's current state (its newest version), as a settlement request would find it,
     without settling it or writing anything: always 200 with the quota. A day nobody has asked
     to settle yet is PENDING (version 1), with ``Retry-After`` (the seconds until it can be
