@@ -32,7 +32,14 @@ fan-out job however many there are: ``tests/webhooks/test_outbox.py``), is made 
 Then the receiver answers 200 to every request, and the run waits until every fan-out job is
 done and no delivery pending: every event written (one per settled quota, one per document) has
 a delivery to each endpoint subscribed to its type, and every delivery succeeded, counted in the
-store. The whole module takes about five minutes.
+store (each drain with ``DRAIN_WORKERS`` more worker processes: a process sends at most 2
+attempts to an endpoint at once, and 10,000 deliveries to one endpoint drain at some 30 a second
+through two). The run without endpoints goes first and last, each variant compared with their
+mean, the two printed: on a shared machine they differ by a third or more.
+
+It took 16 minutes on the 2-core machine at a load average of 13 to 29 (other work), the drains
+most of it; 18.7 s and 12.6 s to settle the 10,000 alone, 38.7 s beside the silent endpoints,
+28.9 s beside the trickling ones.
 """
 
 from __future__ import annotations

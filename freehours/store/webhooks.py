@@ -181,8 +181,9 @@ class Webhooks(Repository):
                     written[0],
                     {"events": written, "endpoints": subscribed},
                     run_at=at,
-                    # Past the schedule's give-up its deliveries would fail unsent: no later.
-                    deadline=at + GIVE_UP_AFTER,
+                    # A delivery job's: written however late, each delivery is given up on its
+                    # own schedule, visibly (and replayable), rather than never written.
+                    deadline=_delivery_deadline(at),
                     max_attempts=DELIVERY_MAX_ATTEMPTS,
                 )
             ],
@@ -527,10 +528,14 @@ def _delivery_job(delivery_id: int, at: datetime) -> NewJob:
         str(delivery_id),
         {"delivery_id": delivery_id},
         run_at=at,
-        # The schedule gives up after GIVE_UP_AFTER; a day more for the job to say so.
-        deadline=at + GIVE_UP_AFTER + GIVE_UP_AFTER / 3,
+        deadline=_delivery_deadline(at),
         max_attempts=DELIVERY_MAX_ATTEMPTS,
     )
+
+
+def _delivery_deadline(at: datetime) -> datetime:
+    """The schedule gives up after GIVE_UP_AFTER; a day more for the job to say so."""
+    return at + GIVE_UP_AFTER + GIVE_UP_AFTER / 3
 
 
 def _endpoint(row: dict[str, Any]) -> Endpoint:
