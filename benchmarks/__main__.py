@@ -20,6 +20,7 @@ BENCHMARKS = [
     "processes",
     "jobs",
     "invoicing",
+    "bulkheads",
     "hostile",
     "webhooks",
     "faults",

@@ -2,7 +2,8 @@
 (docs/webhooks.md).
 
 Events are written by the store, in the transaction of the state change (``freehours.store.
-webhooks``); each delivery is a ``webhook-delivery`` job whose handler (``freehours.jobs.webhook``)
+webhooks``), with a ``webhook-fanout`` job whose handler calls ``Webhooks.fan_out`` to write their
+deliveries; each delivery is a ``webhook-delivery`` job whose handler (``freehours.jobs.webhook``)
 calls ``Webhooks.attempt``. An attempt reads its delivery, sends it outside any transaction
 (within one deadline for the whole attempt, only to an address the destination policy allows),
 then records the answer and what follows from it: delivered; tried again after the schedule's
@@ -26,6 +27,7 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
@@ -464,6 +466,16 @@ class Webhooks:
             raise NotFound(str(delivery_id))
         log.info("webhook_replayed", delivery=delivery_id, webhook_id=delivery.event_id)
         return delivery
+
+    # --- the fan-out (the webhook-fanout job) -----------------------------------------------
+
+    def fan_out(self, events: Sequence[str], endpoints: Mapping[str, Sequence[str]]) -> int:
+        """Write the deliveries of ``events`` to ``endpoints`` (each type's, those subscribed
+        when the events were written), those not written already: how many."""
+        with self.store.write() as unit:
+            written = unit.webhooks.fan_out(events, endpoints)
+        log.info("webhook_fanned_out", events=len(events), deliveries=written)
+        return written
 
     # --- one attempt (the webhook-delivery job) ----------------------------------------------
 

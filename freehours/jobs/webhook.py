@@ -1,5 +1,10 @@
-"""Webhook deliveries as durable jobs: ``webhook-delivery`` attempts one delivery
-(``freehours.webhooks.Webhooks.attempt``).
+"""Webhook deliveries as durable jobs: ``webhook-fanout`` writes the deliveries of the events
+one state change's transaction published (``freehours.webhooks.Webhooks.fan_out``), and
+``webhook-delivery`` attempts one delivery (``freehours.webhooks.Webhooks.attempt``).
+
+The fan-out is the settlement's outbox carried on: the job is enqueued with its events, so a
+worker that dies before it runs, or while it runs, leaves it to run again, writing only the
+deliveries still missing (one per event and endpoint, a unique key).
 
 The delivery's own schedule decides its retries (``freehours.domain.webhooks.next_attempt``): a
 failed attempt raises ``RetryAfter`` with the schedule's wait, so the job is retried no sooner;
@@ -16,7 +21,7 @@ import structlog
 
 from freehours import defaults
 from freehours.jobs.job import Done, Job, RetryAfter, Snooze, Task
-from freehours.store.webhooks import DELIVERY_KIND
+from freehours.store.webhooks import DELIVERY_KIND, FANOUT_KIND
 from freehours.webhooks import Webhooks
 
 
@@ -42,6 +47,26 @@ class DeliveryTask:
         return Done(outcome.what)
 
 
+class FanOutTask:
+    """The ``webhook-fanout`` handler."""
+
+    #: Beside the deliveries it writes: never in the way of a settlement's or an invoice run's
+    #: runners, however many endpoints there are.
+    queue = defaults.WEBHOOK_QUEUE
+
+    def __init__(self, webhooks: Webhooks) -> None:
+        self.webhooks = webhooks
+
+    def __call__(self, job: Job) -> Done:
+        events = [str(ident) for ident in job.payload["events"]]
+        endpoints = {
+            str(kind): [str(ident) for ident in idents]
+            for kind, idents in job.payload["endpoints"].items()
+        }
+        written = self.webhooks.fan_out(events, endpoints)
+        return Done(f"{written} deliveries of {len(events)} events")
+
+
 def webhook_tasks(webhooks: Webhooks) -> dict[str, Task]:
-    """The task that delivers webhooks: what ``Worker`` takes, beside the others."""
-    return {DELIVERY_KIND: DeliveryTask(webhooks)}
+    """The tasks that deliver webhooks: what ``Worker`` takes, beside the others."""
+    return {FANOUT_KIND: FanOutTask(webhooks), DELIVERY_KIND: DeliveryTask(webhooks)}

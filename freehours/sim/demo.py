@@ -590,11 +590,12 @@ def _drain_webhooks(
     deliverer = Worker(runtime.store, webhook_tasks(runtime.webhooks), clock=runtime.clock)
     deadline = time.monotonic() + WEBHOOK_DRAIN_SECONDS
     while True:
-        deliverer.run_due()
+        # A fan-out left to run writes deliveries: done only when nothing ran and none pends.
+        ran = deliverer.run_due()
         with runtime.store.read() as unit:
             pending = unit.webhooks.count_by_status().get(DeliveryStatus.PENDING.value, 0)
         progress.update(0, f"{pending} pending")
-        if not pending or time.monotonic() > deadline:
+        if (not pending and not ran) or time.monotonic() > deadline:
             break
         time.sleep(POLL_SECONDS)
     with runtime.store.read() as unit:

@@ -2,9 +2,12 @@
 
 ``publish`` is the outbox: the quota and invoice repositories call it in the transaction that
 writes the state change an event tells of, so that a rolled-back change has no event and a
-committed one cannot lose its event. It fans the event out at once, in the same transaction: a
-delivery for each enabled endpoint subscribed to its type, each with its ``webhook-delivery``
-job (``DELIVERY_KIND``) to carry it out. An event no enabled endpoint subscribes to is not
+committed one cannot lose its event. That transaction writes the events and one
+``webhook-fanout`` job (``FANOUT_KIND``) naming them and the endpoints subscribed to each type
+then: a fixed number of statements and rows however many endpoints there are, so an endpoint's
+mere existence does not slow a settlement. The job (``fan_out``) writes a delivery for each of
+those endpoints still registered, each with its ``webhook-delivery`` job (``DELIVERY_KIND``);
+run again, it writes only what is missing. An event no enabled endpoint subscribes to is not
 stored; the cost to a settlement while no endpoint is registered is one read of this small
 table.
 """
@@ -12,7 +15,7 @@ table.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -35,6 +38,8 @@ from freehours.store.tables import (
 
 #: The job kind that carries out one delivery (``freehours.jobs.webhook``).
 DELIVERY_KIND = "webhook-delivery"
+#: The job kind that writes a publish's deliveries (``Webhooks.fan_out``).
+FANOUT_KIND = "webhook-fanout"
 #: A delivery job's attempts, a crashed worker's rescue included: far more than the schedule's
 #: (``freehours.domain.webhooks.RETRY_SCHEDULE``), whose give-up ends a delivery first.
 DELIVERY_MAX_ATTEMPTS = 100
@@ -138,8 +143,9 @@ class Webhooks(Repository):
     # --- the outbox ------------------------------------------------------------------------
 
     def publish(self, events: Sequence[NewEvent]) -> list[str]:
-        """Write each event that an enabled endpoint subscribes to, its deliveries and their
-        jobs, in the caller's transaction: the ids of the events written."""
+        """Write each event that an enabled endpoint subscribes to, and one ``webhook-fanout``
+        job to deliver them to the endpoints subscribed now, in the caller's transaction: the
+        ids of the events written."""
         if not events:
             return []
         subscribers = self._conn.execute(_SUBSCRIBERS).all()
@@ -149,40 +155,81 @@ class Webhooks(Repository):
         for endpoint, types in subscribers:
             for kind in types.split():
                 by_type.setdefault(kind, []).append(endpoint)
-        written: list[str] = []
-        event_rows: list[dict[str, Any]] = []
-        delivery_rows: list[dict[str, Any]] = []
-        for event in events:
-            endpoints = by_type.get(event.type)
-            if not endpoints:
-                continue
-            ident = event_id()
-            written.append(ident)
-            event_rows.append(
-                {
-                    "id": ident,
-                    "type": event.type,
-                    "created_at": event.at,
-                    "payload": payload(event.type, event.at, event.data),
-                }
-            )
-            delivery_rows.extend(
-                _new_delivery(ident, endpoint, event.at) for endpoint in sorted(endpoints)
-            )
+        event_rows: list[dict[str, Any]] = [
+            {
+                "id": event_id(),
+                "type": event.type,
+                "created_at": event.at,
+                "payload": payload(event.type, event.at, event.data),
+            }
+            for event in events
+            if event.type in by_type
+        ]
         if not event_rows:
             return []
         self._conn.execute(webhook_events.insert(), event_rows)
-        self._deliver(delivery_rows)
+        written = [row["id"] for row in event_rows]
+        at = min(row["created_at"] for row in event_rows)
+        # The endpoints are those subscribed when the events are written: an endpoint
+        # registered, subscribed or enabled later gets the events after it.
+        kinds = {row["type"] for row in event_rows}
+        subscribed = {kind: sorted(by_type[kind]) for kind in sorted(kinds)}
+        Jobs(self._conn, self._driver).enqueue_many(
+            [
+                NewJob(
+                    FANOUT_KIND,
+                    written[0],
+                    {"events": written, "endpoints": subscribed},
+                    run_at=at,
+                    # A delivery job's: written however late, each delivery is given up on its
+                    # own schedule, visibly (and replayable), rather than never written.
+                    deadline=_delivery_deadline(at),
+                    max_attempts=DELIVERY_MAX_ATTEMPTS,
+                )
+            ],
+            now=at,
+        )
         return written
 
+    def fan_out(self, events: Sequence[str], endpoints: Mapping[str, Sequence[str]]) -> int:
+        """A ``webhook-fanout`` job's work: a delivery of each of ``events`` (ids, in order) to
+        each of ``endpoints[its type]`` still registered and not already delivered to, with its
+        job; how many deliveries were written. An event pruned meanwhile has none."""
+        found = {
+            row.id: row
+            for row in self._conn.execute(
+                sa.select(_V.id, _V.type, _V.created_at).where(_V.id.in_(list(events)))
+            )
+        }
+        if not found:
+            return 0
+        wanted = {ident for idents in endpoints.values() for ident in idents}
+        present = set(self._conn.scalars(sa.select(_E.id).where(_E.id.in_(sorted(wanted)))))
+        done = {
+            (row.event_id, row.endpoint_id)
+            for row in self._conn.execute(
+                sa.select(_D.event_id, _D.endpoint_id).where(_D.event_id.in_(list(found)))
+            )
+        }
+        rows = [
+            _new_delivery(ident, endpoint, found[ident].created_at)
+            for ident in events
+            if ident in found
+            for endpoint in endpoints.get(found[ident].type, ())
+            if endpoint in present and (ident, endpoint) not in done
+        ]
+        if rows:
+            self._deliver(rows)
+        return len(rows)
+
     def _deliver(self, rows: list[dict[str, Any]]) -> list[int]:
-        """Insert deliveries and enqueue their jobs: their ids."""
-        insert = webhook_deliveries.insert().returning(_D.id)
-        # A handful per event (one endpoint or a few): one statement each, for their ids.
-        ids = [int(self._conn.execute(insert, row).scalar_one()) for row in rows]
+        """Insert deliveries, their ids in the order of ``rows`` (in a few multi-row
+        statements), and enqueue their jobs: their ids."""
+        insert = webhook_deliveries.insert().returning(_D.id, sort_by_parameter_order=True)
+        ids = [int(ident) for ident in self._conn.execute(insert, rows).scalars()]
         Jobs(self._conn, self._driver).enqueue_many(
             [_delivery_job(ident, row["started_at"]) for ident, row in zip(ids, rows, strict=True)],
-            now=rows[0]["started_at"] if rows else None,
+            now=min(row["started_at"] for row in rows),
         )
         return ids
 
@@ -481,10 +528,14 @@ def _delivery_job(delivery_id: int, at: datetime) -> NewJob:
         str(delivery_id),
         {"delivery_id": delivery_id},
         run_at=at,
-        # The schedule gives up after GIVE_UP_AFTER; a day more for the job to say so.
-        deadline=at + GIVE_UP_AFTER + GIVE_UP_AFTER / 3,
+        deadline=_delivery_deadline(at),
         max_attempts=DELIVERY_MAX_ATTEMPTS,
     )
+
+
+def _delivery_deadline(at: datetime) -> datetime:
+    """The schedule gives up after GIVE_UP_AFTER; a day more for the job to say so."""
+    return at + GIVE_UP_AFTER + GIVE_UP_AFTER / 3
 
 
 def _endpoint(row: dict[str, Any]) -> Endpoint:

@@ -227,7 +227,9 @@ def test_deliveries_are_listed_and_replayed_with_the_same_webhook_id(
 def test_replays_are_rate_limited_per_endpoint_and_per_key(api: Api) -> None:
     made = register(api, "https://a.example/x")
     with api.services.store.write() as unit:
-        unit.webhooks.publish([NewEvent("quota.completed", api.clock.now(), {"n": 1})])
+        written = unit.webhooks.publish([NewEvent("quota.completed", api.clock.now(), {"n": 1})])
+        # Its fan-out job's work, at once.
+        unit.webhooks.fan_out(written, {"quota.completed": [made["id"]]})
         (delivery,) = unit.webhooks.deliveries()
     replay = f"{ROUTE}/{made['id']}/deliveries/{delivery.id}/replay"
     answers = [api.client.post(replay, headers=api.auth("admin")) for _ in range(7)]
@@ -242,7 +244,8 @@ def test_replays_are_rate_limited_per_endpoint_and_per_key(api: Api) -> None:
     # Another endpoint, the same key: the key's own limit is spent too.
     other = register(api, "https://b.example/x")
     with api.services.store.write() as unit:
-        unit.webhooks.publish([NewEvent("quota.completed", api.clock.now(), {"n": 2})])
+        written = unit.webhooks.publish([NewEvent("quota.completed", api.clock.now(), {"n": 2})])
+        unit.webhooks.fan_out(written, {"quota.completed": [made["id"], other["id"]]})
         newest = unit.webhooks.deliveries(endpoint_id=other["id"])[0]
     again = api.client.post(
         f"{ROUTE}/{other['id']}/deliveries/{newest.id}/replay", headers=api.auth("admin")

@@ -36,7 +36,12 @@ from freehours.store.jobs import NOTIFY_CHANNEL
 from freehours.store.keys import StoredKey
 from freehours.store.meter import IngestCounts
 from freehours.store.quotas import LedgerEntry, QuotaEvent
-from freehours.store.webhooks import DELIVERY_KIND, DELIVERY_MAX_ATTEMPTS, NewEvent
+from freehours.store.webhooks import (
+    DELIVERY_KIND,
+    DELIVERY_MAX_ATTEMPTS,
+    FANOUT_KIND,
+    NewEvent,
+)
 
 NMI = "4102000001"
 OTHER = "4102000002"
@@ -505,6 +510,20 @@ def test_webhooks(store: Store) -> None:
                 NewEvent("quota.aborted", NOW, {}),  # nobody subscribes
             ]
         )
+        # The transaction writes the event and its fan-out, not the deliveries.
+        assert unit.webhooks.deliveries() == []
+    with store.write() as unit:
+        (fanout,) = unit.jobs.history(FANOUT_KIND, ident)
+        assert (fanout.payload, fanout.run_at, fanout.max_attempts) == (
+            {"events": [ident], "endpoints": {"quota.completed": [hooks.id]}},
+            NOW,
+            DELIVERY_MAX_ATTEMPTS,
+        )
+        assert unit.webhooks.fan_out([ident], {"quota.completed": [hooks.id]}) == 1
+        # Run again (a worker died after it), it writes nothing twice; a gone event, nothing.
+        assert unit.webhooks.fan_out([ident], {"quota.completed": [hooks.id]}) == 0
+        assert unit.webhooks.fan_out(["msg_gone"], {"quota.completed": [hooks.id]}) == 0
+        assert unit.webhooks.fan_out([ident], {"quota.completed": ["ep_gone"]}) == 0
     with store.read() as unit:
         assert [e.id for e in unit.webhooks.endpoints()] == [hooks.id, other.id]
         assert unit.webhooks.endpoint(hooks.id) == hooks

@@ -35,6 +35,7 @@ from tests.webhooks.receiver import (
     hostile,
     receiving_tls,
 )
+from tests.webhooks.test_delivery import fan_out
 from tests.webhooks.test_delivery import make as make_webhooks
 
 DEADLINE = 1.0
@@ -47,10 +48,13 @@ def make(
 
 
 def publish(store: Store, clock: ManualClock, count: int = 1) -> list[str]:
+    """Publish ``count`` events and fan them out: their deliveries written."""
     with store.write() as unit:
-        return unit.webhooks.publish(
+        written = unit.webhooks.publish(
             [NewEvent("quota.completed", clock.now(), {"n": n}) for n in range(count)]
         )
+    assert fan_out(store, clock) == 1
+    return written
 
 
 def deliveries(store: Store) -> list[Delivery]:

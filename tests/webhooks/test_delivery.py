@@ -17,10 +17,10 @@ from freehours.domain.webhooks import GIVE_UP_AFTER, DeliveryStatus, Destination
 from freehours.jobs import rescuer
 from freehours.jobs.job import JobState
 from freehours.jobs.retry import RetryPolicy
-from freehours.jobs.webhook import webhook_tasks
+from freehours.jobs.webhook import FanOutTask, webhook_tasks
 from freehours.jobs.worker import Worker, WorkerConfig
 from freehours.store.database import Store
-from freehours.store.webhooks import DELIVERY_KIND, NewEvent
+from freehours.store.webhooks import DELIVERY_KIND, FANOUT_KIND, NewEvent
 from freehours.webhooks import Answer, HttpSender, Webhooks
 from tests.webhooks.receiver import LOOPBACK, Receiver, Reply
 
@@ -58,11 +58,22 @@ def make(
     return hooks, worker
 
 
+def fan_out(store: Store, clock: ManualClock) -> int:
+    """Run the due ``webhook-fanout`` jobs, as a worker would: how many ran (their deliveries
+    written, each with its job)."""
+    hooks = Webhooks(store, clock)
+    return Worker(
+        store, {FANOUT_KIND: FanOutTask(hooks)}, config=WorkerConfig(listen=False), clock=clock
+    ).run_due()
+
+
 def publish(store: Store, clock: ManualClock, kind: str = "quota.completed", **data: object) -> str:
+    """Publish an event and fan it out: its deliveries written."""
     with store.write() as unit:
         (ident,) = unit.webhooks.publish(
             [NewEvent(kind, clock.now(), {"nmi": "4102000001", **data})]
         )
+    assert fan_out(store, clock) == 1
     return ident
 
 
@@ -124,6 +135,7 @@ def test_a_rolled_back_transaction_writes_no_event(
         assert unit.webhooks.events() == []
         assert unit.webhooks.deliveries() == []
         assert DELIVERY_KIND not in unit.jobs.kinds()
+        assert FANOUT_KIND not in unit.jobs.kinds()
     assert worker.run_due() == 0
     assert receiver.received == []
 
