@@ -1,10 +1,11 @@
 """The rescuer: running jobs whose lease ran out belonged to a worker that died or hung.
 
 Each one is a failed attempt: the retry policy makes it RETRYABLE after a backoff, or DISCARDED
-when that was its last attempt or its deadline has passed. Every worker runs the rescuer now and
-then (``Worker``'s keeper thread); on PostgreSQL ``SKIP LOCKED`` keeps two rescuers off one job,
-and the fence (``runs``) keeps a late result of the dead worker from being written over its
-successor's.
+when that was its last attempt or its deadline has passed, and idle workers are woken (NOTIFY on
+PostgreSQL) to claim it when it is due. Every worker runs the rescuer every ``rescue_every`` (half
+a second by default: ``Worker``'s keeper thread); on PostgreSQL ``SKIP LOCKED`` keeps two
+rescuers off one job, and the fence (``runs``) keeps a late result of the dead worker, or of one
+that was paused longer than its lease, from being written over its successor's.
 
 ``count_stuck`` counts what ``freehours_jobs_stuck`` says: jobs due for over ``STUCK_AFTER`` that
 no worker has started (measured when scraped, by whichever process is: ``Runtime.measured``).
@@ -48,6 +49,10 @@ def rescue(store: Store, retry: RetryPolicy) -> list[Finish]:
                 for job in expired
             ]
             written = unit.jobs.finish(finishes, now=now)
+            if written:
+                # Idle workers look up now: each rescued job is due within its backoff, sooner
+                # than the poll that would otherwise find it.
+                unit.jobs.notify()
         for item in finishes:
             if item.job.id in written:
                 JOBS_RESCUED.labels(item.job.kind).inc()
