@@ -38,9 +38,10 @@ WORKER_QUEUES = (SETTLE_QUEUE, INVOICE_QUEUE, WEBHOOK_QUEUE)
 #: A claimed job's lease: renewed every third of it (a second: one UPDATE per worker per second,
 #: by a keeper thread that does nothing else), so two missed heartbeats in a row still keep it. A
 #: SIGKILLed worker's jobs run out of lease within 3 s, are rescued within ``JOB_RESCUE_EVERY``
-#: more and start again on another worker after their first retry's backoff (up to
-#: ``JOB_RETRY_BASE``): within 5 s of the kill. A worker paused longer (GC, a slow database)
-#: loses its jobs to the rescuer, and the fences refuse what it writes late (docs/jobs.md).
+#: more and start again on another worker at once (a first rescue waits no backoff:
+#: ``freehours.jobs.rescuer.after_rescue``): within 5 s of the kill. A worker paused longer (GC,
+#: a slow database) loses its jobs to the rescuer, and the fences refuse what it writes late
+#: (docs/jobs.md).
 JOB_LEASE = timedelta(seconds=3)
 #: How often each worker's keeper looks for jobs whose lease ran out: one indexed read of the
 #: running jobs, cheap enough twice a second, and half a second is what it adds to a rescue.
