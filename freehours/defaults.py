@@ -14,11 +14,8 @@ from datetime import timedelta
 #: Every Redis key starts with it, so that deployments can share one Redis.
 REDIS_PREFIX = "freehours:"
 
-# --- settlement (``SettlementPolicy``) ---
+# --- settlement (``SettlementPolicy``; its lock, ``LOCK_TIMEOUT``, is a job lease: below) ---
 
-#: A settlement reads two day rows and writes two: seconds is ample; 30 s is the contract's
-#: default and bounds how long a dead holder delays its successor.
-LOCK_TIMEOUT = timedelta(seconds=30)
 #: Five failed attempts of one quota mean a persistent fault, not bad luck: stop and say so.
 SETTLEMENT_MAX_ATTEMPTS = 5
 #: Reads for the window's last interval arrive minutes after it ends; wait that long first.
@@ -38,9 +35,26 @@ SETTLE_QUEUE = "settle"
 INVOICE_QUEUE = "invoice"  # both kinds of an invoice run: its plan and its batches
 WEBHOOK_QUEUE = "webhook"
 WORKER_QUEUES = (SETTLE_QUEUE, INVOICE_QUEUE, WEBHOOK_QUEUE)
-#: A claimed job's lease: renewed every third of it, so two missed heartbeats in a row still keep
-#: it; a dead worker's jobs wait this long (plus up to its rescue interval) to be rescued.
-JOB_LEASE = timedelta(seconds=30)
+#: A claimed job's lease: renewed every third of it (a second: one UPDATE per worker per second,
+#: by a keeper thread that does nothing else), so two missed heartbeats in a row still keep it. A
+#: SIGKILLed worker's jobs run out of lease within 3 s, are rescued within ``JOB_RESCUE_EVERY``
+#: more and start again on another worker at once (a first rescue waits no backoff:
+#: ``freehours.jobs.rescuer.after_rescue``): within 5 s of the kill. A worker paused longer (GC,
+#: a slow database) loses its jobs to the rescuer, and the fences refuse what it writes late
+#: (docs/jobs.md).
+JOB_LEASE = timedelta(seconds=3)
+#: How often each worker's keeper looks for jobs whose lease ran out: one indexed read of the
+#: running jobs, cheap enough twice a second, and half a second is what it adds to a rescue.
+JOB_RESCUE_EVERY = timedelta(seconds=0.5)
+#: A settlement holder's quota lock (settlement section above), as long as a job's lease: a
+#: settlement reads two day rows and writes two, so seconds are ample, and a settle job whose
+#: worker died is rescued once its lease runs out, when the quota lock it took has run out too
+#: or does within a heartbeat (it was taken after the lease's last renewal at the latest): its
+#: successor takes the quota over with the next fence after a second at most, instead of
+#: waiting out a longer lock (at 30 s it did: the incident replay's settle p99 was 40.7 s). A
+#: holder slower than this is taken over only if something claims the quota (its rescued job,
+#: an API request), and then the fence refuses its late write.
+LOCK_TIMEOUT = JOB_LEASE
 #: The longest an idle worker waits before it looks for due jobs: on PostgreSQL a NOTIFY and the
 #: next job's due time wake it sooner, so this only bounds a lost notification or a job enqueued
 #: on SQLite by another process.

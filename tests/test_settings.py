@@ -135,7 +135,7 @@ def test_the_documented_defaults_hold(clean_env: pytest.MonkeyPatch) -> None:
         settings.settlement_max_attempts,
         settings.settlement_grace_seconds,
         settings.data_deadline_hours,
-    ) == (30, 5, 900, 72)
+    ) == (3, 5, 900, 72)
     assert (
         settings.worker_concurrency,
         settings.job_lease_seconds,
@@ -143,7 +143,7 @@ def test_the_documented_defaults_hold(clean_env: pytest.MonkeyPatch) -> None:
         settings.job_retry_base_seconds,
         settings.job_retry_cap_seconds,
         settings.job_retention_hours,
-    ) == (4, 30, 1, 1, 600, 168)
+    ) == (4, 3, 1, 1, 600, 168)
     assert settings.worker_queues is None
     assert (settings.max_upload_bytes, settings.redis_prefix) == (100 * 1024 * 1024, "freehours:")
     assert (

@@ -1,10 +1,12 @@
 """The rescuer: running jobs whose lease ran out belonged to a worker that died or hung.
 
-Each one is a failed attempt: the retry policy makes it RETRYABLE after a backoff, or DISCARDED
-when that was its last attempt or its deadline has passed. Every worker runs the rescuer now and
-then (``Worker``'s keeper thread); on PostgreSQL ``SKIP LOCKED`` keeps two rescuers off one job,
-and the fence (``runs``) keeps a late result of the dead worker from being written over its
-successor's.
+Each one is a failed attempt: the retry policy makes it RETRYABLE after a backoff (none after
+its first: ``after_rescue``), or DISCARDED when that was its last attempt or its deadline has
+passed, and idle workers are woken (NOTIFY on
+PostgreSQL) to claim it when it is due. Every worker runs the rescuer every ``rescue_every`` (half
+a second by default: ``Worker``'s keeper thread); on PostgreSQL ``SKIP LOCKED`` keeps two
+rescuers off one job, and the fence (``runs``) keeps a late result of the dead worker, or of one
+that was paused longer than its lease, from being written over its successor's.
 
 ``count_stuck`` counts what ``freehours_jobs_stuck`` says: jobs due for over ``STUCK_AFTER`` that
 no worker has started (measured when scraped, by whichever process is: ``Runtime.measured``).
@@ -12,14 +14,16 @@ no worker has started (measured when scraped, by whichever process is: ``Runtime
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import structlog
 
 from freehours.clock import Clock
 from freehours.jobs import telemetry
+from freehours.jobs.job import Job
 from freehours.jobs.queue import Finish
-from freehours.jobs.retry import RetryPolicy
+from freehours.jobs.retry import Discard, RetryAt, RetryPolicy
 from freehours.observability.metrics import JOBS_RESCUED
 from freehours.store.database import Store
 
@@ -42,12 +46,16 @@ def rescue(store: Store, retry: RetryPolicy) -> list[Finish]:
             finishes = [
                 Finish(
                     job,
-                    retry.after_failure(job),
+                    after_rescue(retry, job),
                     f"lease expired: worker {job.worker} stopped renewing it",
                 )
                 for job in expired
             ]
             written = unit.jobs.finish(finishes, now=now)
+            if written:
+                # Idle workers look up now: each rescued job is due within its backoff, sooner
+                # than the poll that would otherwise find it.
+                unit.jobs.notify()
         for item in finishes:
             if item.job.id in written:
                 JOBS_RESCUED.labels(item.job.kind).inc()
@@ -63,6 +71,16 @@ def rescue(store: Store, retry: RetryPolicy) -> list[Finish]:
         rescued += finishes
         if len(expired) < RESCUE_BATCH:
             return rescued
+
+
+def after_rescue(retry: RetryPolicy, job: Job) -> RetryAt | Discard:
+    """What becomes of a rescued job: the retry policy's answer to a failed attempt, except that
+    a first one runs again at once. Its backoff (up to ``JOB_RETRY_BASE``) is there for a blip to
+    pass, and the expired lease has waited longer than that already; a job rescued again (one
+    whose handler may kill or hang its worker) backs off as any other failure does."""
+    if job.attempts == 0:
+        retry = replace(retry, base=timedelta(0))
+    return retry.after_failure(job)
 
 
 #: Deleted per transaction: keeps each one short however many jobs have aged out.

@@ -16,9 +16,11 @@ Threads of one worker (all daemons, so a process that exits does not wait for a 
   as ``WorkerConfig.runners`` says, each running one handler of the queue's kinds at a time: a
   kind whose jobs hang (a webhook receiver that never answers) holds its own queue's runners and
   no others;
-- the keeper renews the worker's leases every third of a lease, and every ``rescue_every`` rescues
-  jobs of dead workers (``freehours.jobs.rescuer``); every ``prune_every`` it deletes the jobs
-  finished over ``retention`` ago (``freehours.maintenance``);
+- the keeper renews the worker's leases every ``heartbeat`` (a third of a lease), and every
+  ``rescue_every`` rescues jobs of dead workers (``freehours.jobs.rescuer``), and does nothing
+  else, so that nothing slow comes between a worker and its renewals;
+- the upkeep: every ``prune_every`` it deletes the jobs finished over ``retention`` ago and keeps
+  the partitions (``freehours.maintenance``), statements that may take seconds or wait on locks;
 - on PostgreSQL the listener: ``LISTEN freehours_jobs`` on a connection of its own.
 
 Any number of workers, in any number of processes, may share one PostgreSQL database: claims skip
@@ -106,7 +108,8 @@ class WorkerConfig:
     concurrency: int = defaults.WORKER_CONCURRENCY
     #: Runners of the queues sized on their own, by name (``FREEHOURS_WORKER_QUEUES``).
     queues: Mapping[str, int] = field(default_factory=dict)
-    #: A claimed job's lease, renewed every third of it (``FREEHOURS_JOB_LEASE_SECONDS``).
+    #: A claimed job's lease, renewed every third of it (``FREEHOURS_JOB_LEASE_SECONDS``): how
+    #: long a dead worker keeps its jobs from the others.
     lease: timedelta = defaults.JOB_LEASE
     #: The longest an idle worker waits before it looks for due jobs
     #: (``FREEHOURS_JOB_POLL_SECONDS``).
@@ -139,13 +142,16 @@ class WorkerConfig:
 
     @property
     def heartbeat(self) -> timedelta:
+        """How often the keeper renews the leases: two renewals in a row may fail (a database
+        blip) before a live worker loses its jobs."""
         return self.lease / 3
 
     @property
     def rescue_every(self) -> timedelta:
-        """As often as leases are renewed, and at least every 10 s, so a dead worker's jobs
-        are found soon after their lease runs out."""
-        return min(self.heartbeat, timedelta(seconds=10))
+        """How often the keeper rescues jobs whose lease ran out: ``defaults.JOB_RESCUE_EVERY``,
+        or as often as leases are renewed where they are shorter, so a dead worker's jobs are
+        found soon after their lease runs out."""
+        return min(self.heartbeat, defaults.JOB_RESCUE_EVERY)
 
 
 @dataclass(eq=False)
@@ -226,6 +232,7 @@ class Worker:
         threads: dict[str, tuple[Any, ...]] = {
             "dispatcher": (self._dispatch,),
             "keeper": (self._keep,),
+            "upkeep": (self._upkeep,),
         }
         for queue in self._queues.values():
             WORKER_RUNNERS.labels(queue.name).inc(queue.runners)
@@ -606,9 +613,37 @@ class Worker:
     # --- the keeper and the listener --------------------------------------------------------------
 
     def _keep(self) -> None:
+        """Renew this worker's leases every heartbeat and rescue expired ones every
+        ``rescue_every``: one short statement each, on a thread that does nothing else."""
         heartbeat = self.config.heartbeat.total_seconds()
         rescue_every = self.config.rescue_every.total_seconds()
-        next_rescue = self.clock.monotonic()
+        tick = min(heartbeat, rescue_every)
+        next_renewal = next_rescue = self.clock.monotonic()
+        while not self._keeper_stop.wait(tick):
+            now = self.clock.monotonic()
+            if now >= next_renewal:
+                next_renewal = now + heartbeat
+                self._renew()
+            if now >= next_rescue:
+                next_rescue = now + rescue_every
+                try:
+                    rescuer.rescue(self.store, self.retry)
+                except Exception:
+                    log.exception("worker_rescue_failed", worker=self.name)
+
+    def _renew(self) -> None:
+        try:
+            with self.store.write() as unit:
+                unit.jobs.renew(self.name, now=self.clock.now(), lease=self.config.lease)
+        except Exception:
+            log.exception("worker_keeper_failed", worker=self.name)
+
+    def _upkeep(self) -> None:
+        """Expire finished jobs, webhook events and partitions every ``prune_every`` (the first
+        time ``rescue_every`` after the start), on a thread of its own: a deletion of many rows,
+        or a partition waiting on a lock, delays no lease renewal and no rescue. It looks every
+        ``rescue_every`` whether one is due, so that ``stop()`` waits on it no longer than that,
+        or than the run under way."""
         config = self.config
         expiries = [
             # Whole months of finished jobs first (PostgreSQL), then the rows left of the last.
@@ -619,16 +654,11 @@ class Worker:
             Expiry("webhook_events", WEBHOOK_RETENTION, webhooks.prune),
         ]
         retention = Retention(self.store, self.clock, expiries, every=config.prune_every)
-        while not self._keeper_stop.wait(heartbeat):
+        while not self._keeper_stop.wait(config.rescue_every.total_seconds()):
             try:
-                with self.store.write() as unit:
-                    unit.jobs.renew(self.name, now=self.clock.now(), lease=self.config.lease)
-                if self.clock.monotonic() >= next_rescue:
-                    next_rescue = self.clock.monotonic() + rescue_every
-                    rescuer.rescue(self.store, self.retry)
                 retention.run_if_due()
             except Exception:
-                log.exception("worker_keeper_failed", worker=self.name)
+                log.exception("worker_upkeep_failed", worker=self.name)
 
     def _listen(self) -> None:
         poll = self.config.poll.total_seconds()

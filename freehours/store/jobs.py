@@ -6,7 +6,8 @@ was committed. The worker's statements run in ``Store.write()`` units:
 - ``claim``: the due jobs, oldest first, locked with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL (so
   concurrent workers never wait for, nor take, each other's rows) and inside ``BEGIN IMMEDIATE``
   on SQLite (one writer at a time); each becomes RUNNING with ``runs + 1`` (its fence) and a lease.
-- ``renew``: the heartbeat, extending the leases of one worker's running jobs.
+- ``renew``: the heartbeat, extending the leases of one worker's running jobs (one statement, every
+  second by default: ``freehours.defaults.JOB_LEASE``).
 - ``expired``: running jobs whose lease ran out (their worker died), locked for the rescuer.
 - ``finish``: the results of attempts, written only where the fence still matches, so that a
   worker whose job was rescued and re-run cannot overwrite its successor's result. A failed
@@ -46,8 +47,8 @@ from freehours.store.tables import (
 )
 
 #: The channel whose notifications wake idle workers (PostgreSQL): sent by every transaction
-#: that enqueues (one notification per transaction: PostgreSQL folds identical ones) and by
-#: releases.
+#: that enqueues (one notification per transaction: PostgreSQL folds identical ones), by
+#: releases and by rescues.
 NOTIFY_CHANNEL = "freehours_jobs"
 
 _WAITING = (JobState.AVAILABLE.value, JobState.RETRYABLE.value)
@@ -181,7 +182,7 @@ class Jobs(Repository):
         for wave in waves:
             self._enqueue_wave(rows, wave, answers)
         if rows:
-            self._notify()
+            self.notify()
         return answers
 
     def _enqueue_wave(
@@ -340,11 +341,25 @@ class Jobs(Repository):
 
         A job past its deadline is not extended: if its handler hangs, its lease runs out and
         the rescuer discards it, so no job outlives its deadline by more than a lease.
+
+        A job whose row another transaction holds is skipped, not waited for (``SKIP LOCKED`` on
+        PostgreSQL): that is the worker's own dispatcher writing its result (it needs no lease
+        then), the rescuer taking it, or an enqueue telling it to run again, each a moment. A
+        renewal that waited could deadlock with the dispatcher's write of the same rows (each
+        locking them in its own order) now that it runs every second, and the next heartbeat
+        renews what this one skipped.
         """
         c = jobs.c
+        held = (
+            sa.select(c.id)
+            .where(c.state == JobState.RUNNING.value, c.worker == worker, c.deadline > now)
+            .with_for_update(skip_locked=True)
+        )
         result = self._conn.execute(
             jobs.update()
-            .where(c.state == JobState.RUNNING.value, c.worker == worker, c.deadline > now)
+            # The state again: where jobs are partitioned by state, the update reads only the
+            # live partition.
+            .where(c.id.in_(held), c.state == JobState.RUNNING.value)
             .values(lease_until=now + lease)
         )
         return result.rowcount
@@ -381,7 +396,7 @@ class Jobs(Repository):
             written |= self._update(fences, _completed(outcome, now))
         if released:
             written |= self._update(released, _released(now))
-            self._notify()
+            self.notify()
         return written
 
     def cancel(self, kind: str, key: str, *, now: datetime) -> JobId | None:
@@ -550,7 +565,9 @@ class Jobs(Repository):
         ).first()
         return updated is not None
 
-    def _notify(self) -> None:
+    def notify(self) -> None:
+        """Wake the idle workers when this transaction commits (PostgreSQL; a no-op on SQLite):
+        jobs became due, or will at a time they should look up."""
         self._driver.notify(self._conn, NOTIFY_CHANNEL)
 
     def _finish_one(

@@ -4,6 +4,7 @@ schedules a day's settle job, a worker runs it, and its answer is obeyed. No HTT
 from __future__ import annotations
 
 import random
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -15,11 +16,13 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from structlog.contextvars import merge_contextvars
 from structlog.testing import capture_logs
 
+from freehours import defaults
 from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import ManualClock
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import Claimed, Quota, QuotaStatus, claim
 from freehours.ingest import Ingestion
+from freehours.jobs import rescuer
 from freehours.jobs.job import Job, JobState
 from freehours.jobs.retry import RetryPolicy
 from freehours.jobs.settle import KIND, SETTLEMENT_JOB_SLACK, SettlementJobs, settlement_tasks
@@ -175,12 +178,12 @@ def test_a_quota_locked_by_another_holder_snoozes_the_job_until_the_lock_expires
         pending = unit.quotas.latest_or_new(NMI, DAY, at=DUE)
         held = claim(pending, DUE, POLICY.lock_timeout, POLICY.max_attempts)
         assert isinstance(held, Claimed)
-        unit.quotas.save(held.quota, at=DUE)  # another holder: its lock lasts until DUE + 30 s
+        unit.quotas.save(held.quota, at=DUE)  # another holder: its lock lasts a lock timeout
     assert due.run_due() == 1
     snoozed = due.job()
     assert (snoozed.state, snoozed.run_at, snoozed.attempts) == (
         JobState.AVAILABLE,
-        DUE + timedelta(seconds=30),
+        DUE + POLICY.lock_timeout,
         0,
     )
     assert snoozed.outcome == "locked: quota LOCKED"
@@ -271,6 +274,72 @@ def test_however_many_jobs_a_failing_quota_gets_its_attempts_never_reset_and_wor
         for job in later
     )
     assert failing.ledger() == []
+
+
+class PausedAfterClaim:
+    """The settlement's fault seam: the holder stops right after its claim is committed, as a
+    whole worker stops in a long GC pause or on a stalled connection, until ``resume``."""
+
+    def __init__(self) -> None:
+        self.paused = threading.Event()
+        self.resume = threading.Event()
+
+    def check(self, point: FaultPoint, quota: Quota) -> None:
+        if point is FaultPoint.AFTER_CLAIM and quota.fence == 1:
+            self.paused.set()
+            self.resume.wait(timeout=60)
+
+
+def test_a_worker_paused_past_its_lease_loses_job_and_quota_and_its_late_writes_are_refused(
+    due: System,
+) -> None:
+    """Leases are short (``defaults.JOB_LEASE``), so a live worker that stops longer than one
+    (its keeper stopped with it: nothing renews) has its job rescued and run again while it may
+    still write: the quota's fence refuses its completion and the job's fence its result."""
+    due.ingest(day_row("0.500", stamp=STAMP))
+    pause = PausedAfterClaim()
+    paused = Worker(
+        due.store,
+        settlement_tasks(
+            Settlements(due.store, MemoryQuotaCache(due.clock), due.clock, POLICY, pause)
+        ),
+        clock=due.clock,
+        retry=RetryPolicy(due.clock, random.Random(5)),
+        name="paused",
+    )
+    ran = []
+    running = threading.Thread(target=lambda: ran.append(paused.run_due()))
+    running.start()
+    try:
+        assert pause.paused.wait(timeout=20), "the paused worker never claimed the quota"
+        assert (due.job().state, due.job().worker, due.quota().fence) == (
+            JobState.RUNNING,
+            "paused",
+            1,
+        )
+        # Past the lease and the quota's lock (as long), the rescuer finds the job.
+        due.clock.advance(defaults.JOB_LEASE.total_seconds() + 0.1)
+        assert [item.job.worker for item in rescuer.rescue(due.store, due.worker.retry)] == [
+            "paused"
+        ]
+        assert due.run_due() == 1  # another worker: takes the quota over with the next fence
+        assert (due.quota().status, due.quota().fence, due.quota().attempts) == (
+            QuotaStatus.COMPLETED,
+            2,
+            1,  # the paused holder's attempt, counted when its lock was taken over
+        )
+    finally:
+        pause.resume.set()
+        running.join(timeout=20)
+    assert ran == [1]  # the paused worker went on, and its writes came too late
+    assert len(due.ledger()) == 1
+    rerun = due.job()
+    assert (rerun.state, rerun.runs, rerun.attempts, rerun.outcome) == (
+        JobState.COMPLETED,
+        2,
+        1,
+        "settled",  # the successor's result; the paused worker's was refused at its fence
+    )
 
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

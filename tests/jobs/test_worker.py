@@ -14,6 +14,7 @@ from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
 from freehours.clock import SystemClock
+from freehours.jobs import rescuer
 from freehours.jobs.job import Done, Job, JobId, JobState, Snooze, Task
 from freehours.jobs.retry import RetryPolicy
 from freehours.jobs.worker import Worker, WorkerConfig
@@ -216,6 +217,44 @@ def test_a_running_jobs_lease_is_renewed_while_it_runs(store: Store, workers: li
         assert job(store, job_id).state is JobState.RUNNING  # never rescued meanwhile
     finally:
         gate.opened.set()
+
+
+def test_a_slow_upkeep_delays_no_renewal_and_no_rescue(
+    store: Store, workers: list[Worker], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The upkeep (pruning, partitions) runs on a thread of its own: one that hangs leaves the
+    keeper renewing leases, so a running job outlives many leases and is never rescued."""
+    stuck = threading.Event()
+    released = threading.Event()
+
+    def hanging_prune(_store: Store, _before: datetime) -> int:
+        stuck.set()
+        released.wait(BLOCK_SECONDS)
+        return 0
+
+    monkeypatch.setattr(rescuer, "prune", hanging_prune)
+    gate = Gate()
+    job_id = enqueue(store, "gated", "a")
+    start(workers, store, {"gated": gate})
+    try:
+        assert gate.entered.wait(BLOCK_SECONDS)
+        assert stuck.wait(BLOCK_SECONDS), "the upkeep never ran"
+        first = job(store, job_id).lease_until
+        assert first is not None
+        # Three leases (of FAST's 1 s) later, still held and renewed by the live worker.
+        eventually(
+            lambda: (
+                (lease := job(store, job_id).lease_until) is not None
+                and lease > first + 3 * FAST.lease
+            ),
+            what="leases renewed while the upkeep hangs",
+        )
+        assert (job(store, job_id).state, job(store, job_id).runs) == (JobState.RUNNING, 1)
+    finally:
+        gate.opened.set()
+        released.set()
+    eventually(lambda: job(store, job_id).state is JobState.COMPLETED, what="the job done")
+    assert job(store, job_id).runs == 1  # never rescued
 
 
 @postgres_only

@@ -25,6 +25,7 @@ from types import FrameType
 
 import structlog
 
+from freehours import defaults
 from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import SystemClock
 from freehours.domain.settlement import Quota
@@ -33,9 +34,6 @@ from freehours.jobs.settle import KIND, SettleTask
 from freehours.jobs.worker import Worker, WorkerConfig
 from freehours.settlement import FaultPoint, SettlementPolicy, Settlements
 from freehours.store.database import Store
-
-#: The settlement lock of these tests: short, so that a killed holder's lock expires soon.
-LOCK_TIMEOUT = timedelta(seconds=2)
 
 
 class HangAfterClaim:
@@ -50,7 +48,7 @@ class HangAfterClaim:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("url")
-    parser.add_argument("--lease", type=float, default=30.0)
+    parser.add_argument("--lease", type=float, default=defaults.JOB_LEASE.total_seconds())
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--grace", type=float, default=10.0)
     parser.add_argument("--hang-after-claim", action="store_true")
@@ -66,8 +64,9 @@ def main() -> None:
     with Store.open(args.url) as store:
         clock = SystemClock()
         faults = HangAfterClaim() if args.hang_after_claim else None
-        policy = SettlementPolicy(lock_timeout=LOCK_TIMEOUT)
-        settlements = Settlements(store, MemoryQuotaCache(clock), clock, policy, faults)
+        # The default lock timeout, as long as the default lease: a killed holder's lock runs
+        # out with its job's lease.
+        settlements = Settlements(store, MemoryQuotaCache(clock), clock, SettlementPolicy(), faults)
 
         executed: list[int] = []
 

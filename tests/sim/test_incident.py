@@ -27,6 +27,9 @@ def test_twenty_meters_settle_once_without_a_storm_and_the_legacy_model_storms(
     assert freehours["jobs_stuck_over_20s"] == 0
     assert freehours["quotas_settled"] == 20
     assert freehours["quotas_unsettled"] == 0
+    # The dead worker's quotas are rescued with its jobs' leases, seconds after it died (4.5 s
+    # measured; 41.6 s with 30 s leases and locks).
+    assert freehours["settle_seconds_p99"] <= 10
     # The same faults, on the broken design: a second credit, and quotas left in process.
     assert legacy["duplicate_credits"] > 0
     assert legacy["quotas_unsettled"] > 0
