@@ -128,9 +128,12 @@ class Circuit:
         open, or the endpoint's attempts in flight are at their cap."""
         if self.open_until is not None and now < self.open_until:
             return "circuit_open", self.open_until - now
-        cap = 1 if self.failures >= BREAKER_FAILURES else MAX_IN_FLIGHT
-        if in_flight >= cap:
-            return "in_flight", IN_FLIGHT_WAIT
+        half_open = self.failures >= BREAKER_FAILURES
+        if in_flight >= (1 if half_open else MAX_IN_FLIGHT):
+            # While the trial is out the rest wait as if the circuit were still open: the trial
+            # decides, and a backlog of thousands woken every few seconds would cost the
+            # webhook queue (and the database under every queue) more than the endpoint does.
+            return "in_flight", BREAKER_OPEN if half_open else IN_FLIGHT_WAIT
         return None
 
 
