@@ -6,6 +6,8 @@
     |   |   +-- NEM12TooLarge   past one of its ReadLimits: HTTP 413       [meterdata.nem12]
     |   +-- PlanError           a tariff plan that is not valid; names file and key
     |   +-- UnknownPlan         a plan id neither stored nor built in      [store.catalog]
+    |   +-- UnknownCustomer     an NMI without a customer, where one is needed  [store.catalog]
+    |   +-- RegionMismatch      a plan of another region than its customer's  [store.catalog]
     |   +-- NotFound            what an operator's action names is not there  [actions]
     +-- ConfigurationError      settings or an environment that cannot work: exit 1
     |   +-- SpoolOwned          the agent's spool holds another API's batches  [agent.spool]

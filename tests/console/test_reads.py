@@ -29,12 +29,12 @@ def _completed(nmi: str, version: int, kwh: str, value: str) -> Quota:
 
 def test_a_days_regions_count_newest_versions_and_sum_exactly(api: Api) -> None:
     runtime = api.services.runtime
-    for nmi, region in (
-        ("4100000001", Region.NSW),
-        ("4100000002", Region.NSW),
-        ("6100000001", Region.SA),
+    for nmi, region, plan_id in (
+        ("4100000001", Region.NSW, "sso-nsw"),
+        ("4100000002", Region.NSW, "sso-nsw"),
+        ("6100000001", Region.SA, "sso-sa"),
     ):
-        runtime.put_customer(nmi, plan_id="sso-nsw", region=region, cycle={})
+        runtime.put_customer(nmi, plan_id=plan_id, region=region, cycle={})
     with runtime.store.write() as unit:
         # A first version superseded by a second: only the second counts.
         unit.quotas.insert(_completed("4100000001", 1, "1.001", "0.30"), at=AT)
