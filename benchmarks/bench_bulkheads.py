@@ -44,7 +44,6 @@ most of it; 18.7 s and 12.6 s to settle the 10,000 alone, 38.7 s beside the sile
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import statistics
@@ -66,11 +65,12 @@ import structlog
 from benchmarks.bench_api import prepare, quotas
 from benchmarks.bench_ingest import _fresh_postgres_database
 from benchmarks.bench_invoicing import AS_OF, _load
+from benchmarks.bench_jobs import settle_job_rows
 from benchmarks.workers import failures, start, stop_worker
 from freehours.clock import SystemClock
 from freehours.domain.webhooks import DeliveryStatus, Destinations
 from freehours.invoicing import Invoicing
-from freehours.jobs import queue, settle
+from freehours.jobs import settle
 from freehours.jobs.job import JobState
 from freehours.store.database import Store
 from freehours.store.jobs import NOTIFY_CHANNEL
@@ -254,22 +254,7 @@ def _register(store: Store, base: str) -> None:
 def _settle_and_invoice(store: Store, workers: list[Worker]) -> Figures:
     """The settle jobs due at once and an invoice run started: their figures once both end."""
     now = datetime.now(UTC)
-    rows = [
-        {
-            "kind": settle.KIND,
-            "key": f"{nmi}:{day.isoformat()}",
-            "payload": json.dumps({"nmi": nmi, "date": day.isoformat(), "version": 1}),
-            "state": JobState.AVAILABLE.value,
-            "run_at": now,
-            "deadline": now + queue.DEFAULT_DEADLINE,
-            "attempts": 0,
-            "max_attempts": queue.DEFAULT_MAX_ATTEMPTS,
-            "snoozes": 0,
-            "runs": 0,
-            "created_at": now,
-        }
-        for nmi, day in quotas(SETTLEMENTS, 1)
-    ]
+    rows = settle_job_rows(quotas(SETTLEMENTS, 1), now)
     with store.write() as unit:
         unit.connection.execute(jobs.insert(), rows)
         store.driver.notify(unit.connection, NOTIFY_CHANNEL)

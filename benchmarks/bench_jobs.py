@@ -39,7 +39,8 @@ import sys
 import threading
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterable
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -225,11 +226,10 @@ def run_settlements() -> None:
             _measure_settlements(url, processes)
 
 
-def _measure_settlements(url: str, processes: int) -> None:
-    prepare(url, nmis=SETTLE_QUOTAS, days=1)
-    due = quotas(SETTLE_QUOTAS, 1)
-    now = datetime.now(UTC)
-    rows = [
+def settle_job_rows(due: Iterable[tuple[str, date]], now: datetime) -> list[dict[str, Any]]:
+    """Settle jobs of the quotas ``due``, each due ``now``, as rows of the jobs table: loaded in
+    one statement, as a day's scheduler would have staged them."""
+    return [
         {
             "kind": settle.KIND,
             "key": f"{nmi}:{day.isoformat()}",
@@ -245,6 +245,13 @@ def _measure_settlements(url: str, processes: int) -> None:
         }
         for nmi, day in due
     ]
+
+
+def _measure_settlements(url: str, processes: int) -> None:
+    prepare(url, nmis=SETTLE_QUOTAS, days=1)
+    due = quotas(SETTLE_QUOTAS, 1)
+    now = datetime.now(UTC)
+    rows = settle_job_rows(due, now)
     prefix = f"freehours-bench-{uuid.uuid4().hex[:8]}:"
     redis_url = os.environ.get("FREEHOURS_BENCH_REDIS_URL", DEFAULT_REDIS_URL)
     freehours = os.environ.get(
