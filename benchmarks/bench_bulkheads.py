@@ -51,7 +51,6 @@ import subprocess
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -178,27 +177,12 @@ def _loaded(server: str) -> Iterator[str]:
         yield database
 
 
-@contextmanager
-def _copy(server: str, template: str) -> Iterator[str]:
-    """A copy of the database ``template`` on ``server``, dropped after: its URL."""
-    admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
-    name = f"freehours_bench_{uuid.uuid4().hex[:12]}"
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
-    try:
-        yield admin.url.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-
 def _variant(server: str, template: str, *, endpoints: bool, trickle: float | None) -> Figures:
     """One run in a copy of ``template``, with ``ENDPOINTS`` endpoints whose receiver never
     answers (or trickles a byte every ``trickle`` seconds) or none; then, with endpoints, the
     receiver answers and every event is delivered."""
     with (
-        _copy(server, template) as url,
+        _fresh_postgres_database(server, template) as url,
         Store.open(url) as store,
         _receiver(trickle) as receiver,
         tempfile.TemporaryDirectory() as logs,

@@ -65,12 +65,14 @@ def _ingest(url: str, path: Path) -> tuple[int, float]:
 
 
 @contextmanager
-def _fresh_postgres_database(server: str) -> Iterator[str]:
-    """A new, empty database on ``server``, dropped (connections and all) afterwards."""
+def _fresh_postgres_database(server: str, template: str | None = None) -> Iterator[str]:
+    """A new database on ``server``, empty or a copy of ``template``, dropped (connections and
+    all) afterwards."""
     admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
     name = f"freehours_bench_{uuid.uuid4().hex[:12]}"
+    copy = f' TEMPLATE "{template}"' if template else ""
     with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"{copy}'))
     try:
         yield admin.url.set(database=name).render_as_string(hide_password=False)
     finally:
