@@ -108,6 +108,10 @@ class WorkerConfig:
     concurrency: int = defaults.WORKER_CONCURRENCY
     #: Runners of the queues sized on their own, by name (``FREEHOURS_WORKER_QUEUES``).
     queues: Mapping[str, int] = field(default_factory=dict)
+    #: Queues claimed for at most once every ``background_every`` while the worker holds jobs
+    #: of any other queue (``defaults.BACKGROUND_QUEUES``: the webhooks yield to settlements).
+    background: frozenset[str] = defaults.BACKGROUND_QUEUES
+    background_every: timedelta = defaults.BACKGROUND_CLAIM_EVERY
     #: A claimed job's lease, renewed every third of it (``FREEHOURS_JOB_LEASE_SECONDS``): how
     #: long a dead worker keeps its jobs from the others.
     lease: timedelta = defaults.JOB_LEASE
@@ -201,7 +205,9 @@ class Worker:
         kinds_of: dict[str, list[str]] = {}
         for kind, task in self.tasks.items():
             kinds_of.setdefault(queue_name(task), []).append(kind)
-        self._queues = {name: self._queue(name, kinds) for name, kinds in kinds_of.items()}
+        # The background queues last: a cycle's claims for the others come first.
+        names = sorted(kinds_of, key=lambda name: name in self.config.background)
+        self._queues = {name: self._queue(name, kinds_of[name]) for name in names}
         self._queue_of = {kind: queue for queue in self._queues.values() for kind in queue.kinds}
         self.clock = clock or SystemClock()
         self.retry = retry or RetryPolicy(self.clock, random.Random())
@@ -216,6 +222,9 @@ class Worker:
         self._stopping = threading.Event()
         self._keeper_stop = threading.Event()
         self._threads: dict[str, threading.Thread] = {}
+        #: When the background queues may claim next while other queues hold jobs.
+        self._background_at: datetime | None = None
+        self._background_waiting = False  # their claim put off: the dispatcher wakes for it
 
     def _queue(self, name: str, kinds: list[str]) -> _Queue:
         runners = self.config.runners(name)
@@ -376,6 +385,8 @@ class Worker:
                 WORKER_JOBS_WAITING.labels(queue.name).inc(len(batch_))
         for batch_ in units:
             self._queue_of[batch_[0].kind].ready.put(batch_)
+        if self._background_waiting and self._background_at is not None:
+            upcoming = min(upcoming or self._background_at, self._background_at)
         if upcoming is None:
             return poll  # a runner wakes the dispatcher when its queue runs low
         until = (upcoming - now).total_seconds()
@@ -390,8 +401,17 @@ class Worker:
         lease = self.config.lease
         claimed: list[Job] = []
         open_kinds: list[str] = []
+        self._background_waiting = False
+        # Busy: holding, or claiming now, jobs of a queue that does not yield.
+        busy = any(
+            count and self._queue_of[kind].name not in self.config.background
+            for kind, count in held.items()
+        )
         for queue in self._queues.values():
             room = rooms[queue.name]
+            yields = busy and queue.name in self.config.background
+            if yields:
+                room = self._background_room(queue, room, now)
             if room <= 0:
                 continue
             unlimited = [kind for kind in queue.kinds if kind not in self._limits]
@@ -409,8 +429,18 @@ class Worker:
                     got += limited
                     if len(limited) < free:
                         open_kinds.append(kind)
+            if yields and got:
+                self._background_at = now + self.config.background_every
             claimed += got
+            busy = busy or (bool(got) and queue.name not in self.config.background)
         return claimed, open_kinds
+
+    def _background_room(self, queue: _Queue, room: int, now: datetime) -> int:
+        """What a background queue may claim while the worker is busy with other queues' jobs:
+        a job per runner once every ``background_every`` (from its last claim that got any),
+        the dispatcher woken for it."""
+        self._background_waiting = self._background_at is not None and now < self._background_at
+        return 0 if self._background_waiting else min(room, queue.runners)
 
     # --- runners ---------------------------------------------------------------------------------
 

@@ -133,3 +133,68 @@ def test_a_queue_name_or_size_that_is_not_one_is_refused(store: Store) -> None:
         Worker(store, {"bad": Quick("")})
     with pytest.raises(ValueError, match="a worker's webhook must be a positive int, not 0"):
         WorkerConfig(queues={"webhook": 0})
+
+
+class Held:
+    """A settle job's handler that runs until the test lets it finish."""
+
+    queue = defaults.SETTLE_QUEUE
+
+    def __init__(self) -> None:
+        self.running = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, job: Job) -> Done:
+        self.running.set()
+        assert self.release.wait(BLOCK_SECONDS), "the test never let the settlement finish"
+        return Done("settled")
+
+
+class Counting:
+    """A webhook delivery's handler that returns at once, counting its calls."""
+
+    queue = defaults.WEBHOOK_QUEUE
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, job: Job) -> Done:
+        with self.lock:
+            self.calls += 1
+        return Done("delivered")
+
+
+@pytest.mark.parametrize("every", [60.0, 0.3])
+def test_the_webhook_queue_yields_to_a_settlement_and_is_never_starved(
+    store: Store, every: float
+) -> None:
+    """While a settle job runs, the webhook queue claims a job per runner once every
+    ``background_every``: once in a minute, three deliveries (its runners) of the twenty due,
+    the rest when the settlement ends; every 0.3 s, all twenty while it still runs."""
+    held, deliveries = Held(), Counting()
+    config = WorkerConfig(
+        concurrency=2,
+        queues={defaults.WEBHOOK_QUEUE: 3},
+        lease=timedelta(seconds=5),
+        poll=timedelta(seconds=0.05),
+        background_every=timedelta(seconds=every),
+    )
+    worker = Worker(store, {"settle": held, DELIVERY_KIND: deliveries}, config=config)
+    worker.start()
+    try:
+        enqueue(store, "settle", "nmi-1:2026-07-01")
+        assert held.running.wait(BOUND_SECONDS)
+        enqueue(store, DELIVERY_KIND, *(f"delivery-{n}" for n in range(20)))
+        if every > 1:
+            eventually(lambda: deliveries.calls == 3, what="one claim's deliveries")
+            time.sleep(1.0)  # twenty cycles of the dispatcher at its poll
+            assert deliveries.calls == 3, "the webhook queue claimed beside the settlement"
+            held.release.set()
+        eventually(lambda: deliveries.calls == 20, within=BOUND_SECONDS, what="every delivery")
+        assert held.release.is_set() == (every > 1), "the deliveries waited for the settlement"
+        held.release.set()
+        eventually(lambda: states(store)[JobState.COMPLETED] == 21, what="every job completed")
+    finally:
+        held.release.set()
+        assert worker.stop(grace=5.0)
