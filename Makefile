@@ -65,7 +65,7 @@ bench-day: $(BSTAMP)
 # The OpenAPI document written again from the routes (docs/api.md); a test fails while the
 # committed one differs from what the API serves.
 openapi: $(STAMP)
-	$(BIN)/python -m freehours.api.openapi --write docs/openapi.json
+	$(BIN)/python -m freehours.api.schema --write docs/openapi.json
 
 $(FSTAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,fuzz]'

@@ -68,8 +68,7 @@ from benchmarks.bench_jobs import settle_job_rows
 from benchmarks.workers import failures, start, stop_worker
 from freehours.clock import SystemClock
 from freehours.domain.webhooks import DeliveryStatus, Destinations
-from freehours.invoicing import Invoicing
-from freehours.jobs import settle
+from freehours.invoicing.service import Invoicing
 from freehours.jobs.job import JobState
 from freehours.store.database import Store
 from freehours.store.jobs import NOTIFY_CHANNEL
@@ -82,7 +81,8 @@ from freehours.store.tables import (
 )
 from freehours.store.tables import quotas as quota_table
 from freehours.store.webhooks import FANOUT_KIND
-from freehours.webhooks import Webhooks
+from freehours.webhooks.service import Webhooks
+from freehours.workers import settle
 
 DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 SETTLEMENTS = 10_000

@@ -64,7 +64,7 @@ from sqlalchemy.schema import CreateIndex
 from freehours.api.keys import Scope, create_key
 from freehours.domain.time import NEM_TIME, REGION_ZONES, Region
 from freehours.plans import builtin_document
-from freehours.settlement import ATTEMPT_FAILED, INCOMPLETE_AT_DEADLINE
+from freehours.settlement.service import ATTEMPT_FAILED, INCOMPLETE_AT_DEADLINE
 from freehours.store.database import Store
 from freehours.store.tables import jobs, ledger_entries, quota_events, quotas
 from tests.servers import api_process

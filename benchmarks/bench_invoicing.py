@@ -11,13 +11,13 @@ July 2026 settled: E1 and B1 day rows, 30-minute, stored as ``freehours.store.me
 them; for each local day a COMPLETED quota version 1 and its ledger entry. A settlement of 3.1
 million quotas would take far longer than what it feeds, so the bench writes these rows itself,
 with ``COPY`` on a psycopg connection of its own: the one place it writes SQL directly. Their
-free energy is what the settlement computes (``freehours.settlement.free_energy``), worked out
-once for each of ``PATTERNS`` day profiles and each date, and shared by the accounts.
+free energy is what the settlement computes (``freehours.settlement.service.free_energy``), worked
+out once for each of ``PATTERNS`` day profiles and each date, and shared by the accounts.
 
 The run is what production does: ``Invoicing.start_run`` as of 10 August 2026, its plan job
 and batch jobs run by two ``freehours worker`` processes (default settings: 4 threads each,
 batches of ``FREEHOURS_INVOICE_BATCH_SIZE`` accounts, at most 2 batches held by a worker at once:
-``freehours.jobs.invoice.BatchTask.hold``, so both share a run's batches), started before the
+``freehours.workers.invoice.BatchTask.hold``, so both share a run's batches), started before the
 run and idle until it.
 Invoices per second are counted from the run's ``requested_at`` to its ``finished_at``, and over
 the documents' ``finalised_at`` (when the first batch began finalising to when the last did: the
@@ -57,10 +57,10 @@ from freehours.domain.invoicing import Series
 from freehours.domain.rating import DayProfiles
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import Region
-from freehours.invoicing import Invoicing
+from freehours.invoicing.service import Invoicing
 from freehours.plans import builtin_document
 from freehours.plans.document import parse_plan
-from freehours.settlement import free_energy
+from freehours.settlement.service import free_energy
 from freehours.store.database import Store
 from freehours.store.meter import encode_values
 from freehours.store.tables import documents, ledger_entries

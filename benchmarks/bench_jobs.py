@@ -52,12 +52,13 @@ from rich.progress import Progress
 
 from benchmarks.bench_api import prepare, quotas
 from benchmarks.bench_ingest import _fresh_postgres_database
-from freehours.jobs import queue, settle
+from freehours.jobs import decisions
 from freehours.jobs.job import Done, Job, JobState
-from freehours.jobs.worker import Worker
 from freehours.store.database import Store
 from freehours.store.jobs import NOTIFY_CHANNEL
 from freehours.store.tables import jobs, ledger_entries
+from freehours.workers import settle
+from freehours.workers.worker import Worker
 
 DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 PROCESSES = (1, 2, 4)
@@ -136,9 +137,9 @@ def _enqueue(store: Store, due: list[datetime], *, phase: str) -> None:
             "payload": json.dumps({"phase": phase}),
             "state": JobState.AVAILABLE.value,
             "run_at": run_at,
-            "deadline": run_at + queue.DEFAULT_DEADLINE,
+            "deadline": run_at + decisions.DEFAULT_DEADLINE,
             "attempts": 0,
-            "max_attempts": queue.DEFAULT_MAX_ATTEMPTS,
+            "max_attempts": decisions.DEFAULT_MAX_ATTEMPTS,
             "snoozes": 0,
             "runs": 0,
             "created_at": now,
@@ -236,9 +237,9 @@ def settle_job_rows(due: Iterable[tuple[str, date]], now: datetime) -> list[dict
             "payload": json.dumps({"nmi": nmi, "date": day.isoformat(), "version": 1}),
             "state": JobState.AVAILABLE.value,
             "run_at": now,
-            "deadline": now + queue.DEFAULT_DEADLINE,
+            "deadline": now + decisions.DEFAULT_DEADLINE,
             "attempts": 0,
-            "max_attempts": queue.DEFAULT_MAX_ATTEMPTS,
+            "max_attempts": decisions.DEFAULT_MAX_ATTEMPTS,
             "snoozes": 0,
             "runs": 0,
             "created_at": now,

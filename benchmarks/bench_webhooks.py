@@ -28,12 +28,13 @@ from freehours import defaults
 from freehours.clock import SystemClock
 from freehours.domain.webhooks import MAX_IN_FLIGHT, Destinations
 from freehours.jobs.job import Done, Job
-from freehours.jobs.webhook import webhook_tasks
-from freehours.jobs.worker import Worker, WorkerConfig
 from freehours.store.database import Store
 from freehours.store.jobs import NewJob
 from freehours.store.webhooks import NewEvent
-from freehours.webhooks import HttpSender, Webhooks
+from freehours.webhooks.sender import HttpSender
+from freehours.webhooks.service import Webhooks
+from freehours.workers.webhook import webhook_tasks
+from freehours.workers.worker import Worker, WorkerConfig
 from tests.webhooks.receiver import Hostile, hostile
 
 TRICKLE = 3.0  # seconds between the trickling receiver's bytes

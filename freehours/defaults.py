@@ -1,7 +1,7 @@
 """The defaults that a setting and the object it configures share: written once, with their reasons.
 
 An operator changes them through ``Settings`` (``FREEHOURS_*``), which maps itself onto the
-policies in one place (``freehours.runtime``: ``settlement_policy``, ``worker_config``,
+policies in one place (``freehours.operations.runtime``: ``settlement_policy``, ``worker_config``,
 ``retry_policy``); tests and simulations build the policies directly and get the same values.
 Both read this table, so a default cannot drift between the two. Stdlib only: the settings, the
 settlement service, the job queue and the agent all import it.
@@ -48,7 +48,7 @@ BACKGROUND_CLAIM_EVERY = timedelta(seconds=5)
 #: by a keeper thread that does nothing else), so two missed heartbeats in a row still keep it. A
 #: SIGKILLed worker's jobs run out of lease within 3 s, are rescued within ``JOB_RESCUE_EVERY``
 #: more and start again on another worker at once (a first rescue waits no backoff:
-#: ``freehours.jobs.rescuer.after_rescue``): within 5 s of the kill. A worker paused longer (GC,
+#: ``freehours.workers.rescuer.after_rescue``): within 5 s of the kill. A worker paused longer (GC,
 #: a slow database) loses its jobs to the rescuer, and the fences refuse what it writes late
 #: (docs/jobs.md).
 JOB_LEASE = timedelta(seconds=3)
@@ -94,7 +94,7 @@ HISTORY_RETENTION_MONTHS = 84
 #: file would only be refused, after the agent had read and spooled all of it.
 MAX_UPLOAD_BYTES = 100 * 1024 * 1024
 
-# --- webhooks (``freehours.webhooks.HttpSender``) ---
+# --- webhooks (``freehours.webhooks.sender.HttpSender``) ---
 
 #: The whole of a webhook attempt (connect, TLS, the request sent, the answer read). Receivers
 #: are asked to answer at once and act later (Standard Webhooks' advice; its reference services

@@ -8,7 +8,7 @@
     |   +-- UnknownPlan         a plan id neither stored nor built in      [store.catalog]
     |   +-- UnknownCustomer     an NMI without a customer, where one is needed  [store.catalog]
     |   +-- RegionMismatch      a plan of another region than its customer's  [store.catalog]
-    |   +-- NotFound            what an operator's action names is not there  [actions]
+    |   +-- NotFound            what an operator's action names is missing [operations.actions]
     +-- ConfigurationError      settings or an environment that cannot work: exit 1
     |   +-- SpoolOwned          the agent's spool holds another API's batches  [agent.spool]
     |   +-- KeyRefused          the API refused the agent's key (401, 403)    [agent.sender]

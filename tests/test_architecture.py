@@ -21,8 +21,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "freehours"
 
 #: The layer of every part of freehours: lower layers never import higher ones. A part is a
-#: top-level package or module, or a module of one named on its own (the job model is pure and
-#: sits low, so that the store can persist it; the job runner sits high).
+#: top-level package or module; no package spans two layers (the job model is pure and sits low,
+#: so that the store can persist it; the workers that run jobs sit high).
 LAYERS: dict[str, int] = {
     # the rules: pure, no I/O, nothing outside the standard library and itself
     "domain": 0,
@@ -32,9 +32,7 @@ LAYERS: dict[str, int] = {
     "backoff": 1,
     "defaults": 1,
     # the job model: states, a job, the retry policy and the worker's decisions, pure
-    "jobs.job": 2,
-    "jobs.retry": 3,
-    "jobs.queue": 4,
+    "jobs": 2,
     # formats, plan documents and the means of watching
     "meterdata": 2,
     "plans": 2,
@@ -43,38 +41,135 @@ LAYERS: dict[str, int] = {
     "documents": 2,
     # configuration: every setting, with the limits of the formats it configures
     "settings": 3,
-    # the two stores: the database (the only part that speaks SQL) and the quota cache
+    # the two stores: the database (the only part that speaks SQL, with its upkeep) and the
+    # quota cache
     "store": 5,
     "cache": 5,
-    # the services: settling a quota, and the one path meter data takes in (which reopens one);
-    # the retention schedule over the store
+    # the services: settling a quota and the one path meter data takes in (which reopens one);
+    # invoicing and its accounting export; webhook endpoints and each delivery's attempts (the
+    # outbox itself is the store's)
     "settlement": 6,
     "invoicing": 6,
-    # webhook endpoints and each delivery's attempts (the outbox itself is the store's)
     "webhooks": 6,
-    # the accounting export: a run's documents as journals, pure
-    "journal": 6,
-    "maintenance": 6,
-    "ingest": 7,
-    # the job runner (worker, rescuer, settlement jobs), and the meter agent: a client of the
-    # API, so beside the server, not on it
-    "jobs": 8,
+    # the job runner (worker, rescuer, the tasks of each kind), and the meter agent: a client of
+    # the API, so beside the server, not on it
+    "workers": 8,
     "agent": 8,
-    # the running system, built from the settings, and the HTTP API that serves it
-    "runtime": 9,
-    # what an operator does (retry, cancel, reopen, revoke), each in the audit log
-    "actions": 9,
+    # the running system, built from the settings, and what an operator does (retry, cancel,
+    # reopen, revoke), each in the audit log
+    "operations": 9,
     "api": 10,
     # the simulation drives everything; the command line exposes everything
     "sim": 11,
     "cli": 12,
 }
 
+#: docs/architecture.md's table of the parts, a row per group on one layer: the parts, what they
+#: are, the third-party libraries they may also use. The table there is this, written by
+#: ``python -m tests.test_architecture --write`` and held to it by a test.
+ROWS: list[tuple[tuple[str, ...], str, str]] = [
+    (
+        ("domain",),
+        "NEM time, meter-data rules (`reads.py`: NMI, suffix, interval lengths, quality, kWh, the"
+        " interval-day types, the read-merge rule), plans and the free window, rating, bills, the"
+        " settlement state machine, the rules of invoices and webhooks",
+        "nothing: the standard library only",
+    ),
+    (
+        ("errors", "clock", "backoff", "defaults"),
+        "the one exception tree (drawn in `errors.py`), the clock seam, full-jitter backoff, every"
+        " default shared by a setting and a policy",
+        "",
+    ),
+    (
+        ("jobs",),
+        "the job model, pure: a job and its states, what a handler answers, the retry policy, a"
+        " worker's decisions (`job.py`, `retry.py`, `decisions.py`); the job table's SQL is the"
+        " store's",
+        "",
+    ),
+    (
+        ("meterdata", "plans", "observability"),
+        "NEM12 read and write; plan documents (pydantic), CDR plans and holiday calendars; logs,"
+        " metrics, traces",
+        "pydantic, holidays, structlog, prometheus_client, opentelemetry",
+    ),
+    (
+        ("documents",),
+        "the invoice and credit-note documents a household reads: a plain model (`model.py`), its"
+        " words (`wording.py`), the HTML (`html.py`, the package's template) and PDF (`pdf.py`)"
+        " renderers; the domain and the standard library only, never a store"
+        " ([invoices.md](invoices.md#the-document))",
+        "reportlab (PDF only)",
+    ),
+    (
+        ("settings",),
+        "`FREEHOURS_*` settings, with the limits of the formats they configure",
+        "pydantic-settings",
+    ),
+    (
+        ("store", "cache"),
+        "the database (drivers, units of work, repositories, migrations, and their upkeep in"
+        " `maintenance.py`: retention and partitions); the quota cache and Redis breaker",
+        "SQLAlchemy, Alembic, psycopg; redis",
+    ),
+    (
+        ("settlement", "invoicing", "webhooks"),
+        "the services: a quota settled exactly once (`settlement/service.py`: claim, complete,"
+        " release) and the one path meter data takes in (`settlement/ingest.py`: store, reopen,"
+        " enqueue); invoice runs, numbering, corrections ([invoices.md](invoices.md)) and a run's"
+        " documents as manual journals in Xero's import layout (`invoicing/journal.py`); webhook"
+        " endpoints and each delivery's attempts, an HTTP client of the standard library's"
+        " `http.client` (the outbox itself is the store's: [webhooks.md](webhooks.md))",
+        "",
+    ),
+    (
+        ("workers", "agent"),
+        "the worker, the rescuer and the tasks of each job kind (settle, invoice, webhook); the"
+        " meter agent (never imports the server's parts)",
+        "httpx, pybreaker, tenacity (agent)",
+    ),
+    (
+        ("operations",),
+        "the running system built once from the settings (`runtime.py`), and what an operator does"
+        " (`actions.py`: retry, cancel, reopen, revoke, each in the audit log)",
+        "",
+    ),
+    (
+        ("api",),
+        "the FastAPI application, one router per resource",
+        "FastAPI, Starlette, uvicorn, limits",
+    ),
+    (("sim",), "the incident's replay and the demo", "matplotlib, httpx"),
+    (("cli",), "the command line (Typer), each command loaded when named", "typer, rich"),
+]
+
+#: Where the table goes in docs/architecture.md.
+DOC = PACKAGE.parent / "docs" / "architecture.md"
+TABLE_START = "<!-- the parts: written by python -m tests.test_architecture --write -->"
+TABLE_END = "<!-- end of the parts -->"
+
+
+def table() -> str:
+    """docs/architecture.md's table of the parts, from ``LAYERS`` and ``ROWS``."""
+    lines = ["| Layer | Part | What it is | May also use (third-party) |", "|---|---|---|---|"]
+    for parts, what, libraries in ROWS:
+        layer = LAYERS[parts[0]]
+        names = ", ".join(f"`{part}`" for part in parts)
+        lines.append(f"| {layer} | {names} | {what} | {libraries} |")
+    return "\n".join(lines)
+
+
+def _documented() -> str:
+    text = DOC.read_text()
+    return text[text.index(TABLE_START) + len(TABLE_START) : text.index(TABLE_END)].strip()
+
+
 #: Parts that must not import each other although the layers would allow it.
 NEVER: dict[str, set[str]] = {
     # the agent talks to the API over HTTP only: it shares no server code
-    "agent": {"store", "settlement", "ingest", "jobs", "runtime", "api", "sim"},
-    "jobs": {"agent"},
+    "agent": {"store", "settlement", "workers", "operations", "api", "sim"},
+    "workers": {"agent"},
 }
 
 #: Third-party libraries that belong to one concern, and the parts that may import them.
@@ -212,3 +307,98 @@ def test_the_map_finds_what_breaks_it(tmp_path: Path) -> None:
         "freehours/domain/rating.py:2 imports freehours.meterdata: "
         "domain (layer 0) may not use meterdata (layer 2)",
     ]
+
+
+def test_the_table_in_the_docs_is_the_map() -> None:
+    rowed = [part for parts, _, _ in ROWS for part in parts]
+    assert sorted(rowed) == sorted(LAYERS), "each part of LAYERS in exactly one of ROWS"
+    for parts, _, _ in ROWS:
+        assert len({LAYERS[part] for part in parts}) == 1, f"{parts}: one layer to a row"
+    assert [LAYERS[parts[0]] for parts, _, _ in ROWS] == sorted(LAYERS[p[0]] for p, _, _ in ROWS)
+    assert _documented() == table(), "python -m tests.test_architecture --write"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--write"]:
+        raise SystemExit("usage: python -m tests.test_architecture --write")
+    text = DOC.read_text()
+    start, end = text.index(TABLE_START) + len(TABLE_START), text.index(TABLE_END)
+    DOC.write_text(text[:start] + "\n" + table() + "\n" + text[end:])
+
+
+def _graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """Each module (dotted, below ``freehours``) and the modules of its own part it imports:
+    ``from freehours.store import database`` names the module ``store.database``."""
+    paths = {
+        _module(path, root).removesuffix(".__init__"): path
+        for path in root.rglob("*.py")
+        if "migrations" not in path.relative_to(root).parts
+    }
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        part = _part(name)
+        edges: set[str] = set()
+        for _, module in _imports(path, root):
+            top, _, rest = module.partition(".")
+            if top != "freehours" or not rest:
+                continue
+            targets = [rest]
+            if rest in paths and paths[rest].name == "__init__.py":
+                # ``from package import module``: the modules named, and the package itself
+                # only for a name it defines
+                names = _names(path, module)
+                submodules = [f"{rest}.{alias}" for alias in names if f"{rest}.{alias}" in paths]
+                targets = submodules + ([rest] if len(submodules) < len(names) else [])
+            for target in targets:
+                if target in paths and target != name and _part(target) == part:
+                    edges.add(target)
+        graph[name] = edges
+    return graph
+
+
+def _names(path: Path, module: str) -> list[str]:
+    """The names ``path`` imports from ``module`` (``from module import a, b``)."""
+    tree = ast.parse(path.read_text())
+    return [
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == module
+        for alias in node.names
+    ]
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of ``graph``, each once, as the modules around it."""
+    found: list[list[str]] = []
+    seen: set[tuple[str, ...]] = set()
+
+    def walk(node: str, path: list[str]) -> None:
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in path:
+                cycle = path[path.index(nxt) :]
+                key = tuple(sorted(cycle))
+                if key not in seen:
+                    seen.add(key)
+                    found.append([*cycle, nxt])
+            elif len(path) < 12:
+                walk(nxt, [*path, nxt])
+
+    for start in sorted(graph):
+        walk(start, [start])
+    return found
+
+
+def test_no_part_imports_itself_in_a_cycle() -> None:
+    """A cycle inside a part (a lazy import included) is a module that cannot be read, or
+    tested, without the other: one of them holds what both need, or the two are one."""
+    found = cycles(_graph())
+    assert not found, "\n".join(" -> ".join(cycle) for cycle in found)
+
+
+def test_the_cycle_check_finds_a_lazy_one(tmp_path: Path) -> None:
+    root = tmp_path / "freehours"
+    (root / "api").mkdir(parents=True)
+    (root / "api" / "__init__.py").write_text("")
+    (root / "api" / "app.py").write_text("from freehours.api import openapi\n")
+    (root / "api" / "openapi.py").write_text("def f():\n    from freehours.api.app import x\n")
+    assert cycles(_graph(root)) == [["api.app", "api.openapi", "api.app"]]

@@ -14,10 +14,10 @@ from freehours.clock import ManualClock
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import QuotaStatus
 from freehours.errors import InputError
-from freehours.ingest import Arrival
-from freehours.runtime import Runtime
+from freehours.operations.runtime import Runtime
 from freehours.settings import Settings
-from freehours.settlement import Outcome
+from freehours.settlement.ingest import Arrival
+from freehours.settlement.service import Outcome
 from freehours.store.database import Store
 from tests.test_settlement import DAY, DUE, NMI, STAMP, add_customer, day_row
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from freehours.domain.bill import BillLine
 from freehours.domain.invoicing import DocumentType, Figures
 from freehours.domain.time import Region
-from freehours.journal import DEFAULT_CHART, HEADER, Chart, journal, journal_csv
+from freehours.invoicing.journal import DEFAULT_CHART, HEADER, Chart, journal, journal_csv
 from freehours.store.invoices import StoredDocument
 
 CODES = ["PEAK", "SHOULDER", "OFF_PEAK", "SUPPLY", "FEED_IN", "FREE_ENERGY", "ANYTIME"]

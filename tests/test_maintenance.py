@@ -8,8 +8,8 @@ from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
 from freehours.clock import ManualClock
-from freehours.maintenance import Expiry, Retention
 from freehours.store.database import Store
+from freehours.store.maintenance import Expiry, Retention
 
 START = datetime(2026, 7, 1, tzinfo=UTC)
 

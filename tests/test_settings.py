@@ -12,10 +12,10 @@ from freehours.clock import ManualClock
 from freehours.domain.webhooks import Destinations
 from freehours.errors import ConfigurationError
 from freehours.jobs.retry import RetryPolicy
-from freehours.jobs.worker import WorkerConfig
-from freehours.runtime import retry_policy, settlement_policy, worker_config
+from freehours.operations.runtime import retry_policy, settlement_policy, worker_config
 from freehours.settings import Settings, get_settings
-from freehours.settlement import SettlementPolicy
+from freehours.settlement.service import SettlementPolicy
+from freehours.workers.worker import WorkerConfig
 from tests.support import run_command
 
 

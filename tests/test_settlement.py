@@ -20,9 +20,9 @@ from freehours.clock import ManualClock
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import Quota, QuotaStatus, StaleFence, claim, complete
 from freehours.domain.time import NEM_TIME, Region
-from freehours.ingest import Ingestion
 from freehours.plans.document import parse_plan
-from freehours.settlement import (
+from freehours.settlement.ingest import Ingestion
+from freehours.settlement.service import (
     ATTEMPT_FAILED,
     INCOMPLETE_AT_DEADLINE,
     NO_DATA_AT_DEADLINE,

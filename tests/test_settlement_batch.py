@@ -19,8 +19,8 @@ from freehours.clock import ManualClock
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import Quota, QuotaStatus, claim
 from freehours.domain.time import Region
-from freehours.ingest import Ingestion
-from freehours.settlement import (
+from freehours.settlement.ingest import Ingestion
+from freehours.settlement.service import (
     ATTEMPT_FAILED,
     Answer,
     FaultPoint,

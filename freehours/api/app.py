@@ -5,7 +5,7 @@ routes find them), includes one router per resource (``freehours.api.routes``; t
 request's hot path is ``freehours.api.settle``), answers every error as problem details
 (``freehours.api.problems``), and runs two loops for its lifespan: the renewal of the leases of
 the Idempotency-Keys this process is running, and the hourly purge of those past their
-retention (``freehours.maintenance``); with ``workers``, settlement job workers too.
+retention (``freehours.store.maintenance``); with ``workers``, settlement job workers too.
 
 Access and rate limits are checked on the event loop (a known key is in memory, the limits are
 ``limits.aio``); whatever waits on the database runs in a worker thread, the synchronous
@@ -50,9 +50,9 @@ from freehours.api.routes import (
 )
 from freehours.api.services import Services
 from freehours.api.telemetry import RequestTelemetry
-from freehours.maintenance import Retention, history_partitions
 from freehours.observability.exposition import forget_process
 from freehours.store.errors import UNAVAILABLE, DataError
+from freehours.store.maintenance import Retention, history_partitions
 
 
 def create_app(services: Services, *, workers: int = 0, owned: bool = False) -> FastAPI:

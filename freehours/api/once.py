@@ -21,9 +21,9 @@ from freehours.api.openapi import header_refs, problem
 from freehours.api.problems import Problem
 from freehours.api.services import Services
 from freehours.errors import InputError
-from freehours.maintenance import Expiry
 from freehours.store.database import Store, Unit
 from freehours.store.idempotency import SavedResponse
+from freehours.store.maintenance import Expiry
 
 log = structlog.get_logger("freehours.api")
 

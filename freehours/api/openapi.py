@@ -17,17 +17,14 @@ mechanisms it uses describe their own: ``freehours.api.bodies.body_operation`` (
 hand), ``freehours.api.once.IDEMPOTENT`` (an Idempotency-Key). The document is the same for
 every deployment: no setting changes it.
 
-``python -m freehours.api.openapi --write docs/openapi.json`` writes the document;
+``python -m freehours.api.schema --write docs/openapi.json`` writes the document;
 ``--check docs/openapi.json`` fails when the file differs from it.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
@@ -41,7 +38,7 @@ from freehours.api.problems import PROBLEM_JSON, PROBLEM_SCHEMA
 
 #: Where the committed document is, and the command that writes it.
 COMMITTED = "docs/openapi.json"
-REGENERATE = f"make openapi (python -m freehours.api.openapi --write {COMMITTED})"
+REGENERATE = f"make openapi (python -m freehours.api.schema --write {COMMITTED})"
 
 PROBLEM_REF = "#/components/schemas/Problem"
 
@@ -244,37 +241,3 @@ def _problem_422(operation: dict[str, Any]) -> None:
 def render(document: dict[str, Any]) -> str:
     """The document as it is committed: indented, keys sorted, a newline at the end."""
     return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def served() -> dict[str, Any]:
-    """The document the API serves (no database needed: no setting changes it)."""
-    from freehours.api.app import assemble  # noqa: PLC0415 - app imports this module
-
-    return assemble().openapi()
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m freehours.api.openapi",
-        description="Write the API's OpenAPI document, or check a written one against it.",
-    )
-    action = parser.add_mutually_exclusive_group(required=True)
-    action.add_argument("--write", metavar="FILE", type=Path, help=f"write it (e.g. {COMMITTED})")
-    action.add_argument("--check", metavar="FILE", type=Path, help="exit 1 if FILE differs")
-    args = parser.parse_args(argv)
-    text = render(served())
-    if args.write is not None:
-        args.write.write_text(text, encoding="utf-8")
-        return 0
-    path: Path = args.check
-    if not path.is_file() or path.read_text(encoding="utf-8") != text:
-        print(
-            f"{path} is not the API's OpenAPI document; regenerate it: {REGENERATE}",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

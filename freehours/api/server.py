@@ -359,7 +359,7 @@ def _check_database(settings: Settings) -> None:
     """Open the database once before any API process does: a new one is migrated here, once,
     and one that cannot be used (unreachable, schema behind) is one line, not N failures."""
     from freehours.store.database import Store  # noqa: PLC0415 - as api_application's
-    from freehours.store.engine import Timeouts  # noqa: PLC0415
+    from freehours.store.timeouts import Timeouts  # noqa: PLC0415
 
     Store.open(settings.database_url, Timeouts.from_settings(settings)).close()
 

@@ -12,7 +12,6 @@ from typing import Annotated, cast
 import anyio
 from fastapi import Depends, Request
 
-from freehours.actions import Actions
 from freehours.api import idempotency
 from freehours.api.agents import AgentReports
 from freehours.api.keycache import KeyCache
@@ -20,9 +19,10 @@ from freehours.api.ratelimit import RateLimits
 from freehours.clock import Clock
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.nem12 import ReadLimits
-from freehours.runtime import Runtime
+from freehours.operations.actions import Actions
+from freehours.operations.runtime import Runtime
 from freehours.settings import Settings
-from freehours.settlement import Settlements
+from freehours.settlement.service import Settlements
 from freehours.store.database import Store
 
 #: Threads that /readyz's database checks may hold at once (a black-holed database holds each

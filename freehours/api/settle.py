@@ -25,7 +25,7 @@ from freehours.api.openapi import TOO_LARGE, header_refs, link, merged
 from freehours.api.services import services_of
 from freehours.domain.settlement import Quota
 from freehours.observability.logging import bind_fields
-from freehours.settlement import Answer, Outcome
+from freehours.settlement.service import Answer, Outcome
 
 
 class ReadsItself(APIRoute):

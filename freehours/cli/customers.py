@@ -94,7 +94,7 @@ def put(
     from freehours.domain.invoicing import BillingCycle, CycleError, Frequency
     from freehours.domain.time import Region
     from freehours.errors import InputError
-    from freehours.runtime import Runtime
+    from freehours.operations.runtime import Runtime
     from freehours.settings import get_settings
     from freehours.store.catalog import RegionMismatch, UnknownPlan
 

@@ -28,7 +28,8 @@ def upgrade() -> None:
     from dataclasses import replace
 
     from freehours.store import schema
-    from freehours.store.engine import Timeouts, create_engine
+    from freehours.store.engine import create_engine
+    from freehours.store.timeouts import Timeouts
 
     settings = get_settings()
     # A migration may rewrite a large table: no statement timeout of the API's size here.

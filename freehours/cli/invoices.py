@@ -2,8 +2,9 @@
 one as text or JSON and write it as PDF or HTML.
 
 A run is the same row and durable jobs as ``POST /v1/invoice-runs`` makes
-(``freehours.invoicing``): ``run --no-wait`` leaves its jobs to ``freehours worker``; ``run``
-runs them in this process as a worker would, and waits for the run to finish whoever runs them.
+(``freehours.invoicing.service``): ``run --no-wait`` leaves its jobs to ``freehours worker``;
+``run`` runs them in this process as a worker would, and waits for the run to finish whoever
+runs them.
 The database, the runtime and the renderers are imported when a command runs.
 """
 
@@ -21,7 +22,7 @@ import typer
 from freehours.cli import app, err_console, needs_database, quiet_logging
 
 if TYPE_CHECKING:
-    from freehours.runtime import Runtime
+    from freehours.operations.runtime import Runtime
     from freehours.store.invoices import InvoiceRun, StoredDocument
 
 invoices_app = typer.Typer(
@@ -93,7 +94,7 @@ def run(
     counts and notes are printed; with --no-wait its id alone is printed. Exit status 1 when the
     database cannot be reached or a job of the run is discarded.
     """
-    from freehours.runtime import Runtime
+    from freehours.operations.runtime import Runtime
     from freehours.settings import get_settings
 
     moment = _as_of(as_of)
@@ -116,12 +117,12 @@ def _wait(runtime: Runtime, started: InvoiceRun) -> InvoiceRun:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from freehours.errors import FreehoursError
-    from freehours.invoicing import BATCH_KIND, PLAN_KIND
-    from freehours.jobs.invoice import invoicing_tasks
+    from freehours.invoicing.service import BATCH_KIND, PLAN_KIND
     from freehours.jobs.job import JobState
-    from freehours.jobs.worker import Worker
-    from freehours.runtime import retry_policy, worker_config
+    from freehours.operations.runtime import retry_policy, worker_config
     from freehours.store.errors import DatabaseError
+    from freehours.workers.invoice import invoicing_tasks
+    from freehours.workers.worker import Worker
 
     settings = runtime.settings
     # Only the invoicing jobs: settling days is the settlement workers' business.
@@ -394,7 +395,7 @@ def show(
 
 
 def _write(document: StoredDocument, pdf: Path | None, html: Path | None) -> None:
-    from freehours.invoicing import document_of
+    from freehours.invoicing.service import document_of
 
     readable = document_of(document)
     if pdf is not None:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
     from rich.table import Table
 
-    from freehours.runtime import Runtime
+    from freehours.operations.runtime import Runtime
     from freehours.store.meter import IngestCounts
 
 #: Days between progress updates: often enough to watch, rare enough to cost nothing.
@@ -73,7 +73,7 @@ def import_files(
     Exit status 2 when a file was not stored (its error names the file and line; the other files
     are stored all the same), 130 when interrupted: the summary says which files landed.
     """
-    from freehours.runtime import Runtime
+    from freehours.operations.runtime import Runtime
     from freehours.settings import get_settings
 
     runtime = Runtime.open(get_settings())
@@ -131,7 +131,7 @@ def _progress() -> Progress:
 
 
 def _import(runtime: Runtime, path: Path, progress: Progress, task: TaskID) -> FileImport:
-    from freehours.ingest import Arrival
+    from freehours.settlement.ingest import Arrival
 
     result = FileImport(path)
     clock = runtime.clock

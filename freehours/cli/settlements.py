@@ -59,7 +59,7 @@ def schedule(
     from freehours.domain import reads as rules
     from freehours.domain.time import NEM_TIME
     from freehours.errors import InputError
-    from freehours.runtime import Runtime
+    from freehours.operations.runtime import Runtime
     from freehours.settings import get_settings
     from freehours.store.catalog import UnknownCustomer
 

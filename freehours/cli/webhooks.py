@@ -12,10 +12,10 @@ from freehours.cli import app, needs_database, quiet_logging
 from freehours.clock import SystemClock
 from freehours.domain.webhooks import EVENT_TYPES, DeliveryStatus, InvalidEndpoint
 from freehours.errors import InputError
-from freehours.runtime import configured_webhooks
+from freehours.operations.runtime import configured_webhooks
 from freehours.settings import get_settings
 from freehours.store.database import Store
-from freehours.webhooks import NotFound, TooManyEndpoints, Webhooks
+from freehours.webhooks.service import NotFound, TooManyEndpoints, Webhooks
 
 webhooks_app = typer.Typer(
     name="webhooks",

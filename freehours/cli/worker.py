@@ -13,7 +13,7 @@ from freehours.cli import MetricsHost, MetricsPort, app, needs_database
 from freehours.observability.exposition import forget_process, serve_metrics
 from freehours.observability.logging import configure_logging
 from freehours.observability.tracing import configure_tracing
-from freehours.runtime import Runtime
+from freehours.operations.runtime import Runtime
 from freehours.settings import get_settings, worker_queues
 
 #: How often the main thread looks up from waiting for a signal: Python runs signal handlers

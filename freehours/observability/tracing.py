@@ -10,8 +10,8 @@ The spans, and what carries a trace from one process to the next (a W3C ``tracep
                                 others inside); the ingest stores the current ``traceparent``
                                 on each settlement job it schedules
           job settle            the worker (consumer), a child of the job row's ``traceparent``
-            settlement.settle   freehours.settlement, with settlement.claim, settlement.complete
-                                and cache.put inside
+            settlement.settle   freehours.settlement.service, with settlement.claim,
+                                settlement.complete and cache.put inside
 
 ``FREEHOURS_TRACES`` says where finished spans go: ``off`` (the default) nowhere, ``console`` one
 JSON object per line on stderr, ``otlp`` to an OpenTelemetry collector, configured by the

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from freehours.jobs.rescuer import STUCK_AFTER
+from freehours.workers.rescuer import STUCK_AFTER
 
 #: A job due this long without being picked up counts as stuck (DESIGN.md section 6).
 STUCK_SECONDS = STUCK_AFTER.total_seconds()

@@ -46,15 +46,11 @@ from freehours.clock import Clock, ManualClock
 from freehours.domain.settlement import Quota, QuotaStatus, new_quota
 from freehours.domain.time import Region
 from freehours.errors import ConfigurationError
-from freehours.jobs import rescuer
 from freehours.jobs.job import Done, Job, JobState, Snooze, Task
-from freehours.jobs.rescuer import STUCK_AFTER
-from freehours.jobs.settle import settlement_tasks
-from freehours.jobs.worker import Worker
+from freehours.operations.runtime import Runtime, retry_policy, worker_config
 from freehours.plans import builtin_document
-from freehours.runtime import Runtime, retry_policy, worker_config
 from freehours.settings import Settings
-from freehours.settlement import FaultPoint
+from freehours.settlement.service import FaultPoint
 from freehours.sim.agent_meters import INTERVAL, SimulatedMeters
 from freehours.sim.clients import (
     API_URL,
@@ -71,6 +67,10 @@ from freehours.sim.workload import PLAN_ID, FaultPlan, QuotaFault, Workload
 from freehours.store.database import Store, Unit
 from freehours.store.engine import shown_url
 from freehours.store.errors import connection_lost
+from freehours.workers import rescuer
+from freehours.workers.rescuer import STUCK_AFTER
+from freehours.workers.settle import settlement_tasks
+from freehours.workers.worker import Worker
 
 #: Rate limits count wall-clock seconds (the ``limits`` package), on which a replay's requests
 #: crowd together: set out of reach, so that the replay does not depend on the machine's speed.

@@ -1,5 +1,5 @@
 """The audit log as stored: one row per operator action or sign-in, inserted in the action's own
-transaction, never changed. What the actions are is ``freehours.actions``'."""
+transaction, never changed. What the actions are is ``freehours.operations.actions``'."""
 
 from __future__ import annotations
 

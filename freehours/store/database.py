@@ -28,7 +28,7 @@ from freehours.store.audit import Audit
 from freehours.store.catalog import Catalog
 from freehours.store.console import Console
 from freehours.store.driver import Driver, Notifications
-from freehours.store.engine import Timeouts, create_engine, driver_of
+from freehours.store.engine import create_engine, driver_of
 from freehours.store.errors import DatabaseError
 from freehours.store.idempotency import Idempotency
 from freehours.store.ingestions import Ingestions
@@ -39,6 +39,7 @@ from freehours.store.meter import Meter
 from freehours.store.partitions import Partitions
 from freehours.store.quotas import Quotas
 from freehours.store.sessions import Sessions
+from freehours.store.timeouts import Timeouts
 from freehours.store.webhooks import Webhooks
 
 

@@ -26,7 +26,7 @@ from sqlalchemy.sql.expression import ClauseElement
 from freehours.store.prepared import Prepared
 
 if TYPE_CHECKING:
-    from freehours.store.engine import Timeouts
+    from freehours.store.timeouts import Timeouts
 
 
 class Notifications(Protocol):

@@ -1,6 +1,6 @@
 """What meter data arrived: one row per NEM12 upload, JSON read batch or imported file, with
-what the ingest made of it, written in the ingest's own transaction (``freehours.ingest``), so a
-batch that is refused or rolled back leaves no row.
+what the ingest made of it, written in the ingest's own transaction
+(``freehours.settlement.ingest``), so a batch that is refused or rolled back leaves no row.
 """
 
 from __future__ import annotations

@@ -32,8 +32,14 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from freehours.jobs.decisions import (
+    DEFAULT_DEADLINE,
+    DEFAULT_MAX_ATTEMPTS,
+    Complete,
+    Finish,
+    Release,
+)
 from freehours.jobs.job import Job, JobError, JobId, JobState
-from freehours.jobs.queue import DEFAULT_DEADLINE, DEFAULT_MAX_ATTEMPTS, Complete, Finish, Release
 from freehours.jobs.retry import Discard, RetryAt, SnoozeUntil
 from freehours.store.repository import Repository
 from freehours.store.tables import (

@@ -298,7 +298,7 @@ def create_layout(conn: sa.Connection, layouts: Iterable[Layout], months: Sequen
 class Partitions(Repository):
     """The months of the partitioned tables: created ahead, detached when they age out. Each
     method is one step of the upkeep for one table, in the caller's transaction
-    (``freehours.maintenance`` gives each its own); none does anything on a database that does
+    (``freehours.store.maintenance`` gives each its own); none does anything on a database that does
     not partition (SQLite)."""
 
     __slots__ = ()

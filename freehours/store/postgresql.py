@@ -21,8 +21,8 @@ from sqlalchemy.dialects import postgresql
 
 from freehours.store import locks, partitions
 from freehours.store.driver import Driver, Notifications, columns
-from freehours.store.engine import Timeouts
 from freehours.store.prepared import Prepared, run_script
+from freehours.store.timeouts import Timeouts
 
 _AUTOCOMMIT = "AUTOCOMMIT"
 

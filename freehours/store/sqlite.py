@@ -25,7 +25,7 @@ from freehours.store.driver import Driver, Notifications
 from freehours.store.prepared import Prepared
 
 if TYPE_CHECKING:
-    from freehours.store.engine import Timeouts
+    from freehours.store.timeouts import Timeouts
 
 #: How long a SQLite writer waits for another's write lock before giving up, in milliseconds.
 #: Importing the reference NEM12 file (2,976,000 values) holds the lock for about 8 s on these

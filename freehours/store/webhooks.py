@@ -36,7 +36,7 @@ from freehours.store.tables import (
     webhook_events,
 )
 
-#: The job kind that carries out one delivery (``freehours.jobs.webhook``).
+#: The job kind that carries out one delivery (``freehours.workers.webhook``).
 DELIVERY_KIND = "webhook-delivery"
 #: The job kind that writes a publish's deliveries (``Webhooks.fan_out``).
 FANOUT_KIND = "webhook-fanout"

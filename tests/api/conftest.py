@@ -16,7 +16,7 @@ from freehours.api.keys import Scope, create_key
 from freehours.api.ratelimit import RateLimits
 from freehours.api.services import Services
 from freehours.clock import ManualClock
-from freehours.runtime import Runtime
+from freehours.operations.runtime import Runtime
 from freehours.settings import Settings
 from freehours.store.database import Store
 from tests.servers import freehours

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from freehours.api.keys import find_key
 from freehours.api.once import purge_keys
-from freehours.maintenance import Retention
+from freehours.store.maintenance import Retention
 from tests.api.conftest import Api
 from tests.api.test_meter_readings import batch, post
 

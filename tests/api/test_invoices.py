@@ -20,7 +20,7 @@ import pytest
 
 from freehours.api.models import DocumentOut, DocumentPageOut, InvoiceRunOut
 from freehours.domain.invoicing import BillingCycle, DocumentType, Frequency, Series
-from freehours.journal import HEADER
+from freehours.invoicing.journal import HEADER
 from freehours.settings import Settings
 from freehours.store.database import Store
 from tests.api.conftest import Api, serving

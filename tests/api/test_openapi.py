@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from openapi_spec_validator import OpenAPIV31SpecValidator, validate
 from pydantic import BaseModel
 
-from freehours.api import openapi
+from freehours.api import openapi, schema
 from freehours.api.app import assemble
 from freehours.api.auth import BEARER, Requires
 from freehours.api.models import (
@@ -276,12 +276,12 @@ def test_the_command_writes_the_document_and_checks_a_written_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "openapi.json"
-    assert openapi.main(["--write", str(path)]) == 0
-    assert path.read_text(encoding="utf-8") == openapi.render(openapi.served())
+    assert schema.main(["--write", str(path)]) == 0
+    assert path.read_text(encoding="utf-8") == openapi.render(schema.served())
     assert path.read_text(encoding="utf-8").endswith("}\n")
-    assert openapi.main(["--check", str(path)]) == 0
+    assert schema.main(["--check", str(path)]) == 0
     path.write_text(path.read_text(encoding="utf-8").replace("freehours", "other"))
-    assert openapi.main(["--check", str(path)]) == 1
+    assert schema.main(["--check", str(path)]) == 1
     assert openapi.REGENERATE in capsys.readouterr().err
 
 

@@ -20,8 +20,8 @@ from freehours.api.services import Services
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import claim
 from freehours.domain.time import NEM_TIME
+from freehours.operations.runtime import Runtime
 from freehours.plans import builtin_document
-from freehours.runtime import Runtime
 from freehours.settings import Settings
 from freehours.store.database import Store
 from freehours.store.tables import jobs, ledger_entries, quotas

@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 from standardwebhooks.webhooks import Webhook
 
-from freehours.jobs.webhook import webhook_tasks
-from freehours.jobs.worker import Worker
 from freehours.settings import Settings
 from freehours.store.errors import connection_lost
 from freehours.store.webhooks import NewEvent
-from freehours.webhooks import HttpSender, Webhooks
+from freehours.webhooks.sender import HttpSender
+from freehours.webhooks.service import Webhooks
+from freehours.workers.webhook import webhook_tasks
+from freehours.workers.worker import Worker
 from tests.api.conftest import Api
 from tests.webhooks.receiver import LOOPBACK, Receiver, Reply, receiving
 
@@ -157,7 +158,7 @@ def test_an_endpoint_is_registered_changed_rotated_and_deleted(api: Api) -> None
 
 
 def test_endpoints_are_bounded(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("freehours.webhooks.MAX_ENDPOINTS", 2)
+    monkeypatch.setattr("freehours.webhooks.service.MAX_ENDPOINTS", 2)
     register(api, "https://a.example/1")
     register(api, "https://a.example/2")
     response = api.client.post(

@@ -81,7 +81,7 @@ def test_nem12_inspect_imports_no_database_nor_service(tmp_path: Path) -> None:
     path = tmp_path / "one.csv"
     write_nem12([one_day()], path)
     heavy = ["sqlalchemy", "fastapi", "redis", "pydantic_settings", "structlog", "opentelemetry"]
-    heavy += ["rich.progress", "freehours.runtime", "freehours.store"]
+    heavy += ["rich.progress", "freehours.operations.runtime", "freehours.store"]
     assert imported_after(["nem12", "inspect", str(path)], heavy) == []
 
 
@@ -95,7 +95,7 @@ def test_plans_validate_imports_no_database() -> None:
 def test_the_invoices_help_imports_no_database_nor_renderer() -> None:
     """``invoices`` lists its commands without the database, the runtime or the PDF library
     that ``run`` and ``show --pdf`` load when they run."""
-    heavy = ["sqlalchemy", "freehours.store", "freehours.runtime", "freehours.settings"]
+    heavy = ["sqlalchemy", "freehours.store", "freehours.operations.runtime", "freehours.settings"]
     heavy += ["freehours.documents", "reportlab", "rich.progress"]
     assert imported_after(["invoices", "--help"], heavy) == []
     assert imported_after(["customers", "put", "--help"], heavy) == []

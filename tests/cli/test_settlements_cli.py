@@ -9,10 +9,10 @@ from decimal import Decimal
 
 import pytest
 
-from freehours import ingest
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME, Region
 from freehours.settings import get_settings
+from freehours.settlement import ingest
 from freehours.store.database import Store
 from tests.support import run_flat
 from tests.test_settlement import PLAN

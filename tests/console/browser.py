@@ -15,12 +15,12 @@ from freehours.api.keys import Scope, create_key
 from freehours.clock import ManualClock
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import Region
+from freehours.jobs.decisions import Complete, Finish
 from freehours.jobs.job import Done, JobId
-from freehours.jobs.queue import Complete, Finish
-from freehours.jobs.settle import KIND as SETTLE_KIND
-from freehours.jobs.settle import settlement_tasks
-from freehours.runtime import Runtime
+from freehours.operations.runtime import Runtime
 from freehours.settings import Settings
+from freehours.workers.settle import KIND as SETTLE_KIND
+from freehours.workers.settle import settlement_tasks
 from tests.console.support import DAY, LEASE, aborted_quota, discarded_job, waiting_job
 
 try:

@@ -8,10 +8,10 @@ from datetime import date, timedelta
 
 from freehours.domain.settlement import QuotaStatus, new_quota
 from freehours.domain.time import Region
+from freehours.jobs.decisions import Finish
 from freehours.jobs.job import JobId, JobState
-from freehours.jobs.queue import Finish
 from freehours.jobs.retry import Discard, DiscardReason
-from freehours.runtime import Runtime
+from freehours.operations.runtime import Runtime
 from tests.api.conftest import START
 
 NMI = "4100000001"

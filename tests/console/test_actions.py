@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from freehours.actions import Operator
 from freehours.domain.settlement import QuotaStatus
 from freehours.jobs.job import JobState
+from freehours.operations.actions import Operator
 from tests.api.conftest import Api
 from tests.console.conftest import ORIGIN, csrf_of, sign_in
 from tests.console.support import DAY, NMI, aborted_quota, discarded_job, waiting_job

@@ -24,7 +24,7 @@ from freehours.domain.webhooks import (
     check_url,
     legacy_ipv4,
 )
-from freehours.webhooks import connection_to
+from freehours.webhooks.sender import connection_to
 
 T0 = datetime(2026, 7, 1, tzinfo=UTC)
 PUBLIC = Destinations()

@@ -20,10 +20,10 @@ from types import FrameType
 import structlog
 
 from freehours.clock import SystemClock
-from freehours.invoicing import Invoicing, InvoicingPolicy
-from freehours.jobs.invoice import invoicing_tasks
-from freehours.jobs.worker import Worker, WorkerConfig
+from freehours.invoicing.service import Invoicing, InvoicingPolicy
 from freehours.store.database import Store
+from freehours.workers.invoice import invoicing_tasks
+from freehours.workers.worker import Worker, WorkerConfig
 from tests.invoicing.support import DEADLINE
 
 

@@ -11,15 +11,15 @@ from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import ManualClock
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME, Region
-from freehours.ingest import Ingestion
-from freehours.invoicing import Invoicing, InvoicingFaults, InvoicingPolicy
-from freehours.jobs.invoice import invoicing_tasks
-from freehours.jobs.settle import SettlementJobs, settlement_tasks
-from freehours.jobs.worker import Worker
+from freehours.invoicing.service import Invoicing, InvoicingFaults, InvoicingPolicy
 from freehours.plans import builtin_document
-from freehours.settlement import SettlementPolicy, Settlements
+from freehours.settlement.ingest import Ingestion
+from freehours.settlement.service import SettlementPolicy, Settlements
 from freehours.store.database import Store
 from freehours.store.invoices import StoredDocument
+from freehours.workers.invoice import invoicing_tasks
+from freehours.workers.settle import SettlementJobs, settlement_tasks
+from freehours.workers.worker import Worker
 
 #: July 2026: the first month of the Solar Sharer Offer.
 JULY = [date(2026, 7, 1) + timedelta(days=n) for n in range(31)]

@@ -15,11 +15,11 @@ import pytest
 
 from freehours.clock import SystemClock
 from freehours.domain.invoicing import DocumentType, Series
-from freehours.invoicing import BATCH_KIND, Invoicing
-from freehours.jobs.invoice import invoicing_tasks
-from freehours.jobs.worker import Worker, WorkerConfig
+from freehours.invoicing.service import BATCH_KIND, Invoicing
 from freehours.store.database import Store
-from freehours.store.engine import Timeouts
+from freehours.store.timeouts import Timeouts
+from freehours.workers.invoice import invoicing_tasks
+from freehours.workers.worker import Worker, WorkerConfig
 from tests.invoicing.support import AFTER_JULY, System
 from tests.jobs.support import postgres_only
 from tests.support import eventually

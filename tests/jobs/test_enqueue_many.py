@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from freehours.jobs.decisions import Complete, Finish
 from freehours.jobs.job import JobState
-from freehours.jobs.queue import Complete, Finish
 from freehours.store import jobs as store_jobs
 from freehours.store.database import Store
 from freehours.store.jobs import NewJob

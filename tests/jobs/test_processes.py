@@ -23,15 +23,15 @@ from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import SystemClock
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import QuotaStatus
-from freehours.ingest import Ingestion
-from freehours.jobs import queue
+from freehours.jobs import decisions
 from freehours.jobs.job import JobState
-from freehours.jobs.settle import KIND, SettlementJobs
 from freehours.observability.exposition import MULTIPROC_DIR
-from freehours.settlement import Settlements
+from freehours.settlement.ingest import Ingestion
+from freehours.settlement.service import Settlements
 from freehours.store.database import Store
 from freehours.store.jobs import NOTIFY_CHANNEL
 from freehours.store.tables import jobs
+from freehours.workers.settle import KIND, SettlementJobs
 from tests.jobs.support import postgres_only
 from tests.metrics import Samples
 from tests.servers import FREEHOURS, free_port
@@ -120,9 +120,9 @@ def bulk_enqueue(store: Store, kind: str, total: int, payload: dict[str, object]
             "payload": text,
             "state": JobState.AVAILABLE.value,
             "run_at": now,
-            "deadline": now + queue.DEFAULT_DEADLINE,
+            "deadline": now + decisions.DEFAULT_DEADLINE,
             "attempts": 0,
-            "max_attempts": queue.DEFAULT_MAX_ATTEMPTS,
+            "max_attempts": decisions.DEFAULT_MAX_ATTEMPTS,
             "snoozes": 0,
             "runs": 0,
             "created_at": now,

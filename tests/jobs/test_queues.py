@@ -13,12 +13,12 @@ import pytest
 from prometheus_client import REGISTRY
 
 from freehours import defaults
-from freehours.invoicing import BATCH_KIND, PLAN_KIND
-from freehours.jobs import invoice, settle, webhook
+from freehours.invoicing.service import BATCH_KIND, PLAN_KIND
 from freehours.jobs.job import DEFAULT_QUEUE, Done, Job, JobState, Task, queue_name
-from freehours.jobs.worker import Worker, WorkerConfig
 from freehours.store.database import Store
 from freehours.store.webhooks import DELIVERY_KIND
+from freehours.workers import invoice, settle, webhook
+from freehours.workers.worker import Worker, WorkerConfig
 from tests.jobs.test_worker import BLOCK_SECONDS, enqueue, states
 from tests.support import eventually
 

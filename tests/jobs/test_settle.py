@@ -21,16 +21,16 @@ from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import ManualClock
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import Claimed, Quota, QuotaStatus, claim
-from freehours.ingest import Ingestion
-from freehours.jobs import rescuer
 from freehours.jobs.job import Job, JobState
 from freehours.jobs.retry import RetryPolicy
-from freehours.jobs.settle import KIND, SETTLEMENT_JOB_SLACK, SettlementJobs, settlement_tasks
-from freehours.jobs.worker import Worker
 from freehours.observability.logging import add_trace_context
-from freehours.settlement import FaultPoint, SettlementPolicy, Settlements
+from freehours.settlement.ingest import Ingestion
+from freehours.settlement.service import FaultPoint, SettlementPolicy, Settlements
 from freehours.store import quotas
 from freehours.store.database import Store
+from freehours.workers import rescuer
+from freehours.workers.settle import KIND, SETTLEMENT_JOB_SLACK, SettlementJobs, settlement_tasks
+from freehours.workers.worker import Worker
 from tests.test_settlement import DAY, NMI, STAMP, WINDOW_END, add_customer, day_row
 from tests.tracing import Spans
 

@@ -14,11 +14,11 @@ from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
 from freehours.clock import SystemClock
-from freehours.jobs import rescuer
 from freehours.jobs.job import Done, Job, JobId, JobState, Snooze, Task
 from freehours.jobs.retry import RetryPolicy
-from freehours.jobs.worker import Worker, WorkerConfig
 from freehours.store.database import Store
+from freehours.workers import rescuer
+from freehours.workers.worker import Worker, WorkerConfig
 from tests.jobs.support import postgres_only
 from tests.support import eventually
 

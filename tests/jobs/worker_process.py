@@ -30,10 +30,10 @@ from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import SystemClock
 from freehours.domain.settlement import Quota
 from freehours.jobs.job import Done, Job
-from freehours.jobs.settle import KIND, SettleTask
-from freehours.jobs.worker import Worker, WorkerConfig
-from freehours.settlement import FaultPoint, SettlementPolicy, Settlements
+from freehours.settlement.service import FaultPoint, SettlementPolicy, Settlements
 from freehours.store.database import Store
+from freehours.workers.settle import KIND, SettleTask
+from freehours.workers.worker import Worker, WorkerConfig
 
 
 class HangAfterClaim:

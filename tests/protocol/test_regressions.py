@@ -10,13 +10,13 @@ from decimal import Decimal
 from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import ManualClock
 from freehours.domain.settlement import QuotaStatus
-from freehours.ingest import Ingestion
 from freehours.jobs.job import JobState
 from freehours.jobs.retry import RetryPolicy
-from freehours.jobs.settle import KIND, SettlementJobs, settlement_tasks
-from freehours.jobs.worker import Worker
-from freehours.settlement import FaultPoint, Outcome, SettlementPolicy, Settlements
+from freehours.settlement.ingest import Ingestion
+from freehours.settlement.service import FaultPoint, Outcome, SettlementPolicy, Settlements
 from freehours.store.database import Store
+from freehours.workers.settle import KIND, SettlementJobs, settlement_tasks
+from freehours.workers.worker import Worker
 from tests.test_settlement import DAY, NMI, STAMP, WINDOW_END, Faults, add_customer, day_row
 
 POLICY = SettlementPolicy()

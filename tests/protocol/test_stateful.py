@@ -34,14 +34,14 @@ from freehours.clock import ManualClock
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import Quota, QuotaStatus
 from freehours.domain.time import Region
-from freehours.ingest import Ingestion
-from freehours.jobs.rescuer import rescue
 from freehours.jobs.retry import RetryPolicy
-from freehours.jobs.settle import SettlementJobs, settlement_tasks
-from freehours.jobs.worker import Worker
-from freehours.settlement import FaultPoint, Outcome, SettlementPolicy, Settlements
+from freehours.settlement.ingest import Ingestion
+from freehours.settlement.service import FaultPoint, Outcome, SettlementPolicy, Settlements
 from freehours.store.database import Store
 from freehours.store.quotas import QuotaEvent
+from freehours.workers.rescuer import rescue
+from freehours.workers.settle import SettlementJobs, settlement_tasks
+from freehours.workers.worker import Worker
 from tests.test_settlement import DAY, DUE, PLAN, STAMP, Death, Faults
 
 EXAMPLES = int(os.environ.get("FREEHOURS_STATEFUL_EXAMPLES", "12"))

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from freehours.domain.invoicing import DocumentType, Period
-from freehours.runtime import Runtime
+from freehours.operations.runtime import Runtime
 from freehours.settings import Settings
-from freehours.sim.demo import DemoConfig, DemoResult, _check_invoices
+from freehours.sim.demo import DemoConfig, DemoResult
+from freehours.sim.demo.invoices import _check_invoices
 from freehours.store.database import Store
 from freehours.store.invoices import StoredDocument
 from tests.invoicing.support import JULY, STAMP, System, consumption

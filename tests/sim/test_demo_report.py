@@ -15,7 +15,7 @@ from freehours.domain.invoicing import DocumentType, Period
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME
 from freehours.plans import builtin_plan
-from freehours.sim.demo import (
+from freehours.sim.demo.model import (
     DemoConfig,
     DemoDocument,
     DemoResult,

@@ -24,8 +24,8 @@ from freehours.domain.settlement import QuotaStatus, claim, complete, new_quota,
 from freehours.domain.time import NEM_TIME, Region
 from freehours.domain.webhooks import DeliveryStatus
 from freehours.errors import InputError
+from freehours.jobs.decisions import Complete, Finish, Release
 from freehours.jobs.job import JobError, JobState
-from freehours.jobs.queue import Complete, Finish, Release
 from freehours.jobs.retry import Discard, DiscardReason, RetryAt, SnoozeUntil
 from freehours.store.agents import AgentReport
 from freehours.store.catalog import Customer, RegionMismatch, StoredPlan

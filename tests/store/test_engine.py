@@ -10,9 +10,10 @@ import sqlalchemy as sa
 
 from freehours.errors import ConfigurationError
 from freehours.store.database import Store
-from freehours.store.engine import Timeouts, create_engine
+from freehours.store.engine import create_engine
 from freehours.store.postgresql import POSTGRESQL
 from freehours.store.sqlite import SQLITE_BUSY_TIMEOUT_MS
+from freehours.store.timeouts import Timeouts
 
 
 @pytest.mark.parametrize(

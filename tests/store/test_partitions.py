@@ -18,10 +18,9 @@ from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
-from freehours import maintenance
 from freehours.clock import ManualClock
 from freehours.settings import Settings
-from freehours.store import partitions, schema
+from freehours.store import maintenance, partitions, schema
 from freehours.store.database import Store
 from freehours.store.engine import create_engine
 from freehours.store.partitions import (

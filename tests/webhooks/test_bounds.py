@@ -23,10 +23,11 @@ from freehours.domain.webhooks import (
     Destinations,
 )
 from freehours.jobs.job import JobState
-from freehours.jobs.worker import Worker
 from freehours.store.database import Store
 from freehours.store.webhooks import DELIVERY_KIND, Delivery, NewEvent
-from freehours.webhooks import Answer, HttpSender, Webhooks
+from freehours.webhooks.sender import Answer, HttpSender
+from freehours.webhooks.service import Webhooks
+from freehours.workers.worker import Worker
 from tests.webhooks.receiver import (
     CERTIFICATE,
     LOOPBACK,

@@ -14,14 +14,15 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from freehours.clock import ManualClock
 from freehours.domain.webhooks import GIVE_UP_AFTER, DeliveryStatus, Destinations
-from freehours.jobs import rescuer
 from freehours.jobs.job import JobState
 from freehours.jobs.retry import RetryPolicy
-from freehours.jobs.webhook import FanOutTask, webhook_tasks
-from freehours.jobs.worker import Worker, WorkerConfig
 from freehours.store.database import Store
 from freehours.store.webhooks import DELIVERY_KIND, FANOUT_KIND, NewEvent
-from freehours.webhooks import Answer, HttpSender, Webhooks
+from freehours.webhooks.sender import Answer, HttpSender
+from freehours.webhooks.service import Webhooks
+from freehours.workers import rescuer
+from freehours.workers.webhook import FanOutTask, webhook_tasks
+from freehours.workers.worker import Worker, WorkerConfig
 from tests.webhooks.receiver import LOOPBACK, Receiver, Reply
 
 LEASE = timedelta(minutes=1)

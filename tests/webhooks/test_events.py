@@ -13,11 +13,12 @@ from random import Random
 
 from freehours.cache.quota import MemoryQuotaCache
 from freehours.domain.settlement import QuotaStatus
-from freehours.jobs.webhook import webhook_tasks
-from freehours.jobs.worker import Worker
-from freehours.settlement import FaultPoint, SettlementPolicy, Settlements
+from freehours.settlement.service import FaultPoint, SettlementPolicy, Settlements
 from freehours.store.database import Store
-from freehours.webhooks import HttpSender, Webhooks
+from freehours.webhooks.sender import HttpSender
+from freehours.webhooks.service import Webhooks
+from freehours.workers.webhook import webhook_tasks
+from freehours.workers.worker import Worker
 from tests.invoicing.support import JULY, STAMP, System, consumption
 from tests.webhooks.receiver import LOOPBACK, Receiver
 

@@ -12,15 +12,16 @@ import pytest
 import sqlalchemy as sa
 
 from freehours.domain.webhooks import DeliveryStatus
-from freehours.jobs import rescuer
 from freehours.jobs.job import JobState
 from freehours.jobs.retry import RetryPolicy
-from freehours.jobs.webhook import FanOutTask
-from freehours.jobs.worker import Worker, WorkerConfig
 from freehours.store.database import Store
 from freehours.store.tables import jobs, metadata
 from freehours.store.webhooks import FANOUT_KIND
-from freehours.webhooks import HttpSender, Webhooks
+from freehours.webhooks.sender import HttpSender
+from freehours.webhooks.service import Webhooks
+from freehours.workers import rescuer
+from freehours.workers.webhook import FanOutTask
+from freehours.workers.worker import Worker, WorkerConfig
 from tests.invoicing.support import JULY, System, consumption, export
 from tests.webhooks.receiver import LOOPBACK, Receiver
 from tests.webhooks.test_delivery import LEASE, Death

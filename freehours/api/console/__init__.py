@@ -1,6 +1,6 @@
 """The operations console at ``/console`` (docs/console.md): pages rendered on the server from
 the package's templates, its two static files (a style sheet and a small script for live
-refresh), sign-in with an API key, and the actions of ``freehours.actions``.
+refresh), sign-in with an API key, and the actions of ``freehours.operations.actions``.
 
 ``install(app)`` adds it to the API's application: its routes (left out of the OpenAPI document:
 they are pages, not the API), its files, and its answers to errors (a page, not JSON; a browser

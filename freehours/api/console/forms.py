@@ -5,9 +5,9 @@ A POST checks the session first (a browser not signed in is sent to sign in, bef
 the request is read or parsed), then reads its bounded form from the console's own origin
 (``session.read_form``), checks its CSRF token and (for an action) that its key may act, and only
 then does anything.
-The action itself is ``freehours.actions``': exactly once, and in the audit log. Its answer is a
-page: 200 when done, 409 when the state had changed meanwhile (and nothing was done), each
-linking to its audit entry.
+The action itself is ``freehours.operations.actions``': exactly once, and in the audit log. Its
+answer is a page: 200 when done, 409 when the state had changed meanwhile (and nothing was
+done), each linking to its audit entry.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from freehours.actions import Actions, NotFound, Operator, Outcome
 from freehours.api.auth import look_up
 from freehours.api.console.pages import parse_day, parse_id, parse_nmi, path_id
 from freehours.api.console.render import render
@@ -41,6 +40,7 @@ from freehours.api.console.session import cookie_options as session_cookie
 from freehours.api.problems import Problem
 from freehours.api.services import services_of
 from freehours.errors import InputError
+from freehours.operations.actions import Actions, NotFound, Operator, Outcome
 
 router = APIRouter()
 SignedIn = Annotated[Session, Depends(current)]

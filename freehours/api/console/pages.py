@@ -27,12 +27,12 @@ from freehours.domain.invoicing import Series
 from freehours.domain.reads import NMI_PATTERN
 from freehours.domain.time import NEM_TIME, Region
 from freehours.jobs.job import JobState
-from freehours.jobs.rescuer import STUCK_AFTER
-from freehours.jobs.settle import KIND as SETTLE_KIND
 from freehours.observability.metrics import QUOTA_CACHE_REQUESTS
-from freehours.settlement import NoQuotas
+from freehours.settlement.service import NoQuotas
 from freehours.store.console import QuotaFilter
 from freehours.store.tables import JOB_STATES, QUOTA_STATUSES
+from freehours.workers.rescuer import STUCK_AFTER
+from freehours.workers.settle import KIND as SETTLE_KIND
 
 router = APIRouter()
 SignedIn = Annotated[Session, Depends(current)]

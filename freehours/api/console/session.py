@@ -25,11 +25,11 @@ from urllib.parse import parse_qs, urlsplit
 
 from fastapi import Request
 
-from freehours.actions import Operator
 from freehours.api.bodies import bounded_body
 from freehours.api.keys import ApiKey, Scope, hash_secret
 from freehours.api.problems import Problem
 from freehours.api.services import Services, services_of
+from freehours.operations.actions import Operator
 
 COOKIE = "freehours_session"
 PATH = "/console"

@@ -1,6 +1,7 @@
 """The audit log: ``GET /v1/audit`` (read), every operator action and sign-in, newest first.
 
-What is recorded, and when, is ``freehours.actions``'; the console shows the same entries.
+What is recorded, and when, is ``freehours.operations.actions``'; the console shows the same
+entries.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from freehours.api.services import AppServices
 from freehours.domain.bill import make_bill
 from freehours.domain.rating import MeterRating
 from freehours.observability.logging import bind_fields
-from freehours.settlement import NoQuotas
+from freehours.settlement.service import NoQuotas
 
 router = APIRouter(tags=["billing"], dependencies=[requires(Scope.READ)])
 

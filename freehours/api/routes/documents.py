@@ -5,7 +5,7 @@ of a series' finalised documents, and each document as JSON, PDF or HTML
 Invoices and adjustment invoices are numbered from the invoice series, credit notes from their
 own (``freehours.domain.invoicing.Series``): each collection holds its series' documents, and a
 number of the other series is a 404 that says where it is. A document renders from what was
-stored when it was finalised (``freehours.invoicing.document_of``), the same whenever it is
+stored when it was finalised (``freehours.invoicing.service.document_of``), the same whenever it is
 asked for; the PDF takes some milliseconds of CPU, so it renders in a worker thread.
 """
 
@@ -36,7 +36,7 @@ from freehours.documents.html import render_html, style_source
 from freehours.domain.bill import decimal_text, kwh_text
 from freehours.domain.invoicing import Series
 from freehours.domain.reads import NMI_LENGTH, NMI_PATTERN, check_date
-from freehours.invoicing import document_of
+from freehours.invoicing.service import document_of
 from freehours.observability.logging import bind_fields
 from freehours.store.invoices import StoredDocument
 

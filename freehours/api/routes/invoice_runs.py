@@ -3,7 +3,7 @@
 ``GET /v1/invoice-runs/{run_id}/journal.csv`` (read) is its documents as accounting journals.
 
 A run is a row and a durable job, made in the request's transaction with its Idempotency-Key
-(``freehours.invoicing.Invoicing.start_run_in``): the answer is 202, and the workers
+(``freehours.invoicing.service.Invoicing.start_run_in``): the answer is 202, and the workers
 (``freehours worker``, ``serve --workers``) do the run, its batches finalising the invoices. A
 repeat of the request is answered the same run, never a second one; a second run over the same
 periods, at once or later, finds them invoiced and makes nothing.
@@ -29,7 +29,7 @@ from freehours.api.once import IDEMPOTENT, IdempotencyKey, run_once
 from freehours.api.openapi import TOO_LARGE, link, merged, problem
 from freehours.api.problems import Problem
 from freehours.api.services import AppServices, Services
-from freehours.journal import journal_csv
+from freehours.invoicing.journal import journal_csv
 from freehours.observability.logging import bind_fields
 from freehours.store.database import Unit
 from freehours.store.invoices import InvoiceRun
@@ -217,7 +217,7 @@ def get_invoice_run(run_id: RunIdPath, services: AppServices) -> JSONResponse:
     dependencies=[requires(Scope.READ)],
     responses={
         200: {
-            "description": "The journals, CSV with a header row (freehours/journal.py).",
+            "description": "The journals, CSV with a header row (freehours/invoicing/journal.py).",
             "content": {"text/csv": {"schema": {"type": "string"}}},
         },
         404: RUN_NOT_FOUND,

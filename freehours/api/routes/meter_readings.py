@@ -6,9 +6,9 @@ A NEM12 upload is refused cheaply first (its name, its key, a free upload slot);
 is read, bounded, and the whole file checked in a worker thread, stopped if the client goes
 away; only then is the database touched, in one transaction: all of the file or none of it.
 
-Each batch or file stored is recorded with its counts (``freehours.ingest.Arrival``) in the same
-transaction. A meter agent's ``Freehours-Agent`` header names it in that record, and its report
-(its breaker's state) is written behind the request (``freehours.api.agents``), whatever the
+Each batch or file stored is recorded with its counts (``freehours.settlement.ingest.Arrival``) in
+the same transaction. A meter agent's ``Freehours-Agent`` header names it in that record, and its
+report (its breaker's state) is written behind the request (``freehours.api.agents``), whatever the
 request's answer.
 """
 
@@ -33,10 +33,10 @@ from freehours.api.services import AppServices, Services
 from freehours.domain.reads import IntervalDay, IntervalRead
 from freehours.domain.time import NEM_TIME
 from freehours.errors import NEM12Error
-from freehours.ingest import Arrival, Ingested
 from freehours.meterdata.nem12 import NEM12Reader, NEM12TooLarge, ReadCancelled, read_days
 from freehours.observability.logging import bind_fields
 from freehours.observability.metrics import UPLOAD_BYTES_READ
+from freehours.settlement.ingest import Arrival, Ingested
 from freehours.store.database import Unit
 
 #: Longest X-Filename: it names the file in answers, logs and the idempotency record.

@@ -29,7 +29,7 @@ from freehours.api.services import AppServices, Services
 from freehours.domain.webhooks import MAX_ENDPOINTS, DeliveryStatus, InvalidEndpoint
 from freehours.observability.logging import bind_fields
 from freehours.store.webhooks import Attempt, Delivery, Endpoint
-from freehours.webhooks import NotFound, TooManyEndpoints
+from freehours.webhooks.service import NotFound, TooManyEndpoints
 
 #: One dependency for the router and the routes that use the key: FastAPI runs it once.
 _ADMIN = requires(Scope.ADMIN)

@@ -1,213 +1,47 @@
-"""Consumer Data Right energy plans (``EnergyPlanDetailV3``, CDS release 1.36.0) in and out.
-
-A retailer publishes every plan it sells in the CDR shape (``GET /energy/plans/{planId}``).
-``plan_document_from_cdr`` turns such a document into a freehours plan document (the TOML plan
-file's fields, which ``parse_plan`` then checks as it checks any plan), and ``cdr_from_plan``
-writes a ``Plan`` back as a document that validates against the published schema. docs/plans.md
-is the user's guide; what follows is the mapping.
-
-**In.** The electricity contract's tariff periods become bands (their ``startDate``/``endDate``
-the periods' ``dates``), single and time-of-use rates with their days and times and their steps
-(stepped rates), the daily supply charge, the retailer's solar feed-in tariff, a controlled load
-(rated on channel E2 unless told otherwise) and the time zone (``LOCAL`` or ``AEST``; AEST when
-absent, as the standard says). CDR prices exclude GST; the plan adds 10%. The region is not a CDR
-field: it comes from the caller, or from the plan's ``geography`` (its distributors, else its
-postcodes).
-
-**The free window.** The CDR has no free window yet. freehours writes one as a time-of-use rate
-whose first step is free for a daily volume and whose second step is the price over the cap::
-
-    {"type": "OFF_PEAK", "displayName": "Free window",
-     "rates": [{"unitPrice": "0", "volume": 24}, {"unitPrice": "0.2300"}], "period": "P1D",
-     "timeOfUse": [{"days": ["MON", ...], "startTime": "11:00", "endTime": "14:00"}]}
-
-A window under several bands (weekdays SHOULDER, weekends OFF_PEAK) is several such rates with
-one volume, the day's cap shared between them. ``"0.00"`` or ``0`` for the free price, any
-rate type, days and times written any way the standard allows all read the same.
-
-**Refused, never ignored.** Whatever changes a bill that freehours cannot rate (demand charges,
-banded supply charges, discounts, account-credit incentives, metering charges,
-recurring fees, time-varying or stepped feed-in tariffs, flexible and quota pricing) is a
-``PlanError`` whose key is the JSON path (``electricityContract.tariffPeriod[0].demandCharges``)
-and whose message says why. What is only informational (one-off fees, eligibility, gifts, green
-power options, a government's premium feed-in scheme) is kept in the plan's ``information``, which
-``plans validate`` and the API show.
-"""
+"""A CDR energy plan document in: ``plan_document_from_cdr`` and ``read_json``
+(``freehours.plans.cdr`` says the mapping)."""
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import datetime
-from decimal import Decimal, InvalidOperation
-from typing import Any, NamedTuple
+from decimal import Decimal
+from typing import Any
 
 from freehours.domain.fields import MAX_PLAN_NAME
 from freehours.domain.plan import (
-    WEEKDAY_NAMES,
-    Band,
-    DayName,
-    Plan,
-    band_timeline,
     clock_text,
-    day_names,
-    in_dates,
 )
 from freehours.domain.reads import DAY_MINUTES
 from freehours.domain.time import Region
 from freehours.errors import PlanError
-from freehours.plans.document import MAX_INFORMATION, parse_plan, season_starts
+from freehours.plans.cdr.common import (
+    _DISTRIBUTORS,
+    _DURATION_DAY,
+    _FEES_ONE_OFF_TERMS,
+    _MONTH_DAY,
+    _POSTCODE_REGIONS,
+    _STEP_PERIOD,
+    _TIME,
+    CDR_DAYS,
+    CDR_TOU_TYPES,
+    CDS_RELEASE,
+    SINGLE_RATE_TYPE,
+    Json,
+    _amount,
+    _field,
+    _first_words,
+    _kept,
+    _list,
+    _object,
+    _one_of,
+    _Path,
+    _plain,
+    _shortened,
+    _text,
+)
+from freehours.plans.document import parse_plan
 from freehours.plans.limits import MAX_NUMBER_LENGTH, check_json
-
-#: The media type of a CDR energy plan document, in ``Content-Type`` and ``Accept``.
-CDR_MEDIA_TYPE = "application/vnd.cdr.energy-plan+json"
-#: The CDS release whose ``EnergyPlanDetailV3`` this module reads and writes.
-CDS_RELEASE = "1.36.0"
-
-#: The time-of-use types of ``EnergyPlanTariffPeriodV2.timeOfUseRates`` (CDS 1.36.0).
-CDR_TOU_TYPES = ("PEAK", "OFF_PEAK", "SHOULDER", "SHOULDER1", "SHOULDER2")
-#: ``EnergyDaysEnum``, in the order an exported document lists days.
-CDR_DAYS = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN", "PUBLIC_HOLIDAYS")
-#: The band type of a single-rate tariff period (a bill line's code).
-SINGLE_RATE_TYPE = "SINGLE_RATE"
-#: The distribution networks of each region, as ``geography.distributors`` names them.
-REGION_DISTRIBUTORS: dict[Region, tuple[str, ...]] = {
-    Region.NSW: ("Ausgrid", "Endeavour Energy", "Essential Energy"),
-    Region.SEQ: ("Energex",),
-    Region.SA: ("SA Power Networks",),
-    Region.VIC: ("CitiPower", "Powercor", "Jemena", "AusNet Services", "United Energy"),
-}
-#: A distributor's region by the first words of its name (lower case): "Endeavour Energy" and
-#: "Endeavour" alike.
-_DISTRIBUTORS = {
-    _name: _region
-    for _region, _names in REGION_DISTRIBUTORS.items()
-    for _full in _names
-    for _name in {_full.lower(), _full.lower().split()[0]}
-    if _name not in {"sa", "united"}  # too short or too common alone
-}
-
-
-def _first_words(distributor: object) -> str:
-    """The words of a distributor's name that ``_DISTRIBUTORS`` knows it by, or ""."""
-    if not isinstance(distributor, str):
-        return ""
-    name = " ".join(distributor.lower().split())
-    for known in _DISTRIBUTORS:
-        if name == known or name.startswith(known + " "):
-            return known
-    return ""
-
-
-#: The first digit of a postcode in each region (QLD's 4xxx is Energex's south-east).
-_POSTCODE_REGIONS = {"2": Region.NSW, "3": Region.VIC, "4": Region.SEQ, "5": Region.SA}
-#: Bounds on a document's lists: a real plan has a handful of each.
-MAX_ITEMS = 64
-_FREE_WINDOW_NAME = "Free window"
-_FEES_ONE_OFF_TERMS = {"FIXED", "PERCENT_OF_BILL", "VARIABLE"}
-
-_TIME = re.compile(r"T?(\d\d):?(\d\d)(?::?(\d\d))?(Z|[+-]\d\d:?\d\d)?")
-_MONTH_DAY = re.compile(r"(?:--)?(\d\d)-(\d\d)")
-_DURATION_DAY = re.compile(r"P1D|PT24H")
-_STEP_PERIOD = re.compile(r"P[1-9]\d?[DWMY]")
-
-Json = Mapping[str, Any]
-
-
-class _Path:
-    """Where a value is in the document, for errors: ``electricityContract.tariffPeriod[0]``."""
-
-    def __init__(self, source: str, text: str = "") -> None:
-        self.source = source
-        self.text = text
-
-    def __truediv__(self, part: str | int) -> _Path:
-        if isinstance(part, int):
-            return _Path(self.source, f"{self.text}[{part}]")
-        return _Path(self.source, f"{self.text}.{part}" if self.text else part)
-
-    def error(self, why: str) -> PlanError:
-        return PlanError(why, source=self.source, key=self.text or None)
-
-
-def _object(value: object, at: _Path) -> Json:
-    if not isinstance(value, Mapping):
-        raise at.error(f"expected an object, got {_kind(value)}")
-    return value
-
-
-def _field(parent: Json, name: str, at: _Path, *, default: object = ...) -> Any:
-    if name not in parent or parent[name] is None:
-        if default is ...:
-            raise (at / name).error("is required")
-        return default
-    return parent[name]
-
-
-def _text(parent: Json, name: str, at: _Path, *, default: str | None = None) -> str:
-    value = _field(parent, name, at, default=... if default is None else default)
-    if not isinstance(value, str):
-        raise (at / name).error(f"expected text, got {_kind(value)}")
-    return value
-
-
-def _list(parent: Json, name: str, at: _Path, *, required: bool = False) -> list[Any]:
-    value = _field(parent, name, at, default=... if required else [])
-    if not isinstance(value, list):
-        raise (at / name).error(f"expected an array, got {_kind(value)}")
-    if len(value) > MAX_ITEMS:
-        raise (at / name).error(f"has {len(value)} items: at most {MAX_ITEMS} are read")
-    if required and not value:
-        raise (at / name).error("is empty: at least one is required")
-    return value
-
-
-def _one_of(parent: Json, name: str, at: _Path, allowed: Sequence[str], default: str) -> str:
-    value = _text(parent, name, at, default=default)
-    if value not in allowed:
-        raise (at / name).error(f"unknown value {value!r}: expected one of {', '.join(allowed)}")
-    return value
-
-
-def _amount(value: object, at: _Path) -> Decimal:
-    """An ``AmountString`` (or, leniently, a JSON number read exactly) as a Decimal."""
-    if isinstance(value, bool) or not isinstance(value, str | int | Decimal | float):
-        raise at.error(f'expected an amount such as "0.2500", got {_kind(value)}')
-    try:
-        number = Decimal(str(value))
-    except InvalidOperation:
-        raise at.error(f"{value!r} is not a decimal amount") from None
-    if not number.is_finite():
-        raise at.error(f"{value!r} is not a finite amount")
-    return number
-
-
-def _kept(information: list[str]) -> list[str]:
-    """What a plan keeps of the information read: at most 100 lines of ``MAX_INFORMATION``
-    characters, and a last line saying what was left out, so that nothing is dropped unsaid."""
-    lines = [_shortened(line, MAX_INFORMATION) for line in information]
-    if len(lines) > 100:
-        lines = [*lines[:99], f"... and {len(lines) - 99} more informational items, not kept"]
-    return lines
-
-
-def _shortened(text: str, most: int) -> str:
-    return text if len(text) <= most else text[: most - 1] + "…"
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    return {dict: "an object", list: "an array", str: "text", bool: "true or false"}.get(
-        type(value), "a number"
-    )
-
-
-def _plain(value: Decimal) -> str:
-    """A decimal as a plan document writes it: plain, no exponent, trailing zeros kept."""
-    return format(value, "f")
-
 
 # --- in --------------------------------------------------------------------------------------
 
@@ -854,295 +688,6 @@ def _clock(text: str, at: _Path, *, end: bool) -> int:
     if hour > 23 or minute > 59 or second:
         raise at.error(f"{text!r} is not a time of day on a whole minute")
     return hour * 60 + minute
-
-
-# --- out -------------------------------------------------------------------------------------
-
-
-def cdr_from_plan(
-    plan: Plan,
-    *,
-    last_updated: datetime,
-    brand: str = "freehours",
-    brand_name: str = "freehours",
-    information: Sequence[str] = (),
-) -> dict[str, Any]:
-    """``plan`` as a CDR ``EnergyPlanDetailV3`` document. Raises ``PlanError`` (keyed by the
-    plan's field) for what the CDR cannot say: a GST rate other than 10%, a band type that is
-    not one of the CDR's, a public holiday whose bands depend on its weekday."""
-    source = f"plan {plan.id}"
-    if plan.gst_rate != Decimal("0.10"):
-        raise PlanError(
-            f"{plan.gst_rate}: CDR prices exclude a GST of 10%, and no other rate can be said",
-            source=source,
-            key="gst_rate",
-        )
-    zone = str(plan.time_zone)
-    periods = _seasons(plan, source)
-    single = all(len(season.rates) == 1 and season.rates[0][0] == "single" for season in periods)
-    model = "SINGLE_RATE" if single else "TIME_OF_USE"
-    if plan.controlled_load is not None:
-        model += "_CONT_LOAD"
-    contract: dict[str, Any] = {
-        "pricingModel": model,
-        "timeZone": zone,
-        "isFixed": False,
-        "variation": "Prices may change with notice, as the retailer's terms say.",
-        "paymentOption": ["OTHER"],
-        "termType": "ONGOING",
-        "coolingOffDays": 10,
-        "billFrequency": ["P1M"],
-        "tariffPeriod": [_tariff_period(plan, season, zone) for season in periods],
-    }
-    if plan.feed_in is not None:
-        contract["solarFeedInTariff"] = [
-            {
-                "displayName": "Solar feed-in tariff",
-                "scheme": "CURRENT",
-                "payerType": "RETAILER",
-                "tariffUType": "singleTariff",
-                "singleTariff": {"rates": [{"unitPrice": _plain(plan.feed_in.unit_price)}]},
-            }
-        ]
-    if plan.controlled_load is not None:
-        load = plan.controlled_load
-        rate: dict[str, Any] = {
-            "displayName": "Controlled load",
-            "rates": [{"unitPrice": _plain(load.unit_price)}],
-        }
-        if load.daily_supply_charge is not None:
-            rate["dailySupplyCharge"] = _plain(load.daily_supply_charge)
-        contract["controlledLoad"] = [
-            {"displayName": "Controlled load", "rateBlockUType": "singleRate", "singleRate": rate}
-        ]
-    if information:
-        contract["additionalFeeInformation"] = "\n".join(information)
-    return {
-        "planId": plan.id,
-        "lastUpdated": last_updated.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "displayName": plan.name,
-        "description": plan.name,
-        "type": "MARKET",
-        "fuelType": "ELECTRICITY",
-        "brand": brand,
-        "brandName": brand_name,
-        "customerType": "RESIDENTIAL",
-        "geography": {"distributors": list(REGION_DISTRIBUTORS[plan.region])},
-        "electricityContract": contract,
-    }
-
-
-#: One rate of an exported tariff period: ("single", band, None) or ("tou", band, in_window)
-#: with its time windows as (CDR days, start, end).
-_Rate = tuple[str, int, bool, tuple[tuple[tuple[str, ...], int, int], ...]]
-
-
-class _Season(NamedTuple):
-    """One tariff period of an exported plan: its first and last ``MMDD``, its daily supply
-    charge and its rates."""
-
-    first: int
-    last: int
-    supply: Decimal
-    rates: tuple[_Rate, ...]
-
-
-def _seasons(plan: Plan, source: str) -> list[_Season]:
-    """The plan's year as tariff periods, stretches with the same supply charge and rates merged
-    (over the new year too)."""
-    starts = season_starts(plan.bands, plan.supply_charges)
-    seasons = []
-    for index, first in enumerate(starts):
-        last = _day_before(starts[index + 1]) if index + 1 < len(starts) else 1231
-        rates = _season_rates(plan, first, source)
-        seasons.append(_Season(first, last, _supply_on(plan, first), rates))
-    merged = [seasons[0]]
-    for season in seasons[1:]:
-        if season[2:] == merged[-1][2:]:
-            merged[-1] = merged[-1]._replace(last=season.last)
-        else:
-            merged.append(season)
-    if len(merged) > 1 and merged[0][2:] == merged[-1][2:]:
-        merged[0] = merged[0]._replace(first=merged.pop().first)  # one season over the new year
-    return merged
-
-
-def _supply_on(plan: Plan, on: int) -> Decimal:
-    """The daily supply charge on ``MMDD`` ``on``."""
-    for charge in plan.supply_charges:
-        if in_dates(charge.dates, on):
-            return charge.unit_price
-    return plan.daily_supply_charge
-
-
-def _day_before(month_day: int) -> int:
-    month, day = divmod(month_day, 100)
-    if day > 1:
-        return month_day - 1
-    if month == 1:
-        return 1231
-    previous = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)[month - 2]
-    return (month - 1) * 100 + previous
-
-
-def _season_rates(plan: Plan, on: int, source: str) -> tuple[_Rate, ...]:
-    """The rates of the tariff period that contains ``on``: the plan's timeline flattened (first
-    listed band wins), one rate per band in and out of the free window."""
-    window = plan.free_window
-    timelines: dict[str, tuple[tuple[int, bool], ...]] = {}
-    for weekday, name in enumerate(WEEKDAY_NAMES):
-        timelines[str(name)] = _places(
-            plan.bands, window, day_names(weekday, public_holiday=False), on
-        )
-    if plan.uses_public_holidays:
-        holidays = {
-            _places(plan.bands, window, day_names(weekday, public_holiday=True), on)
-            for weekday in range(7)
-        }
-        if len(holidays) > 1:
-            raise PlanError(
-                "a public holiday's bands depend on its weekday: the CDR gives public holidays "
-                'one set of times (list a band with days = ["PUBLIC_HOLIDAYS"], 00:00-24:00, '
-                "first)",
-                source=source,
-                key="time_of_use",
-            )
-        timelines["PUBLIC_HOLIDAYS"] = holidays.pop()
-    # (band, in window) -> (start, end) -> the days it is in force then
-    spans: dict[tuple[int, bool], dict[tuple[int, int], list[str]]] = {}
-    for day, places in timelines.items():
-        start = 0
-        for minute in range(1, DAY_MINUTES + 1):
-            if minute == DAY_MINUTES or places[minute] != places[start]:
-                spans.setdefault(places[start], {}).setdefault((start, minute), []).append(day)
-                start = minute
-    if len(spans) == 1 and not window:
-        ((band, _),) = spans
-        return (("single", band, False, ()),)
-    rates = []
-    for (band, inside), times in sorted(spans.items()):
-        # Days with the same times form one time window each.
-        by_days: dict[tuple[str, ...], list[tuple[int, int]]] = {}
-        for (start, end), days in sorted(times.items()):
-            by_days.setdefault(tuple(days), []).append((start, end))
-        windows = tuple(
-            (days, start, end)
-            for days, parts in sorted(by_days.items(), key=lambda item: item[1])
-            for start, end in parts
-        )
-        rates.append(("tou", band, inside, windows))
-    return tuple(rates)
-
-
-def _places(
-    bands: tuple[Band, ...], window: Any, names: frozenset[DayName], on: int
-) -> tuple[tuple[int, bool], ...]:
-    """(band in force, inside the window) at each minute of a day with these names."""
-    timeline = band_timeline(bands, names, on)
-    if window is None:
-        return tuple((band, False) for band in timeline)
-    return tuple(
-        (band, window.start <= minute < window.end) for minute, band in enumerate(timeline)
-    )
-
-
-def _tariff_period(plan: Plan, season: _Season, zone: str) -> dict[str, Any]:
-    first, last, rates = season.first, season.last, season.rates
-    start, end = f"{first // 100:02d}-{first % 100:02d}", f"{last // 100:02d}-{last % 100:02d}"
-    period: dict[str, Any] = {
-        "displayName": "All year" if (first, last) == (101, 1231) else f"{start} to {end}",
-        "startDate": start,
-        "endDate": end,
-        "dailySupplyChargeType": "SINGLE",
-        "dailySupplyCharge": _plain(season.supply),
-        "timeZone": zone,
-    }
-    if rates[0][0] == "single":
-        band = plan.bands[rates[0][1]]
-        period["rateBlockUType"] = "singleRate"
-        period["singleRate"] = {"displayName": _display(band.type), **_cdr_rates(band)}
-        return period
-    period["rateBlockUType"] = "timeOfUseRates"
-    period["timeOfUseRates"] = [_time_of_use(plan, rate) for rate in rates]
-    return period
-
-
-def _time_of_use(plan: Plan, rate: _Rate) -> dict[str, Any]:
-    _, index, inside, windows = rate
-    band = plan.bands[index]
-    cdr_type = _cdr_type(band.type, index, plan.id)
-    entry: dict[str, Any] = {"displayName": _display(band.type), "type": cdr_type}
-    if inside:
-        assert plan.free_window is not None
-        cap = plan.free_window.cap_kwh
-        entry["displayName"] = f"{_FREE_WINDOW_NAME} ({_display(band.type).lower()} over the cap)"
-        entry["rates"] = [
-            {"unitPrice": "0", "volume": _number(cap)},
-            {"unitPrice": _plain(band.unit_price)},
-        ]
-        if band.steps is not None:
-            raise PlanError(
-                "a band with stepped rates under the free window: the CDR's free-window rate "
-                "has one price over the cap",
-                source=f"plan {plan.id}",
-                key=f"time_of_use[{index}].steps",
-            )
-        entry["period"] = "P1D"
-    else:
-        entry.update(_cdr_rates(band))
-    entry["timeOfUse"] = [
-        {"days": list(days), "startTime": clock_text(start), "endTime": _end_time(end)}
-        for days, start, end in windows
-    ]
-    return entry
-
-
-def _cdr_rates(band: Band) -> dict[str, Any]:
-    """A band's ``rates`` (and ``period`` of stepped ones): each step's volume is its size."""
-    if band.steps is None:
-        return {"rates": [{"unitPrice": _plain(band.unit_price)}]}
-    bounds = [step.after_kwh for step in band.steps.steps]
-    sizes = [bounds[0], *(bounds[i] - bounds[i - 1] for i in range(1, len(bounds)))]
-    prices = [band.unit_price, *(step.unit_price for step in band.steps.steps)]
-    rates: list[dict[str, Any]] = [
-        {"unitPrice": _plain(price), "volume": _number(size)}
-        for price, size in zip(prices, sizes, strict=False)
-    ]
-    rates.append({"unitPrice": _plain(prices[-1])})
-    return {"rates": rates, "period": band.steps.period}
-
-
-def _number(value: Decimal) -> int | float:
-    """kWh as a JSON number (the schema's ``volume``): whole, or the float whose shortest text
-    is the decimal's (kWh have at most 6 places below 10^6, well within a float's 15 digits)."""
-    return int(value) if value == value.to_integral() else float(value)
-
-
-def _end_time(minutes: int) -> str:
-    """An end of a time window: the end of the day is 23:59, as CDR documents write it."""
-    return "23:59" if minutes == DAY_MINUTES else clock_text(minutes)
-
-
-def _display(band_type: str) -> str:
-    return band_type.replace("_", " ").capitalize()
-
-
-def _cdr_type(band_type: str, index: int, plan_id: str) -> str:
-    """The CDR time-of-use type of a band: its own, or the CDR type it begins with
-    (``PEAK_2`` is a second PEAK price)."""
-    if band_type in CDR_TOU_TYPES:
-        return band_type
-    if band_type == SINGLE_RATE_TYPE:
-        return "PEAK"
-    for known in sorted(CDR_TOU_TYPES, key=len, reverse=True):
-        if band_type.startswith(known + "_"):
-            return known
-    raise PlanError(
-        f"{band_type!r} is not a CDR time-of-use type ({', '.join(CDR_TOU_TYPES)}), nor one "
-        "with a suffix such as PEAK_2",
-        source=f"plan {plan_id}",
-        key=f"time_of_use[{index}].type",
-    )
 
 
 def read_json(data: bytes, *, source: str, limit: int) -> object:

@@ -17,10 +17,11 @@ Threads of one worker (all daemons, so a process that exits does not wait for a 
   kind whose jobs hang (a webhook receiver that never answers) holds its own queue's runners and
   no others;
 - the keeper renews the worker's leases every ``heartbeat`` (a third of a lease), and every
-  ``rescue_every`` rescues jobs of dead workers (``freehours.jobs.rescuer``), and does nothing
+  ``rescue_every`` rescues jobs of dead workers (``freehours.workers.rescuer``), and does nothing
   else, so that nothing slow comes between a worker and its renewals;
 - the upkeep: every ``prune_every`` it deletes the jobs finished over ``retention`` ago and keeps
-  the partitions (``freehours.maintenance``), statements that may take seconds or wait on locks;
+  the partitions (``freehours.store.maintenance``), statements that may take seconds or wait on
+  locks;
 - on PostgreSQL the listener: ``LISTEN freehours_jobs`` on a connection of its own.
 
 Any number of workers, in any number of processes, may share one PostgreSQL database: claims skip
@@ -52,10 +53,10 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from freehours import defaults, webhooks
+from freehours import defaults
 from freehours.clock import Clock, SystemClock
 from freehours.domain.webhooks import WEBHOOK_RETENTION
-from freehours.jobs import rescuer, telemetry
+from freehours.jobs.decisions import Complete, Finish, Release
 from freehours.jobs.job import (
     BatchAnswer,
     BatchTask,
@@ -69,9 +70,7 @@ from freehours.jobs.job import (
     hold_limit,
     queue_name,
 )
-from freehours.jobs.queue import Complete, Finish, Release
 from freehours.jobs.retry import RetryPolicy
-from freehours.maintenance import Expiry, Retention, history_partitions, job_partitions
 from freehours.observability.metrics import (
     WORKER_JOBS_WAITING,
     WORKER_RUNNERS,
@@ -80,6 +79,9 @@ from freehours.observability.metrics import (
 from freehours.store.database import Store, Unit
 from freehours.store.errors import DatabaseError
 from freehours.store.jobs import NOTIFY_CHANNEL
+from freehours.store.maintenance import Expiry, Retention, history_partitions, job_partitions
+from freehours.webhooks import service as webhooks
+from freehours.workers import rescuer, telemetry
 
 log = structlog.get_logger("freehours.jobs")
 tracer = trace.get_tracer("freehours.jobs")

@@ -20,12 +20,12 @@ from datetime import datetime, timedelta
 import structlog
 
 from freehours.clock import Clock
-from freehours.jobs import telemetry
+from freehours.jobs.decisions import Finish
 from freehours.jobs.job import Job
-from freehours.jobs.queue import Finish
 from freehours.jobs.retry import Discard, RetryAt, RetryPolicy
 from freehours.observability.metrics import JOBS_RESCUED
 from freehours.store.database import Store
+from freehours.workers import telemetry
 
 log = structlog.get_logger("freehours.jobs")
 

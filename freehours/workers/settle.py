@@ -2,8 +2,8 @@
 
 A day's settlement job (kind ``settle``, key ``"{nmi}:{date}"``, the quota's idempotency key) is
 enqueued by ``schedule_settlements`` in the ingest's transaction (``SettlementJobs`` is the hook
-``freehours.ingest.Ingestion`` takes), to run when the day's free window has ended plus the
-settlement grace. Its handler asks ``Settlements.settle`` once and obeys the answer:
+``freehours.settlement.ingest.Ingestion`` takes), to run when the day's free window has ended plus
+the settlement grace. Its handler asks ``Settlements.settle`` once and obeys the answer:
 
 ============================  =====================================================================
 settle's outcome              the job
@@ -38,7 +38,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from freehours import defaults
 from freehours.domain.settlement import Quota
 from freehours.jobs.job import BatchAnswer, Done, Job, Snooze, Task
-from freehours.settlement import AffectedDays, Answer, Outcome, Settlements, SettleRequest
+from freehours.settlement.service import AffectedDays, Answer, Outcome, Settlements, SettleRequest
 from freehours.store.database import Unit
 from freehours.store.jobs import NewJob
 
@@ -137,8 +137,8 @@ def settlement_tasks(settlements: Settlements) -> dict[str, Task]:
 
 
 class SettlementJobs:
-    """The ingest's ``schedule`` hook (``freehours.ingest.SettlementScheduler``): settlement jobs
-    for what an ingest changed, in its transaction::
+    """The ingest's ``schedule`` hook (``freehours.settlement.ingest.SettlementScheduler``):
+    settlement jobs for what an ingest changed, in its transaction::
 
         Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements))
     """

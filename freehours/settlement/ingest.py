@@ -22,7 +22,7 @@ from freehours.domain.settlement import Quota
 from freehours.domain.time import NEM_TIME
 from freehours.observability.metrics import INGESTED_VALUES
 from freehours.observability.trace_ids import current_trace_id
-from freehours.settlement import AffectedDays, Settlements
+from freehours.settlement.service import AffectedDays, Settlements
 from freehours.store.catalog import UnknownCustomer
 from freehours.store.database import Store, Unit
 from freehours.store.meter import IngestCounts

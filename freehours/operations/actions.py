@@ -25,13 +25,13 @@ from typing import Any
 from freehours.clock import Clock
 from freehours.domain.settlement import Quota, QuotaStatus, new_quota
 from freehours.errors import InputError
+from freehours.jobs.decisions import DEFAULT_DEADLINE
 from freehours.jobs.job import Job, JobState
-from freehours.jobs.queue import DEFAULT_DEADLINE
-from freehours.jobs.settle import KIND as SETTLE_KIND
-from freehours.jobs.settle import SETTLEMENT_JOB_SLACK, current_traceparent
 from freehours.observability.trace_ids import current_trace_id
-from freehours.settlement import Settlements, day_lock
+from freehours.settlement.service import Settlements, day_lock
 from freehours.store.database import Store, Unit
+from freehours.workers.settle import KIND as SETTLE_KIND
+from freehours.workers.settle import SETTLEMENT_JOB_SLACK, current_traceparent
 
 #: The longest reason an operator may give.
 REASON_LENGTH = 500

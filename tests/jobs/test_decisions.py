@@ -12,13 +12,14 @@ import sqlalchemy as sa
 from prometheus_client import REGISTRY
 
 from freehours.clock import ManualClock
-from freehours.jobs import queue, rescuer
+from freehours.jobs import decisions
+from freehours.jobs.decisions import Complete, Finish, Release
 from freehours.jobs.job import Job, JobError, JobId, JobState
-from freehours.jobs.queue import Complete, Finish, Release
 from freehours.jobs.retry import Discard, DiscardReason, RetryAt, RetryPolicy, SnoozeUntil
 from freehours.store.database import Store
 from freehours.store.jobs import Jobs, NewJob
 from freehours.store.tables import JOB_ERRORS_KEPT
+from freehours.workers import rescuer
 from tests.jobs.support import postgres_only
 
 NOW = datetime(2026, 7, 1, 4, 15, tzinfo=UTC)
@@ -68,8 +69,8 @@ def test_enqueue_stores_an_available_job_with_default_attempts_and_deadline(stor
     job = only(store, "a")
     assert job.id == job_id
     assert (job.state, job.payload, job.run_at) == (JobState.AVAILABLE, {"key": "a"}, NOW)
-    assert (job.attempts, job.max_attempts) == (0, queue.DEFAULT_MAX_ATTEMPTS)
-    assert job.deadline == NOW + queue.DEFAULT_DEADLINE
+    assert (job.attempts, job.max_attempts) == (0, decisions.DEFAULT_MAX_ATTEMPTS)
+    assert job.deadline == NOW + decisions.DEFAULT_DEADLINE
 
 
 def test_a_duplicate_of_an_unfinished_job_returns_none_and_adds_nothing(store: Store) -> None:

@@ -23,22 +23,23 @@ from freehours.documents.model import DocumentError, Retailer
 from freehours.domain.invoicing import BillingCycle
 from freehours.domain.time import Region
 from freehours.errors import ConfigurationError
-from freehours.ingest import Ingestion
-from freehours.invoicing import Invoicing, InvoicingPolicy
-from freehours.jobs import rescuer
-from freehours.jobs.invoice import invoicing_tasks
+from freehours.invoicing.service import Invoicing, InvoicingPolicy
 from freehours.jobs.retry import RetryPolicy
-from freehours.jobs.settle import SettlementJobs, settlement_tasks
-from freehours.jobs.webhook import webhook_tasks
-from freehours.jobs.worker import Worker, WorkerConfig
 from freehours.observability.measured import Measurement
 from freehours.observability.metrics import JOBS_STUCK, SETTLEMENTS_UNSCHEDULED
 from freehours.plans.calendars import load_holiday_calendars
 from freehours.settings import Settings
-from freehours.settlement import Faults, SettlementPolicy, Settlements
+from freehours.settlement.ingest import Ingestion
+from freehours.settlement.service import Faults, SettlementPolicy, Settlements
 from freehours.store.database import Store
-from freehours.store.engine import Timeouts
-from freehours.webhooks import HttpSender, Webhooks
+from freehours.store.timeouts import Timeouts
+from freehours.webhooks.sender import HttpSender
+from freehours.webhooks.service import Webhooks
+from freehours.workers import rescuer
+from freehours.workers.invoice import invoicing_tasks
+from freehours.workers.settle import SettlementJobs, settlement_tasks
+from freehours.workers.webhook import webhook_tasks
+from freehours.workers.worker import Worker, WorkerConfig
 
 
 # The settings mapped onto the policies they configure: here, where the parts are built, so that

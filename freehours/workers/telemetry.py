@@ -11,8 +11,8 @@ from collections.abc import Collection, Sequence
 
 import structlog
 
+from freehours.jobs.decisions import Complete, Decision, Finish, Release
 from freehours.jobs.job import JobId
-from freehours.jobs.queue import Complete, Decision, Finish, Release
 from freehours.jobs.retry import Discard, RetryAt, SnoozeUntil
 from freehours.observability.metrics import JOB_ATTEMPTS, JOB_RETRIES, JOBS_DISCARDED
 

@@ -1,6 +1,6 @@
 """Webhook deliveries as durable jobs: ``webhook-fanout`` writes the deliveries of the events
-one state change's transaction published (``freehours.webhooks.Webhooks.fan_out``), and
-``webhook-delivery`` attempts one delivery (``freehours.webhooks.Webhooks.attempt``).
+one state change's transaction published (``freehours.webhooks.service.Webhooks.fan_out``), and
+``webhook-delivery`` attempts one delivery (``freehours.webhooks.service.Webhooks.attempt``).
 
 The fan-out is the settlement's outbox carried on: the job is enqueued with its events, so a
 worker that dies before it runs, or while it runs, leaves it to run again, writing only the
@@ -22,7 +22,7 @@ import structlog
 from freehours import defaults
 from freehours.jobs.job import Done, Job, RetryAfter, Snooze, Task
 from freehours.store.webhooks import DELIVERY_KIND, FANOUT_KIND
-from freehours.webhooks import Webhooks
+from freehours.webhooks.service import Webhooks
 
 
 class DeliveryTask:

@@ -1,5 +1,5 @@
 """Invoice runs as durable jobs: ``invoice-run`` plans a run into batches, ``invoice-batch``
-invoices one batch of accounts (``freehours.invoicing``).
+invoices one batch of accounts (``freehours.invoicing.service``).
 
 Both are safe to run again: a run planned before plans nothing, and a batch done before is rolled
 back whole (``Invoicing.invoice_batch``), so a worker that dies after its commit and before its
@@ -12,7 +12,7 @@ from __future__ import annotations
 import structlog
 
 from freehours import defaults
-from freehours.invoicing import BATCH_KIND, PLAN_KIND, Invoicing
+from freehours.invoicing.service import BATCH_KIND, PLAN_KIND, Invoicing
 from freehours.jobs.job import Done, Job, Task
 
 

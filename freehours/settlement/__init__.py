@@ -1,0 +1,7 @@
+"""Settling free-energy quotas, and the one path meter data takes in.
+
+    service     ``Settlements``: settle a quota exactly once (one request, or a worker's batch)
+    ingest      ``Ingestion``: meter data stored, the quotas it affects reopened and scheduled
+
+The protocol, its states and the functions that perform each step: ``docs/protocol.md``.
+"""
