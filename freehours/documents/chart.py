@@ -20,6 +20,10 @@ from freehours.documents.model import ZERO, DailyUse, InvoiceDocument
 _STEPS = (Decimal(1), Decimal("2"), Decimal("2.5"), Decimal(5))
 #: At most this many intervals between ticks.
 _MAX_TICKS = 5
+#: The least height of a day's free part that is not zero, as a fraction of the plot's height:
+#: a free part of 0.2 kWh under a bar of 20 is a line no reader sees (the legend and the daily
+#: table give the figures).
+MIN_FREE = 0.04
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +38,8 @@ class Bar:
     free_high: float
     #: Whether the day has a reading at all (a day of the period without one is a gap).
     read: bool
+    #: Whether the day is in the document without any meter data (drawn as a shaded gap).
+    unmetered: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +74,11 @@ def chart(document: InvoiceDocument) -> Chart:
     bars = []
     for day in every:
         use: DailyUse | None = days.get(day)
-        if use is None:
-            bars.append(Bar(day, zero, zero, zero, zero, read=False))
+        if use is None or not use.metered:
+            bars.append(Bar(day, zero, zero, zero, zero, read=False, unmetered=use is not None))
             continue
         consumption, free = at(use.consumption_kwh), at(use.free_kwh)
+        free = _visible(zero, free, consumption)
         bars.append(
             Bar(
                 day,
@@ -90,6 +97,18 @@ def chart(document: InvoiceDocument) -> Chart:
     label_every = 1 if len(every) <= 31 else 7
     labelled = tuple(range(0, len(every), label_every))
     return Chart(tuple(bars), zero, tuple(ticks), labelled)
+
+
+def _visible(zero: float, free: float, use: float) -> float:
+    """Where a free part ending at ``free`` is drawn to: at least ``MIN_FREE`` from the axis
+    when it is not zero, but never past its bar's end ``use`` when on the same side."""
+    if free == zero or abs(free - zero) >= MIN_FREE:
+        return free
+    side = 1 if free > zero else -1
+    least = zero + side * MIN_FREE
+    if (use - zero) * side > 0:
+        least = min(least, use) if side > 0 else max(least, use)
+    return least
 
 
 def _step(span: Decimal) -> Decimal:

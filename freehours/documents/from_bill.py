@@ -7,6 +7,7 @@ unchanged: the same lines, the same cents, every day's kWh.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import date
 
 from freehours.documents.examples import INTERPRETER, OMBUDSMEN
@@ -40,8 +41,12 @@ def lines_of(bill: Bill) -> tuple[Line, ...]:
     )
 
 
-def days_of(bill: Bill) -> tuple[DailyUse, ...]:
-    return tuple(DailyUse(day.local_date, day.consumption_kwh, day.free_kwh) for day in bill.days)
+def days_of(bill: Bill, unread: Collection[date] = ()) -> tuple[DailyUse, ...]:
+    """The bill's days; those in ``unread`` (``MeterRating.unread``) had no meter value."""
+    return tuple(
+        DailyUse(day.local_date, day.consumption_kwh, day.free_kwh, day.local_date not in unread)
+        for day in bill.days
+    )
 
 
 def free_energy_of(bill: Bill, plan: Plan) -> FreeEnergy | None:
@@ -79,8 +84,10 @@ def invoice_from_bill(
     distributor: Contact | None = None,
     better_offer: BetterOffer | None = None,
     final_bill: bool = False,
+    unread: Collection[date] = (),
 ) -> InvoiceDocument:
-    """The document of one bill: its amount due is the bill's total, after ``account``."""
+    """The document of one bill: its amount due is the bill's total, after ``account``; the
+    days in ``unread`` had no meter value."""
     due = bill.total
     if account is not None:
         due += account.previous_balance - account.payments
@@ -110,7 +117,7 @@ def invoice_from_bill(
         supply_address=supply_address,
         time_zone=bill.time_zone,
         free_energy=free_energy_of(bill, plan),
-        days=days_of(bill),
+        days=days_of(bill, unread),
         account=account,
         payment_methods=payment_methods,
         distributor=distributor,

@@ -25,6 +25,8 @@ from freehours.documents.model import InvoiceDocument
 # The chart's drawing, in SVG user units.
 _WIDTH, _HEIGHT = 720.0, 200.0
 _LEFT, _RIGHT, _TOP, _BOTTOM = 34.0, 6.0, 12.0, 30.0
+#: A day without meter data: its whole height in a light grey (the legend's "none" swatch).
+NO_DATA_FILL = "#e3e3e3"
 
 
 @lru_cache(maxsize=1)
@@ -109,7 +111,10 @@ def _e(text: str) -> str:
 def _free_energy(document: InvoiceDocument) -> str:
     figures = wording.free_energy(document)
     if figures is None:
-        return '<h2 id="free-heading">Your daily use</h2><p>Your plan has no free window.</p>'
+        return (
+            '<h2 id="free-heading">Your daily use</h2>'
+            f"<p>{_e(wording.no_free_window(document))}</p>"
+        )
     energy, value, how = figures
     return (
         '<h2 id="free-heading">Your free energy</h2>'
@@ -139,6 +144,11 @@ def _chart(document: InvoiceDocument) -> str:
     bar = slot * 0.7
     for index, day in enumerate(drawing.bars):
         x = _LEFT + index * slot + (slot - bar) / 2
+        if day.unmetered:  # the whole height shaded: no meter data, not a day of no use
+            parts.append(
+                f'<rect x="{x:.2f}" y="{_TOP:.2f}" width="{bar:.2f}" height="{plot_height:.2f}"'
+                f' fill="{NO_DATA_FILL}"/>'
+            )
         for low, high, colour in (
             (day.use_low, day.use_high, "#0b4f6c"),
             (day.free_low, day.free_high, "#b45309"),
@@ -166,6 +176,11 @@ def _chart(document: InvoiceDocument) -> str:
     description = (
         "One bar a day: its height is the energy used that day"
         + (", and the lower, orange part the energy used free in the window" if free else "")
+        + (
+            ". A grey band is a day without meter data"
+            if any(day.unmetered for day in drawing.bars)
+            else ""
+        )
         + ". Every day's figures are in the table Your daily use on page 2."
     )
     legend = "".join(
@@ -183,6 +198,9 @@ def _chart(document: InvoiceDocument) -> str:
 
 
 def _payment_methods(document: InvoiceDocument) -> str:
+    credit = wording.credit_text(document)
+    if credit is not None:
+        return "".join(f"<p>{_e(text)}</p>" for text in credit)
     if not document.payment_methods:
         return f"<p>Call {_e(document.retailer.phone)} to pay.</p>"
     items = "".join(
@@ -232,6 +250,7 @@ def _daily(document: InvoiceDocument) -> str:
     columns = wording.daily_columns(len(days))
     rows = -(-len(days) // columns)
     free = document.free_energy is not None
+    span = ' colspan="2"' if free else ""
     head = '<tr><th scope="col">Day</th><th scope="col" class="num">Used</th>' + (
         '<th scope="col" class="num">Free</th></tr>' if free else "</tr>"
     )
@@ -240,8 +259,12 @@ def _daily(document: InvoiceDocument) -> str:
         chunk = days[start : start + rows]
         body = "".join(
             f'<tr><th scope="row">{_e(wording.long_date(day.day))}</th>'
-            f'<td class="num">{_e(wording.kwh(day.consumption_kwh))}</td>'
-            + (f'<td class="num">{_e(wording.kwh(day.free_kwh))}</td>' if free else "")
+            + (
+                f'<td class="num">{_e(wording.kwh(day.consumption_kwh))}</td>'
+                + (f'<td class="num">{_e(wording.kwh(day.free_kwh))}</td>' if free else "")
+                if day.metered
+                else f'<td class="num no-data"{span}>{_e(wording.NO_DATA)}</td>'
+            )
             + "</tr>"
             for day in chunk
         )
@@ -251,7 +274,9 @@ def _daily(document: InvoiceDocument) -> str:
             f"<tbody>{body}</tbody></table>"
         )
     note = "<p>The change each revised day made.</p>" if document.kind.corrects_another else ""
-    return f'<h2>Your daily use</h2>{note}<div class="daily">{"".join(tables)}</div>'
+    missing = wording.no_data_note(document)
+    after = f'<p class="no-data-note">{_e(missing)}</p>' if missing else ""
+    return f'<h2>Your daily use</h2>{note}<div class="daily">{"".join(tables)}</div>{after}'
 
 
 def _paragraph(text: str | None) -> str:

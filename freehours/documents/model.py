@@ -150,11 +150,14 @@ class Line:
 @dataclass(frozen=True, slots=True)
 class DailyUse:
     """One local day's energy: all consumption, and the part of it that was free in the window.
-    On a correction, the change the revision made to that day (either may be negative)."""
+    On a correction, the change the revision made to that day (either may be negative).
+    ``metered`` False: the day had no meter value at all, and is billed as zero without being
+    a reading of zero (the documents say "No meter data")."""
 
     day: date
     consumption_kwh: Decimal
     free_kwh: Decimal
+    metered: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,6 +367,12 @@ class InvoiceDocument:
                 )
             if previous is not None and day.day <= previous:
                 raise DocumentError(f"days: {day.day} after {previous}: in order, once each")
+            unread = not (self.kind.corrects_another or day.metered)
+            if unread and (day.consumption_kwh or day.free_kwh):
+                raise DocumentError(
+                    f"days: {day.day} has no meter data but {day.consumption_kwh} kWh used and"
+                    f" {day.free_kwh} kWh free"
+                )
             if not self.kind.corrects_another and not (ZERO <= day.free_kwh <= day.consumption_kwh):
                 raise DocumentError(
                     f"days: {day.day}: free {day.free_kwh} kWh is not within "

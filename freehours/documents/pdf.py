@@ -57,6 +57,7 @@ USE: Colour = ACCENT
 PANEL: Colour = (0.953, 0.965, 0.973)
 HIGHLIGHT: Colour = (0.992, 0.953, 0.906)
 RULE: Colour = (0.75, 0.75, 0.75)
+NO_DATA: Colour = (0.89, 0.89, 0.89)  # #e3e3e3: a day without meter data, its whole height
 
 
 def render_pdf(document: InvoiceDocument) -> bytes:
@@ -289,8 +290,11 @@ def _first_page(page: Page, document: InvoiceDocument, layout: FirstPage) -> Non
         MARGIN, top + 10, wording.payment_heading(document), size=11, font=BOLD, colour=ACCENT
     )
     row = top + 26
-    methods = document.payment_methods or ()
-    if not methods:
+    credit = wording.credit_text(document)
+    methods = () if credit is not None else document.payment_methods or ()
+    for text in credit or ():
+        row = page.lines(MARGIN, row, text, column, size=8.5, leading=11, max_lines=3) + 3
+    if not methods and credit is None:
         row = page.lines(MARGIN, row, f"Call {retailer.phone} to pay.", column, size=8.5)
     for shown, method in enumerate(methods):
         detail = wrap(method.detail, REGULAR, 8.5, column, 2)
@@ -337,15 +341,16 @@ def _free_energy_panel(page: Page, document: InvoiceDocument, layout: FirstPage)
     figures = wording.free_energy(document)
     if figures is None:
         page.text(x, top + 20, "Your daily use", size=12, font=BOLD, colour=ACCENT)
-        page.text(x, top + 36, "Your plan has no free window.", size=9)
+        page.text(x, top + 36, wording.no_free_window(document), size=9)
         chart_top = top + 50
     elif layout.chart_here:
         energy, value, how = figures
         page.text(x, top + 20, "Your free energy", size=12, font=BOLD, colour=ACCENT)
         page.text(x, top + 40, energy, size=13, font=BOLD, colour=FREE)
         page.text(x, top + 57, value, size=11, font=BOLD)
-        page.lines(x, top + 72, how, CONTENT - 24, size=8.5, max_lines=2)
-        chart_top = top + 96
+        # Room for two lines, and a third when it says why there is no free energy.
+        end = page.lines(x, top + 72, how, CONTENT - 24, size=8.5, leading=11, max_lines=3)
+        chart_top = max(top + 96, end + 13)
     else:
         energy, value, _ = figures
         page.text(x, top + 20, "Your free energy", size=12, font=BOLD, colour=ACCENT)
@@ -393,6 +398,9 @@ def _chart(page: Page, document: InvoiceDocument, area: tuple[float, float, floa
     bar = slot * 0.7
     for index, day in enumerate(drawing.bars):
         x = left + index * slot + (slot - bar) / 2
+        if day.unmetered:  # the whole height shaded: no meter data, not a day of no use
+            canvas.setFillColorRGB(*NO_DATA)
+            canvas.rect(x, base, bar, height, stroke=0, fill=1)
         if day.use_high > day.use_low:
             canvas.setFillColorRGB(*USE)
             canvas.rect(
@@ -426,11 +434,12 @@ def _chart(page: Page, document: InvoiceDocument, area: tuple[float, float, floa
 
 
 def _legend(page: Page, top: float, document: InvoiceDocument) -> None:
-    items = [(FREE if bar == "free" else USE, label) for bar, label in wording.legend(document)]
+    colours = {"free": FREE, "use": USE, "none": NO_DATA}
+    items = [(colours[bar], label) for bar, label in wording.legend(document)]
     widths = [stringWidth(label, REGULAR, 7.5) + 18 for _, label in items]
     x = WIDTH - MARGIN - 12 - sum(widths)
     for (colour, label), width in zip(items, widths, strict=True):
-        page.box(x, top - 6.5, 8, 8, colour)
+        page.box(x, top - 6.5, 8, 8, colour, stroke=RULE if colour == NO_DATA else None)
         page.text(x + 11, top, label, size=7.5, colour=INK)
         x += width
 
@@ -508,6 +517,9 @@ def _detail_blocks(document: InvoiceDocument) -> list[Block]:
         if document.kind.corrects_another:
             blocks.append(_paragraph("The change each revised day made."))
         blocks.append(_daily(document))
+        note = wording.no_data_note(document)
+        if note:
+            blocks.append(_paragraph(note))
     return blocks
 
 
@@ -651,6 +663,10 @@ def _daily(document: InvoiceDocument) -> Block:
             x = MARGIN + column * width
             y = top + 23 + row * _DAY_ROW
             page.text(x, y, wording.short_date(day.day), size=size)
+            if not day.metered:
+                right = x + (free if free_column else used)
+                page.text(right, y, wording.NO_DATA, size=size, colour=MUTED, align="right")
+                continue
             page.text(x + used, y, wording.kwh(day.consumption_kwh), size=size, align="right")
             if free_column:
                 page.text(x + free, y, wording.kwh(day.free_kwh), size=size, align="right")

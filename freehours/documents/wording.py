@@ -117,6 +117,8 @@ def headline(document: InvoiceDocument) -> Headline:
             if document.kind is DocumentKind.CREDIT_NOTE
             else "Your account is in credit"
         )
+        if document.kind is DocumentKind.CREDIT_NOTE:
+            return Headline(label, dollars(due), "We will take it off your next bill.")
         return Headline(label, dollars(due), "Nothing to pay: we take it off your next bill")
     return Headline("Amount due", dollars(ZERO), "Nothing to pay")
 
@@ -149,6 +151,8 @@ def free_energy(document: InvoiceDocument) -> tuple[str, str, str] | None:
     )
     if free.over_cap_kwh > 0:
         how += f" {kwh(free.over_cap_kwh)} in the window was over the cap and is charged."
+    if not document.kind.corrects_another and free.kwh == 0:
+        how += " " + _why_no_free_energy(document)
     if not document.kind.corrects_another:
         return (
             f"Free energy used: {kwh(free.kwh)}",
@@ -163,6 +167,22 @@ def free_energy(document: InvoiceDocument) -> tuple[str, str, str] | None:
         " prices (excl. GST)",
         how,
     )
+
+
+def _why_no_free_energy(document: InvoiceDocument) -> str:
+    """Why an invoice's free energy is none: no meter data, or no energy from the grid in the
+    window on any day read."""
+    if not any(day.metered for day in document.days):
+        return "We have no meter data for this bill yet, so there is no free energy to show."
+    return (
+        "Your meter shows you took no energy from the grid in those hours on any day of this"
+        " bill, so none was free. Your solar panels may have covered your use then."
+    )
+
+
+def no_free_window(document: InvoiceDocument) -> str:
+    """What the free energy panel says for a plan without a free window."""
+    return "Your plan has no free energy window, so all the energy you use is charged."
 
 
 def better_offer(document: InvoiceDocument) -> str:
@@ -305,20 +325,68 @@ def daily_columns(count: int) -> int:
 
 
 def payment_heading(document: InvoiceDocument) -> str:
+    """The heading of page 1's payment part; a credit note has no payment methods, and this
+    part says what happens to its credit (``credit_text``)."""
+    if document.kind is DocumentKind.CREDIT_NOTE:
+        return "What happens to your credit"
     return "Ways to pay your bills" if document.is_credit else "How to pay"
 
 
+def credit_text(document: InvoiceDocument) -> list[str] | None:
+    """What a credit note's payment part says instead of ways to pay; None for any other
+    document."""
+    if document.kind is not DocumentKind.CREDIT_NOTE:
+        return None
+    phone = document.retailer.phone
+    return [
+        f"We will take {dollars(document.amount_due)} off your next bill."
+        " You do not need to do anything.",
+        f"Would you rather have the money paid to you? Call us on {phone}.",
+    ]
+
+
+#: How the daily-use table marks a day without any meter value, and the note that explains it.
+NO_DATA_MARK = "*"
+NO_DATA = f"No meter data{NO_DATA_MARK}"
+
+
+def unmetered(document: InvoiceDocument) -> int:
+    """How many of the document's days had no meter data."""
+    return sum(not day.metered for day in document.days)
+
+
+def no_data_note(document: InvoiceDocument) -> str | None:
+    """The note under the daily-use table for its days marked "No meter data", or None."""
+    count = unmetered(document)
+    if not count:
+        return None
+    these = "this day" if count == 1 else f"these {count} days"
+    return (
+        f"{NO_DATA_MARK} No meter data: we have no readings from your meter for {these}."
+        " We charged the daily supply charge only, and no energy. This is not the same as"
+        " using no energy. If the readings reach us later, we will send you a correction."
+    )
+
+
 def legend(document: InvoiceDocument) -> list[tuple[str, str]]:
-    """The chart's legend: (which bar, what it shows), the free window's first."""
+    """The chart's legend: (which bar, what it shows), the free window's first with its kWh
+    (its part of a bar may be drawn taller than its share: ``chart.MIN_FREE``), and the days
+    without meter data when there are any."""
     change = document.kind.corrects_another
-    if document.free_energy is None:
-        return [("use", "Change in energy used" if change else "Energy used")]
+    missing = unmetered(document)
+    gap = [("none", f"No meter data ({missing} day{'' if missing == 1 else 's'})")]
+    gap = gap if missing else []
+    free = document.free_energy
+    if free is None:
+        return [("use", "Change in energy used" if change else "Energy used"), *gap]
     if change:
         return [
             ("free", "Change in energy used in the free window"),
             ("use", "Change in energy used at other times"),
+            *gap,
         ]
     return [
-        ("free", "Energy used in the free window (free)"),
-        ("use", "Energy used at other times"),
+        ("free", f"Free in the window: {kwh(free.kwh)}"),
+        ("use", "Used at other times"),
+        *gap,
     ]

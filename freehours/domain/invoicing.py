@@ -17,7 +17,7 @@ quantity and no amount makes no document (``difference`` answers None).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal
@@ -137,13 +137,15 @@ class Series(StrEnum):
 class DayFigures:
     """One local day as a document bills it, and the quota version it billed (None: the day had
     no quota, its data deadline passed without data). On a correction, the change in each
-    figure."""
+    figure. ``metered``: whether the day had any meter value (a day without is billed as zero,
+    which the household's document marks as no meter data, not as a reading of zero)."""
 
     day: date
     quota_version: int | None
     consumption_kwh: Decimal
     free_kwh: Decimal
     export_kwh: Decimal
+    metered: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +168,11 @@ class Figures:
         return {day.day: day.quota_version for day in self.days}
 
 
-def figures_of(bill: Bill, versions: dict[date, int | None]) -> Figures:
-    """A bill's figures, each day with the quota version it was rated against."""
+def figures_of(
+    bill: Bill, versions: dict[date, int | None], unread: Collection[date] = ()
+) -> Figures:
+    """A bill's figures, each day with the quota version it was rated against; the days in
+    ``unread`` had no meter value."""
     return Figures(
         lines=bill.lines,
         subtotal=bill.subtotal,
@@ -185,6 +190,7 @@ def figures_of(bill: Bill, versions: dict[date, int | None]) -> Figures:
                 day.consumption_kwh,
                 day.free_kwh,
                 day.export_kwh,
+                day.local_date not in unread,
             )
             for day in bill.days
         ),
@@ -297,6 +303,7 @@ def _add_day(a: DayFigures, b: DayFigures) -> DayFigures:
         a.consumption_kwh + b.consumption_kwh,
         a.free_kwh + b.free_kwh,
         a.export_kwh + b.export_kwh,
+        b.metered,  # as the later document found it
     )
 
 
@@ -307,6 +314,7 @@ def _day_difference(new: DayFigures, old: DayFigures) -> DayFigures:
         new.consumption_kwh - old.consumption_kwh,
         new.free_kwh - old.free_kwh,
         new.export_kwh - old.export_kwh,
+        new.metered,
     )
 
 

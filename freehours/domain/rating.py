@@ -658,6 +658,27 @@ class MeterRating:
         read = [nem_date in self._read for nem_date in self.profiles.nem_dates(local_date)]
         return any(read) and not all(read)
 
+    def unread(self, local_date: date) -> bool:
+        """Whether ``local_date`` has no meter value at all: no rated channel has a value in any
+        of its intervals (no row covers it, or every value of the rows that do is missing). Such
+        a day rates as zero, which is not a reading of zero."""
+        for nem_date in self.profiles.nem_dates(local_date):
+            read = self._read.get(nem_date, 0)
+            for channel in self._channels.values():
+                if not read & channel.bit:
+                    continue
+                gap = self._gaps.get((nem_date, channel.bit))
+                if gap is None:
+                    return False  # a row of this channel with every value
+                minutes, indices = gap
+                profile = self.profiles.get(nem_date, minutes)
+                day = profile.local_dates.index(local_date)
+                first = sum(profile.interval_counts[:day])
+                stop = first + profile.interval_counts[day]
+                if not set(range(first, stop)) <= set(indices):
+                    return False
+        return True
+
     def missing_runs(self, local_date: date) -> list[tuple[datetime, datetime]]:
         """The intervals of ``local_date`` that some rated channel has no value for, as runs of
         consecutive intervals ``[start, end)`` on the plan's clock."""

@@ -446,11 +446,14 @@ class Invoicing:
 
     def _rate(
         self, nmi: str, plan: Plan, profiles: DayProfiles, period: Period, rows: list[IntervalDay]
-    ) -> Bill:
+    ) -> tuple[Bill, frozenset[date]]:
+        """The period's bill, and its days without any meter value."""
         rating = MeterRating(nmi, profiles)
         for day in rows:
             rating.add(day)
-        return make_bill(plan, nmi, rating.days(period.dates()).values())
+        dates = period.dates()
+        unread = frozenset(day for day in dates if rating.unread(day))
+        return make_bill(plan, nmi, rating.days(dates).values()), unread
 
     def _free_mismatch(self, bill: Bill, quotas: dict[date, SettledQuota]) -> str | None:
         for day in bill.days:
@@ -473,18 +476,18 @@ class Invoicing:
         plan: Plan,
         profiles: DayProfiles,
         now: datetime,
-    ) -> tuple[Bill, dict[date, int | None], str] | str:
-        """A ready period rated under ``plan``, each day's quota version and the rows' digest;
-        or why it waits or is held (counted in ``result``)."""
+    ) -> tuple[Figures, dict[date, int | None], str] | str:
+        """A ready period rated under ``plan`` (its figures), each day's quota version and the
+        rows' digest; or why it waits or is held (counted in ``result``)."""
         rows, stamp = _period_rows(plan, candidate.period, candidate.days)
         versions, why, hold = self._ready(plan, candidate.period, rows, candidate.quotas, now)
         if why is None:
-            bill = self._rate(candidate.account.nmi, plan, profiles, candidate.period, rows)
+            bill, unread = self._rate(candidate.account.nmi, plan, profiles, candidate.period, rows)
             if plan.free_window is None:
-                return bill, versions, stamp
+                return figures_of(bill, versions, unread), versions, stamp
             why = self._free_mismatch(bill, candidate.quotas)
             if why is None:
-                return bill, versions, stamp
+                return figures_of(bill, versions, unread), versions, stamp
         if hold:
             result.held += 1
         else:
@@ -503,13 +506,13 @@ class Invoicing:
         if isinstance(rated, str):
             result.notes.append(f"{account.nmi} {period.start}..{period.end}: {rated}")
             return
-        bill, versions, stamp = rated
+        figures, versions, stamp = rated
         result.drafts.append(
             Draft(
                 account,
                 period,
                 DocumentType.INVOICE,
-                figures_of(bill, versions),
+                figures,
                 0,
                 None,
                 None,
@@ -549,8 +552,8 @@ class Invoicing:
         if isinstance(rated, str):
             result.notes.append(f"{original.number} revision: {rated}")
             return
-        bill, versions, stamp = rated
-        change = difference(billed_so_far(d.figures for d in documents), figures_of(bill, versions))
+        figures, versions, stamp = rated
+        change = difference(billed_so_far(d.figures for d in documents), figures)
         if change is None:
             result.checked.append(Checked(account.nmi, period, len(documents), versions, stamp))
             return
@@ -888,7 +891,7 @@ def _document(stored: StoredDocument, plan: Plan) -> InvoiceDocument:
         account_number=stored.nmi,
         time_zone=stored.time_zone,
         free_energy=free,
-        days=tuple(DailyUse(d.day, d.consumption_kwh, d.free_kwh) for d in figures.days),
+        days=tuple(DailyUse(d.day, d.consumption_kwh, d.free_kwh, d.metered) for d in figures.days),
         payment_methods=example_payment_methods(stored.number) if example else (),
         distributor=EXAMPLE_DISTRIBUTOR if example else None,
         gst_rate=plan.gst_rate,

@@ -73,6 +73,17 @@ class Console(Repository):
 
     # --- the overview --------------------------------------------------------------------------
 
+    def latest_day(self, on_or_before: date) -> date | None:
+        """The latest day with a quota, up to ``on_or_before`` (today: a quota of a later day
+        would be a simulation's or a test's); None when there is none. One probe of
+        ``ix_quotas_day_nmi``."""
+        q = quotas.c
+        found = self._conn.execute(sa.select(sa.func.max(q.day)).where(q.day <= on_or_before))
+        day = found.scalar()
+        if day is None or isinstance(day, date):
+            return day
+        return date.fromisoformat(str(day))
+
     def regions_of_day(self, day: date) -> list[RegionDay]:
         """Each region's quotas of ``day`` (newest versions), by region: their counts by state
         and, where SQL sums exactly, their free energy in the same pass."""

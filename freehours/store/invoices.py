@@ -717,6 +717,9 @@ def _days_text(days: Sequence[DayFigures]) -> str:
                 str(day.consumption_kwh),
                 str(day.free_kwh),
                 str(day.export_kwh),
+                # A sixth field only for a day without meter data: the rows written before it
+                # was kept have five, and read as metered.
+                *(() if day.metered else (False,)),
             ]
             for day in days
         ],
@@ -726,8 +729,10 @@ def _days_text(days: Sequence[DayFigures]) -> str:
 
 def _days(text: str) -> tuple[DayFigures, ...]:
     return tuple(
-        DayFigures(date.fromisoformat(day), version, Decimal(c), Decimal(f), Decimal(e))
-        for day, version, c, f, e in json.loads(text)
+        DayFigures(
+            date.fromisoformat(day), version, Decimal(c), Decimal(f), Decimal(e), not unmetered
+        )
+        for day, version, c, f, e, *unmetered in json.loads(text)
     )
 
 

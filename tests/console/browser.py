@@ -21,7 +21,14 @@ from freehours.operations.runtime import Runtime
 from freehours.settings import Settings
 from freehours.workers.settle import KIND as SETTLE_KIND
 from freehours.workers.settle import settlement_tasks
-from tests.console.support import DAY, LEASE, aborted_quota, discarded_job, waiting_job
+from tests.console.support import (
+    DAY,
+    LEASE,
+    aborted_quota,
+    discarded_job,
+    recovered_job,
+    waiting_job,
+)
 
 try:
     from axe_playwright_python.sync_playwright import Axe
@@ -74,6 +81,8 @@ class Console:
     untouchable: JobId
     spare_key_id: str
     settled_nmis: list[str] = field(default_factory=list)
+    #: A COMPLETED job whose first attempt failed.
+    recovered: JobId | None = None
 
 
 def settled_nmi(region: Region, n: int) -> str:
@@ -119,9 +128,10 @@ def prepare(path: Path) -> Console:
         settled = _run_settlement_jobs(runtime, clock)
         assert settled == len(nmis), f"{settled} settlement jobs ran, for {len(nmis)} quotas"
         # Last, so that the jobs above do not run them.
+        recovered = recovered_job(runtime)
         waiting = waiting_job(runtime)
         untouchable = waiting_job(runtime, "4100000003:2026-07-02")
-        return Console(url, keys, discarded, waiting, untouchable, spare.id, nmis)
+        return Console(url, keys, discarded, waiting, untouchable, spare.id, nmis, recovered)
     finally:
         runtime.close()
 

@@ -8,9 +8,9 @@ from datetime import date, timedelta
 
 from freehours.domain.settlement import QuotaStatus, new_quota
 from freehours.domain.time import Region
-from freehours.jobs.decisions import Finish
+from freehours.jobs.decisions import Complete, Finish
 from freehours.jobs.job import JobId, JobState
-from freehours.jobs.retry import Discard, DiscardReason
+from freehours.jobs.retry import Discard, DiscardReason, RetryAt
 from freehours.operations.runtime import Runtime
 from tests.api.conftest import START
 
@@ -68,5 +68,23 @@ def waiting_job(runtime: Runtime, key: str = "4100000002:2026-07-02") -> JobId:
             run_at=START + timedelta(hours=1),
             now=START,
         )
+    assert job_id is not None
+    return job_id
+
+
+#: Why the recovered job's first attempt failed, as the rescuer says it.
+LEASE_EXPIRED = "lease expired: worker test-worker stopped renewing it"
+
+
+def recovered_job(runtime: Runtime, key: str = "4100000004:2026-07-01") -> JobId:
+    """A settlement job whose first attempt's lease ran out, and whose second completed: its
+    error is kept, and it is COMPLETED. The only settlement job due when it is made."""
+    with runtime.store.write() as unit:
+        job_id = unit.jobs.enqueue("settle", key, {"nmi": key[:10]}, run_at=START, now=START)
+    for decision, error in ((RetryAt(START, 1), LEASE_EXPIRED), (Complete("settled 0 kWh"), None)):
+        with runtime.store.write() as unit:
+            (job,) = unit.jobs.claim("test-worker", ["settle"], 1, now=START, lease=LEASE)
+            assert job.id == job_id
+            unit.jobs.finish([Finish(job, decision, error)], now=START)
     assert job_id is not None
     return job_id

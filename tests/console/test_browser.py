@@ -36,7 +36,7 @@ from tests.console.browser import (
     prepare,
 )
 from tests.console.browser import looker as console_looker
-from tests.console.support import DAY, NMI
+from tests.console.support import DAY, LEASE_EXPIRED, NMI
 from tests.servers import api_server, freehours
 
 if MISSING is None:
@@ -129,7 +129,10 @@ def test_the_overview_filtering_and_a_quota_with_its_chart(
     page: Page, console: Console, looker: Looker
 ) -> None:
     sign_in(page, console.keys["admin"])
-    looker.look(page, "overview-today")
+    # Opened without a day: the latest day with data, not an empty today.
+    expect(page.locator("h1")).to_have_text(f"Overview of {DAY}")
+    expect(page.get_by_text("The latest day with quotas.")).to_be_visible()
+    looker.look(page, "overview-default")
     page.fill("#day", DAY.isoformat())
     page.click("button:has-text('Show')")
     page.wait_for_url(f"**/console/?day={DAY}")
@@ -169,7 +172,25 @@ def test_the_overview_filtering_and_a_quota_with_its_chart(
     expect(chart).to_have_count(1)
     assert chart.locator("rect").count() > 40  # a bar per half hour with consumption
     expect(page.locator(".badge").first).to_have_text("COMPLETED")
+    assert chart.locator("text", has_text="kWh").count() == 1
+    # An SA customer: the window and the reads on Adelaide's clock, and the footer says so.
+    expect(page.locator("main p").first).to_contain_text("free window 12:00\u201315:00 ACST")
+    expect(page.locator("footer.foot")).to_contain_text("local time, ACST (Australia/Adelaide)")
     looker.look(page, "quota")
+
+
+def test_a_completed_job_shows_its_earlier_failure_as_an_earlier_attempt(
+    page: Page, console: Console, looker: Looker
+) -> None:
+    sign_in(page, console.keys["read"], "/console/jobs?state=COMPLETED")
+    row = page.locator("tbody tr", has=page.get_by_role("link", name=str(console.recovered)))
+    expect(row.locator(".badge")).to_have_text("COMPLETED")
+    expect(row).to_contain_text(f"An earlier attempt failed: {LEASE_EXPIRED}")
+    looker.look(page, "jobs-completed")
+    row.get_by_role("link", name=str(console.recovered)).click()
+    expect(page.locator("dl.facts")).to_contain_text(f"failed before it completed: {LEASE_EXPIRED}")
+    expect(page.get_by_text("The job completed after 1 failed attempt")).to_be_visible()
+    looker.look(page, "job-recovered")
 
 
 def test_retry_a_discarded_job(page: Page, console: Console, looker: Looker) -> None:

@@ -84,6 +84,13 @@ def invoice(**changes: Any) -> InvoiceDocument:
     return replace(document, **changes) if changes else document
 
 
+def with_unread_days() -> InvoiceDocument:
+    """The invoice with no meter data on 1 to 3 July, and 4 July read as zero all day."""
+    unread = tuple(DailyUse(JULY + timedelta(days=n), D(0), D(0), metered=False) for n in range(3))
+    zero = DailyUse(JULY + timedelta(days=3), D(0), D(0))
+    return invoice(days=(*unread, zero, *days()[4:]))
+
+
 #: A credit note for three revised days of INV-004217: 4.5 kWh less peak (2.34 credit) and
 #: 1.25 kWh less free; GST 0.23 credit, total 2.57 credit.
 def credit_note(**changes: Any) -> InvoiceDocument:

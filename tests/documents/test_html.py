@@ -5,10 +5,23 @@ needs."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
+from decimal import Decimal
 
-from freehours.documents.html import render_html
-from tests.documents.builders import adjustment_invoice, credit_note, html_sections, invoice
-from tests.documents.test_pdf import EVERY_FIRST_PAGE
+from freehours.documents.chart import MIN_FREE
+from freehours.documents.html import NO_DATA_FILL, render_html
+from freehours.documents.model import FreeEnergy
+from tests.documents.builders import (
+    adjustment_invoice,
+    credit_note,
+    days,
+    html_sections,
+    invoice,
+    with_unread_days,
+)
+from tests.documents.test_pdf import CREDITING, EVERY_FIRST_PAGE, PAYING
+
+D = Decimal
 
 #: The PDF's page count is its own; the HTML's first sheet is a section.
 FIRST_PAGE = [item for item in EVERY_FIRST_PAGE if not item.startswith("Page 1 of")]
@@ -19,6 +32,7 @@ def test_an_invoice_shows_every_tier_1_item_in_its_first_page() -> None:
     page = sections["page-1"]
     for item in [
         *FIRST_PAGE,
+        *PAYING,
         "Tax invoice",
         "Invoice number INV-004217",
         "Issued 3 August 2026",
@@ -50,13 +64,15 @@ def test_a_credit_note_shows_its_credit_and_the_invoice_it_corrects_first() -> N
     page = sections["page-1"]
     for item in [
         *FIRST_PAGE,
+        *CREDITING,
         "Credit note number CN-000031",
-        "Credit to your account $2.57 Nothing to pay",
         "This credit note corrects invoice INV-004217",
         "it credits $2.57 including GST",
         "Free energy: 1.250 kWh less than invoiced",
     ]:
         assert item in page, item
+    for item in (*PAYING, "BPAY", "pay your bills", "How to pay", "Nothing to pay"):
+        assert item not in page, item
     whole = sections[""]
     assert "Total of this credit note (incl. GST) $2.57 credit" in whole
     assert not re.search(r"-\$|\$-", whole)
@@ -65,6 +81,7 @@ def test_a_credit_note_shows_its_credit_and_the_invoice_it_corrects_first() -> N
 def test_an_adjustment_invoice_shows_what_it_charges_first() -> None:
     page = html_sections(render_html(adjustment_invoice()))[0]["page-1"]
     for item in [
+        *PAYING,
         "Adjustment invoice",
         "Amount due $1.72 Due by 7 September 2026",
         "This adjustment invoice corrects invoice INV-004217",
@@ -118,3 +135,31 @@ def test_the_chart_has_a_bar_a_day_and_the_free_part_drawn_over_it() -> None:
     svg = page[page.index("<svg") : page.index("</svg>")]
     assert svg.count('fill="#0b4f6c"') == 31  # a bar a day of July
     assert svg.count('fill="#b45309"') == 31  # its free part
+
+
+def test_days_without_meter_data_are_marked_in_the_table_and_the_chart() -> None:
+    document = with_unread_days()
+    page = render_html(document)
+    sections, _ = html_sections(page)
+    detail = sections["page-2"]
+    for day in (1, 2, 3):
+        assert f"{day} July 2026 No meter data*" in detail
+    assert "4 July 2026 0.000 kWh 0.000 kWh" in detail
+    assert "* No meter data: we have no readings from your meter for these 3 days." in detail
+    svg = page[page.index("<svg") : page.index("</svg>")]
+    assert svg.count(f'fill="{NO_DATA_FILL}"') == 3  # the 1st to 3rd shaded, the 4th not
+    assert "A grey band is a day without meter data" in svg
+    assert "No meter data (3 days)" in sections["page-1"]
+
+
+def test_a_free_part_too_small_to_see_is_drawn_tall_enough_and_its_kwh_labelled() -> None:
+    # 20 kWh a day, 0.1 of it free: 0.5% of the bar, under a pixel of the plot.
+    small = tuple(replace(day, consumption_kwh=D(20), free_kwh=D("0.1")) for day in days())
+    free = FreeEnergy(D("3.100"), D("0.93"), "11:00", "14:00", D(24))
+    page = render_html(invoice(days=small, free_energy=free))
+    svg = page[page.index("<svg") : page.index("</svg>")]
+    heights = [float(h) for h in re.findall(r'height="([0-9.]+)" fill="#b45309"', svg)]
+    assert len(heights) == 31
+    plot = 200.0 - 12.0 - 30.0  # html._HEIGHT less its top and bottom margins
+    assert min(heights) >= MIN_FREE * plot - 0.01
+    assert "Free in the window: 3.100 kWh" in html_sections(page)[0]["page-1"]

@@ -18,7 +18,7 @@ from freehours.documents.model import (
     FreeEnergy,
     check_abn,
 )
-from tests.documents.builders import EXAMPLE_RETAILER, credit_note, invoice
+from tests.documents.builders import EXAMPLE_RETAILER, credit_note, days, invoice
 
 D = Decimal
 
@@ -115,3 +115,9 @@ def test_an_abn_is_checked_by_its_check_digits() -> None:
         check_abn("51 824 753 557")
     with pytest.raises(DocumentError, match="is not 11 digits"):
         check_abn("5182475355")
+
+
+def test_a_day_without_meter_data_has_no_energy() -> None:
+    unread = DailyUse(date(2026, 7, 1), Decimal("1.000"), Decimal(0), metered=False)
+    with pytest.raises(DocumentError, match=r"2026-07-01 has no meter data but 1\.000 kWh used"):
+        invoice(days=(unread, *days()[1:]))

@@ -12,8 +12,15 @@ import pypdf
 import pytest
 
 from freehours.documents.examples import EXAMPLE_DISTRIBUTOR, EXAMPLE_RETAILER
-from freehours.documents.model import MAX_ADDRESS, MAX_CUSTOMER_NAME, MAX_MESSAGES, Line
+from freehours.documents.model import (
+    MAX_ADDRESS,
+    MAX_CUSTOMER_NAME,
+    MAX_MESSAGES,
+    FreeEnergy,
+    Line,
+)
 from freehours.documents.pdf import TWO_PAGE_LINES, render_pdf
+from freehours.domain.time import Region
 from tests.documents.builders import (
     adjustment_invoice,
     credit_note,
@@ -21,6 +28,7 @@ from tests.documents.builders import (
     flat,
     invoice,
     pdf_pages,
+    with_unread_days,
 )
 
 D = Decimal
@@ -40,10 +48,18 @@ EVERY_FIRST_PAGE = [
     "Power failures and emergencies (24 hours) Example Distribution: 1800 975 708",
     "Translating and Interpreting Service (TIS National): 131 450",
     "Energy & Water Ombudsman NSW (EWON): 1800 246 545",
-    "BPAY Biller code 999999, reference 1000234567",
     "Energy Made Easy (www.energymadeeasy.gov.au)",
     "Sample document: the retailer details on it are example values.",
     "Page 1 of 2",
+]
+#: How to pay, on page 1 of a document that charges (never on a credit note's).
+PAYING = ["BPAY Biller code 999999, reference 1000234567"]
+#: What a credit note's page 1 says of its credit, where another document says how to pay.
+CREDITING = [
+    "Credit to your account $2.57 We will take it off your next bill.",
+    "What happens to your credit",
+    "We will take $2.57 off your next bill. You do not need to do anything.",
+    "Would you rather have the money paid to you? Call us on 1300 975 707.",
 ]
 
 
@@ -52,6 +68,7 @@ def test_an_invoice_shows_every_tier_1_item_on_page_1() -> None:
     page = flat(first)
     for item in [
         *EVERY_FIRST_PAGE,
+        *PAYING,
         "Tax invoice",
         "Invoice number INV-004217",
         "Issued 3 August 2026",
@@ -91,16 +108,19 @@ def test_a_credit_note_shows_its_credit_and_the_invoice_it_corrects_on_page_1() 
     page = flat(first)
     for item in [
         *EVERY_FIRST_PAGE,
+        *CREDITING,
         "Credit note",
         "Credit note number CN-000031",
         "Issued 24 August 2026",
-        "Credit to your account $2.57 Nothing to pay",
         "This credit note corrects invoice INV-004217 for 1 July 2026 to 31 July 2026 (31 days):"
         " it credits $2.57 including GST. Your meter data for 14 to 16 July 2026 was revised.",
         "Free energy: 1.250 kWh less than invoiced",
         "Worth $0.41 less",
     ]:
         assert item in page, item
+    # a credit, not a bill: no ways to pay
+    for item in (*PAYING, "BPAY", "pay your bills", "How to pay", "Nothing to pay"):
+        assert item not in page, item
     # no amount is written with a minus sign: credits say so
     assert "-$" not in page
     assert "$-" not in page
@@ -123,6 +143,7 @@ def test_an_adjustment_invoice_shows_what_it_charges_and_what_it_corrects_on_pag
     page = flat(first)
     for item in [
         *EVERY_FIRST_PAGE,
+        *PAYING,
         "Adjustment invoice",
         "Invoice number INV-004388",
         "Amount due $1.72 Due by 7 September 2026",
@@ -264,3 +285,39 @@ def test_a_first_page_crowded_by_every_message_the_model_allows_keeps_its_tier_1
     ]:
         assert item in page, item
     assert flat(second).startswith("Your daily use, as a chart")
+
+
+def test_days_without_meter_data_are_marked_and_told_apart_from_a_zero() -> None:
+    detail = flat(pdf_pages(render_pdf(with_unread_days()))[1])
+    for day in (1, 2, 3):
+        assert f"{day} Jul No meter data*" in detail
+    assert "4 Jul 0.000 kWh 0.000 kWh" in detail
+    assert (
+        "* No meter data: we have no readings from your meter for these 3 days. We charged the"
+        " daily supply charge only, and no energy. This is not the same as using no energy."
+    ) in detail
+    first = flat(pdf_pages(render_pdf(with_unread_days()))[0])
+    assert "No meter data (3 days)" in first
+    # a document with every day read says nothing of it
+    assert "No meter data" not in flat("".join(pdf_pages(render_pdf(invoice()))))
+
+
+def test_an_invoice_without_free_energy_says_why() -> None:
+    none = FreeEnergy(D(0), D("0.00"), "12:00", "15:00", D(24))
+    read = tuple(replace(day, free_kwh=D(0)) for day in days())
+    sa = invoice(region=Region.SA, free_energy=none, days=read)
+    page = flat(pdf_pages(render_pdf(sa))[0])
+    assert "Free energy used: 0.000 kWh" in page
+    assert (
+        "Energy you use from 12:00 to 15:00 each day is free, up to 24 kWh a day (Solar Sharer)."
+        " Your meter shows you took no energy from the grid in those hours on any day of this"
+        " bill, so none was free. Your solar panels may have covered your use then."
+    ) in page
+    unread = tuple(replace(day, consumption_kwh=D(0), free_kwh=D(0), metered=False) for day in read)
+    page = flat(pdf_pages(render_pdf(replace(sa, days=unread)))[0])
+    assert "We have no meter data for this bill yet, so there is no free energy to show." in page
+    # with free energy, no reason is needed
+    assert "none was free" not in flat(pdf_pages(render_pdf(invoice()))[0])
+    # a plan without a window says so
+    page = flat(pdf_pages(render_pdf(invoice(free_energy=None)))[0])
+    assert "Your plan has no free energy window, so all the energy you use is charged." in page

@@ -10,14 +10,17 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections import Counter
+from dataclasses import replace
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
-from freehours.documents.pdf import render_pdf
+from freehours.documents.model import FreeEnergy
+from freehours.documents.pdf import _first_page_layout, render_pdf
 from tests.conftest import _unavailable
-from tests.documents.builders import invoice
+from tests.documents.builders import days, invoice
 
 #: The chart's colours (pdf.FREE and pdf.USE), as 8-bit RGB.
 AMBER = (180, 83, 9)
@@ -43,8 +46,8 @@ def colours(picture: Image.Image) -> Counter[tuple[int, int, int]]:
     return Counter({colour: count for count, colour in picture.getcolors(width * height) or []})
 
 
-def counted(picture: Image.Image, colour: tuple[int, int, int]) -> int:
-    return sum(count for seen, count in colours(picture).items() if near(seen, colour))
+def counted(picture: Image.Image, colour: tuple[int, int, int], within: int = 12) -> int:
+    return sum(count for seen, count in colours(picture).items() if near(seen, colour, within))
 
 
 def test_page_1_rendered_shows_the_chart_in_its_colours(pdftoppm: str, tmp_path: Path) -> None:
@@ -68,3 +71,28 @@ def test_page_1_rendered_shows_the_chart_in_its_colours(pdftoppm: str, tmp_path:
     assert counted(band, BLUE) > 1000
     # and no amber further down
     assert counted(picture.crop((0, height * 3 // 5, width, height)), AMBER) < 50
+
+
+def test_a_small_free_share_is_seen_on_the_rendered_chart(pdftoppm: str, tmp_path: Path) -> None:
+    # 20 kWh a day, 0.1 of it free (0.5%): drawn to scale it is a line no one sees.
+    small = tuple(
+        replace(day, consumption_kwh=Decimal(20), free_kwh=Decimal("0.1")) for day in days()
+    )
+    free = FreeEnergy(Decimal("3.100"), Decimal("0.93"), "11:00", "14:00", Decimal(24))
+    document = invoice(days=small, free_energy=free)
+    pdf = tmp_path / "small.pdf"
+    pdf.write_bytes(render_pdf(document))
+    subprocess.run(
+        [pdftoppm, "-r", "72", "-f", "1", "-l", "1", "-png", str(pdf), str(tmp_path / "page")],
+        check=True,
+        capture_output=True,
+    )
+    with Image.open(tmp_path / "page-1.png") as image:
+        picture = image.convert("RGB")
+    # The chart's plot alone (at 72 dpi a pixel is a point): below the panel's text, above its
+    # legend, so that amber text and the legend's swatch are not counted.
+    layout = _first_page_layout(document)
+    top, bottom = layout.panel_top + 108, layout.panel_top + layout.panel_height - 24
+    plot = picture.crop((0, int(top), picture.size[0], int(bottom)))
+    # 31 amber bars, each at least 8 x 4 pixels (drawn to scale: 31 rows of a pixel or none)
+    assert counted(plot, AMBER, within=40) > 31 * 8 * 3

@@ -473,3 +473,30 @@ def test_meter_rating_reports_the_local_dates_its_data_touches() -> None:
     assert summer.local_date_range() == (date(2027, 1, 15), date(2027, 1, 16))
     assert summer.is_partial(date(2027, 1, 15))
     assert summer.is_partial(date(2027, 1, 16))
+
+
+def test_a_day_without_any_value_is_unread_and_a_day_read_as_zero_is_not() -> None:
+    # SA (UTC+9:30): local day D is NEM D 00:30 to NEM D+1 00:30, so a NEM day's first half
+    # hour is the local day before. NEM 15 Jul is read as zeros; NEM 16 Jul's row has only
+    # missing values (quality N); NEM 17 Jul has no row; NEM 18 Jul has a value only in its last
+    # half hour (local 18 Jul 23:00-23:30); nothing after.
+    plan = plan_for("SA")
+    gaps: list[Decimal | None] = [None] * 48
+    last: list[Decimal | None] = [None] * 47 + [D("0.100")]
+    rating = MeterRating(NMI, DayProfiles(plan))
+    for day in (
+        nem_day(date(2026, 7, 15), flat("0.000")),
+        nem_day(date(2026, 7, 16), gaps),
+        nem_day(date(2026, 7, 18), last),
+    ):
+        rating.add(day)
+    assert [rating.unread(date(2026, 7, d)) for d in range(14, 20)] == [
+        False,  # its last half hour is NEM 15 Jul's first, read as 0
+        False,  # read as zeros all day
+        True,  # the values of NEM 16 Jul and 17 Jul's first half hour are missing
+        True,  # no row at all, and NEM 18 Jul's first half hour is missing
+        False,  # one half hour read
+        True,  # nothing
+    ]
+    ratings = rating.days([date(2026, 7, 15), date(2026, 7, 17)])
+    assert ratings[date(2026, 7, 15)].consumption_kwh == ratings[date(2026, 7, 17)].consumption_kwh

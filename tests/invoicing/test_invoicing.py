@@ -113,6 +113,28 @@ def test_a_day_whose_window_has_no_data_waits_for_no_quota(system: System) -> No
     assert invoice.figures.free_kwh == booked > 0
 
 
+def test_days_without_meter_data_are_kept_as_such_and_corrected_when_data_comes(
+    system: System,
+) -> None:
+    # Data from 21 July only: the 20 days before are billed with no energy, and the invoice
+    # keeps that they had no meter data, which its document marks (not as a zero reading).
+    [meter] = system.customers(1)
+    system.month([meter], days=JULY[20:])
+    system.run()
+    (invoice,) = invoices(system)
+    kept = {day.day: day.metered for day in invoice.figures.days}
+    assert kept == {day: day >= JULY[20] for day in JULY}
+    document = document_of(invoice)
+    assert [day.day for day in document.days if not day.metered] == JULY[:20]
+    assert "No meter data" in render_html(document)
+    # The first day's data comes late: the correction's day is metered, and so is the period's.
+    system.ingestion.file([consumption(meter, JULY[0], stamp=AUGUST_STAMP)])
+    system.settle()
+    system.run()
+    _, correction = system.documents()
+    assert [(day.day, day.metered) for day in correction.figures.days] == [(JULY[0], True)]
+
+
 def test_an_aborted_quota_holds_the_period(system: System) -> None:
     [meter] = system.customers(1)
     system.month([meter])

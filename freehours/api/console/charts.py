@@ -111,9 +111,11 @@ def reads(
     day_start: datetime,
     day_end: datetime,
     window: tuple[datetime, datetime] | None,
+    clock: str,
 ) -> Markup:
-    """A day's interval reads (kWh) as bars on its local clock, the free window shaded."""
-    width, height, left, bottom, top = 720, 200, 62, 22, 10
+    """A day's interval reads (kWh) as bars on its local clock (``clock``: "ACST"), the free
+    window shaded; each axis says its unit."""
+    width, height, left, bottom, top = 720, 210, 62, 22, 20
     plot_w, plot_h = width - left - 6, height - bottom - top
     span = (day_end - day_start).total_seconds() or 1
     peak = max((float(kwh) for _, kwh in intervals), default=0.0) or 1.0
@@ -140,6 +142,8 @@ def reads(
         ' stroke="#57606a"/>'
         f'<text x="{left - 4}" y="{top + 8}" text-anchor="end" class="axis">{peak:.3f}</text>'
         f'<text x="{left - 4}" y="{top + plot_h}" text-anchor="end" class="axis">0</text>'
+        f'<text x="{left - 4}" y="{top - 8}" text-anchor="end" class="axis">kWh</text>'
+        f'<text x="4" y="{height - 6}" class="axis">{escape(clock)}</text>'
     )
     for hour in range(0, 24, 3):
         tick = day_start.timestamp() + hour * 3600

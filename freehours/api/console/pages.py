@@ -9,6 +9,7 @@ the page ended.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Annotated, Any
@@ -148,11 +149,15 @@ def _cache_ratio() -> tuple[float | None, int]:
 def overview(request: Request, session: SignedIn, day: str | None = None) -> HTMLResponse:
     services = services_of(request)
     now = services.clock.now()
-    the_day = parse_day(day) or services.nem_today()
-    start = datetime.combine(the_day, time(), NEM_TIME)
-    end = start + timedelta(days=1)
+    today = services.nem_today()
+    asked = parse_day(day)
     bucket = BUCKET_MINUTES * 60
     with services.store.read() as unit:
+        # Without a day asked for: the latest day with data, not an empty today.
+        latest = unit.console.latest_day(today) or today
+        the_day = asked or latest
+        start = datetime.combine(the_day, time(), NEM_TIME)
+        end = start + timedelta(days=1)
         regions = unit.console.regions_of_day(the_day)
         completions = unit.console.events_per_bucket(start, end, seconds=bucket, retries=False)
         retries = unit.console.events_per_bucket(start, end, seconds=bucket, retries=True)
@@ -173,10 +178,12 @@ def overview(request: Request, session: SignedIn, day: str | None = None) -> HTM
         "overview.html",
         session=session,
         current="overview",
-        refresh=LIVE_SECONDS if the_day == services.nem_today() else 0,
+        refresh=LIVE_SECONDS if the_day == today else 0,
         title=f"Overview {the_day.isoformat()}",
         day=the_day,
-        today=services.nem_today(),
+        today=today,
+        latest=latest,
+        chosen=asked is not None,
         previous=the_day - timedelta(days=1),
         following=the_day + timedelta(days=1),
         regions=regions,
@@ -288,6 +295,7 @@ def quota(request: Request, session: SignedIn, nmi: str, day: str) -> HTMLRespon
     chart = None
     window = None
     plan_id = None
+    clock = None
     if not isinstance(customer, NoQuotas):
         plan = customer.plan
         plan_id = plan.id
@@ -295,14 +303,16 @@ def quota(request: Request, session: SignedIn, nmi: str, day: str) -> HTMLRespon
         day_start = datetime.combine(the_day, time(), zone)
         day_end = datetime.combine(the_day + timedelta(days=1), time(), zone)
         window = customer.window.bounds(the_day, zone)
+        clock = Clock(day_clock(day_start, day_end), plan.zone_name)
         intervals = _consumption(days, plan, day_start, day_end)
         chart = charts.reads(
             intervals,
-            title=f"{the_nmi} consumption on {the_day.isoformat()} (kWh per interval),"
-            " the free window shaded",
+            title=f"{the_nmi} consumption on {the_day.isoformat()} (kWh per interval, times"
+            f" {clock.abbreviation}), the free window shaded",
             day_start=day_start,
             day_end=day_end,
             window=window,
+            clock=clock.abbreviation,
         )
     return render(
         request,
@@ -322,8 +332,26 @@ def quota(request: Request, session: SignedIn, nmi: str, day: str) -> HTMLRespon
         chart=chart,
         window=window,
         plan_id=plan_id,
+        clock=clock,
         no_quotas=customer.reason if isinstance(customer, NoQuotas) else None,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Clock:
+    """The clock a quota's day is read on: its abbreviation that day ("ACST", or "ACST/ACDT"
+    on a day daylight saving starts or ends) and the zone's name ("Australia/Adelaide")."""
+
+    abbreviation: str
+    zone: str
+
+
+def day_clock(day_start: datetime, day_end: datetime) -> str:
+    """The abbreviation of the local clock over ``[day_start, day_end)``, from zoneinfo: both
+    when it changes that day."""
+    first = day_start.tzname() or ""
+    last = (day_end - timedelta(seconds=1)).tzname() or ""
+    return first if first == last else f"{first}/{last}"
 
 
 def _consumption(
