@@ -15,7 +15,7 @@ import time
 from datetime import date, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -248,6 +248,7 @@ def list_(
     if first is not None and last is not None and first > last:
         raise InputError(f"--from: {first} is after --to {last}")
     found: list[StoredDocument] = []
+    corrected: dict[str, list[str]] = {}
     with Store.open(get_settings().database_url) as store, store.read() as unit:
         after = None
         while page := unit.invoices.list_documents(
@@ -259,10 +260,15 @@ def list_(
             limit=_PAGE,
         ):
             found += page
+            if output is ListFormat.JSON:
+                corrected.update(unit.invoices.corrections_of([d.number for d in page]))
             tail = page[-1]
             after = (tail.period_start, tail.nmi, tail.sequence)
     if output is ListFormat.JSON:
-        typer.echo(json.dumps([_summary_json(d) for d in found], indent=2))
+        from freehours.store.document_json import summary
+
+        # The API's items (GET /v1/invoices), key for key: one writing of a document's JSON.
+        typer.echo(json.dumps([summary(d, corrected[d.number]) for d in found], indent=2))
         return
     _print_list(found)
 
@@ -291,66 +297,6 @@ def _print_list(found: list[StoredDocument]) -> None:
         )
     table.caption = f"{len(found)} document{'' if len(found) == 1 else 's'}"
     Console().print(table)
-
-
-def _summary_json(document: StoredDocument) -> dict[str, Any]:
-    figures = document.figures
-    return {
-        "number": document.number,
-        "type": document.document_type.value,
-        "nmi": document.nmi,
-        "period": {
-            "from": document.period_start.isoformat(),
-            "to": document.period_end.isoformat(),
-        },
-        "issue_date": document.issue_date.isoformat(),
-        "due_date": document.due_date.isoformat() if document.due_date else None,
-        "total": str(figures.total),
-        "free_kwh": str(figures.free_kwh),
-        "corrects": document.corrects,
-    }
-
-
-def _document_json(document: StoredDocument, corrected_by: list[str]) -> dict[str, Any]:
-    figures = document.figures
-    return {
-        **_summary_json(document),
-        "sequence": document.sequence,
-        "reason": document.reason,
-        "corrected_by": corrected_by,
-        "run_id": document.run_id,
-        "plan_id": document.plan_id,
-        "region": document.region.value,
-        "time_zone": document.time_zone,
-        "finalised_at": document.finalised_at.isoformat(),
-        "lines": [
-            {
-                "code": line.code,
-                "description": line.description,
-                "quantity": str(line.quantity),
-                "unit": line.unit,
-                "unit_price": str(line.unit_price),
-                "amount": str(line.amount),
-            }
-            for line in figures.lines
-        ],
-        "subtotal": str(figures.subtotal),
-        "gst": str(figures.gst),
-        "consumption_kwh": str(figures.consumption_kwh),
-        "free_value": str(figures.free_value),
-        "over_cap_kwh": str(figures.over_cap_kwh),
-        "export_kwh": str(figures.export_kwh),
-        "days": [
-            {
-                "date": day.day.isoformat(),
-                "quota_version": day.quota_version,
-                "consumption_kwh": str(day.consumption_kwh),
-                "free_kwh": str(day.free_kwh),
-                "export_kwh": str(day.export_kwh),
-            }
-            for day in figures.days
-        ],
-    }
 
 
 @invoices_app.command("show")
@@ -389,7 +335,10 @@ def show(
     if pdf is not None or html is not None:
         _write(document, pdf, html)
     if output is ShowFormat.JSON:
-        typer.echo(json.dumps(_document_json(document, corrected_by), indent=2))
+        from freehours.store.document_json import whole
+
+        # What GET /v1/invoices/{number} answers, key for key.
+        typer.echo(json.dumps(whole(document, corrected_by), indent=2))
         return
     _print_document(document, corrected_by)
 

@@ -1,12 +1,15 @@
-"""A bill: rated local days priced into lines, with GST, in the JSON of DESIGN.md section 4.
+"""A bill: rated local days priced into lines, with GST, in the JSON of docs/bill.md.
 
-Lines, in this order:
+Lines, in this order (docs/bill.md#lines):
 
-- one per time-of-use band type (plan order): the consumption charged at that band, outside the
-  window and over the cap, at its unit price; a type with stepped rates has one more line,
-  ``TYPE_STEP2``, ..., for each step its energy reaches (thresholds pro rata to the days billed);
-- ``SUPPLY``: the daily supply charge, quantity = days billed (unit ``day``); a plan with seasonal
-  supply charges has ``SUPPLY_2``, ... for the days of each season that has its own;
+- per time-of-use band type (plan order): the consumption charged at that band, outside the
+  window and over the cap, at its unit price; a type with stepped rates has, right after its own
+  line, ``TYPE_STEP2``, ... for each step its energy goes into (thresholds pro rata to the days
+  billed; a step no energy goes into, or of no width once its thresholds are rounded, has no
+  line);
+- ``SUPPLY``: the days billed at the plan's daily supply charge (unit ``day``): every day, or
+  with seasonal supply charges the days outside their seasons, and no line when there are none;
+  ``SUPPLY_2``, ... for the days of each season that has days billed, at its own charge;
 - ``CONTROLLED_LOAD`` (plans with a controlled load): the controlled-load channels' energy at its
   price, and ``CONTROLLED_LOAD_SUPPLY`` where it has a daily supply charge of its own;
 - ``FEED_IN`` (plans with a feed-in price): export x feed-in price, as a negative amount;
@@ -16,6 +19,10 @@ Lines, in this order:
 Every line's amount is rounded to the cent, half up; ``subtotal`` is the sum of the lines,
 ``gst = subtotal x gst_rate`` rounded the same way, ``total = subtotal + gst``.
 ``free_energy_value`` prices each free kWh at the band in force at its moment, rounded to the cent.
+
+The notation of numbers (``kwh_text``, ``money_text``, ``decimal_text``) is the one every JSON of
+freehours writes a bill's figures in: the bill, and invoices and credit notes
+(``freehours.store.document_json``).
 """
 
 from __future__ import annotations
@@ -40,8 +47,15 @@ def to_cent(amount: Decimal) -> Decimal:
 
 
 def decimal_text(value: Decimal) -> str:
-    """A decimal as the bill's JSON writes it: plain notation, no exponent."""
+    """A price or a count of days as the bill's JSON writes it: plain notation, no exponent,
+    the digits it has ("0.2300" as the plan writes it, "31")."""
     return format(value, "f")
+
+
+def money_text(value: Decimal) -> str:
+    """Money as the bill's JSON writes it: AUD to the cent, two decimals, "0.00" never
+    "-0.00" ("13.92", "-0.40")."""
+    return format(to_cent(value) + 0, "f")
 
 
 def kwh_text(value: Decimal) -> str:
@@ -82,7 +96,7 @@ class BillLine:
             "quantity": quantity,
             "unit": self.unit,
             "unit_price": decimal_text(self.unit_price),
-            "amount": decimal_text(self.amount),
+            "amount": money_text(self.amount),
         }
 
 
@@ -162,10 +176,10 @@ class Bill:
                 "export_kwh": kwh_text(self.export_kwh),
             },
             "lines": [line.as_json() for line in self.lines],
-            "subtotal": decimal_text(self.subtotal),
-            "gst": decimal_text(self.gst),
-            "total": decimal_text(self.total),
-            "free_energy_value": decimal_text(self.free_energy_value),
+            "subtotal": money_text(self.subtotal),
+            "gst": money_text(self.gst),
+            "total": money_text(self.total),
+            "free_energy_value": money_text(self.free_energy_value),
         }
         return head, tail
 
@@ -247,7 +261,10 @@ def make_bill(plan: Plan, nmi: str, days: Iterable[DayRating]) -> Bill:
 def _supply_lines(plan: Plan, rated: tuple[DayRating, ...]) -> list[BillLine]:
     """``SUPPLY``: the days billed at the plan's daily charge; with seasonal charges, the days of
     each season at its own, as ``SUPPLY_2``, ``SUPPLY_3``, ... (the second, third, ... charge of
-    the plan: the first seasonal one is number 2)."""
+    the plan: the first seasonal one is number 2), and ``SUPPLY`` the days outside every season.
+    A charge no day billed is at has no line (``SUPPLY`` included: a bill of summer days only
+    under a plan with a summer charge has ``SUPPLY_2`` alone); the lines' days add up to the days
+    billed."""
     days: dict[int, int] = {0: len(rated)}
     if plan.supply_charges:
         days = {}
@@ -280,8 +297,11 @@ def _season_text(dates: tuple[int, int]) -> str:
 
 
 def _energy_lines(band: Band, kwh: Decimal, days: int) -> list[BillLine]:
-    """A band type's charged energy: one line at its price, or one per step it reaches, the
-    steps' thresholds pro rata to the days billed (``StepRates``)."""
+    """A band type's charged energy: one line at its price, or with steps, its line (the first
+    step, there even at 0 kWh, as a band's always is) and one line per further step that energy
+    goes into. The steps' thresholds are pro rata to the days billed (``StepRates``); a step that
+    no energy reaches, or of no width (two thresholds equal once rounded), has no line: never a
+    0 kWh step line."""
     name = band.type.replace("_", " ").capitalize()
     if band.steps is None:
         return [
@@ -303,6 +323,8 @@ def _energy_lines(band: Band, kwh: Decimal, days: int) -> list[BillLine]:
         if number > 1 and kwh <= start:
             break
         quantity = (kwh if end is None else min(kwh, end)) - start
+        if number > 1 and not quantity:
+            continue  # a step of no width: the next one starts where it does
         lines.append(
             BillLine(
                 code=band.type if number == 1 else f"{band.type}_STEP{number}",

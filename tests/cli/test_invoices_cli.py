@@ -5,16 +5,19 @@ shown and written as PDF and HTML, and bad input is refused naming its option.""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from freehours.domain.invoicing import BillingCycle, Frequency
-from freehours.settings import get_settings
+from freehours.settings import Settings, get_settings
 from freehours.store.database import Store
+from tests.api.conftest import serving
 from tests.invoicing.support import JULY, STAMP, System, consumption
 from tests.support import run_flat
 
@@ -35,6 +38,10 @@ def system(store: Store, store_url: str, clean_env: pytest.MonkeyPatch) -> Itera
 
 output = run_flat
 
+#: The bill's notation (docs/bill.md#numbers): kWh exact without trailing zeros, money to the cent.
+KWH = re.compile(r"-?(0|[1-9]\d*)(\.\d*[1-9])?")
+MONEY = re.compile(r"-?\d+\.\d\d")
+
 
 def test_a_run_invoices_each_ended_period_once_and_a_revision_is_credited(
     system: System,
@@ -51,13 +58,11 @@ def test_a_run_invoices_each_ended_period_once_and_a_revision_is_credited(
 
     code, out, _ = output(monkeypatch, capsys, "invoices", "list", "--format", "json")
     listed = json.loads(out)
-    assert [(d["number"], d["type"], d["period"]) for d in listed] == [
-        ("INV-00000001", "invoice", {"from": "2026-07-01", "to": "2026-07-31"}),
-        ("INV-00000002", "invoice", {"from": "2026-07-01", "to": "2026-07-31"}),
+    assert [(d["number"], d["type"], d["period_start"], d["period_end"]) for d in listed] == [
+        ("INV-00000001", "invoice", "2026-07-01", "2026-07-31"),
+        ("INV-00000002", "invoice", "2026-07-01", "2026-07-31"),
     ]
-    assert {d["free_kwh"] for d in listed} == {"93.000"} or {
-        Decimal(d["free_kwh"]) for d in listed
-    } == {Decimal(93)}
+    assert {d["free_kwh"] for d in listed} == {"93"}  # the bill's notation, not "93.000"
     assert listed[0]["issue_date"] == "2026-08-05"
     assert listed[0]["due_date"] == "2026-08-26"
 
@@ -274,3 +279,70 @@ def test_an_unreachable_database_is_one_line_and_exit_1(
     assert (code, out) == (1, "")
     assert err.startswith("error: database at postgresql+psycopg://127.0.0.1:1/freehours:")
     assert "Connection refused" in err
+
+
+def notation_holds(document: dict[str, Any]) -> None:
+    """Every figure of a document's JSON in the bill's notation."""
+    for field in ("subtotal", "gst", "total", "free_value"):
+        assert MONEY.fullmatch(document[field]), (field, document[field])
+    figures = [document["free_kwh"]]
+    if "lines" in document:
+        figures += [document[f] for f in ("consumption_kwh", "over_cap_kwh", "export_kwh")]
+        figures += [day[f] for day in document["days"] for f in ("consumption_kwh", "free_kwh")]
+        figures += [line["quantity"] for line in document["lines"] if line["unit"] == "kWh"]
+        assert all(MONEY.fullmatch(line["amount"]) for line in document["lines"])
+    assert all(KWH.fullmatch(kwh) for kwh in figures), figures
+
+
+def test_the_commands_json_of_a_document_is_the_apis(
+    system: System,
+    store_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # An invoice, and a credit note of a revision: both series, and corrects / corrected_by.
+    assert output(monkeypatch, capsys, "invoices", "run", "--as-of", AS_OF)[0] == 0
+    nmi = json.loads(output(monkeypatch, capsys, "invoices", "list", "--format", "json")[1])[0][
+        "nmi"
+    ]
+    system.clock.set(datetime.now(UTC))
+    later = STAMP + timedelta(days=30)
+    system.ingestion.file([consumption(nmi, JULY[9], scale=Decimal("0.5"), stamp=later)])
+    system.settle()
+    assert output(monkeypatch, capsys, "invoices", "run", "--as-of", "2026-08-06T00:00Z")[0] == 0
+
+    listed = json.loads(output(monkeypatch, capsys, "invoices", "list", "--format", "json")[1])
+    shown = {
+        number: json.loads(
+            output(monkeypatch, capsys, "invoices", "show", number, "--format", "json")[1]
+        )
+        for number in ("INV-00000001", "INV-00000002", "CN-00000001")
+    }
+    with serving(system.store, Settings(database_url=store_url)) as api:
+        read = api.auth("read")
+        items = [
+            item
+            for path in ("/v1/invoices", "/v1/credit-notes")
+            for item in api.client.get(path, headers=read).json()["items"]
+        ]
+        served = {
+            number: api.client.get(f"/v1/{path}/{number}", headers=read).json()
+            for number, path in (
+                ("INV-00000001", "invoices"),
+                ("INV-00000002", "invoices"),
+                ("CN-00000001", "credit-notes"),
+            )
+        }
+    # The same keys, in the same order, and the same values written the same way.
+    assert len(listed) == 3
+    by_number = {item["number"]: item for item in items}
+    for item in listed:
+        assert list(item) == list(by_number[item["number"]])
+        assert item == by_number[item["number"]]
+        notation_holds(item)
+    for number, document in shown.items():
+        assert list(document) == list(served[number])
+        assert document == served[number]
+        notation_holds(document)
+    assert shown["CN-00000001"]["corrects"] == "INV-00000001"
+    assert by_number["INV-00000001"]["corrected_by"] == ["CN-00000001"]

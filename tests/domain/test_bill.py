@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
-from datetime import date
+from datetime import date, timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
-from freehours.domain.bill import kwh_text, make_bill, to_cent
+from freehours.domain.bill import kwh_text, make_bill, money_text, to_cent
+from freehours.domain.plan import Plan
 from freehours.domain.rating import rate
 from freehours.plans import load_plan
-from tests.domain.rating_cases import NMI, flat, nem_day, plan_for
+from tests.domain.rating_cases import NMI, PEAK_AND_OFF_PEAK, flat, nem_day, plan_for
 
 D = Decimal
 
@@ -116,6 +118,12 @@ def test_kwh_are_written_exactly_without_trailing_zeros_or_exponents() -> None:
     ]  # fmt: skip
 
 
+def test_money_is_written_to_the_cent_and_never_minus_zero() -> None:
+    assert [money_text(D(text)) for text in ("12.6", "-0.40", "-0.00", "0", "1E+1")] == [
+        "12.60", "-0.40", "0.00", "0.00", "10.00",
+    ]  # fmt: skip
+
+
 def test_a_bill_needs_a_day() -> None:
     with pytest.raises(ValueError, match="at least one day"):
         make_bill(plan_for(), NMI, [])
@@ -134,3 +142,100 @@ def test_json_text_is_json_dumps_of_as_json() -> None:
     bill = make_bill(plan, NMI, rate(plan, days).values())
     assert any(day.over_cap_kwh for day in bill.days)
     assert bill.json_text() == json.dumps(bill.as_json())
+
+
+def one_rate(**fields: Any) -> Plan:
+    """ANYTIME at 0.30 all day, no window, no feed-in; ``fields`` override."""
+    band = {
+        "type": "ANYTIME",
+        "unit_price": "0.30",
+        "periods": [{"days": ["ALL"], "start": "00:00", "end": "24:00"}],
+    }
+    return plan_for(
+        time_of_use=[{**band, **fields.pop("band", {})}],
+        feed_in=None,
+        free_window={"enabled": False},
+        **fields,
+    )
+
+
+def one_value(kwh: str) -> list[Decimal]:
+    values = [D(0)] * 48
+    values[20] = D(kwh)
+    return values
+
+
+#: Yearly steps at 1,000 and 1,000.1 kWh: on a bill of one day both are at 2.740 kWh
+#: (2.73972... and 2.73999..., to the watt-hour), so step 2 has no width.
+NARROW_STEPS = {
+    "steps": [
+        {"after_kwh": "1000", "unit_price": "0.40"},
+        {"after_kwh": "1000.1", "unit_price": "0.50"},
+    ],
+    "step_period": "P1Y",
+}
+
+
+def test_a_step_of_no_width_has_no_line_and_the_next_step_takes_the_energy() -> None:
+    plan = one_rate(band=NARROW_STEPS)
+    bill = make_bill(plan, NMI, rate(plan, [nem_day(date(2026, 7, 15), one_value("3"))]).values())
+    assert [(line.code, line.quantity, line.amount) for line in bill.lines] == [
+        ("ANYTIME", D("2.740"), D("0.82")),  # 2.74 x 0.30 = 0.822
+        ("ANYTIME_STEP3", D("0.260"), D("0.13")),  # 0.26 x 0.50
+        ("SUPPLY", D(1), D("1.00")),
+    ]
+
+
+@pytest.mark.parametrize("kwh", ["2.74", "1", "0"])
+def test_energy_up_to_a_threshold_makes_no_step_line(kwh: str) -> None:
+    plan = one_rate(band=NARROW_STEPS)
+    bill = make_bill(plan, NMI, rate(plan, [nem_day(date(2026, 7, 15), one_value(kwh))]).values())
+    # The type's own line is there even at 0 kWh, as a band's always is; a step never at 0.
+    assert [(line.code, line.quantity) for line in bill.lines] == [
+        ("ANYTIME", D(kwh)),
+        ("SUPPLY", D(1)),
+    ]
+
+
+def test_each_types_steps_come_right_after_its_line() -> None:
+    steps = {"steps": [{"after_kwh": "1", "unit_price": "0.90"}], "step_period": "P1D"}
+    plan = plan_for(
+        time_of_use=[{**band, **steps} for band in PEAK_AND_OFF_PEAK],
+        controlled_load={"unit_price": "0.10", "daily_supply_charge": "0.05"},
+    )
+    july = date(2026, 7, 15)
+    days = [nem_day(july, flat("1")), nem_day(july, flat("1"), suffix="E2")]
+    bill = make_bill(plan, NMI, rate(plan, days).values())
+    assert [line.code for line in bill.lines] == [
+        "PEAK", "PEAK_STEP2", "OFF_PEAK", "OFF_PEAK_STEP2", "SUPPLY",
+        "CONTROLLED_LOAD", "CONTROLLED_LOAD_SUPPLY", "FEED_IN", "FREE_ENERGY",
+    ]  # fmt: skip
+
+
+#: A winter supply charge (June to August) in place of the plan's 1.0000.
+WINTER = {"supply_charges": [{"dates": ["06-01", "08-31"], "unit_price": "1.5000"}]}
+
+
+def supply_lines(plan: Plan, first: date, days: int) -> list[tuple[str, str, str]]:
+    rated = rate(plan, [nem_day(first + timedelta(days=n), flat("1")) for n in range(days)])
+    bill = make_bill(plan, NMI, rated.values())
+    assert len(bill.days) == days
+    return [
+        (line.code, line.as_json()["quantity"], line.as_json()["amount"])
+        for line in bill.lines
+        if line.unit == "day"
+    ]
+
+
+def test_supply_counts_the_days_outside_the_seasons_and_each_season_its_own() -> None:
+    # 29 to 31 August in winter, 1 and 2 September at the plan's charge.
+    assert supply_lines(plan_for(**WINTER), date(2026, 8, 29), 5) == [
+        ("SUPPLY", "2", "2.00"),
+        ("SUPPLY_2", "3", "4.50"),
+    ]
+
+
+def test_a_bill_of_season_days_only_has_no_supply_line() -> None:
+    assert supply_lines(plan_for(**WINTER), date(2026, 7, 1), 3) == [("SUPPLY_2", "3", "4.50")]
+    # and one of no season days has no seasonal line
+    assert supply_lines(plan_for(**WINTER), date(2026, 9, 1), 2) == [("SUPPLY", "2", "2.00")]

@@ -33,11 +33,11 @@ from freehours.api.openapi import problem
 from freehours.api.problems import Problem
 from freehours.api.services import AppServices, Services
 from freehours.documents.html import render_html, style_source
-from freehours.domain.bill import decimal_text, kwh_text
 from freehours.domain.invoicing import Series
 from freehours.domain.reads import NMI_LENGTH, NMI_PATTERN, check_date
 from freehours.invoicing.service import document_of
 from freehours.observability.logging import bind_fields
+from freehours.store.document_json import COLLECTION_PATHS, summary, whole
 from freehours.store.invoices import StoredDocument
 
 router = APIRouter(tags=["invoicing"], dependencies=[requires(Scope.READ)])
@@ -71,75 +71,21 @@ class Collection:
     one: str
 
 
-INVOICES = Collection(Series.INVOICE, "/v1/invoices", "invoice", "invoice", "an invoice")
+INVOICES = Collection(
+    Series.INVOICE, COLLECTION_PATHS[Series.INVOICE], "invoice", "invoice", "an invoice"
+)
 CREDIT_NOTES = Collection(
-    Series.CREDIT_NOTE, "/v1/credit-notes", "credit note", "credit_note", "a credit note"
+    Series.CREDIT_NOTE,
+    COLLECTION_PATHS[Series.CREDIT_NOTE],
+    "credit note",
+    "credit_note",
+    "a credit note",
 )
 COLLECTIONS = (INVOICES, CREDIT_NOTES)
 
 
 def collection_of(series: Series) -> Collection:
     return INVOICES if series is Series.INVOICE else CREDIT_NOTES
-
-
-def links(document: StoredDocument) -> dict[str, str]:
-    path = f"{collection_of(document.series).path}/{document.number}"
-    return {"document": path, "pdf": f"{path}.pdf", "html": f"{path}.html"}
-
-
-def summary(document: StoredDocument, corrected_by: list[str]) -> dict[str, Any]:
-    """A document's summary, as ``DocumentSummaryOut``."""
-    figures = document.figures
-    return {
-        "number": document.number,
-        "type": document.document_type.value,
-        "nmi": document.nmi,
-        "period_start": document.period_start.isoformat(),
-        "period_end": document.period_end.isoformat(),
-        "issue_date": document.issue_date.isoformat(),
-        "due_date": None if document.due_date is None else document.due_date.isoformat(),
-        "subtotal": decimal_text(figures.subtotal),
-        "gst": decimal_text(figures.gst),
-        "total": decimal_text(figures.total),
-        "free_kwh": kwh_text(figures.free_kwh),
-        "free_value": decimal_text(figures.free_value),
-        "corrects": document.corrects,
-        "corrected_by": corrected_by,
-        "links": links(document),
-    }
-
-
-def whole(document: StoredDocument, corrected_by: list[str]) -> dict[str, Any]:
-    """A document, every field, as ``DocumentOut``."""
-    figures = document.figures
-    return {
-        **summary(document, corrected_by),
-        "series": document.series.value,
-        "serial": document.serial,
-        "sequence": document.sequence,
-        "run_id": document.run_id,
-        "finalised_at": document.finalised_at.isoformat(),
-        "plan_id": document.plan_id,
-        "region": document.region.value,
-        "time_zone": document.time_zone,
-        "reason": document.reason,
-        "consumption_kwh": kwh_text(figures.consumption_kwh),
-        "over_cap_kwh": kwh_text(figures.over_cap_kwh),
-        "export_kwh": kwh_text(figures.export_kwh),
-        "lines": [line.as_json() for line in figures.lines],
-        "days": [
-            {
-                "date": day.day.isoformat(),
-                "quota_version": day.quota_version,
-                "consumption_kwh": kwh_text(day.consumption_kwh),
-                "free_kwh": kwh_text(day.free_kwh),
-                "export_kwh": kwh_text(day.export_kwh),
-            }
-            for day in figures.days
-        ],
-        "plan": document.plan_document,
-        "retailer": document.retailer,
-    }
 
 
 # --- cursors ---------------------------------------------------------------------------------
