@@ -10,22 +10,48 @@ description, are those of a declared access and ``SettlementIn`` body
 """
 
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any
+from datetime import date, datetime
+from typing import Any, Literal
 
 import anyio
 from fastapi import Request, Response
 from fastapi.params import Depends
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+from pydantic import (
+    BaseModel,
+    Field,
+)
 
 from freehours.api.auth import Requires
 from freehours.api.bodies import body_operation, bounded_body, parse_body
-from freehours.api.models import QuotaOut, SettlementIn, check_read_date
+from freehours.api.models import STRICT_BODY, NemDate, check_read_date
 from freehours.api.openapi import TOO_LARGE, header_refs, link, merged
 from freehours.api.services import services_of
+from freehours.domain.reads import NMI_PATTERN
 from freehours.domain.settlement import Quota
 from freehours.observability.logging import bind_fields
 from freehours.settlement.service import Answer, Outcome
+
+
+class SettlementIn(BaseModel):
+    model_config = STRICT_BODY
+
+    nmi: str = Field(pattern=NMI_PATTERN)
+    date: NemDate
+
+
+class QuotaOut(BaseModel):
+    """The quota, as every settlement answer carries it."""
+
+    nmi: str
+    date: date
+    version: int
+    status: Literal["PENDING", "LOCKED", "COMPLETED", "ABORTED"]
+    free_kwh: str | None
+    attempts: int
+    completed_at: datetime | None
+    reason: str | None
 
 
 class ReadsItself(APIRoute):

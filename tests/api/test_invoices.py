@@ -18,7 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from freehours.api.models import DocumentOut, DocumentPageOut, InvoiceRunOut
+from freehours.api.routes.documents import DocumentOut, DocumentPageOut
+from freehours.api.routes.invoice_runs import InvoiceRunOut
 from freehours.domain.invoicing import BillingCycle, DocumentType, Frequency, Series
 from freehours.invoicing.journal import HEADER
 from freehours.settings import Settings

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from freehours.api import idempotency
 from freehours.api.keys import find_key
-from freehours.api.models import MeterReadingsIn
+from freehours.api.routes.meter_readings import MeterReadingsIn
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.writer import write_nem12

@@ -22,14 +22,10 @@ from pydantic import BaseModel
 from freehours.api import openapi, schema
 from freehours.api.app import assemble
 from freehours.api.auth import BEARER, Requires
-from freehours.api.models import (
-    BillOut,
-    HealthOut,
-    IngestCountsOut,
-    Nem12CountsOut,
-    ReadinessOut,
-)
 from freehours.api.problems import _OTHER, _SLUGS
+from freehours.api.routes.bills import BillOut
+from freehours.api.routes.meter_readings import IngestCountsOut, Nem12CountsOut
+from freehours.api.routes.operations import HealthOut, ReadinessOut
 from tests.api.conftest import Api
 from tests.api.test_meter_readings import NMI, batch, nem12_file, post_nem12
 from tests.api.test_meter_readings import post as post_readings

@@ -18,8 +18,10 @@ from fastapi import FastAPI
 
 from freehours.api.auth import requires
 from freehours.api.keys import Scope
-from freehours.api.models import CustomerIn, MeterReadingsIn, NmiPath, QuotaOut, SettlementIn
-from freehours.api.settle import quota_body
+from freehours.api.models import NmiPath
+from freehours.api.routes.customers import CustomerIn
+from freehours.api.routes.meter_readings import MeterReadingsIn
+from freehours.api.settle import QuotaOut, SettlementIn, quota_body
 from freehours.domain.settlement import QuotaStatus, new_quota
 from tests.api.conftest import Api
 

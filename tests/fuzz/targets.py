@@ -22,7 +22,7 @@ from collections.abc import Callable
 from fastapi.exceptions import RequestValidationError
 
 from freehours.api.bodies import parse_body
-from freehours.api.models import MeterReadingsIn
+from freehours.api.routes.meter_readings import MeterReadingsIn
 from freehours.domain.time import Region
 from freehours.errors import NEM12Error, PlanError
 from freehours.meterdata.nem12 import read_days

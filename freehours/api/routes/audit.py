@@ -7,16 +7,47 @@ entries.
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Annotated
+from datetime import datetime
+from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
+from pydantic import (
+    BaseModel,
+    Field,
+)
 
 from freehours.api.auth import requires
 from freehours.api.keys import Scope
-from freehours.api.models import AuditEntryOut, AuditPageOut
 from freehours.api.services import AppServices
+
+
+class AuditEntryOut(BaseModel):
+    """One operator action or sign-in: who, when, what, and the state before and after."""
+
+    id: int
+    at: datetime
+    key_id: str = Field(description="the key the operator signed in or called with")
+    key_name: str
+    action: str = Field(
+        description="job.retry, job.cancel, quota.reopen, key.revoke, session.sign_in,"
+        " session.sign_out"
+    )
+    target: str = Field(description="what it acted on: job:ID, quota:NMI:DATE, key:ID")
+    outcome: str = Field(description="done, or conflict: the state had changed, nothing done")
+    reason: str | None = Field(description="the operator's reason, or why it was not done")
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    trace_id: str | None = Field(description="the trace of the request that did it")
+
+
+class AuditPageOut(BaseModel):
+    """A page of the audit log, newest first."""
+
+    items: list[AuditEntryOut]
+    next: str | None = Field(description="the next page's path; null on the last")
+
 
 router = APIRouter(tags=["operations"], dependencies=[requires(Scope.READ)])
 

@@ -1,14 +1,19 @@
 """Bills: ``GET /v1/customers/{nmi}/bill`` (read key), rated from the stored meter data."""
 
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+)
 
 from freehours.api.auth import requires
 from freehours.api.keys import Scope
-from freehours.api.models import BillOut, NemDate, NmiPath
+from freehours.api.models import DecimalText, NemDate, NmiPath
 from freehours.api.openapi import problem
 from freehours.api.problems import Problem
 from freehours.api.services import AppServices
@@ -16,6 +21,56 @@ from freehours.domain.bill import make_bill
 from freehours.domain.rating import MeterRating
 from freehours.observability.logging import bind_fields
 from freehours.settlement.service import NoQuotas
+
+
+class BillDayOut(BaseModel):
+    """One local day of a bill."""
+
+    date: date
+    consumption_kwh: DecimalText
+    free_kwh: DecimalText
+    over_cap_kwh: DecimalText
+    export_kwh: DecimalText
+    missing_intervals: int = Field(ge=0)
+
+
+class BillTotalsOut(BaseModel):
+    consumption_kwh: DecimalText
+    free_kwh: DecimalText
+    over_cap_kwh: DecimalText
+    export_kwh: DecimalText
+
+
+class BillLineOut(BaseModel):
+    """One priced line: energy in a band, the supply charge, or feed-in (a credit)."""
+
+    code: str
+    description: str
+    quantity: DecimalText
+    unit: str
+    unit_price: DecimalText
+    amount: DecimalText
+
+
+class BillOut(BaseModel):
+    """The bill, the same JSON as ``freehours bill --format json`` (docs/design.md section 4);
+    amounts in AUD, GST on top of ``subtotal``."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    nmi: str
+    plan: str
+    time_zone: str
+    first: date = Field(alias="from")
+    last: date = Field(alias="to")
+    days: list[BillDayOut]
+    totals: BillTotalsOut
+    lines: list[BillLineOut]
+    subtotal: DecimalText
+    gst: DecimalText
+    total: DecimalText
+    free_energy_value: DecimalText
+
 
 router = APIRouter(tags=["billing"], dependencies=[requires(Scope.READ)])
 

@@ -1,17 +1,84 @@
 """Customers: ``PUT /v1/customers/{nmi}`` (admin), the plan an NMI is on and its region."""
 
+from typing import Annotated, Literal
+
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
+from pydantic import (
+    BaseModel,
+    Field,
+)
 
 from freehours.api.auth import requires
 from freehours.api.bodies import body_operation, bounded_body, parse_body
 from freehours.api.keys import Scope
-from freehours.api.models import CustomerIn, CustomerOut, NmiPath
+from freehours.api.models import STRICT_BODY, NmiPath
 from freehours.api.openapi import TOO_LARGE, link, merged
 from freehours.api.problems import Problem
 from freehours.api.services import AppServices, Services
+from freehours.domain.invoicing import (
+    DEFAULT_PAYMENT_TERM_DAYS,
+    MAX_ANCHOR_DAY,
+    MAX_PAYMENT_TERM_DAYS,
+    MIN_PAYMENT_TERM_DAYS,
+    BillingCycle,
+    Frequency,
+)
+from freehours.domain.time import Region
 from freehours.observability.logging import bind_fields
+from freehours.plans.document import PlanId
 from freehours.store.catalog import RegionMismatch, UnknownPlan
+
+BillingFrequency = Literal["monthly", "quarterly"]
+
+AnchorDay = Annotated[
+    int,
+    Field(
+        strict=True,
+        ge=1,
+        le=MAX_ANCHOR_DAY,
+        description="the day of the month each billing period starts on (1 to 28, so that"
+        " every month has it)",
+    ),
+]
+
+PaymentTermDays = Annotated[
+    int,
+    Field(
+        strict=True,
+        ge=MIN_PAYMENT_TERM_DAYS,
+        le=MAX_PAYMENT_TERM_DAYS,
+        description="days from an invoice's issue to its due date (the Retail Rules give at"
+        " least 13 business days)",
+    ),
+]
+
+
+class CustomerIn(BaseModel):
+    """A customer: the plan, the region, and the billing cycle (the defaults when left out)."""
+
+    model_config = STRICT_BODY
+
+    plan_id: PlanId
+    region: Region
+    billing_cycle: BillingFrequency = Field(
+        default="monthly", description="how often the customer is invoiced"
+    )
+    anchor_day: AnchorDay = 1
+    payment_term_days: PaymentTermDays = DEFAULT_PAYMENT_TERM_DAYS
+
+    def cycle(self) -> BillingCycle:
+        return BillingCycle(Frequency(self.billing_cycle), self.anchor_day, self.payment_term_days)
+
+
+class CustomerOut(BaseModel):
+    nmi: str
+    plan_id: str
+    region: Region
+    billing_cycle: BillingFrequency
+    anchor_day: AnchorDay
+    payment_term_days: PaymentTermDays
+
 
 router = APIRouter(tags=["catalogue"], dependencies=[requires(Scope.ADMIN)])
 

@@ -16,29 +16,113 @@ import binascii
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from functools import lru_cache
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import (
+    BaseModel,
+    Field,
+)
 
 from freehours.api.auth import requires
 from freehours.api.headers import NOSNIFF, page_headers
 from freehours.api.keys import Scope
-from freehours.api.models import DocumentOut, DocumentPageOut, NemDate
+from freehours.api.models import DecimalText, NemDate
 from freehours.api.openapi import problem
 from freehours.api.problems import Problem
+from freehours.api.routes.bills import BillLineOut
 from freehours.api.services import AppServices, Services
 from freehours.documents.html import render_html, style_source
-from freehours.domain.invoicing import Series
-from freehours.domain.reads import NMI_LENGTH, NMI_PATTERN, check_date
+from freehours.domain.invoicing import (
+    Series,
+)
+from freehours.domain.reads import (
+    NMI_LENGTH,
+    NMI_PATTERN,
+    check_date,
+)
+from freehours.domain.time import Region
 from freehours.invoicing.service import document_of
 from freehours.observability.logging import bind_fields
 from freehours.store.document_json import COLLECTION_PATHS, summary, whole
 from freehours.store.invoices import StoredDocument
+
+DocumentTypeName = Literal["invoice", "credit_note", "adjustment_invoice"]
+
+
+class DocumentLinksOut(BaseModel):
+    """Where the document is, as JSON and as the household reads it."""
+
+    document: str
+    pdf: str
+    html: str
+
+
+class DocumentSummaryOut(BaseModel):
+    """A finalised document, in short. Amounts in AUD; a correction's are differences."""
+
+    number: str
+    type: DocumentTypeName
+    nmi: str
+    period_start: date
+    period_end: date
+    issue_date: date
+    due_date: date | None = Field(description="null when there is nothing to pay")
+    subtotal: DecimalText
+    gst: DecimalText
+    total: DecimalText
+    free_kwh: DecimalText
+    free_value: DecimalText
+    corrects: str | None = Field(description="the number of the invoice this one corrects")
+    corrected_by: list[str] = Field(description="the numbers of its corrections, in order")
+    links: DocumentLinksOut
+
+
+class DocumentPageOut(BaseModel):
+    """A page of documents, oldest period first, then by NMI, each invoice before its
+    corrections."""
+
+    items: list[DocumentSummaryOut]
+    next: str | None = Field(description="the next page's path (its cursor); null on the last")
+
+
+class DocumentDayOut(BaseModel):
+    """One local day of a document, and the quota version it billed (null: no quota, billed
+    after its data deadline). On a correction, the change in each figure."""
+
+    date: date
+    quota_version: int | None
+    consumption_kwh: DecimalText
+    free_kwh: DecimalText
+    export_kwh: DecimalText
+
+
+class DocumentOut(DocumentSummaryOut):
+    """A finalised document, whole: what it charges, line by line and day by day, each day with
+    the quota version it billed, and the plan and retailer it was made with."""
+
+    series: Literal["invoice", "credit_note"]
+    serial: int = Field(ge=1)
+    sequence: int = Field(ge=0, description="0: the period's invoice; 1 on: its corrections")
+    run_id: str | None
+    finalised_at: datetime
+    plan_id: str
+    region: Region
+    time_zone: str
+    reason: str | None = Field(description="why a correction was made")
+    consumption_kwh: DecimalText
+    over_cap_kwh: DecimalText
+    export_kwh: DecimalText
+    lines: list[BillLineOut]
+    days: list[DocumentDayOut]
+    plan: dict[str, Any] = Field(description="the plan as it was when the document was made")
+    retailer: dict[str, Any] = Field(description="the retailer's details printed on it")
+
 
 router = APIRouter(tags=["invoicing"], dependencies=[requires(Scope.READ)])
 

@@ -13,18 +13,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Annotated, Any
+from datetime import datetime
+from typing import Annotated, Any, Literal
 from uuid import uuid4
 
 import structlog
 from fastapi import APIRouter, Path, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import (
+    BaseModel,
+    Field,
+)
 
 from freehours.api.auth import requires
 from freehours.api.bodies import body_operation, bounded_body, parse_body
 from freehours.api.keys import ApiKey, Scope
-from freehours.api.models import InvoiceRunIn, InvoiceRunOut
+from freehours.api.models import STRICT_BODY, Moment
 from freehours.api.once import IDEMPOTENT, IdempotencyKey, run_once
 from freehours.api.openapi import TOO_LARGE, link, merged, problem
 from freehours.api.problems import Problem
@@ -33,6 +38,50 @@ from freehours.invoicing.journal import journal_csv
 from freehours.observability.logging import bind_fields
 from freehours.store.database import Unit
 from freehours.store.invoices import InvoiceRun
+
+
+class InvoiceRunIn(BaseModel):
+    """What ``POST /v1/invoice-runs`` may say: the moment the run bills up to (default now)."""
+
+    model_config = STRICT_BODY
+
+    as_of: Moment | None = Field(
+        default=None,
+        description="RFC 3339 with an offset, from 2000 to 2099 and not in the future: the run"
+        " invoices the billing periods that ended before it, on each customer's calendar"
+        " (default: now)",
+    )
+
+
+class RunCountsOut(BaseModel):
+    """What a run has done so far, added up over its batches done."""
+
+    accounts: int = Field(ge=0, description="accounts looked at")
+    invoices: int = Field(ge=0)
+    credit_notes: int = Field(ge=0)
+    adjustment_invoices: int = Field(ge=0)
+    waiting: int = Field(
+        ge=0, description="periods not ready (a day still settling): the next run takes them"
+    )
+    held: int = Field(
+        ge=0, description="periods held (an ABORTED quota, a plan that no longer parses)"
+    )
+
+
+class InvoiceRunOut(BaseModel):
+    """An invoice run: RUNNING until its last batch is done, then COMPLETED."""
+
+    run_id: str
+    state: Literal["RUNNING", "COMPLETED"]
+    as_of: datetime
+    requested_at: datetime
+    finished_at: datetime | None
+    batches: int | None = Field(ge=0, description="null until the run is planned")
+    batches_done: int = Field(ge=0)
+    counts: RunCountsOut
+    notes: list[str] = Field(description="why periods wait or are held: the first 100, as examples")
+    journal: str = Field(description="the path of the run's accounting journal (CSV)")
+
 
 log = structlog.get_logger("freehours.api")
 

@@ -15,22 +15,37 @@ request's answer.
 import threading
 from collections.abc import Callable
 from datetime import timedelta
+from decimal import Decimal
 from typing import Annotated, Any, TypeVar
 
 import anyio
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Field,
+    field_validator,
+)
 
 from freehours.api.agents import AgentHeader, parse_header
 from freehours.api.auth import requires
 from freehours.api.bodies import body_operation, bounded_body, parse_body
 from freehours.api.keys import ApiKey, Scope
-from freehours.api.models import IngestCountsOut, MeterReadingsIn, Nem12CountsOut, check_read_date
+from freehours.api.models import STRICT_BODY, Moment, _json_integer, check_read_date
 from freehours.api.once import IDEMPOTENT, IdempotencyKey, check_idempotency_key, run_once
 from freehours.api.openapi import link, merged, problem
 from freehours.api.problems import Problem, client_gone
 from freehours.api.services import AppServices, Services
-from freehours.domain.reads import IntervalDay, IntervalRead
+from freehours.domain import reads as rules
+from freehours.domain.reads import (
+    NMI_PATTERN,
+    SUFFIX_PATTERN,
+    IntervalDay,
+    IntervalMinutes,
+    IntervalRead,
+    QualityFlag,
+)
 from freehours.domain.time import NEM_TIME
 from freehours.errors import NEM12Error
 from freehours.meterdata.nem12 import NEM12Reader, NEM12TooLarge, ReadCancelled, read_days
@@ -38,6 +53,82 @@ from freehours.observability.logging import bind_fields
 from freehours.observability.metrics import UPLOAD_BYTES_READ
 from freehours.settlement.ingest import Arrival, Ingested
 from freehours.store.database import Unit
+
+#: An interval length in a request: a JSON integer (pydantic's ``Literal`` would take ``30.0``).
+IntervalMinutesIn = Annotated[IntervalMinutes, BeforeValidator(_json_integer)]
+
+
+def _no_float(value: object) -> object:
+    if isinstance(value, float):
+        # Pydantic turns ValueError, not TypeError, into a 422 naming the field.
+        raise ValueError("decimals are strings (a JSON number is binary and inexact)")  # noqa: TRY004
+    return value
+
+
+class ReadIn(BaseModel):
+    """One interval read: its start (with offset), its energy in kWh, its NEM12 quality. Each
+    inside the ranges of ``freehours.domain.reads``; the route checks the date against today."""
+
+    model_config = STRICT_BODY
+
+    start: Moment
+    kwh: Decimal | None = Field(
+        description="kWh as a decimal string of ASCII digits (below 1000000, at most 6 decimal"
+        " places; docs/security.md); null when missing"
+    )
+    quality: QualityFlag = "A"
+
+    @field_validator("kwh", mode="before")
+    @classmethod
+    def _kwh_in_range(cls, value: object) -> object:
+        # Before pydantic's own parsing, which also takes exponents, NaN and non-ASCII digits.
+        if value is None:
+            return None
+        if isinstance(value, str):
+            return rules.kwh_of(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return rules.check_kwh(Decimal(value))
+        _no_float(value)
+        raise ValueError('kwh is a decimal string such as "0.412", or null')
+
+
+class MeterReadingsIn(BaseModel):
+    """A batch of interval reads for one NMI and channel."""
+
+    model_config = STRICT_BODY
+
+    nmi: str = Field(pattern=NMI_PATTERN, description="the 10-character NMI")
+    suffix: str = Field(pattern=SUFFIX_PATTERN, description="the NEM12 channel suffix, e.g. E1")
+    interval_minutes: IntervalMinutesIn
+    reads: list[ReadIn]
+
+
+class IngestCountsOut(BaseModel):
+    """What ``POST /v1/meter-readings`` did, in interval reads (one per interval the batch
+    names; the last of one interval counts)."""
+
+    accepted: int = Field(description="reads for an interval that had no value")
+    superseded: int = Field(description="reads that replaced a different value or quality")
+    unchanged: int = Field(description="reads of the value and quality stored already")
+
+
+class Nem12CountsOut(BaseModel):
+    """What ``POST /v1/meter-readings/nem12`` did, in channel-days: one channel's NEM day, a
+    300 row, (NMI, suffix, date), the unit NEM12's revision rule replaces whole. The words
+    differ from the reads' on purpose: ``accepted`` there counts interval reads."""
+
+    file: str = Field(description="the file's name (X-Filename)")
+    intervals: int = Field(description="the interval values of the file's channel-days")
+    channel_days_accepted: int = Field(description="channel-days stored where there were none")
+    channel_days_superseded: int = Field(
+        description="channel-days that replaced an older revision, or one of the same stamp"
+        " with other values"
+    )
+    channel_days_unchanged: int = Field(description="channel-days stored exactly so already")
+    channel_days_stale: int = Field(
+        description="channel-days older than the revision stored, so not stored"
+    )
+
 
 #: Longest X-Filename: it names the file in answers, logs and the idempotency record.
 FILENAME_MAX_LENGTH = 255

@@ -2,21 +2,44 @@
 (``/metrics``: open on loopback, elsewhere a read key)."""
 
 from collections.abc import Callable
+from typing import Literal
 
 import anyio
 import structlog
 from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import (
+    BaseModel,
+    Field,
+)
 
 from freehours.api.auth import requires
 from freehours.api.keys import Scope
-from freehours.api.models import HealthOut, ReadinessOut
 from freehours.api.openapi import header_refs
 from freehours.api.problems import UNAVAILABLE_RETRY_AFTER_SECONDS
 from freehours.api.services import AppServices
 from freehours.observability.exposition import CONTENT_TYPE, render_metrics
 from freehours.store.database import Store
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok"]
+
+
+class ReadinessOut(BaseModel):
+    """Whether this process can serve: its database answers (else 503), and whether Redis
+    does (reported, never a 503)."""
+
+    status: Literal["ok", "degraded", "unavailable"] = Field(
+        description="ok; degraded: Redis does not answer (the limits count in this process);"
+        " unavailable: the database does not answer"
+    )
+    database: Literal["ok", "not answering", "unavailable"]
+    redis: Literal["ok", "unavailable"] | None = Field(
+        default=None, description="absent when no Redis is configured"
+    )
+
 
 log = structlog.get_logger("freehours.api")
 

@@ -2,28 +2,63 @@
 ``freehours.api.settle``), ``GET /v1/free-energy/settlements/{nmi}/{day}`` (read key) and
 ``POST /v1/settlements/schedule`` (admin key: the days an operator names scheduled to settle)."""
 
+from datetime import date
+
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+)
 
 from freehours.api import settle
 from freehours.api.auth import requires
 from freehours.api.bodies import body_operation, bounded_body, parse_body
 from freehours.api.keys import Scope
-from freehours.api.models import (
-    NemDate,
-    NmiPath,
-    QuotaOut,
-    ScheduleIn,
-    ScheduleOut,
-    check_read_date,
-)
+from freehours.api.models import STRICT_BODY, NemDate, NmiPath, check_read_date
 from freehours.api.openapi import TOO_LARGE, merged
 from freehours.api.problems import Problem, range_problem
 from freehours.api.services import AppServices, Services
+from freehours.api.settle import QuotaOut
 from freehours.domain import reads as rules
+from freehours.domain.reads import NMI_PATTERN
 from freehours.observability.logging import bind_fields
 from freehours.store.catalog import UnknownCustomer
+
+
+class ScheduleIn(BaseModel):
+    """What ``POST /v1/settlements/schedule`` takes: whose days, and which."""
+
+    model_config = STRICT_BODY
+
+    nmi: str = Field(
+        pattern=NMI_PATTERN,
+        description="the customer's NMI (every customer at once is `freehours settlements"
+        " schedule`'s: a run of minutes, not a request's)",
+    )
+    first: NemDate = Field(alias="from", description="the first local day scheduled")
+    last: NemDate = Field(
+        alias="to",
+        description=f"the last local day scheduled: at most {rules.SCHEDULE_MAX_DAYS} days in all",
+    )
+
+
+class ScheduleOut(BaseModel):
+    """What ``POST /v1/settlements/schedule`` did."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    nmi: str
+    first: date = Field(alias="from")
+    last: date = Field(alias="to")
+    scheduled: int = Field(
+        ge=0,
+        description="days with reads and no COMPLETED or ABORTED quota, each given its settlement"
+        " job (or, where one waits already, told to run when due)",
+    )
+
 
 router = APIRouter(tags=["settlement"])
 

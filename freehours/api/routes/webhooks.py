@@ -4,32 +4,162 @@ with the same ``webhook-id`` (docs/webhooks.md)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from datetime import datetime
+from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    Field,
+)
 
 from freehours.api.auth import requires
 from freehours.api.bodies import body_operation, bounded_body, parse_body
 from freehours.api.keys import ApiKey, Scope
-from freehours.api.models import (
-    WebhookDeliveriesOut,
-    WebhookDeliveryOut,
-    WebhookEndpointIn,
-    WebhookEndpointOut,
-    WebhookEndpointPatch,
-    WebhookEndpointSecretOut,
-    WebhookEndpointsOut,
-)
+from freehours.api.models import STRICT_BODY
 from freehours.api.openapi import TOO_LARGE, merged, problem
 from freehours.api.problems import Problem, field_problem
 from freehours.api.services import AppServices, Services
-from freehours.domain.webhooks import MAX_ENDPOINTS, DeliveryStatus, InvalidEndpoint
+from freehours.domain.webhooks import (
+    EVENT_TYPES,
+    MAX_DESCRIPTION_LENGTH,
+    MAX_ENDPOINTS,
+    MAX_URL_LENGTH,
+    DeliveryStatus,
+    InvalidEndpoint,
+    check_url,
+)
 from freehours.observability.logging import bind_fields
 from freehours.store.webhooks import Attempt, Delivery, Endpoint
 from freehours.webhooks.service import NotFound, TooManyEndpoints
+
+WebhookEventType = Literal[
+    "quota.completed", "quota.aborted", "quota.revised", "invoice.finalised", "credit_note.issued"
+]
+
+
+def _webhook_url(url: str) -> str:
+    try:
+        return check_url(url)
+    except InvalidEndpoint as exc:
+        raise ValueError(exc.reason) from None
+
+
+WebhookUrl = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_URL_LENGTH,
+        description="Where events are POSTed: an http or https URL.",
+        examples=["https://example.com/freehours/webhooks"],
+    ),
+    AfterValidator(_webhook_url),
+]
+
+WebhookEvents = Annotated[
+    list[WebhookEventType],
+    Field(
+        min_length=1,
+        max_length=2 * len(EVENT_TYPES),
+        description="The event types sent to the endpoint.",
+    ),
+]
+
+WebhookDescription = Annotated[str, Field(max_length=MAX_DESCRIPTION_LENGTH)]
+
+
+class WebhookEndpointIn(BaseModel):
+    """A webhook endpoint to register."""
+
+    model_config = STRICT_BODY
+
+    url: WebhookUrl
+    events: WebhookEvents
+    description: WebhookDescription = ""
+
+
+class WebhookEndpointPatch(BaseModel):
+    """What to change of an endpoint: the fields given. ``enabled: true`` enables a disabled
+    endpoint again (its run of failures forgotten); ``false`` disables it."""
+
+    model_config = STRICT_BODY
+
+    url: WebhookUrl | None = None
+    events: WebhookEvents | None = None
+    description: WebhookDescription | None = None
+    enabled: bool | None = None
+
+
+class WebhookEndpointOut(BaseModel):
+    """A webhook endpoint; never its secret (shown once, when made or rotated)."""
+
+    id: str
+    url: str
+    description: str
+    events: list[str]
+    enabled: bool
+    disabled_at: datetime | None
+    disabled_reason: str | None = Field(
+        description="Why it was disabled: its deliveries kept failing, or through the API."
+    )
+    failing_since: datetime | None = Field(
+        description="Since when every attempt has failed (null: the last one succeeded)."
+    )
+    final_failures: int = Field(description="Deliveries in a row that failed for good.")
+    previous_secret_until: datetime | None = Field(
+        description="Until when the secret a rotation replaced still signs, beside the new one."
+    )
+    created_at: datetime
+    updated_at: datetime
+
+
+class WebhookEndpointSecretOut(WebhookEndpointOut):
+    """An endpoint with its signing secret: shown this once."""
+
+    secret: str = Field(description="The signing secret, `whsec_` and base64: shown this once.")
+
+
+class WebhookEndpointsOut(BaseModel):
+    items: list[WebhookEndpointOut]
+
+
+class WebhookAttemptOut(BaseModel):
+    at: datetime
+    outcome: Literal["succeeded", "failed", "error"] = Field(
+        description="succeeded (2xx), failed (another status), error (no answer)."
+    )
+    status_code: int | None
+    latency_ms: int
+    error: str | None
+
+
+class WebhookDeliveryOut(BaseModel):
+    """One event's delivery to one endpoint, and its attempts."""
+
+    id: int
+    webhook_id: str = Field(description="The event's id: the `webhook-id` of every attempt.")
+    event_type: str
+    endpoint_id: str
+    status: Literal["pending", "succeeded", "failed"]
+    attempts: int = Field(description="Attempts since it was created or last replayed.")
+    created_at: datetime
+    started_at: datetime
+    next_attempt_at: datetime | None
+    finished_at: datetime | None
+    last_status_code: int | None
+    last_error: str | None
+    replays: int
+    attempt_log: list[WebhookAttemptOut] = Field(description="Every attempt, oldest first.")
+
+
+class WebhookDeliveriesOut(BaseModel):
+    items: list[WebhookDeliveryOut]
+    next: str | None = Field(description="The next page's path, while there may be more.")
+
 
 #: One dependency for the router and the routes that use the key: FastAPI runs it once.
 _ADMIN = requires(Scope.ADMIN)
