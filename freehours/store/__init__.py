@@ -15,6 +15,7 @@
     catalog             plans and customers (``unit.catalog``)
     jobs                the job table (``unit.jobs``)
     invoices            accounts, periods, document numbers, documents, runs (``unit.invoices``)
+    invoice_records     their records, and how each is written to its row and read back
     document_json       a stored document as the API and the command line write it in JSON
     console             the operations console's reads (``unit.console``)
     audit               the audit log (``unit.audit``)
