@@ -9,16 +9,20 @@ is the contract the two drivers share.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from functools import cached_property
+from pathlib import Path
 
 import pytest
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext
 
+import freehours.store
 from freehours.domain.reads import IntervalDay, IntervalRead
 from freehours.domain.settlement import QuotaStatus, claim, complete, new_quota, release
 from freehours.domain.time import NEM_TIME, Region
@@ -666,3 +670,17 @@ def test_listening_wakes_on_a_committed_notification(store: Store) -> None:
         with store.write() as unit:
             unit.jobs.enqueue("settle", "a", {}, run_at=NOW, now=NOW)
         assert notifications.wait(5 if store.listens else 0.05) is store.listens
+
+
+def test_every_list_of_the_repositories_is_the_units() -> None:
+    """docs/architecture.md and the store's own map name every repository a ``Unit`` has."""
+    repositories = sorted(
+        name for name, value in vars(Unit).items() if isinstance(value, cached_property)
+    )
+    doc = (Path(__file__).parents[2] / "docs" / "architecture.md").read_text()
+    listed = re.search(r"Repositories \(([^:]*):", doc)
+    assert listed is not None
+    assert sorted(re.findall(r"`(\w+)`", listed[1])) == repositories
+    assert freehours.store.__doc__ is not None
+    mapped = re.findall(r"\(``unit\.(\w+)``\)", freehours.store.__doc__)
+    assert sorted(mapped) == repositories
