@@ -58,15 +58,12 @@ from urllib.parse import urljoin
 import httpx
 import psycopg
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
-from sqlalchemy.schema import CreateIndex
 
 from freehours.api.keys import Scope, create_key
 from freehours.domain.time import NEM_TIME, REGION_ZONES, Region
 from freehours.plans import builtin_document
 from freehours.settlement.service import ATTEMPT_FAILED, INCOMPLETE_AT_DEADLINE
 from freehours.store.database import Store
-from freehours.store.tables import jobs, ledger_entries, quota_events, quotas
 from tests.servers import api_process
 
 DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -188,9 +185,12 @@ def _seed(store: Store, url: str, customers: int) -> Seed:
             "session_replication_role = replica",
         ):
             conn.execute(f"SET {setting}")
-        # The big tables' indexes are made after their rows, each in one sort, not row by row.
-        for index in _INDEXES:
-            conn.execute(f'DROP INDEX "{index.name}"')
+        # The big tables' indexes are made after their rows, each in one sort, not row by row:
+        # as the database has them (a partitioned table's, and a partition's own, such as the
+        # unfinished jobs' unique key), read from its catalogue, dropped, and made again after.
+        indexes = [(str(name), str(made)) for name, made in conn.execute(_INDEX_DEFINITIONS)]
+        for name, _ in indexes:
+            conn.execute(f'DROP INDEX "{name}"')
         for step, statements in _STEPS:
             started = time.perf_counter()
             for statement in statements:
@@ -198,8 +198,8 @@ def _seed(store: Store, url: str, customers: int) -> Seed:
             conn.commit()
             took[step] = time.perf_counter() - started
         started = time.perf_counter()
-        for index in _INDEXES:
-            conn.execute(str(CreateIndex(index).compile(dialect=postgresql.dialect())))
+        for _, made in indexes:
+            conn.execute(made.replace(" ON ONLY ", " ON "))
         conn.commit()
         took["indexes"] = time.perf_counter() - started
         conn.autocommit = True
@@ -227,12 +227,22 @@ def _seed(store: Store, url: str, customers: int) -> Seed:
     return Seed(secret, today, picked[1], picked[0], int(job[0]), counts, took)
 
 
-#: The indexes dropped before the seed and made again after it, as the schema defines them.
-_INDEXES = [
-    index
-    for table in (quotas, ledger_entries, quota_events, jobs)
-    for index in sorted(table.indexes, key=lambda index: str(index.name))
-]
+#: The indexes of the big tables and of their partitions, but those of a constraint (a primary
+#: key) and those a partitioned table's index made on a partition (dropped and made with it).
+_INDEX_DEFINITIONS = """
+    SELECT index.relname, pg_get_indexdef(i.indexrelid)
+    FROM pg_index i
+    JOIN pg_class index ON index.oid = i.indexrelid
+    JOIN pg_class tab ON tab.oid = i.indrelid
+    WHERE (tab.relname IN ('quotas', 'ledger_entries', 'quota_events', 'jobs')
+           OR tab.oid IN (SELECT inhrelid FROM pg_inherits JOIN pg_class parent
+                          ON parent.oid = inhparent
+                          WHERE parent.relname IN ('quotas', 'ledger_entries', 'quota_events',
+                                                   'jobs')))
+      AND NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conindid = i.indexrelid)
+      AND NOT EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = i.indexrelid)
+    ORDER BY index.relname
+"""
 
 _ZONES = ", ".join(
     f"({n}, '{region.value}', '{PLANS[region]}', '{NMI_PREFIX[region]}',"
