@@ -33,6 +33,7 @@ from freehours.jobs.webhook import webhook_tasks
 from freehours.jobs.worker import Worker, WorkerConfig
 from freehours.observability.measured import Measurement
 from freehours.observability.metrics import JOBS_STUCK, SETTLEMENTS_UNSCHEDULED
+from freehours.plans.cache import PlanCache
 from freehours.plans.calendars import load_holiday_calendars
 from freehours.settings import Settings
 from freehours.settlement import Faults, SettlementPolicy, Settlements
@@ -206,9 +207,12 @@ class Runtime:
             timeout=settings.redis_timeout_seconds,
             breaker=breaker,
         )
-        settlements = Settlements(store, cache, clock, settlement_policy(settings), faults)
+        plans = PlanCache()  # one parse of a plan version for both
+        settlements = Settlements(
+            store, cache, clock, settlement_policy(settings), faults, plans=plans
+        )
         ingestion = Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements))
-        invoicing = Invoicing(store, clock, invoicing_policy(settings))
+        invoicing = Invoicing(store, clock, invoicing_policy(settings), plans=plans)
         return cls(settings, store, clock, settlements, ingestion, invoicing, breaker)
 
     def put_customer(
