@@ -38,7 +38,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from typing import Any, Protocol
+from enum import StrEnum
+from typing import Any, TypeAlias
 
 import structlog
 from opentelemetry import trace
@@ -78,6 +79,7 @@ from freehours.domain.plan import Plan, clock_text
 from freehours.domain.rating import DayProfiles, MeterRating
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import QuotaStatus, data_deadline_of, has_quota
+from freehours.faults import Faults, NoFaults
 from freehours.observability.metrics import DOCUMENTS_FINALISED, INVOICE_RUN_SECONDS
 from freehours.observability.tracing import child_span
 from freehours.plans.cache import PlanCache
@@ -127,17 +129,15 @@ class InvoicingPolicy:
         return f"{prefix}{serial:0{self.digits}d}"
 
 
-class InvoicingFaults(Protocol):
-    """Where a test makes a batch fail or hang: ``numbered`` (in the finalising transaction,
-    numbers taken, documents not yet stored) and ``committed`` (just after its commit, before
-    the job is marked done)."""
+class InvoicingFaultPoint(StrEnum):
+    """Where a test makes a batch fail or hang."""
 
-    def check(self, point: str) -> None: ...
+    NUMBERED = "numbered"  # in the finalising transaction: numbers taken, documents not stored
+    COMMITTED = "committed"  # just after its commit, before the job is marked done
 
 
-class _NoFaults:
-    def check(self, point: str) -> None:
-        return None
+#: Invoicing's fault-injection seam (``freehours.faults``): a point, and the batch job's key.
+InvoicingFaults: TypeAlias = Faults[InvoicingFaultPoint, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +217,7 @@ class Invoicing:
         self.store = store
         self.clock = clock
         self.policy = policy or InvoicingPolicy()
-        self.faults: InvoicingFaults = faults or _NoFaults()
+        self.faults: InvoicingFaults = faults or NoFaults()
         #: Stored plans parsed once per version (shared with the settlement by ``Runtime``).
         self.plans = plans or PlanCache()
 
@@ -261,7 +261,7 @@ class Invoicing:
             while page := unit.invoices.account_page(after, self.policy.batch_size):
                 unit.jobs.enqueue(
                     BATCH_KIND,
-                    f"{run_id}:{batches}",
+                    batch_key(run_id, batches),
                     {"run_id": run_id, "batch": batches, "nmis": page},
                     run_at=now,
                     deadline=now + timedelta(days=1),
@@ -655,9 +655,9 @@ class Invoicing:
             # Numbers last: their counter stays locked until the commit, and every other batch
             # waits for it, so as little as can be happens while it is held.
             stored = self._number(unit, run, result.drafts, now)
-            self.faults.check("numbered")
+            self.faults.check(InvoicingFaultPoint.NUMBERED, batch_key(run.run_id, batch))
             unit.invoices.insert_documents(stored)
-        self.faults.check("committed")
+        self.faults.check(InvoicingFaultPoint.COMMITTED, batch_key(run.run_id, batch))
         for document in stored:
             DOCUMENTS_FINALISED.labels(document.document_type.value).inc()
         if stored:
@@ -805,6 +805,11 @@ def _period_rows(
     wanted = _nem_dates(plan, period)
     kept = [(day, text) for day, text in days if day.day in wanted]
     return [day for day, _ in kept], data_stamp(text for _, text in kept)
+
+
+def batch_key(run_id: str, batch: int) -> str:
+    """The key of a run's batch job: ``"{run id}:{batch}"``."""
+    return f"{run_id}:{batch}"
 
 
 class _Replayed(Exception):

@@ -36,7 +36,7 @@ from freehours.observability.metrics import JOBS_STUCK, SETTLEMENTS_UNSCHEDULED
 from freehours.plans.cache import PlanCache
 from freehours.plans.calendars import load_holiday_calendars
 from freehours.settings import Settings
-from freehours.settlement import Faults, SettlementPolicy, Settlements
+from freehours.settlement import SettlementFaults, SettlementPolicy, Settlements
 from freehours.store.database import Store
 from freehours.store.engine import Timeouts
 from freehours.webhooks import HttpSender, Webhooks
@@ -182,7 +182,7 @@ class Runtime:
 
     @classmethod
     def open(
-        cls, settings: Settings, clock: Clock | None = None, faults: Faults | None = None
+        cls, settings: Settings, clock: Clock | None = None, faults: SettlementFaults | None = None
     ) -> Runtime:
         """Open the database (migrating a new one, refusing an out-of-date one) and the cache."""
         clock = clock or SystemClock()
@@ -192,7 +192,11 @@ class Runtime:
 
     @classmethod
     def on(
-        cls, store: Store, settings: Settings, clock: Clock, faults: Faults | None = None
+        cls,
+        store: Store,
+        settings: Settings,
+        clock: Clock,
+        faults: SettlementFaults | None = None,
     ) -> Runtime:
         """The parts over an open store."""
         breaker = RedisBreaker(

@@ -34,7 +34,7 @@ from datetime import date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
 from functools import partial
-from typing import Protocol
+from typing import TypeAlias
 
 import structlog
 from opentelemetry import trace
@@ -66,6 +66,7 @@ from freehours.domain.settlement import (
     seconds_until_settleable,
 )
 from freehours.domain.time import NEM_TIME
+from freehours.faults import Faults, NoFaults
 from freehours.observability.metrics import (
     QUOTA_CACHE_REQUESTS,
     QUOTA_CACHE_WRITE_FAILURES,
@@ -185,17 +186,8 @@ class FaultPoint(StrEnum):
     CACHE_WRITE = "cache_write"  # after a commit, writing the cache
 
 
-class Faults(Protocol):
-    """The fault-injection seam: raise at ``point`` to inject a fault there."""
-
-    def check(self, point: FaultPoint, quota: Quota) -> None: ...
-
-
-class NoFaults:
-    """Production: nothing is injected."""
-
-    def check(self, point: FaultPoint, quota: Quota) -> None:
-        return None
+#: The settlement's fault-injection seam (``freehours.faults``): a point, and the quota at it.
+SettlementFaults: TypeAlias = Faults[FaultPoint, Quota]
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,7 +311,7 @@ class Settlements:
         cache: QuotaCache,
         clock: Clock,
         policy: SettlementPolicy | None = None,
-        faults: Faults | None = None,
+        faults: SettlementFaults | None = None,
         *,
         plans: PlanCache | None = None,
     ) -> None:
@@ -327,7 +319,7 @@ class Settlements:
         self.cache = cache
         self.clock = clock
         self.policy = policy or SettlementPolicy()
-        self.faults: Faults = faults or NoFaults()
+        self.faults: SettlementFaults = faults or NoFaults()
         #: Stored plans parsed once per version (shared with invoicing by ``Runtime``).
         self.plans = plans or PlanCache()
 

@@ -31,6 +31,7 @@ LAYERS: dict[str, int] = {
     "clock": 1,
     "backoff": 1,
     "defaults": 1,
+    "faults": 1,
     # the job model: states, a job, the retry policy and the worker's decisions, pure
     "jobs.job": 2,
     "jobs.retry": 3,
