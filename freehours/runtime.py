@@ -174,9 +174,11 @@ class Runtime:
         self.webhooks = configured_webhooks(self.store, self.settings, self.clock)
         stuck = partial(rescuer.count_stuck, self.store, self.clock)
         self.measured = (
-            JOBS_STUCK.measured_by(stuck),
+            JOBS_STUCK.measured_by(stuck, clock=self.clock),
             SETTLEMENTS_UNSCHEDULED.measured_by(
-                self.settlements.count_unscheduled, fresh_for=UNSCHEDULED_FRESH_SECONDS
+                self.settlements.count_unscheduled,
+                fresh_for=UNSCHEDULED_FRESH_SECONDS,
+                clock=self.clock,
             ),
         )
 
@@ -203,6 +205,7 @@ class Runtime:
             retry_seconds=settings.redis_retry_seconds,
             slow_seconds=settings.redis_slow_seconds,
             budget_seconds=settings.redis_budget_seconds,
+            clock=clock,
         )
         cache = open_quota_cache(
             settings.redis_url,
