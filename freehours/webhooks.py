@@ -288,11 +288,11 @@ class Registered:
 
 
 class NotFound(LookupError):
-    pass
+    """No such webhook endpoint (HTTP 404)."""
 
 
 class TooManyEndpoints(Exception):
-    pass
+    """As many webhook endpoints are registered as may be (HTTP 422)."""
 
 
 @dataclass(frozen=True, slots=True)
