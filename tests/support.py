@@ -29,15 +29,24 @@ def eventually(
     within: float = 20.0,
     what: str = "it",
     every: float = POLL_SECONDS,
+    ignoring: tuple[type[Exception], ...] = (),
 ) -> T:
     """Look every ``every`` s until ``look`` answers something truthy, and return it; fail
     after ``within`` s. ``look`` may itself fail (assert) to give up early: a process that
-    exited, say."""
+    exited, say. An exception of ``ignoring`` (a service not up yet refusing a connection) counts
+    as no answer, and is what was last seen."""
     deadline = time.monotonic() + within
     while True:
-        seen = look()
-        if seen:
-            return seen
+        seen: object
+        try:
+            seen = look()
+        except AssertionError:
+            raise
+        except ignoring as exc:
+            seen = exc
+        else:
+            if seen:
+                return seen  # type: ignore[return-value]
         if time.monotonic() > deadline:
             pytest.fail(f"{what} did not happen within {within:g} s (last seen: {seen!r})")
         time.sleep(every)

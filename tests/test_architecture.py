@@ -31,6 +31,7 @@ LAYERS: dict[str, int] = {
     "clock": 1,
     "backoff": 1,
     "defaults": 1,
+    "faults": 1,
     # the job model: states, a job, the retry policy and the worker's decisions, pure
     "jobs": 2,
     # formats, plan documents and the means of watching
@@ -76,9 +77,9 @@ ROWS: list[tuple[tuple[str, ...], str, str]] = [
         "nothing: the standard library only",
     ),
     (
-        ("errors", "clock", "backoff", "defaults"),
+        ("errors", "clock", "backoff", "defaults", "faults"),
         "the one exception tree (drawn in `errors.py`), the clock seam, full-jitter backoff, every"
-        " default shared by a setting and a policy",
+        " default shared by a setting and a policy, the fault seam tests inject faults through",
         "",
     ),
     (

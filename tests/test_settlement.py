@@ -198,6 +198,20 @@ def test_a_day_without_any_data_books_zero_at_the_deadline_and_later_data_the_ne
     assert [(e.version, e.kwh) for e in ledger(store)] == [(1, 0), (2, Decimal("3.000"))]
 
 
+def test_the_data_deadline_is_counted_in_real_hours_across_a_daylight_saving_change(
+    service: Settlements, clock: ManualClock
+) -> None:
+    """Sydney's clocks go back an hour on 4 April 2027: the 2nd's day, without data, settles 72
+    hours after its window (as its settle job's deadline counts them), not 73."""
+    day = date(2027, 4, 2)
+    window_end = datetime(2027, 4, 2, 3, 0, tzinfo=UTC)  # 14:00 AEDT
+    clock.set(window_end + POLICY.data_deadline - timedelta(seconds=1))
+    assert service.settle(NMI, day).retry_after == 1
+    clock.set(window_end + POLICY.data_deadline)
+    settled = service.settle(NMI, day)
+    assert (settled.outcome, settled.quota.reason) == (Outcome.SETTLED, NO_DATA_AT_DEADLINE)
+
+
 def test_unknown_nmi_is_aborted_without_storing_a_quota(
     service: Settlements, clock: ManualClock
 ) -> None:

@@ -19,6 +19,7 @@ from limits.aio.strategies import SlidingWindowCounterRateLimiter
 
 from freehours.api.problems import Problem
 from freehours.cache.breaker import RedisBreaker, async_options
+from freehours.clock import Clock, SystemClock
 from freehours.observability.metrics import RATE_LIMIT_ERRORS
 
 log = structlog.get_logger("freehours.api")
@@ -40,10 +41,11 @@ class SweptMemoryStorage(Storage, SlidingWindowCounterSupport):
     STORAGE_SCHEME = None
     SWEEP_SECONDS = 1.0
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock | None = None) -> None:
         super().__init__()
+        self.clock = clock or SystemClock()
         self.counters: dict[str, int] = {}
-        #: When each counter expires (``time.time()``).
+        #: When each counter expires (``_time()``: seconds since the epoch on the clock).
         self.expirations: dict[str, float] = {}
         self._swept_at = 0.0
 
@@ -58,7 +60,7 @@ class SweptMemoryStorage(Storage, SlidingWindowCounterSupport):
         return self._get(key)
 
     async def get_expiry(self, key: str) -> float:
-        return self.expirations.get(key, time.time())
+        return self.expirations.get(key, self._time())
 
     async def check(self) -> bool:
         return True
@@ -78,7 +80,7 @@ class SweptMemoryStorage(Storage, SlidingWindowCounterSupport):
     ) -> bool:
         if amount > limit:
             return False
-        now = time.time()
+        now = self._time()
         previous, previous_ttl, current, _ = self._window(key, expiry, now)
         if math.floor(previous * previous_ttl / expiry + current) + amount > limit:
             return False
@@ -87,10 +89,10 @@ class SweptMemoryStorage(Storage, SlidingWindowCounterSupport):
         return True
 
     async def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
-        return self._window(key, expiry, time.time())
+        return self._window(key, expiry, self._time())
 
     async def clear_sliding_window(self, key: str, expiry: int) -> None:
-        for window in _window_keys(key, expiry, time.time()):
+        for window in _window_keys(key, expiry, self._time()):
             await self.clear(window)
 
     def _window(self, key: str, expiry: int, now: float) -> tuple[int, float, int, float]:
@@ -108,21 +110,24 @@ class SweptMemoryStorage(Storage, SlidingWindowCounterSupport):
         count = self._get(key) + amount
         self.counters[key] = count
         if count == amount:
-            self.expirations[key] = time.time() + expiry
+            self.expirations[key] = self._time() + expiry
         return count
 
     def _get(self, key: str) -> int:
-        if self.expirations.get(key, 0) <= time.time():
+        if self.expirations.get(key, 0) <= self._time():
             self.counters.pop(key, None)
             self.expirations.pop(key, None)
         return self.counters.get(key, 0)
 
+    def _time(self) -> float:
+        return self.clock.now().timestamp()
+
     def _sweep(self) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if now - self._swept_at < self.SWEEP_SECONDS:
             return
         self._swept_at = now
-        wall = time.time()
+        wall = self._time()
         for key in [key for key, expires in self.expirations.items() if expires <= wall]:
             del self.expirations[key]
             self.counters.pop(key, None)
@@ -151,14 +156,16 @@ class RateLimits:
         breaker: RedisBreaker | None = None,
         *,
         replays: str = "5/minute",
+        clock: Clock | None = None,
     ) -> None:
+        self.clock = clock or SystemClock()
         self._limiter = SlidingWindowCounterRateLimiter(storage)
         self._per_client: RateLimitItem = parse(per_client)
         self._per_nmi: RateLimitItem = parse(per_nmi)
         self._unknown_keys: RateLimitItem = parse(unknown_keys)
         self._replays: RateLimitItem = parse(replays)
         self._breaker = breaker
-        self._fallback = SlidingWindowCounterRateLimiter(SweptMemoryStorage())
+        self._fallback = SlidingWindowCounterRateLimiter(SweptMemoryStorage(self.clock))
 
     @classmethod
     def open(
@@ -172,18 +179,29 @@ class RateLimits:
         timeout: float = 0.1,
         breaker: RedisBreaker | None = None,
         replays: str = "5/minute",
+        clock: Clock | None = None,
     ) -> RateLimits:
         """In memory, or in Redis (keys under ``prefix``) when a URL is configured, every call
-        answered or failed within ``timeout``, and bypassed while ``breaker`` is open."""
+        answered or failed within ``timeout``, and bypassed while ``breaker`` is open; counted
+        in memory on ``clock`` (the system's by default)."""
         if redis_url is None:
-            return cls(SweptMemoryStorage(), per_client, per_nmi, unknown_keys, replays=replays)
+            return cls(
+                SweptMemoryStorage(clock),
+                per_client,
+                per_nmi,
+                unknown_keys,
+                replays=replays,
+                clock=clock,
+            )
         storage = RedisStorage(
             f"async+{redis_url}",
             implementation="redispy",
             key_prefix=f"{prefix}limits",
             **async_options(timeout),
         )
-        return cls(storage, per_client, per_nmi, unknown_keys, breaker, replays=replays)
+        return cls(
+            storage, per_client, per_nmi, unknown_keys, breaker, replays=replays, clock=clock
+        )
 
     async def ping(self) -> str:
         """``"ok"`` when the limits' Redis answers in time, ``"unavailable"`` when it does not or
@@ -193,18 +211,18 @@ class RateLimits:
             return "ok"
         if not breaker.allow("readiness"):
             return "unavailable"
-        started = time.perf_counter()
+        started = self.clock.monotonic()
         try:
             answered = await self._limiter.storage.check()
         except Exception as exc:  # noqa: BLE001 - any failure means unavailable
             breaker.failed(
-                "readiness", f"{type(exc).__name__}: {exc}", time.perf_counter() - started
+                "readiness", f"{type(exc).__name__}: {exc}", self.clock.monotonic() - started
             )
             return "unavailable"
         if not answered:
             breaker.failed("readiness", "no answer to PING")
             return "unavailable"
-        breaker.answered("readiness", time.perf_counter() - started)
+        breaker.answered("readiness", self.clock.monotonic() - started)
         return "ok" if not breaker.is_open else "unavailable"
 
     async def check_client(self, client_id: str) -> None:
@@ -235,7 +253,7 @@ class RateLimits:
         limiter = self._limiter
         if breaker is not None and not breaker.allow(_USE):
             limiter = self._fallback
-        started = time.perf_counter()
+        started = self.clock.monotonic()
         try:
             allowed = await (limiter.hit if count else limiter.test)(item, scope, who)
             stats = (
@@ -246,14 +264,18 @@ class RateLimits:
             # requests go on (the quota's state machine still settles each exactly once).
             RATE_LIMIT_ERRORS.inc()
             if breaker is not None:
-                breaker.failed(_USE, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
+                breaker.failed(
+                    _USE, f"{type(exc).__name__}: {exc}", self.clock.monotonic() - started
+                )
             else:
                 log.warning("rate_limit_unavailable", scope=scope, error=str(exc))
             return
         if breaker is not None and limiter is self._limiter:
-            breaker.answered(_USE, time.perf_counter() - started)
+            breaker.answered(_USE, self.clock.monotonic() - started)
         if stats is None:
             return
+        # ``limits`` adds the window's time left to its own reading of ``time.time()``: taken off
+        # again on the same clock, what is left is the storage's, on ours.
         retry_after = max(1, math.ceil(stats.reset_time - time.time()))
         raise Problem(
             429,

@@ -20,7 +20,6 @@ waits on Redis at most its budget and one timeout.
 from __future__ import annotations
 
 import threading
-import time
 from contextvars import ContextVar
 from typing import Any
 
@@ -29,6 +28,7 @@ import redis.asyncio
 import structlog
 from redis.backoff import NoBackoff
 
+from freehours.clock import Clock, SystemClock
 from freehours.observability.metrics import REDIS_BYPASSED, REDIS_UNAVAILABLE
 
 log = structlog.get_logger("freehours.redis")
@@ -48,8 +48,14 @@ class RedisBreaker:
     """Whether Redis is worth asking now. Thread-safe; cheap while closed (no lock taken)."""
 
     def __init__(
-        self, *, retry_seconds: float, slow_seconds: float, budget_seconds: float = 0.1
+        self,
+        *,
+        retry_seconds: float,
+        slow_seconds: float,
+        budget_seconds: float = 0.1,
+        clock: Clock | None = None,
     ) -> None:
+        self.clock = clock or SystemClock()
         self.retry_seconds = retry_seconds
         self.slow_seconds = slow_seconds
         self.budget_seconds = budget_seconds
@@ -76,7 +82,7 @@ class RedisBreaker:
         with self._lock:
             if self._open_until == 0.0:
                 return True
-            if not self._probing and time.monotonic() >= self._open_until:
+            if not self._probing and self.clock.monotonic() >= self._open_until:
                 self._probing = True
                 return True
         REDIS_BYPASSED.labels(use).inc()
@@ -106,7 +112,7 @@ class RedisBreaker:
     def _open(self, use: str, error: str) -> None:
         with self._lock:
             was_closed = self._open_until == 0.0
-            self._open_until = time.monotonic() + self.retry_seconds
+            self._open_until = self.clock.monotonic() + self.retry_seconds
             self._probing = False
         if was_closed:
             REDIS_UNAVAILABLE.labels(use).inc()

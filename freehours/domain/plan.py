@@ -346,9 +346,15 @@ class Plan:
         the data a quota of that day is settled from, so the day has a quota only once one of
         them has data. In South Australia a local day begins in the NEM day before, but its
         window never does."""
+        bounds = self.window_bounds(local_date)
+        return () if bounds is None else _nem_dates_of(*bounds)
+
+    def window_bounds(self, local_date: date) -> tuple[datetime, datetime] | None:
+        """``local_date``'s free window as aware moments ``[start, end)`` on the customer's
+        clock, or None for a plan without one."""
         if self.free_window is None:
-            return ()
-        return _nem_dates_of(*self.free_window.bounds(local_date, self.zone))
+            return None
+        return self.free_window.bounds(local_date, self.zone)
 
 
 def _nem_dates_of(start: datetime, end: datetime) -> tuple[date, ...]:

@@ -21,10 +21,13 @@ keeps failing reaches ``max_attempts`` and becomes ABORTED, which every client i
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
+
+from freehours.domain.plan import Plan
 
 
 class QuotaStatus(StrEnum):
@@ -59,8 +62,8 @@ class Quota:
 
     @property
     def key(self) -> str:
-        """The idempotency key of the quota: ``"{nmi}:{date}"``."""
-        return f"{self.nmi}:{self.date.isoformat()}"
+        """The idempotency key of the quota: ``quota_key``."""
+        return quota_key(self.nmi, self.date)
 
     def lock_seconds_left(self, now: datetime) -> int:
         """Whole seconds until the lock expires, at least 1 (what Retry-After says)."""
@@ -236,25 +239,84 @@ def _check_fence(quota: Quota, fence: int) -> None:
         raise StaleFence(quota, fence)
 
 
+def quota_key(nmi: str, day: date) -> str:
+    """The idempotency key of a quota day, ``"{nmi}:{date}"``: the cache's key, its settle job's
+    key, what the API and the logs name it by."""
+    return f"{nmi}:{day.isoformat()}"
+
+
+def has_quota(plan: Plan, local_date: date, nem_dates_with_data: Collection[date]) -> bool:
+    """Whether ``local_date`` has a quota, given the NEM dates with consumption data: its plan
+    has a free window, and one of the NEM dates that window covers has data."""
+    return any(nem_date in nem_dates_with_data for nem_date in plan.window_nem_dates(local_date))
+
+
+def quota_dates(plan: Plan, nem_dates: Iterable[date]) -> set[date]:
+    """The local dates that consumption data on ``nem_dates`` (NEM days) gives a quota: those
+    whose free window overlaps one of them (``has_quota``)."""
+    with_data = set(nem_dates)
+    # A local date's window lies within a day of its NEM date in every Australian zone.
+    candidates = {
+        nem_date + timedelta(days=shift) for nem_date in with_data for shift in (-1, 0, 1)
+    }
+    return {local_date for local_date in candidates if has_quota(plan, local_date, with_data)}
+
+
+def elapsed(moment: datetime, span: timedelta) -> datetime:
+    """The moment ``span`` of real time after ``moment``, on ``moment``'s clock. Counted in UTC:
+    an aware datetime's own ``+`` adds wall-clock time, so three days after a window that ends
+    before a daylight-saving change would be 71 or 73 hours after it."""
+    return (moment.astimezone(UTC) + span).astimezone(moment.tzinfo)
+
+
+def data_deadline_of(plan: Plan, local_date: date, data_deadline: timedelta) -> datetime:
+    """From when ``local_date`` settles (and is billed) with what data there is: ``data_deadline``
+    after its free window's end, or, for a plan without a window, after the local day's end."""
+    bounds = plan.window_bounds(local_date)
+    end = plan.local_day_bounds(local_date)[1] if bounds is None else bounds[1]
+    return elapsed(end, data_deadline)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaTimes:
+    """A quota day's times, on the customer's clock: its free window ``[window_start,
+    window_end)``; ``due``, from when it may be settled (the window's end plus the grace); and
+    ``data_deadline``, from when it settles with what data there is."""
+
+    window_start: datetime
+    window_end: datetime
+    due: datetime
+    data_deadline: datetime
+
+    @classmethod
+    def of(
+        cls, window: tuple[datetime, datetime], *, grace: timedelta, data_deadline: timedelta
+    ) -> QuotaTimes:
+        start, end = window
+        return cls(start, end, elapsed(end, grace), elapsed(end, data_deadline))
+
+
+def quota_times(
+    plan: Plan, local_date: date, *, grace: timedelta, data_deadline: timedelta
+) -> QuotaTimes:
+    """The times of ``local_date``'s quota under ``plan``, which has a free window."""
+    window = plan.window_bounds(local_date)
+    assert window is not None, "only a plan with a free window has quotas"
+    return QuotaTimes.of(window, grace=grace, data_deadline=data_deadline)
+
+
 def seconds_until_settleable(
-    window_end: datetime,
-    now: datetime,
-    *,
-    grace: timedelta,
-    data_deadline: timedelta,
-    data_complete: bool,
-    poll: timedelta,
+    times: QuotaTimes, now: datetime, *, data_complete: bool, poll: timedelta
 ) -> int | None:
     """How long to wait before the day can be settled, or None when it can be settled now.
 
-    A day is due once its free window has ended and ``grace`` has passed. A due day whose window
-    data is incomplete waits for it, polling every ``poll``, until ``data_deadline`` after the
-    window's end; from then on it settles with what there is (missing intervals count as nothing).
+    A day is due once its free window has ended and the grace has passed. A due day whose window
+    data is incomplete waits for it, polling every ``poll``, until its data deadline; from then
+    on it settles with what there is (missing intervals count as nothing).
     """
-    due = window_end + grace
-    if now < due:
-        return max(1, math.ceil((due - now).total_seconds()))
-    deadline = window_end + data_deadline
+    if now < times.due:
+        return max(1, math.ceil((times.due - now).total_seconds()))
+    deadline = times.data_deadline
     if not data_complete and now < deadline:
         return max(1, math.ceil(min(poll, deadline - now).total_seconds()))
     return None

@@ -33,13 +33,13 @@ it.
 from __future__ import annotations
 
 import functools
-import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from typing import Any, Protocol
+from enum import StrEnum
+from typing import Any, TypeAlias
 
 import structlog
 from opentelemetry import trace
@@ -78,10 +78,11 @@ from freehours.domain.invoicing import (
 from freehours.domain.plan import Plan, clock_text
 from freehours.domain.rating import DayProfiles, MeterRating
 from freehours.domain.reads import IntervalDay
-from freehours.domain.settlement import QuotaStatus
-from freehours.errors import PlanError
+from freehours.domain.settlement import QuotaStatus, data_deadline_of, has_quota
+from freehours.faults import Faults, NoFaults
 from freehours.observability.metrics import DOCUMENTS_FINALISED, INVOICE_RUN_SECONDS
 from freehours.observability.tracing import child_span
+from freehours.plans.cache import PlanCache
 from freehours.plans.document import parse_plan
 from freehours.store.catalog import StoredPlan
 from freehours.store.database import Store, Unit
@@ -128,17 +129,15 @@ class InvoicingPolicy:
         return f"{prefix}{serial:0{self.digits}d}"
 
 
-class InvoicingFaults(Protocol):
-    """Where a test makes a batch fail or hang: ``numbered`` (in the finalising transaction,
-    numbers taken, documents not yet stored) and ``committed`` (just after its commit, before
-    the job is marked done)."""
+class InvoicingFaultPoint(StrEnum):
+    """Where a test makes a batch fail or hang."""
 
-    def check(self, point: str) -> None: ...
+    NUMBERED = "numbered"  # in the finalising transaction: numbers taken, documents not stored
+    COMMITTED = "committed"  # just after its commit, before the job is marked done
 
 
-class _NoFaults:
-    def check(self, point: str) -> None:
-        return None
+#: Invoicing's fault-injection seam (``freehours.faults``): a point, and the batch job's key.
+InvoicingFaults: TypeAlias = Faults[InvoicingFaultPoint, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,13 +212,14 @@ class Invoicing:
         clock: Clock,
         policy: InvoicingPolicy | None = None,
         faults: InvoicingFaults | None = None,
+        plans: PlanCache | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.policy = policy or InvoicingPolicy()
-        self.faults: InvoicingFaults = faults or _NoFaults()
-        self._plans: dict[str, tuple[Plan, DayProfiles]] = {}
-        self._plans_lock = threading.Lock()
+        self.faults: InvoicingFaults = faults or NoFaults()
+        #: Stored plans parsed once per version (shared with the settlement by ``Runtime``).
+        self.plans = plans or PlanCache()
 
     # --- runs --------------------------------------------------------------------------------
 
@@ -261,7 +261,7 @@ class Invoicing:
             while page := unit.invoices.account_page(after, self.policy.batch_size):
                 unit.jobs.enqueue(
                     BATCH_KIND,
-                    f"{run_id}:{batches}",
+                    batch_key(run_id, batches),
                     {"run_id": run_id, "batch": batches, "nmis": page},
                     run_at=now,
                     deadline=now + timedelta(days=1),
@@ -417,23 +417,20 @@ class Invoicing:
         """The quota version of each day of ``period``, or why it cannot be billed yet and
         whether that is a hold (an ABORTED quota) rather than a wait."""
         versions: dict[date, int | None] = {}
-        window = plan.free_window
+        deadline = self.policy.data_deadline
+        if plan.free_window is None:
+            if now < data_deadline_of(plan, period.end, deadline):
+                return versions, f"{period.end}: its data deadline has not passed", False
+            return dict.fromkeys(period.dates()), None, False
         consumption_dates = {
             day.day for day in days if day.is_energy and plan.is_consumption(day.suffix)
         }
         for local_date in period.dates():
             quota = quotas.get(local_date)
-            if window is None:
-                end = plan.local_day_bounds(period.end)[1]
-                if now < end + self.policy.data_deadline:
-                    return versions, f"{period.end}: its data deadline has not passed", False
-                versions[local_date] = None
-                continue
             if quota is None:
-                end = window.bounds(local_date, plan.zone)[1]
-                # As the settlement decides which days have a quota (``quota_dates``).
-                has_data = any(d in consumption_dates for d in plan.window_nem_dates(local_date))
-                if has_data or now < end + self.policy.data_deadline:
+                if has_quota(plan, local_date, consumption_dates) or now < data_deadline_of(
+                    plan, local_date, deadline
+                ):
                     return versions, f"{local_date}: not settled yet", False
                 versions[local_date] = None
             elif quota.status is QuotaStatus.COMPLETED:
@@ -542,7 +539,7 @@ class Invoicing:
         documents = unit.invoices.period_documents(account.nmi, period.start)
         original = documents[0]
         stored = StoredPlan(original.plan_id, original.plan_document, original.finalised_at)
-        parsed = self._plan(stored, key=f"document:{original.number}")
+        parsed = self._plan(stored, ("document", original.number))
         if parsed is None:  # it parsed when the invoice was made; a later rule refuses it
             result.held += 1
             result.notes.append(f"{original.number}: its plan no longer parses")
@@ -577,20 +574,14 @@ class Invoicing:
             )
         )
 
-    def _plan(self, stored: StoredPlan, key: str | None = None) -> tuple[Plan, DayProfiles] | None:
-        key = key or f"{stored.plan_id}@{stored.updated_at.isoformat()}"
-        with self._plans_lock:
-            known = self._plans.get(key)
-        if known is None:
-            try:
-                plan = parse_plan(stored.document, source=f"plan {stored.plan_id}")
-            except PlanError as exc:
-                log.warning("stored_plan_not_valid", plan_id=stored.plan_id, error=str(exc))
-                return None
-            known = (plan, DayProfiles(plan))
-            with self._plans_lock:
-                self._plans[key] = known
-        return known
+    def _plan(
+        self, stored: StoredPlan, version: Hashable | None = None
+    ) -> tuple[Plan, DayProfiles] | None:
+        """``stored`` parsed (once per ``version``: by default, the plan's own), with its day
+        profiles; None when it no longer parses."""
+        version = version or (stored.plan_id, stored.updated_at)
+        parsed = self.plans.parsed(version, stored.plan_id, lambda: stored.document)
+        return None if parsed is None else (parsed.plan, parsed.profiles)
 
     # --- finalising --------------------------------------------------------------------------
 
@@ -667,9 +658,9 @@ class Invoicing:
             # Numbers last: their counter stays locked until the commit, and every other batch
             # waits for it, so as little as can be happens while it is held.
             stored = self._number(unit, run, result.drafts, now)
-            self.faults.check("numbered")
+            self.faults.check(InvoicingFaultPoint.NUMBERED, batch_key(run.run_id, batch))
             unit.invoices.insert_documents(stored)
-        self.faults.check("committed")
+        self.faults.check(InvoicingFaultPoint.COMMITTED, batch_key(run.run_id, batch))
         for document in stored:
             DOCUMENTS_FINALISED.labels(document.document_type.value).inc()
         if stored:
@@ -751,7 +742,7 @@ class Invoicing:
         retailer: dict[str, Any],
     ) -> StoredDocument:
         """``draft`` as the document finalised with the number ``serial`` of ``series``."""
-        plan, _ = self._plan(draft.plan, key=_plan_key(draft)) or (None, None)
+        plan, _ = self._plan(draft.plan, _plan_version(draft)) or (None, None)
         assert plan is not None, "a draft's plan parsed when it was drafted"
         issued = run.as_of.astimezone(plan.zone).date()
         charges = draft.figures.total > 0
@@ -786,7 +777,7 @@ class Invoicing:
         serial = 10**self.policy.digits - 1
         retailer = _retailer_json(self.policy.retailer)
         series = draft.document_type.series
-        plan, _ = self._plan(draft.plan, key=_plan_key(draft)) or (None, None)
+        plan, _ = self._plan(draft.plan, _plan_version(draft)) or (None, None)
         assert plan is not None, "a draft's plan parsed when it was drafted"
         finalised = self._finalised(run, draft, series, serial, now=now, retailer=retailer)
         try:
@@ -819,14 +810,20 @@ def _period_rows(
     return [day for day, _ in kept], data_stamp(text for _, text in kept)
 
 
+def batch_key(run_id: str, batch: int) -> str:
+    """The key of a run's batch job: ``"{run id}:{batch}"``."""
+    return f"{run_id}:{batch}"
+
+
 class _Replayed(Exception):
     """A batch found done in its run: roll back what this attempt wrote."""
 
 
-def _plan_key(draft: Draft) -> str:
+def _plan_version(draft: Draft) -> Hashable:
+    """The version ``_plan`` parsed ``draft``'s plan under: a correction's is its original's."""
     if draft.corrects is not None:
-        return f"document:{draft.corrects}"
-    return f"{draft.plan.plan_id}@{draft.plan.updated_at.isoformat()}"
+        return ("document", draft.corrects)
+    return (draft.plan.plan_id, draft.plan.updated_at)
 
 
 def _retailer_json(retailer: Retailer) -> dict[str, Any]:

@@ -17,13 +17,14 @@ another. A value is reused for ``fresh_for`` seconds, so several scrapers cost o
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 
 import structlog
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
+
+from freehours.clock import Clock, SystemClock
 
 log = structlog.get_logger("freehours.metrics")
 
@@ -47,10 +48,13 @@ class MeasuredGauge:
         *,
         timeout: float = MEASURE_TIMEOUT_SECONDS,
         fresh_for: float = FRESH_SECONDS,
+        clock: Clock | None = None,
     ) -> Measurement:
         """A collector whose every scrape gives ``measure()`` (``timeout`` and ``fresh_for`` as
-        the module says)."""
-        return Measurement(self, measure, timeout=timeout, fresh_for=fresh_for)
+        the module says; ``fresh_for`` on ``clock``, the system's by default)."""
+        return Measurement(
+            self, measure, timeout=timeout, fresh_for=fresh_for, clock=clock or SystemClock()
+        )
 
     def family(self, value: float | None = None) -> GaugeMetricFamily:
         return GaugeMetricFamily(self.name, self.documentation, value=value)
@@ -66,14 +70,16 @@ class Measurement:
         *,
         timeout: float,
         fresh_for: float,
+        clock: Clock,
     ) -> None:
         self.gauge = gauge
+        self._clock = clock
         self._measure = measure
         self._timeout = timeout
         self._fresh_for = fresh_for
         self._lock = threading.Lock()
         self._running: Future[float] | None = None
-        self._last: tuple[float, float] | None = None  # (value, time.monotonic() it was taken)
+        self._last: tuple[float, float] | None = None  # (value, clock.monotonic() when taken)
 
     def describe(self) -> Iterable[Metric]:
         return [self.gauge.family()]
@@ -86,7 +92,7 @@ class Measurement:
         """The gauge's value now: a fresh one, or one measured now within the timeout; None
         when none could be had in time."""
         with self._lock:
-            if self._last is not None and time.monotonic() - self._last[1] < self._fresh_for:
+            if self._last is not None and self._clock.monotonic() - self._last[1] < self._fresh_for:
                 return self._last[0]
             running = self._running
             if running is None:
@@ -118,7 +124,7 @@ class Measurement:
                 return
             with self._lock:
                 self._running = None
-                self._last = (value, time.monotonic())
+                self._last = (value, self._clock.monotonic())
             future.set_result(value)
 
         # A daemon thread: a measurement hung on a black-holed database must not hold the

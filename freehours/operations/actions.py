@@ -23,7 +23,7 @@ from datetime import date
 from typing import Any
 
 from freehours.clock import Clock
-from freehours.domain.settlement import Quota, QuotaStatus, new_quota
+from freehours.domain.settlement import Quota, QuotaStatus, new_quota, quota_key
 from freehours.errors import InputError
 from freehours.jobs.decisions import DEFAULT_DEADLINE
 from freehours.jobs.job import Job, JobState
@@ -150,7 +150,7 @@ class Actions:
             raise InputError("reason: say why the quota is reopened")
         if len(reason) > REASON_LENGTH:
             raise InputError(f"reason: at most {REASON_LENGTH} characters")
-        target = f"quota:{nmi}:{day.isoformat()}"
+        target = f"quota:{quota_key(nmi, day)}"
         with self.store.write(day_lock(nmi, day)) as unit:
             quota = unit.quotas.latest(nmi, day, for_update=True)
             if quota is None:

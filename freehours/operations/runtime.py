@@ -27,10 +27,11 @@ from freehours.invoicing.service import Invoicing, InvoicingPolicy
 from freehours.jobs.retry import RetryPolicy
 from freehours.observability.measured import Measurement
 from freehours.observability.metrics import JOBS_STUCK, SETTLEMENTS_UNSCHEDULED
+from freehours.plans.cache import PlanCache
 from freehours.plans.calendars import load_holiday_calendars
 from freehours.settings import Settings
 from freehours.settlement.ingest import Ingestion
-from freehours.settlement.service import Faults, SettlementPolicy, Settlements
+from freehours.settlement.service import SettlementFaults, SettlementPolicy, Settlements
 from freehours.store.database import Store
 from freehours.store.timeouts import Timeouts
 from freehours.webhooks.sender import HttpSender
@@ -174,15 +175,17 @@ class Runtime:
         self.webhooks = configured_webhooks(self.store, self.settings, self.clock)
         stuck = partial(rescuer.count_stuck, self.store, self.clock)
         self.measured = (
-            JOBS_STUCK.measured_by(stuck),
+            JOBS_STUCK.measured_by(stuck, clock=self.clock),
             SETTLEMENTS_UNSCHEDULED.measured_by(
-                self.settlements.count_unscheduled, fresh_for=UNSCHEDULED_FRESH_SECONDS
+                self.settlements.count_unscheduled,
+                fresh_for=UNSCHEDULED_FRESH_SECONDS,
+                clock=self.clock,
             ),
         )
 
     @classmethod
     def open(
-        cls, settings: Settings, clock: Clock | None = None, faults: Faults | None = None
+        cls, settings: Settings, clock: Clock | None = None, faults: SettlementFaults | None = None
     ) -> Runtime:
         """Open the database (migrating a new one, refusing an out-of-date one) and the cache."""
         clock = clock or SystemClock()
@@ -192,13 +195,18 @@ class Runtime:
 
     @classmethod
     def on(
-        cls, store: Store, settings: Settings, clock: Clock, faults: Faults | None = None
+        cls,
+        store: Store,
+        settings: Settings,
+        clock: Clock,
+        faults: SettlementFaults | None = None,
     ) -> Runtime:
         """The parts over an open store."""
         breaker = RedisBreaker(
             retry_seconds=settings.redis_retry_seconds,
             slow_seconds=settings.redis_slow_seconds,
             budget_seconds=settings.redis_budget_seconds,
+            clock=clock,
         )
         cache = open_quota_cache(
             settings.redis_url,
@@ -207,9 +215,12 @@ class Runtime:
             timeout=settings.redis_timeout_seconds,
             breaker=breaker,
         )
-        settlements = Settlements(store, cache, clock, settlement_policy(settings), faults)
+        plans = PlanCache()  # one parse of a plan version for both
+        settlements = Settlements(
+            store, cache, clock, settlement_policy(settings), faults, plans=plans
+        )
         ingestion = Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements))
-        invoicing = Invoicing(store, clock, invoicing_policy(settings))
+        invoicing = Invoicing(store, clock, invoicing_policy(settings), plans=plans)
         return cls(settings, store, clock, settlements, ingestion, invoicing, breaker)
 
     def put_customer(

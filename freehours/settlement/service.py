@@ -28,14 +28,13 @@ in the trace of the job that settles. Where that trace is not recorded, they are
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
 from functools import partial
-from typing import Protocol
+from typing import TypeAlias
 
 import structlog
 from opentelemetry import trace
@@ -53,17 +52,21 @@ from freehours.domain.settlement import (
     Claimed,
     Quota,
     QuotaStatus,
+    QuotaTimes,
     Settled,
     StaleFence,
     claim,
     complete,
     new_quota,
     postpone,
+    quota_dates,
+    quota_key,
+    quota_times,
     release,
     seconds_until_settleable,
 )
 from freehours.domain.time import NEM_TIME
-from freehours.errors import PlanError
+from freehours.faults import Faults, NoFaults
 from freehours.observability.metrics import (
     QUOTA_CACHE_REQUESTS,
     QUOTA_CACHE_WRITE_FAILURES,
@@ -71,7 +74,7 @@ from freehours.observability.metrics import (
     SETTLEMENT_SECONDS,
 )
 from freehours.observability.tracing import child_span
-from freehours.plans.document import parse_plan
+from freehours.plans.cache import PlanCache
 from freehours.store.database import Store, Unit
 from freehours.store.quotas import LedgerEntry
 
@@ -183,17 +186,8 @@ class FaultPoint(StrEnum):
     CACHE_WRITE = "cache_write"  # after a commit, writing the cache
 
 
-class Faults(Protocol):
-    """The fault-injection seam: raise at ``point`` to inject a fault there."""
-
-    def check(self, point: FaultPoint, quota: Quota) -> None: ...
-
-
-class NoFaults:
-    """Production: nothing is injected."""
-
-    def check(self, point: FaultPoint, quota: Quota) -> None:
-        return None
+#: The settlement's fault-injection seam (``freehours.faults``): a point, and the quota at it.
+SettlementFaults: TypeAlias = Faults[FaultPoint, Quota]
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +232,7 @@ class SettleRequest:
 
     @property
     def key(self) -> str:
-        return f"{self.nmi}:{self.day.isoformat()}"
+        return quota_key(self.nmi, self.day)
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,15 +311,17 @@ class Settlements:
         cache: QuotaCache,
         clock: Clock,
         policy: SettlementPolicy | None = None,
-        faults: Faults | None = None,
+        faults: SettlementFaults | None = None,
+        *,
+        plans: PlanCache | None = None,
     ) -> None:
         self.store = store
         self.cache = cache
         self.clock = clock
         self.policy = policy or SettlementPolicy()
-        self.faults: Faults = faults or NoFaults()
-        self._plans: dict[tuple[str, datetime], CustomerPlan | NoQuotas] = {}
-        self._plans_lock = threading.Lock()
+        self.faults: SettlementFaults = faults or NoFaults()
+        #: Stored plans parsed once per version (shared with invoicing by ``Runtime``).
+        self.plans = plans or PlanCache()
 
     def settle(self, nmi: str, day: date, *, version: int = 1, trust_cache: bool = True) -> Answer:
         """Settle the quota of ``nmi`` on local date ``day``, or say why not and when to retry.
@@ -340,7 +336,7 @@ class Settlements:
         PENDING (found by the protocol's model, docs/protocol.md).
         """
         with child_span(tracer, "settlement.settle"):
-            key = f"{nmi}:{day.isoformat()}"
+            key = quota_key(nmi, day)
             trace.get_current_span().set_attribute("freehours.quota.key", key)
             cached = self._cached(key) if trust_cache else None
             if cached is not None and cached.status.is_terminal and cached.version >= version:
@@ -418,7 +414,8 @@ class Settlements:
                     customer = customers[request.nmi]
                     if isinstance(customer, NoQuotas):
                         continue  # answered by the single path (a replay, or not stored)
-                    if self._wait(customer, request.day, now, data_complete=True) is not None:
+                    times = self.quota_times(customer, request.day)
+                    if self._wait(times, now, data_complete=True) is not None:
                         continue  # not due: answered by the single path
                     due[(request.nmi, request.day)] = n
                 stored = unit.quotas.latest_many(due, for_update=True)
@@ -673,13 +670,12 @@ class Settlements:
             stored = unit.quotas.stored_among(
                 [(item.nmi, d) for item in affected for d in item.days]
             )
-        due_before = now - UNSCHEDULED_AFTER - self.policy.grace
+        due_before = now - UNSCHEDULED_AFTER
         return sum(
             1
             for item in affected
             for d in item.days
-            if (item.nmi, d) not in stored
-            and item.customer.window.bounds(d, item.customer.plan.zone)[1] <= due_before
+            if (item.nmi, d) not in stored and self.quota_times(item.customer, d).due <= due_before
         )
 
     def publish(self, changed: Iterable[Quota]) -> None:
@@ -716,22 +712,18 @@ class Settlements:
             if stored is not None and stored.status is QuotaStatus.LOCKED:
                 live = stored.is_locked_at(now)
                 return QuotaView(stored, stored.lock_seconds_left(now) if live else None)
-            wait = self._wait(customer, day, now, data_complete=True)
+            times = self.quota_times(customer, day)
+            wait = self._wait(times, now, data_complete=True)
             waiting_for_data = False
             if wait is None:
                 plan = customer.plan
                 days = unit.meter.days_for(nmi, plan.nem_dates(day))
-                start, end = customer.window.bounds(day, plan.zone)
-                if not window_complete(plan, days, start, end):
-                    wait = self._wait(customer, day, now, data_complete=False)
+                if not window_complete(plan, days, times.window_start, times.window_end):
+                    wait = self._wait(times, now, data_complete=False)
                     waiting_for_data = wait is not None
         quota = stored or new_quota(nmi, day)
         if quota.reason is None:
-            reason = (
-                self._waiting_reason(customer, day)
-                if waiting_for_data
-                else self._due_reason(customer, day, now)
-            )
+            reason = _waiting_reason(times) if waiting_for_data else _due_reason(times, now)
             quota = replace(quota, reason=reason)
         return QuotaView(quota, wait)
 
@@ -754,7 +746,8 @@ class Settlements:
                     return Answer(Outcome.ABORTED, _unsettleable(nmi, day, customer.reason))
                 # Whether the window has ended is known here; whether its data is complete is
                 # checked by the holder, which reads the data anyway (B).
-                wait = self._wait(customer, day, now, data_complete=True)
+                times = self.quota_times(customer, day)
+                wait = self._wait(times, now, data_complete=True)
                 decision: ClaimDecision | None = (
                     None if wait is not None else self._claim_new(unit, nmi, day, now)
                 )
@@ -776,7 +769,7 @@ class Settlements:
                         # Not due: nothing is taken over or aborted; the quota is answered as
                         # it stands, saying when it is due unless it has a reason of its own.
                         if quota.reason is None:
-                            quota = replace(quota, reason=self._due_reason(customer, day, now))
+                            quota = replace(quota, reason=_due_reason(times, now))
                         return Answer(Outcome.NOT_DUE, quota, wait)
                     unit.quotas.save(decision.quota, at=now)
                     if isinstance(decision, Settled):
@@ -800,31 +793,18 @@ class Settlements:
 
     # --- B: complete, or C: release ---------------------------------------------------------
 
-    def _wait(
-        self, customer: CustomerPlan, day: date, now: datetime, *, data_complete: bool
-    ) -> int | None:
+    def quota_times(self, customer: CustomerPlan, day: date) -> QuotaTimes:
+        """When ``day``'s quota of a customer on ``customer``'s plan is due, and its data
+        deadline, under this policy."""
+        policy = self.policy
+        return quota_times(
+            customer.plan, day, grace=policy.grace, data_deadline=policy.data_deadline
+        )
+
+    def _wait(self, times: QuotaTimes, now: datetime, *, data_complete: bool) -> int | None:
         return seconds_until_settleable(
-            customer.window.bounds(day, customer.plan.zone)[1],
-            now,
-            grace=self.policy.grace,
-            data_deadline=self.policy.data_deadline,
-            data_complete=data_complete,
-            poll=self.policy.data_poll,
+            times, now, data_complete=data_complete, poll=self.policy.data_poll
         )
-
-    def _due_reason(self, customer: CustomerPlan, day: date, now: datetime) -> str:
-        """The reason of a PENDING quota that has none of its own: when it is due."""
-        due = customer.window.bounds(day, customer.plan.zone)[1] + self.policy.grace
-        when = due.isoformat()
-        return (
-            f"not settled yet: due at {when}" if now < due else f"not settled yet: due since {when}"
-        )
-
-    def _waiting_reason(self, customer: CustomerPlan, day: date) -> str:
-        """The reason of a due quota whose window's meter data is not all in: until when."""
-        end = customer.window.bounds(day, customer.plan.zone)[1]
-        deadline = (end + self.policy.data_deadline).isoformat()
-        return f"waiting for the window's meter data; settles with what there is at {deadline}"
 
     def _settle_claimed(
         self, held: Quota, customer: CustomerPlan, claimed_at: float, *, checked: bool = False
@@ -877,13 +857,13 @@ class Settlements:
         COMPLETED with its ledger entry, or postponed while the window's data is incomplete
         before the data deadline. Raises ``StaleFence`` when ``held`` is no longer the holder."""
         plan = customer.plan
-        start, end = customer.window.bounds(held.date, plan.zone)
+        times = self.quota_times(customer, held.date)
         reason = None
-        if not window_complete(plan, days, start, end):
+        if not window_complete(plan, days, times.window_start, times.window_end):
             now = self.clock.now()
-            wait = self._wait(customer, held.date, now, data_complete=False)
+            wait = self._wait(times, now, data_complete=False)
             if wait is not None:
-                waiting = postpone(quota, held.fence, self._waiting_reason(customer, held.date))
+                waiting = postpone(quota, held.fence, _waiting_reason(times))
                 return _Postponed(Answer(Outcome.NOT_DUE, waiting, wait), now)
             # The data deadline has passed: settled with what there is, and it says so. Data
             # that arrives later opens the next version, which books the difference.
@@ -983,23 +963,20 @@ class Settlements:
 
     def _parsed_plan(self, unit: Unit, version: tuple[str, datetime]) -> CustomerPlan | NoQuotas:
         """The plan stored as ``version`` (id, last update), parsed once per version."""
-        with self._plans_lock:
-            known = self._plans.get(version)
-        if known is None:
-            stored = unit.catalog.get_plan(version[0])
+        plan_id = version[0]
+
+        def document() -> Mapping[str, object]:
+            stored = unit.catalog.get_plan(plan_id)
             assert stored is not None, "a customer's plan is kept by its foreign key"
-            try:
-                plan = parse_plan(stored.document, source=f"plan {stored.plan_id}")
-            except PlanError as exc:
-                log.warning("stored_plan_not_valid", plan_id=stored.plan_id, error=str(exc))
-                return NoQuotas(PLAN_NOT_VALID)
-            if plan.free_window is None:
-                known = NoQuotas(f"plan {version[0]!r} has no free window", plan, DayProfiles(plan))
-            else:
-                known = CustomerPlan(plan, DayProfiles(plan), plan.free_window)
-            with self._plans_lock:
-                self._plans[version] = known
-        return known
+            return stored.document
+
+        parsed = self.plans.parsed(version, plan_id, document)
+        if parsed is None:
+            return NoQuotas(PLAN_NOT_VALID)
+        plan, profiles = parsed.plan, parsed.profiles
+        if plan.free_window is None:
+            return NoQuotas(f"plan {plan_id!r} has no free window", plan, profiles)
+        return CustomerPlan(plan, profiles, plan.free_window)
 
     def _cached(self, key: str) -> Quota | None:
         try:
@@ -1073,15 +1050,20 @@ def free_energy(
     return rating.free_kwh, value.quantize(CENT, ROUND_HALF_UP)
 
 
-def quota_dates(plan: Plan, nem_dates: Iterable[date]) -> set[date]:
-    """The local dates whose free window overlaps any of ``nem_dates`` (NEM days)."""
-    found = set()
-    for nem_date in set(nem_dates):
-        # A local date's window lies within a day of its NEM date in every Australian zone.
-        for local_date in (nem_date - timedelta(days=1), nem_date, nem_date + timedelta(days=1)):
-            if nem_date in plan.window_nem_dates(local_date):
-                found.add(local_date)
-    return found
+def _due_reason(times: QuotaTimes, now: datetime) -> str:
+    """The reason of a PENDING quota that has none of its own: when it is due."""
+    when = times.due.isoformat()
+    return (
+        f"not settled yet: due at {when}"
+        if now < times.due
+        else f"not settled yet: due since {when}"
+    )
+
+
+def _waiting_reason(times: QuotaTimes) -> str:
+    """The reason of a due quota whose window's meter data is not all in: until when."""
+    deadline = times.data_deadline.isoformat()
+    return f"waiting for the window's meter data; settles with what there is at {deadline}"
 
 
 def day_lock(nmi: str, day: date) -> str:

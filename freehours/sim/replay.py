@@ -2,7 +2,7 @@
 
 Everything here is freehours' production code, wired as ``freehours serve`` and
 ``freehours worker`` wire it, with three seams set: a ``ManualClock`` moved by a ``Timeline``,
-the settlement's ``Faults``, and an httpx transport in place of the network.
+the settlement's ``SettlementFaults``, and an httpx transport in place of the network.
 
 - the store (SQLite in the work directory, or the database at a URL), ``Runtime`` (settlements,
   ingestion scheduling settlement jobs, the in-process quota cache) and the HTTP API application;
@@ -15,7 +15,7 @@ the settlement's ``Faults``, and an httpx transport in place of the network.
   keeper thread would. A job counts as stuck when a worker picks it up more than 20 s after it
   fell due, or when it still waits so at the end.
 
-The quota faults enter through the settlement's ``Faults`` seam: ``WorkerDied`` (a
+The quota faults enter through the settlement's ``SettlementFaults`` seam: ``WorkerDied`` (a
 ``BaseException``, which nothing in freehours catches) after a worker's claim, a database error
 before the final write, failed cache writes after the settlement behind a stale "pending" entry.
 """
@@ -85,7 +85,7 @@ class WorkerDied(BaseException):
 
 
 class IncidentFaults:
-    """The quota faults of the plan, through the settlement's ``Faults`` seam."""
+    """The quota faults of the plan, through the settlement's ``SettlementFaults`` seam."""
 
     def __init__(self, plan: FaultPlan, clock: Clock) -> None:
         self._faults = plan.quotas

@@ -15,7 +15,7 @@ what the two databases do differently is their driver's (``freehours.store.drive
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from functools import cached_property
 from types import TracebackType
@@ -41,6 +41,9 @@ from freehours.store.quotas import Quotas
 from freehours.store.sessions import Sessions
 from freehours.store.timeouts import Timeouts
 from freehours.store.webhooks import Webhooks
+
+#: Rows ``Store.prune`` deletes per transaction: keeps each one short however many have aged out.
+PRUNE_BATCH = 1000
 
 
 class Unit:
@@ -195,6 +198,18 @@ class Store:
     def read(self) -> AbstractContextManager[Unit]:
         """A transaction that only reads; on SQLite it never waits for a writer (WAL)."""
         return self._unit(self.driver.read(self.engine))
+
+    def prune(self, delete: Callable[[Unit, int], int], *, batch: int = PRUNE_BATCH) -> int:
+        """Delete aged-out rows in write transactions of at most ``batch`` each, until one
+        deletes fewer: ``delete(unit, limit)`` deletes at most ``limit`` and says how many went.
+        How many went in all."""
+        pruned = 0
+        while True:
+            with self.write() as unit:
+                deleted = delete(unit, batch)
+            pruned += deleted
+            if deleted < batch:
+                return pruned
 
     def listen(self, channel: str) -> AbstractContextManager[Notifications]:
         """A connection of its own listening on ``channel`` (where ``listens``)."""

@@ -80,11 +80,11 @@ class Registered:
 
 
 class NotFound(LookupError):
-    pass
+    """No such webhook endpoint (HTTP 404)."""
 
 
 class TooManyEndpoints(Exception):
-    pass
+    """As many webhook endpoints are registered as may be (HTTP 422)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,22 +350,14 @@ class Webhooks:
         return Outcome(f"failed: {error}")
 
 
-#: Events deleted per transaction by ``prune``.
-PRUNE_BATCH = 1000
-
-
 def prune(store: Store, before: datetime) -> int:
     """Delete the events older than ``before`` that nothing is still trying to deliver, with
-    their deliveries and attempts (the worker's retention, ``WEBHOOK_RETENTION``)."""
-    pruned = 0
-    while True:
-        with store.write() as unit:
-            deleted = unit.webhooks.prune(before=before, limit=PRUNE_BATCH)
-        pruned += deleted
-        if deleted < PRUNE_BATCH:
-            if pruned:
-                log.info("webhook_events_pruned", count=pruned)
-            return pruned
+    their deliveries and attempts (the worker's retention, ``WEBHOOK_RETENTION``), a batch a
+    transaction."""
+    pruned = store.prune(lambda unit, limit: unit.webhooks.prune(before=before, limit=limit))
+    if pruned:
+        log.info("webhook_events_pruned", count=pruned)
+    return pruned
 
 
 def _fields(work: Work) -> dict[str, object]:

@@ -83,21 +83,15 @@ def after_rescue(retry: RetryPolicy, job: Job) -> RetryAt | Discard:
     return retry.after_failure(job)
 
 
-#: Deleted per transaction: keeps each one short however many jobs have aged out.
-PRUNE_BATCH = 1000
-
-
 def prune(store: Store, finished_before: datetime) -> int:
-    """Delete every job finished before ``finished_before``; how many went."""
-    pruned = 0
-    while True:
-        with store.write() as unit:
-            deleted = unit.jobs.prune(finished_before=finished_before, limit=PRUNE_BATCH)
-        pruned += deleted
-        if deleted < PRUNE_BATCH:
-            if pruned:
-                log.info("jobs_pruned", count=pruned)
-            return pruned
+    """Delete every job finished before ``finished_before``, a batch a transaction; how many
+    went."""
+    pruned = store.prune(
+        lambda unit, limit: unit.jobs.prune(finished_before=finished_before, limit=limit)
+    )
+    if pruned:
+        log.info("jobs_pruned", count=pruned)
+    return pruned
 
 
 def count_stuck(store: Store, clock: Clock) -> int:

@@ -36,7 +36,7 @@ import structlog
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from freehours import defaults
-from freehours.domain.settlement import Quota
+from freehours.domain.settlement import Quota, quota_key
 from freehours.jobs.job import BatchAnswer, Done, Job, Snooze, Task
 from freehours.settlement.service import AffectedDays, Answer, Outcome, Settlements, SettleRequest
 from freehours.store.database import Unit
@@ -173,7 +173,6 @@ def schedule_settlements(
     the current trace's, so the job continues the request's trace.
     """
     versions = versions or {}
-    policy = settlements.policy
     now = settlements.clock.now()
     traceparent = traceparent or current_traceparent()
     scheduled = []
@@ -185,16 +184,16 @@ def schedule_settlements(
     for item in affected:
         nmi, customer = item.nmi, item.customer
         for day in item.days:
-            known = times.get((id(customer), day))
+            known = times.get((id(customer.plan), day))
             if known is None:
-                window_end = customer.window.bounds(day, customer.plan.zone)[1].astimezone(UTC)
-                known = times[(id(customer), day)] = (
+                quota = settlements.quota_times(customer, day)
+                known = times[(id(customer.plan), day)] = (
                     day.isoformat(),
-                    window_end + policy.grace,
-                    max(window_end + policy.data_deadline, now) + SETTLEMENT_JOB_SLACK,
+                    quota.due.astimezone(UTC),
+                    max(quota.data_deadline, now).astimezone(UTC) + SETTLEMENT_JOB_SLACK,
                 )
             day_text, run_at, deadline = known
-            key = f"{nmi}:{day_text}"
+            key = quota_key(nmi, day)
             new.append(
                 NewJob(
                     KIND,

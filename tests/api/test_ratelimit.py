@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import time
+from datetime import UTC, datetime
 
 import pytest
 
 from freehours.api.problems import Problem
 from freehours.api.ratelimit import RateLimits, SweptMemoryStorage
+from freehours.clock import ManualClock
 
 
 def test_a_client_over_its_limit_gets_a_429_naming_it_with_retry_after() -> None:
@@ -28,26 +29,28 @@ def test_a_client_over_its_limit_gets_a_429_naming_it_with_retry_after() -> None
 
 
 def test_the_sweep_runs_at_most_once_a_second_and_expiry_does_not_wait_for_it() -> None:
-    async def run() -> tuple[int, bool]:
-        storage = SweptMemoryStorage()
-        storage.SWEEP_SECONDS = 3600.0  # no second sweep in this test
-        limits = RateLimits(storage, "2/second", "100/minute")
-        for who in ("a", "b", "c"):
-            await limits.check_client(who)
-        await asyncio.sleep(0)  # the one sweep ran with the first hit (nothing had expired)
-        swept_at = storage._swept_at
-        await limits.check_client("a")  # "a" is at its limit now
-        deadline = time.monotonic() + 5.0
-        allowed = 0
-        while allowed < 2:  # the limit frees up as its window passes, with no sweep
-            try:
-                await limits.check_client("a")
-                allowed += 1
-            except Problem:
-                assert time.monotonic() < deadline, "the limit did not free up within 5 s"
-                await asyncio.sleep(0.05)
-        return len(storage.expirations), swept_at == storage._swept_at
+    clock = ManualClock(datetime(2026, 7, 1, tzinfo=UTC))
 
-    keys, one_sweep = asyncio.run(run())
-    assert one_sweep
-    assert keys >= 3  # the expired counters are still there: no sweep ran since
+    async def run() -> None:
+        storage = SweptMemoryStorage(clock)
+        limits = RateLimits(storage, "2/second", "100/minute", clock=clock)
+        for who in ("a", "b", "c", "a"):
+            await limits.check_client(who)
+        with pytest.raises(Problem):  # "a" is at its limit
+            await limits.check_client("a")
+        counters = set(storage.expirations)
+        clock.advance(2.5)  # every window has passed; the sweep's second too, but it waits
+        storage.SWEEP_SECONDS = 3600.0
+        await limits.check_client("a")  # the limit freed up as its window passed, unswept
+        await limits.check_client("a")
+        assert counters <= set(storage.expirations)  # the expired counters are still there
+        storage.SWEEP_SECONDS = 1.0
+        await limits.check_client("d")  # over a second since the last: this hit sweeps
+        assert not counters & set(storage.expirations)
+        swept = set(storage.expirations)  # "a"'s and "d"'s, not yet expired
+        clock.advance(2.5)  # they expire; 2.5 s after the sweep, under its 3 s none runs
+        storage.SWEEP_SECONDS = 3.0
+        await limits.check_client("e")
+        assert swept <= set(storage.expirations)
+
+    asyncio.run(run())

@@ -197,13 +197,17 @@ def test_a_failed_redis_is_bypassed_until_its_retry_time() -> None:
 def test_a_bypassed_redis_is_tried_by_one_call_and_used_again_once_it_answers(
     redis_url: str,
 ) -> None:
-    breaker = RedisBreaker(retry_seconds=0.000001, slow_seconds=1)
+    clock = ManualClock(datetime(2026, 7, 1, tzinfo=UTC))
+    breaker = RedisBreaker(retry_seconds=30, slow_seconds=1, clock=clock)
     breaker.failed("test", "as if it had failed")
     prefix = f"test:{uuid.uuid4().hex}:"
     client = sync_client(redis_url, 0.5)
     cache = RedisQuotaCache(client, prefix=prefix, breaker=breaker)
     _, locked, _ = _states()
-    assert cache.put(locked, 30) is True  # the probe, past the retry time: answered
+    clock.advance(29.9)
+    assert cache.put(locked, 30) is False  # before the retry time: bypassed
+    clock.advance(0.1)
+    assert cache.put(locked, 30) is True  # the probe, at the retry time: answered
     assert not breaker.is_open
     assert cache.get(locked.key) == locked
     client.delete(prefix + locked.key)

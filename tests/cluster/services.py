@@ -13,8 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from glob import glob
@@ -24,6 +23,7 @@ import httpx
 import redis
 
 from tests.cluster.hosts import Host
+from tests.support import eventually
 
 FREEHOURS = str(Path(sys.executable).with_name("freehours"))
 PG_PORT = 5432
@@ -64,19 +64,9 @@ def missing_tools() -> str | None:
     return None
 
 
-def wait_for(check: object, what: str, within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            if check():  # type: ignore[operator]
-                return
-        except AssertionError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - not up yet, whatever it says
-            last = exc
-        time.sleep(0.1)
-    raise AssertionError(f"{what} did not come up within {within:g} s (last: {last!r})")
+def wait_for(check: Callable[[], object], what: str, within: float = 30.0) -> None:
+    """``eventually``, for a service coming up: whatever it raises meanwhile is not up yet."""
+    eventually(check, within=within, what=f"{what} coming up", every=0.1, ignoring=(Exception,))
 
 
 @contextmanager

@@ -55,10 +55,10 @@ from tests.cluster.test_network_faults import (
     SEED,
     SPEED,
     expected_reads,
-    poll,
     round_trips,
     stored_reads,
 )
+from tests.support import eventually
 
 pytestmark = [pytest.mark.slow]
 
@@ -206,7 +206,7 @@ def test_the_agent_delivers_every_read_once_over_a_slow_lossy_link(
                 ).all()
             return {tuple(r) for r in rows} == keys and len(done) == len(keys)
 
-        poll(settled, "every quota COMPLETED", 60)
+        eventually(settled, what="every quota COMPLETED", within=60)
 
         # The spool drained: every batch delivered (kept as a tombstone), none left or set aside.
         assert summary["pending"] == 0, summary

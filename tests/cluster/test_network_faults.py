@@ -23,7 +23,6 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -50,6 +49,7 @@ from tests.cluster.services import (
     database_host,
     freehours,
 )
+from tests.support import eventually
 
 pytestmark = [pytest.mark.slow]
 
@@ -124,17 +124,6 @@ def stored_reads(store: Store, nmis: list[str], day: date) -> dict[tuple[str, st
 def count(store: Store, query: sa.Select[Any]) -> int:
     with store.read() as unit:
         return int(unit.connection.execute(query).scalar_one())
-
-
-def poll(look: Callable[[], Any], what: str, within: float, every: float = 0.05) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        seen = look()
-        if seen:
-            return seen
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {within:g} s (last seen: {seen!r})")
-        time.sleep(every)
 
 
 def round_trips(agent: Host, url: str, n: int = 10) -> float:
@@ -291,14 +280,20 @@ def test_a_free_window_through_six_hosts_under_network_faults(
                 arrivals = sa.select(sa.func.count()).select_from(idempotency_keys)
 
                 # api1 killed a third of the way through the agent's batches.
-                poll(lambda: count(store, arrivals) >= batches // 3, "a third sent", 60)
+                eventually(
+                    lambda: count(store, arrivals) >= batches // 3, what="a third sent", within=60
+                )
                 killed_at = time.monotonic()
                 api1.kill()
                 time.sleep(2)
                 api1.start()
                 restarted = time.monotonic()
                 at_restart = count(store, arrivals)
-                poll(lambda: count(store, arrivals) > at_restart, "reads after the restart", 60)
+                eventually(
+                    lambda: count(store, arrivals) > at_restart,
+                    what="reads after the restart",
+                    within=60,
+                )
                 flowing = time.monotonic()
                 run.timings.append(
                     Timing(
@@ -328,7 +323,9 @@ def test_a_free_window_through_six_hosts_under_network_faults(
             )
 
             # The worker cut off mid-settlement: the other one takes its quotas over.
-            poll(lambda: watch.cut is not None or watch.error, "a settlement waiting", 60)
+            eventually(
+                lambda: watch.cut is not None or watch.error, what="a settlement waiting", within=60
+            )
             assert watch.error is None, watch.error
             assert watch.cut is not None
             assert watch.held, "no quota was LOCKED as its worker was cut off"
@@ -342,7 +339,11 @@ def test_a_free_window_through_six_hosts_under_network_faults(
                 done = {(r.nmi, r.day, r.version) for r in rows if r.status == "COMPLETED"}
                 return set(keys) <= done
 
-            poll(lambda: completed(held), "the held quotas completed by the other worker", 60)
+            eventually(
+                lambda: completed(held),
+                what="the held quotas completed by the other worker",
+                within=60,
+            )
             taken_over = time.monotonic()
             watch.cut.heal()
             healed = time.monotonic()
@@ -387,10 +388,10 @@ def test_a_free_window_through_six_hosts_under_network_faults(
                 assert ready.json()["redis"] != "ok", ready.json()
                 api2.host.heal()
                 healed = time.monotonic()
-                poll(
+                eventually(
                     lambda: api.get("/readyz").json()["redis"] == "ok",
-                    "api2 using Redis again",
-                    30,
+                    what="api2 using Redis again",
+                    within=30,
                     every=0.1,
                 )
                 back = time.monotonic()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -11,16 +13,23 @@ from freehours.domain.settlement import (
     Busy,
     Claimed,
     QuotaStatus,
+    QuotaTimes,
     Settled,
     StaleFence,
     abort,
     claim,
     complete,
+    data_deadline_of,
+    has_quota,
     new_quota,
     postpone,
+    quota_dates,
+    quota_key,
+    quota_times,
     release,
     seconds_until_settleable,
 )
+from freehours.plans import load_plan
 
 NOW = datetime(2026, 7, 1, 5, 0, tzinfo=UTC)
 LOCK = timedelta(seconds=30)
@@ -175,6 +184,7 @@ def test_every_transition_bumps_the_revision() -> None:
 
 def test_key_is_nmi_colon_date() -> None:
     assert new_quota("4102000001", date(2026, 7, 1)).key == "4102000001:2026-07-01"
+    assert quota_key("4102000001", date(2026, 7, 1)) == "4102000001:2026-07-01"
 
 
 WINDOW_END = datetime(2026, 7, 1, 4, 0, tzinfo=UTC)  # 14:00 AEST
@@ -195,10 +205,54 @@ POLL = timedelta(minutes=10)
     ],
 )
 def test_seconds_until_settleable(now: datetime, complete_data: bool, expected: int | None) -> None:
-    got = seconds_until_settleable(
-        WINDOW_END, now, grace=GRACE, data_deadline=DEADLINE, data_complete=complete_data, poll=POLL
+    times = QuotaTimes.of(
+        (WINDOW_END - timedelta(hours=3), WINDOW_END), grace=GRACE, data_deadline=DEADLINE
     )
+    got = seconds_until_settleable(times, now, data_complete=complete_data, poll=POLL)
     assert got == expected
+
+
+def test_a_quota_day_s_times_are_on_the_customer_s_clock() -> None:
+    times = quota_times(load_plan("sso-nsw"), date(2026, 7, 1), grace=GRACE, data_deadline=DEADLINE)
+    sydney = ZoneInfo("Australia/Sydney")
+    assert times == QuotaTimes(
+        datetime(2026, 7, 1, 11, 0, tzinfo=sydney),
+        datetime(2026, 7, 1, 14, 0, tzinfo=sydney),
+        datetime(2026, 7, 1, 14, 15, tzinfo=sydney),
+        datetime(2026, 7, 4, 14, 0, tzinfo=sydney),
+    )
+
+
+def test_the_data_deadline_is_real_hours_after_the_window_across_a_daylight_saving_change() -> None:
+    """Sydney's clocks go back an hour on 4 April 2027: three days after the window of the 2nd
+    (14:00 AEDT, 03:00 UTC) is 72 hours after it, not the 73 that 14:00 AEST on the 5th is. The
+    settle job's deadline and the settlement's must be one moment."""
+    plan = load_plan("sso-nsw")
+    times = quota_times(plan, date(2027, 4, 2), grace=GRACE, data_deadline=DEADLINE)
+    assert times.window_end.astimezone(UTC) == datetime(2027, 4, 2, 3, 0, tzinfo=UTC)
+    assert times.data_deadline.astimezone(UTC) == datetime(2027, 4, 5, 3, 0, tzinfo=UTC)
+    assert times.data_deadline.isoformat() == "2027-04-05T13:00:00+10:00"
+    assert data_deadline_of(plan, date(2027, 4, 2), DEADLINE) == times.data_deadline
+
+
+def test_a_plan_without_a_window_has_its_data_deadline_after_the_local_day() -> None:
+    plan = replace(load_plan("sso-nsw"), free_window=None)
+    deadline = data_deadline_of(plan, date(2026, 7, 1), DEADLINE)
+    assert deadline.astimezone(UTC) == datetime(2026, 7, 4, 14, 0, tzinfo=UTC)  # midnight AEST
+
+
+def test_the_days_with_a_quota_are_those_whose_window_has_data() -> None:
+    """In South Australia (UTC+9:30) a local day begins in the NEM day before, but its window
+    (11:00-14:00 local) never does: data on one NEM date gives that local date's quota only."""
+    sa = load_plan("sso-sa")
+    assert quota_dates(sa, [date(2026, 7, 1)]) == {date(2026, 7, 1)}
+    assert quota_dates(sa, [date(2026, 7, 1), date(2026, 7, 3)]) == {
+        date(2026, 7, 1),
+        date(2026, 7, 3),
+    }
+    assert has_quota(sa, date(2026, 7, 2), {date(2026, 7, 1), date(2026, 7, 3)}) is False
+    no_window = replace(sa, free_window=None)
+    assert quota_dates(no_window, [date(2026, 7, 1)]) == set()
 
 
 def test_postpone_returns_to_pending_without_counting_an_attempt() -> None:

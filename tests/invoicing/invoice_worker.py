@@ -20,7 +20,7 @@ from types import FrameType
 import structlog
 
 from freehours.clock import SystemClock
-from freehours.invoicing.service import Invoicing, InvoicingPolicy
+from freehours.invoicing.service import Invoicing, InvoicingFaultPoint, InvoicingPolicy
 from freehours.store.database import Store
 from freehours.workers.invoice import invoicing_tasks
 from freehours.workers.worker import Worker, WorkerConfig
@@ -28,11 +28,11 @@ from tests.invoicing.support import DEADLINE
 
 
 class HangAt:
-    def __init__(self, point: str | None) -> None:
+    def __init__(self, point: InvoicingFaultPoint | None) -> None:
         self.point = point
 
-    def check(self, point: str) -> None:
-        if point == self.point:
+    def check(self, point: InvoicingFaultPoint, batch: str) -> None:
+        if point is self.point:
             print("hanging", flush=True)
             threading.Event().wait()
 
@@ -53,7 +53,12 @@ def main() -> None:
     with Store.open(args.url) as store:
         clock = SystemClock()
         policy = InvoicingPolicy(data_deadline=DEADLINE, batch_size=5)
-        invoicing = Invoicing(store, clock, policy, HangAt(args.hang_at))
+        invoicing = Invoicing(
+            store,
+            clock,
+            policy,
+            HangAt(InvoicingFaultPoint(args.hang_at) if args.hang_at else None),
+        )
         config = WorkerConfig(
             concurrency=2, lease=timedelta(seconds=args.lease), poll=timedelta(seconds=0.2)
         )

@@ -19,7 +19,7 @@ from freehours.domain.invoicing import DocumentType, Series
 from freehours.domain.rating import DayProfiles, MeterRating
 from freehours.domain.settlement import QuotaStatus
 from freehours.domain.time import Region
-from freehours.invoicing.service import document_of
+from freehours.invoicing.service import InvoicingFaultPoint, document_of
 from freehours.plans.document import parse_plan
 from freehours.store.database import Store
 from freehours.store.invoices import StoredDocument
@@ -237,8 +237,8 @@ def test_an_upward_revision_is_an_adjustment_invoice(system: System) -> None:
 class FailOnce:
     fired: int = 0
 
-    def check(self, point: str) -> None:
-        if point == "numbered" and not self.fired:
+    def check(self, point: InvoicingFaultPoint, batch: str) -> None:
+        if point is InvoicingFaultPoint.NUMBERED and not self.fired:
             self.fired += 1
             raise RuntimeError("injected: the finalising transaction fails after numbering")
 

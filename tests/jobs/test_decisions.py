@@ -388,3 +388,15 @@ def test_prune_deletes_finished_jobs_older_than_the_cutoff_and_nothing_unfinishe
     assert history(store, "old") == []
     assert [j.key for j in history(store, "waiting")] == ["waiting"]
     assert [j.key for j in history(store, "recent")] == ["recent"]
+
+
+def test_store_prune_deletes_a_batch_a_transaction_until_one_deletes_fewer(store: Store) -> None:
+    """The one batched prune loop (finished jobs and webhook events both go through it)."""
+    limits: list[int] = []
+
+    def delete(unit: object, limit: int) -> int:
+        limits.append(limit)
+        return [2, 2, 1][len(limits) - 1]
+
+    assert store.prune(delete, batch=2) == 5
+    assert limits == [2, 2, 2]

@@ -7,12 +7,15 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 
 from prometheus_client import generate_latest
 from structlog.testing import capture_logs
 
+from freehours.clock import ManualClock
 from freehours.observability.measured import MeasuredGauge, Measurement
 from tests.metrics import Samples
+from tests.support import eventually
 
 GAUGE = MeasuredGauge("freehours_test_measured", "A gauge for the tests.")
 
@@ -23,10 +26,12 @@ def scraped(measurement: Measurement) -> Samples:
 
 def test_a_scrape_gives_the_measured_value_and_reuses_it_while_fresh() -> None:
     values = iter([3, 5, 8])
-    measurement = GAUGE.measured_by(lambda: next(values), fresh_for=0.3)
+    clock = ManualClock(datetime(2026, 7, 1, tzinfo=UTC))
+    measurement = GAUGE.measured_by(lambda: next(values), fresh_for=0.3, clock=clock)
     assert scraped(measurement).value("freehours_test_measured") == 3
+    clock.advance(0.29)
     assert scraped(measurement).value("freehours_test_measured") == 3  # fresh: not measured again
-    time.sleep(0.35)
+    clock.advance(0.01)
     assert scraped(measurement).value("freehours_test_measured") == 5
 
 
@@ -71,7 +76,4 @@ def test_a_measurement_that_hangs_costs_a_scrape_its_timeout_and_runs_once_for_a
     finally:
         release.set()
     # Once it answers, its value is there for the next scrape.
-    deadline = time.monotonic() + 5
-    while measurement.value() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert measurement.value() == 7
+    assert eventually(measurement.value, within=5, what="the measurement answering") == 7

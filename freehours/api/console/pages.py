@@ -26,6 +26,7 @@ from freehours.api.services import services_of
 from freehours.domain import reads as rules
 from freehours.domain.invoicing import Series
 from freehours.domain.reads import NMI_PATTERN
+from freehours.domain.settlement import quota_key
 from freehours.domain.time import NEM_TIME, Region
 from freehours.jobs.job import JobState
 from freehours.observability.metrics import QUOTA_CACHE_REQUESTS
@@ -278,7 +279,7 @@ def quota(request: Request, session: SignedIn, nmi: str, day: str) -> HTMLRespon
     services = services_of(request)
     the_nmi = parse_nmi(nmi) or ""
     the_day = parse_day(day) or services.nem_today()
-    key = f"{the_nmi}:{the_day.isoformat()}"
+    key = quota_key(the_nmi, the_day)
     with services.store.read() as unit:
         versions = unit.console.versions(the_nmi, the_day)
         if not versions:

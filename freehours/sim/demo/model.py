@@ -231,7 +231,7 @@ def no_free_days(
 
 @dataclass
 class DemoFaults:
-    """What the demo injects into the server's settlements, through the ``Faults`` seam."""
+    """What the demo injects into the server's settlements (the ``SettlementFaults`` seam)."""
 
     seed: int
     #: Set while the doomed worker runs: it dies after its claim.

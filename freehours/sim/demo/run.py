@@ -24,7 +24,7 @@ from freehours.api.services import Services
 from freehours.clock import SystemClock
 from freehours.domain.invoicing import BillingCycle, DocumentType
 from freehours.domain.reads import IntervalDay
-from freehours.domain.settlement import Quota, QuotaStatus, new_quota
+from freehours.domain.settlement import Quota, QuotaStatus, new_quota, quota_key
 from freehours.domain.time import NEM_TIME, Region
 from freehours.domain.webhooks import EVENT_TYPES, DeliveryStatus
 from freehours.jobs.job import JobState
@@ -394,7 +394,7 @@ def _settle(
     pool."""
     stale_nmi, stale_day = keys[random.Random(f"stale:{result.config.seed}").randrange(len(keys))]
     runtime.settlements.cache.put(new_quota(stale_nmi, stale_day), SETTLE_DEADLINE)
-    result.faults["stale_cache_entry"] = f"{stale_nmi}:{stale_day.isoformat()}"
+    result.faults["stale_cache_entry"] = quota_key(stale_nmi, stale_day)
     doomed = runtime.worker(1)
     faults.dying = True
     try:
@@ -488,7 +488,7 @@ def _revise(
         if after is not None and after.version > before.version and after.status.is_terminal:
             progress.update(1, f"version {after.version}: {after.status.value}")
             if before.free_kwh is not None and after.free_kwh is not None:
-                result.revised = (f"{nmi}:{day.isoformat()}", before.free_kwh, after.free_kwh)
+                result.revised = (quota_key(nmi, day), before.free_kwh, after.free_kwh)
             return
         time.sleep(POLL_SECONDS)
     result.failures.append(f"{nmi}:{day}: the revision's version 2 did not settle")
@@ -594,7 +594,7 @@ def _check(
         booked[key] = booked.get(key, Decimal(0)) + credit.kwh
     for nmi, day in keys:
         quota = settled.get((nmi, day))
-        where = f"{nmi}:{day.isoformat()}"
+        where = quota_key(nmi, day)
         if quota is None:
             result.failures.append(f"{where}: not settled, and no reason given")
             continue
