@@ -62,7 +62,7 @@ import sqlalchemy as sa
 from freehours.api.keys import Scope, create_key
 from freehours.domain.time import NEM_TIME, REGION_ZONES, Region
 from freehours.plans import builtin_document
-from freehours.settlement.service import ATTEMPT_FAILED, INCOMPLETE_AT_DEADLINE
+from freehours.settlement.model import ATTEMPT_FAILED, INCOMPLETE_AT_DEADLINE
 from freehours.store.database import Store
 from tests.servers import api_process
 

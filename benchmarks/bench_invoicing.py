@@ -11,7 +11,7 @@ July 2026 settled: E1 and B1 day rows, 30-minute, stored as ``freehours.store.me
 them; for each local day a COMPLETED quota version 1 and its ledger entry. A settlement of 3.1
 million quotas would take far longer than what it feeds, so the bench writes these rows itself,
 with ``COPY`` on a psycopg connection of its own: the one place it writes SQL directly. Their
-free energy is what the settlement computes (``freehours.settlement.service.free_energy``), worked
+free energy is what the settlement computes (``freehours.settlement.energy.free_energy``), worked
 out once for each of ``PATTERNS`` day profiles and each date, and shared by the accounts.
 
 The run is what production does: ``Invoicing.start_run`` as of 10 August 2026, its plan job
@@ -60,7 +60,7 @@ from freehours.domain.time import Region
 from freehours.invoicing.service import Invoicing
 from freehours.plans import builtin_document
 from freehours.plans.document import parse_plan
-from freehours.settlement.service import free_energy
+from freehours.settlement.energy import free_energy
 from freehours.store.database import Store
 from freehours.store.meter import encode_values
 from freehours.store.tables import documents, ledger_entries

@@ -17,7 +17,7 @@ from freehours.errors import InputError
 from freehours.operations.runtime import Runtime
 from freehours.settings import Settings
 from freehours.settlement.ingest import Arrival
-from freehours.settlement.service import Outcome
+from freehours.settlement.model import Outcome
 from freehours.store.database import Store
 from tests.test_settlement import DAY, DUE, NMI, STAMP, add_customer, day_row
 

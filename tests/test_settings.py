@@ -14,7 +14,7 @@ from freehours.errors import ConfigurationError
 from freehours.jobs.retry import RetryPolicy
 from freehours.operations.runtime import retry_policy, settlement_policy, worker_config
 from freehours.settings import Settings, get_settings
-from freehours.settlement.service import SettlementPolicy
+from freehours.settlement.model import SettlementPolicy
 from freehours.workers.worker import WorkerConfig
 from tests.support import run_command
 

@@ -21,17 +21,17 @@ from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import Quota, QuotaStatus, StaleFence, claim, complete
 from freehours.domain.time import NEM_TIME, Region
 from freehours.plans.document import parse_plan
+from freehours.settlement.energy import window_complete
 from freehours.settlement.ingest import Ingestion
-from freehours.settlement.service import (
+from freehours.settlement.model import (
     ATTEMPT_FAILED,
     INCOMPLETE_AT_DEADLINE,
     NO_DATA_AT_DEADLINE,
     FaultPoint,
     Outcome,
     SettlementPolicy,
-    Settlements,
-    window_complete,
 )
+from freehours.settlement.service import Settlements
 from freehours.store import quotas
 from freehours.store.database import Store
 from tests.support import eventually

@@ -20,15 +20,15 @@ from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import Quota, QuotaStatus, claim
 from freehours.domain.time import Region
 from freehours.settlement.ingest import Ingestion
-from freehours.settlement.service import (
+from freehours.settlement.model import (
     ATTEMPT_FAILED,
     Answer,
     FaultPoint,
     Outcome,
-    Settlements,
     SettleRequest,
     day_lock,
 )
+from freehours.settlement.service import Settlements
 from freehours.store.database import Store
 from tests.support import eventually
 from tests.test_settlement import DAY, DUE, PLAN, POLICY, STAMP, WINDOW_END, Death

@@ -31,7 +31,7 @@ from freehours.api.services import services_of
 from freehours.domain.reads import NMI_PATTERN
 from freehours.domain.settlement import Quota
 from freehours.observability.logging import bind_fields
-from freehours.settlement.service import Answer, Outcome
+from freehours.settlement.model import Answer, Outcome
 
 
 class SettlementIn(BaseModel):

@@ -117,7 +117,7 @@ def _wait(runtime: Runtime, started: InvoiceRun) -> InvoiceRun:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from freehours.errors import FreehoursError
-    from freehours.invoicing.service import BATCH_KIND, PLAN_KIND
+    from freehours.invoicing.model import BATCH_KIND, PLAN_KIND
     from freehours.jobs.job import JobState
     from freehours.operations.runtime import retry_policy, worker_config
     from freehours.store.errors import DatabaseError
@@ -344,7 +344,7 @@ def show(
 
 
 def _write(document: StoredDocument, pdf: Path | None, html: Path | None) -> None:
-    from freehours.invoicing.service import document_of
+    from freehours.invoicing.documents import document_of
 
     readable = document_of(document)
     if pdf is not None:

@@ -35,32 +35,17 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Hashable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from enum import StrEnum
-from typing import Any, TypeAlias
+from typing import Any
 
 import structlog
 from opentelemetry import trace
 
-from freehours import defaults
 from freehours.clock import Clock
-from freehours.documents.examples import (
-    EXAMPLE_DISTRIBUTOR,
-    EXAMPLE_RETAILER,
-    INTERPRETER,
-    OMBUDSMEN,
-    example_payment_methods,
-)
 from freehours.documents.model import (
-    DailyUse,
     DocumentError,
-    DocumentKind,
-    FreeEnergy,
-    InvoiceDocument,
-    Line,
-    Retailer,
 )
 from freehours.domain.bill import Bill, make_bill
 from freehours.domain.invoicing import (
@@ -75,15 +60,33 @@ from freehours.domain.invoicing import (
     figures_of,
     revised_days,
 )
-from freehours.domain.plan import Plan, clock_text
+from freehours.domain.plan import Plan
 from freehours.domain.rating import DayProfiles, MeterRating
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import QuotaStatus, data_deadline_of, has_quota
-from freehours.faults import Faults, NoFaults
+from freehours.faults import NoFaults
+from freehours.invoicing.documents import (
+    _document,
+    _retailer_json,
+)
+from freehours.invoicing.model import (
+    BATCH_KIND,
+    KILOWATT_HOUR_THOUSANDTH,
+    PLAN_KIND,
+    BatchOutcome,
+    BatchResult,
+    Checked,
+    Draft,
+    InvoicingFaultPoint,
+    InvoicingFaults,
+    InvoicingPolicy,
+    _Candidate,
+    _Replayed,
+    batch_key,
+)
 from freehours.observability.metrics import DOCUMENTS_FINALISED, INVOICE_RUN_SECONDS
 from freehours.observability.tracing import child_span
 from freehours.plans.cache import PlanCache
-from freehours.plans.document import parse_plan
 from freehours.store.catalog import StoredPlan
 from freehours.store.database import Store, Unit
 from freehours.store.invoices import (
@@ -96,111 +99,9 @@ from freehours.store.invoices import (
 )
 
 log = structlog.get_logger("freehours.invoicing")
+
+
 tracer = trace.get_tracer("freehours.invoicing")
-
-PLAN_KIND = "invoice-run"
-BATCH_KIND = "invoice-batch"
-KILOWATT_HOUR_THOUSANDTH = Decimal("0.001")
-
-
-@dataclass(frozen=True, slots=True)
-class InvoicingPolicy:
-    """How invoices are numbered and runs are cut. The prefixes are settings
-    (``FREEHOURS_INVOICE_PREFIX``, ``FREEHOURS_CREDIT_NOTE_PREFIX``)."""
-
-    #: After a window's end, how long its day may still get data before it settles with what
-    #: there is (the settlement's data deadline): a day without a quota is billed after it.
-    data_deadline: timedelta = defaults.DATA_DEADLINE
-    invoice_prefix: str = "INV-"
-    credit_note_prefix: str = "CN-"
-    #: Digits of the serial number, zero-padded ("INV-00000042"); more when it outgrows them.
-    digits: int = 8
-    #: Accounts per batch job: one write transaction finalises a batch, so the run's throughput
-    #: grows with it; 500 keeps that transaction under a second on this machine.
-    batch_size: int = 500
-    #: How far back a revision is looked for on invoiced periods. The Retail Rules (rule 30)
-    #: limit backbilling to 9 months; a revision older than that is not billed again.
-    correction_window: timedelta = timedelta(days=275)
-    #: The retailer's details, printed on every document and kept with it.
-    retailer: Retailer = field(default=EXAMPLE_RETAILER)
-
-    def number(self, series: Series, serial: int) -> str:
-        prefix = self.invoice_prefix if series is Series.INVOICE else self.credit_note_prefix
-        return f"{prefix}{serial:0{self.digits}d}"
-
-
-class InvoicingFaultPoint(StrEnum):
-    """Where a test makes a batch fail or hang."""
-
-    NUMBERED = "numbered"  # in the finalising transaction: numbers taken, documents not stored
-    COMMITTED = "committed"  # just after its commit, before the job is marked done
-
-
-#: Invoicing's fault-injection seam (``freehours.faults``): a point, and the batch job's key.
-InvoicingFaults: TypeAlias = Faults[InvoicingFaultPoint, str]
-
-
-@dataclass(frozen=True, slots=True)
-class Draft:
-    """A document worked out for one period, not numbered yet."""
-
-    account: Account
-    period: Period
-    document_type: DocumentType
-    figures: Figures
-    #: The period's documents when drafted (the sequence this one takes).
-    sequence: int
-    corrects: str | None
-    reason: str | None
-    plan: StoredPlan
-    #: The quota versions the draft was rated against, by day, as they must still be.
-    versions: dict[date, int | None]
-    #: The digest of the meter data it rated.
-    stamp: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Candidate:
-    """A period a batch looks at, and what it needs to draft its document."""
-
-    account: Account
-    stored: StoredPlan
-    plan: Plan
-    profiles: DayProfiles
-    period: Period
-    row: BillingPeriodRow | None
-    days: list[tuple[IntervalDay, str]]
-    quotas: dict[date, SettledQuota]
-
-
-@dataclass(frozen=True, slots=True)
-class Checked:
-    """A revised period whose new rating changes nothing: its versions are noted, no document."""
-
-    nmi: str
-    period: Period
-    documents: int
-    versions: dict[date, int | None]
-    stamp: str
-
-
-@dataclass
-class BatchResult:
-    drafts: list[Draft] = field(default_factory=list)
-    checked: list[Checked] = field(default_factory=list)
-    waiting: int = 0
-    held: int = 0
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class BatchOutcome:
-    """What finalising a batch did; ``replayed`` when the batch had been done before."""
-
-    documents: tuple[StoredDocument, ...]
-    counts: RunCounts
-    run: InvoiceRun | None
-    replayed: bool = False
 
 
 class Invoicing:
@@ -789,7 +690,11 @@ class Invoicing:
 
 #: A period of a customer, its plan as stored and parsed, and its row (None: never looked at).
 _Wanted = tuple[Account, StoredPlan, Plan, DayProfiles, Period, BillingPeriodRow | None]
+
+
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 #: Day rows received this long before a period was last looked at are looked at again: longer
 #: than any ingest transaction, whose rows carry the time it began, may take to commit.
 RECEIPT_MARGIN = timedelta(days=1)
@@ -810,86 +715,8 @@ def _period_rows(
     return [day for day, _ in kept], data_stamp(text for _, text in kept)
 
 
-def batch_key(run_id: str, batch: int) -> str:
-    """The key of a run's batch job: ``"{run id}:{batch}"``."""
-    return f"{run_id}:{batch}"
-
-
-class _Replayed(Exception):
-    """A batch found done in its run: roll back what this attempt wrote."""
-
-
 def _plan_version(draft: Draft) -> Hashable:
     """The version ``_plan`` parsed ``draft``'s plan under: a correction's is its original's."""
     if draft.corrects is not None:
         return ("document", draft.corrects)
     return (draft.plan.plan_id, draft.plan.updated_at)
-
-
-def _retailer_json(retailer: Retailer) -> dict[str, Any]:
-    values = asdict(retailer)
-    values["postal_address"] = list(retailer.postal_address)
-    return values
-
-
-def retailer_of(values: dict[str, Any]) -> Retailer:
-    """The retailer's details as a document kept them."""
-    return Retailer(**{**values, "postal_address": tuple(values["postal_address"])})
-
-
-def document_of(stored: StoredDocument) -> InvoiceDocument:
-    """The document a household reads, from a finalised document as stored: its own figures,
-    plan and retailer details, so that it renders the same whenever it is asked for."""
-    return _document(stored, parse_plan(stored.plan_document, source=f"document {stored.number}"))
-
-
-def _document(stored: StoredDocument, plan: Plan) -> InvoiceDocument:
-    """``document_of``, its plan parsed already."""
-    figures = stored.figures
-    window = plan.free_window
-    free = None
-    if window is not None:
-        free = FreeEnergy(
-            kwh=figures.free_kwh,
-            value=figures.free_value,
-            window_start=clock_text(window.start),
-            window_end=clock_text(window.end),
-            cap_kwh_per_day=window.cap_kwh,
-            over_cap_kwh=figures.over_cap_kwh,
-        )
-    retailer = retailer_of(stored.retailer)
-    example = retailer.example
-    return InvoiceDocument(
-        kind=DocumentKind(stored.document_type.value),
-        number=stored.number,
-        issue_date=stored.issue_date,
-        due_date=stored.due_date,
-        retailer=retailer,
-        nmi=stored.nmi,
-        region=stored.region,
-        plan_id=stored.plan_id,
-        plan_name=plan.name,
-        period_start=stored.period_start,
-        period_end=stored.period_end,
-        lines=tuple(
-            Line(
-                line.code, line.description, line.quantity, line.unit, line.unit_price, line.amount
-            )
-            for line in figures.lines
-        ),
-        subtotal=figures.subtotal,
-        gst=figures.gst,
-        total=figures.total,
-        amount_due=figures.total,
-        ombudsman=OMBUDSMEN[stored.region],
-        interpreter=INTERPRETER,
-        corrects=stored.corrects,
-        reason=stored.reason,
-        account_number=stored.nmi,
-        time_zone=stored.time_zone,
-        free_energy=free,
-        days=tuple(DailyUse(d.day, d.consumption_kwh, d.free_kwh, d.metered) for d in figures.days),
-        payment_methods=example_payment_methods(stored.number) if example else (),
-        distributor=EXAMPLE_DISTRIBUTOR if example else None,
-        gst_rate=plan.gst_rate,
-    )

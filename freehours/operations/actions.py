@@ -28,7 +28,8 @@ from freehours.errors import InputError
 from freehours.jobs.decisions import DEFAULT_DEADLINE
 from freehours.jobs.job import Job, JobState
 from freehours.observability.trace_ids import current_trace_id
-from freehours.settlement.service import Settlements, day_lock
+from freehours.settlement.model import day_lock
+from freehours.settlement.service import Settlements
 from freehours.store.database import Store, Unit
 from freehours.workers.settle import KIND as SETTLE_KIND
 from freehours.workers.settle import SETTLEMENT_JOB_SLACK, current_traceparent

@@ -23,7 +23,8 @@ from freehours.documents.model import DocumentError, Retailer
 from freehours.domain.invoicing import BillingCycle
 from freehours.domain.time import Region
 from freehours.errors import ConfigurationError
-from freehours.invoicing.service import Invoicing, InvoicingPolicy
+from freehours.invoicing.model import InvoicingPolicy
+from freehours.invoicing.service import Invoicing
 from freehours.jobs.retry import RetryPolicy
 from freehours.observability.measured import Measurement
 from freehours.observability.metrics import JOBS_STUCK, SETTLEMENTS_UNSCHEDULED
@@ -31,7 +32,8 @@ from freehours.plans.cache import PlanCache
 from freehours.plans.calendars import load_holiday_calendars
 from freehours.settings import Settings
 from freehours.settlement.ingest import Ingestion
-from freehours.settlement.service import SettlementFaults, SettlementPolicy, Settlements
+from freehours.settlement.model import SettlementFaults, SettlementPolicy
+from freehours.settlement.service import Settlements
 from freehours.store.database import Store
 from freehours.store.timeouts import Timeouts
 from freehours.webhooks.sender import HttpSender

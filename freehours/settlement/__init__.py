@@ -1,5 +1,7 @@
 """Settling free-energy quotas, and the one path meter data takes in.
 
+    model       what a settlement is asked and answers: ``SettleRequest``, ``Outcome``, ``Answer``
+    energy      a day's free energy from its reads (``free_energy``, ``window_complete``)
     service     ``Settlements``: settle a quota exactly once (one request, or a worker's batch)
     ingest      ``Ingestion``: meter data stored, the quotas it affects reopened and scheduled
 

@@ -22,7 +22,8 @@ from freehours.domain.settlement import Quota
 from freehours.domain.time import NEM_TIME
 from freehours.observability.metrics import INGESTED_VALUES
 from freehours.observability.trace_ids import current_trace_id
-from freehours.settlement.service import AffectedDays, Settlements
+from freehours.settlement.model import AffectedDays
+from freehours.settlement.service import Settlements
 from freehours.store.catalog import UnknownCustomer
 from freehours.store.database import Store, Unit
 from freehours.store.meter import IngestCounts

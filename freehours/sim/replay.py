@@ -50,7 +50,7 @@ from freehours.jobs.job import Done, Job, JobState, Snooze, Task
 from freehours.operations.runtime import Runtime, retry_policy, worker_config
 from freehours.plans import builtin_document
 from freehours.settings import Settings
-from freehours.settlement.service import FaultPoint
+from freehours.settlement.model import FaultPoint
 from freehours.sim.agent_meters import INTERVAL, SimulatedMeters
 from freehours.sim.clients import (
     API_URL,

@@ -24,7 +24,7 @@ from datetime import date, datetime, timedelta
 from enum import StrEnum
 
 from freehours.plans import builtin_plan
-from freehours.settlement.service import SettlementPolicy
+from freehours.settlement.model import SettlementPolicy
 from freehours.sim.agent_meters import INTERVAL
 from freehours.sim.meters import SOLAR_SHARER_START, households
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import structlog
 
 from freehours import defaults
-from freehours.invoicing.service import BATCH_KIND, PLAN_KIND, Invoicing
+from freehours.invoicing.model import BATCH_KIND, PLAN_KIND
+from freehours.invoicing.service import Invoicing
 from freehours.jobs.job import Done, Job, Task
 
 

@@ -38,7 +38,8 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from freehours import defaults
 from freehours.domain.settlement import Quota, quota_key
 from freehours.jobs.job import BatchAnswer, Done, Job, Snooze, Task
-from freehours.settlement.service import AffectedDays, Answer, Outcome, Settlements, SettleRequest
+from freehours.settlement.model import AffectedDays, Answer, Outcome, SettleRequest
+from freehours.settlement.service import Settlements
 from freehours.store.database import Unit
 from freehours.store.jobs import NewJob
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from freehours.settlement.service import PLAN_NOT_VALID
+from freehours.settlement.model import PLAN_NOT_VALID
 from freehours.store.tables import meter_days, plans, quotas
 from tests.api.conftest import PLAN, START, Api
 from tests.meterdata.nem12_text import channel, day, nem12

@@ -20,7 +20,8 @@ from types import FrameType
 import structlog
 
 from freehours.clock import SystemClock
-from freehours.invoicing.service import Invoicing, InvoicingFaultPoint, InvoicingPolicy
+from freehours.invoicing.model import InvoicingFaultPoint, InvoicingPolicy
+from freehours.invoicing.service import Invoicing
 from freehours.store.database import Store
 from freehours.workers.invoice import invoicing_tasks
 from freehours.workers.worker import Worker, WorkerConfig

@@ -11,10 +11,12 @@ from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import ManualClock
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME, Region
-from freehours.invoicing.service import Invoicing, InvoicingFaults, InvoicingPolicy
+from freehours.invoicing.model import InvoicingFaults, InvoicingPolicy
+from freehours.invoicing.service import Invoicing
 from freehours.plans import builtin_document
 from freehours.settlement.ingest import Ingestion
-from freehours.settlement.service import SettlementPolicy, Settlements
+from freehours.settlement.model import SettlementPolicy
+from freehours.settlement.service import Settlements
 from freehours.store.database import Store
 from freehours.store.invoices import StoredDocument
 from freehours.workers.invoice import invoicing_tasks

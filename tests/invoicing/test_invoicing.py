@@ -19,7 +19,8 @@ from freehours.domain.invoicing import DocumentType, Series
 from freehours.domain.rating import DayProfiles, MeterRating
 from freehours.domain.settlement import QuotaStatus
 from freehours.domain.time import Region
-from freehours.invoicing.service import InvoicingFaultPoint, document_of
+from freehours.invoicing.documents import document_of
+from freehours.invoicing.model import InvoicingFaultPoint
 from freehours.plans.document import parse_plan
 from freehours.store.database import Store
 from freehours.store.invoices import StoredDocument

@@ -15,7 +15,8 @@ import pytest
 
 from freehours.clock import SystemClock
 from freehours.domain.invoicing import DocumentType, Series
-from freehours.invoicing.service import BATCH_KIND, Invoicing
+from freehours.invoicing.model import BATCH_KIND
+from freehours.invoicing.service import Invoicing
 from freehours.store.database import Store
 from freehours.store.timeouts import Timeouts
 from freehours.workers.invoice import invoicing_tasks

@@ -20,7 +20,8 @@ from freehours.documents.pdf import render_pdf
 from freehours.domain.fields import MAX_LINE_CODE, MAX_PLAN_ID, MAX_PLAN_NAME
 from freehours.domain.time import Region
 from freehours.errors import PlanError
-from freehours.invoicing.service import InvoicingPolicy, document_of
+from freehours.invoicing.documents import document_of
+from freehours.invoicing.model import InvoicingPolicy
 from freehours.plans import BUILTIN_IDS, builtin_document
 from freehours.plans.document import parse_plan
 from freehours.store.database import Store

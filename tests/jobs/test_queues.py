@@ -13,7 +13,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from freehours import defaults
-from freehours.invoicing.service import BATCH_KIND, PLAN_KIND
+from freehours.invoicing.model import BATCH_KIND, PLAN_KIND
 from freehours.jobs.job import DEFAULT_QUEUE, Done, Job, JobState, Task, queue_name
 from freehours.store.database import Store
 from freehours.store.webhooks import DELIVERY_KIND

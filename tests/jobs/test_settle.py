@@ -25,7 +25,8 @@ from freehours.jobs.job import Job, JobState
 from freehours.jobs.retry import RetryPolicy
 from freehours.observability.logging import add_trace_context
 from freehours.settlement.ingest import Ingestion
-from freehours.settlement.service import FaultPoint, SettlementPolicy, Settlements
+from freehours.settlement.model import FaultPoint, SettlementPolicy
+from freehours.settlement.service import Settlements
 from freehours.store import quotas
 from freehours.store.database import Store
 from freehours.workers import rescuer

@@ -30,7 +30,8 @@ from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import SystemClock
 from freehours.domain.settlement import Quota
 from freehours.jobs.job import Done, Job
-from freehours.settlement.service import FaultPoint, SettlementPolicy, Settlements
+from freehours.settlement.model import FaultPoint, SettlementPolicy
+from freehours.settlement.service import Settlements
 from freehours.store.database import Store
 from freehours.workers.settle import KIND, SettleTask
 from freehours.workers.worker import Worker, WorkerConfig

@@ -13,7 +13,8 @@ from freehours.domain.settlement import QuotaStatus
 from freehours.jobs.job import JobState
 from freehours.jobs.retry import RetryPolicy
 from freehours.settlement.ingest import Ingestion
-from freehours.settlement.service import FaultPoint, Outcome, SettlementPolicy, Settlements
+from freehours.settlement.model import FaultPoint, Outcome, SettlementPolicy
+from freehours.settlement.service import Settlements
 from freehours.store.database import Store
 from freehours.workers.settle import KIND, SettlementJobs, settlement_tasks
 from freehours.workers.worker import Worker

@@ -36,7 +36,8 @@ from freehours.domain.settlement import Quota, QuotaStatus
 from freehours.domain.time import Region
 from freehours.jobs.retry import RetryPolicy
 from freehours.settlement.ingest import Ingestion
-from freehours.settlement.service import FaultPoint, Outcome, SettlementPolicy, Settlements
+from freehours.settlement.model import FaultPoint, Outcome, SettlementPolicy
+from freehours.settlement.service import Settlements
 from freehours.store.database import Store
 from freehours.store.quotas import QuotaEvent
 from freehours.workers.rescuer import rescue

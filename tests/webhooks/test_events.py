@@ -13,7 +13,8 @@ from random import Random
 
 from freehours.cache.quota import MemoryQuotaCache
 from freehours.domain.settlement import QuotaStatus
-from freehours.settlement.service import FaultPoint, SettlementPolicy, Settlements
+from freehours.settlement.model import FaultPoint, SettlementPolicy
+from freehours.settlement.service import Settlements
 from freehours.store.database import Store
 from freehours.webhooks.sender import HttpSender
 from freehours.webhooks.service import Webhooks

@@ -30,7 +30,7 @@ from freehours.domain.settlement import quota_key
 from freehours.domain.time import NEM_TIME, Region
 from freehours.jobs.job import JobState
 from freehours.observability.metrics import QUOTA_CACHE_REQUESTS
-from freehours.settlement.service import NoQuotas
+from freehours.settlement.model import NoQuotas
 from freehours.store.console import QuotaFilter
 from freehours.store.tables import JOB_STATES, QUOTA_STATUSES
 from freehours.workers.rescuer import STUCK_AFTER

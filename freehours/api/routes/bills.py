@@ -20,7 +20,7 @@ from freehours.api.services import AppServices
 from freehours.domain.bill import make_bill
 from freehours.domain.rating import MeterRating
 from freehours.observability.logging import bind_fields
-from freehours.settlement.service import NoQuotas
+from freehours.settlement.model import NoQuotas
 
 
 class BillDayOut(BaseModel):

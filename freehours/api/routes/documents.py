@@ -5,8 +5,8 @@ of a series' finalised documents, and each document as JSON, PDF or HTML
 Invoices and adjustment invoices are numbered from the invoice series, credit notes from their
 own (``freehours.domain.invoicing.Series``): each collection holds its series' documents, and a
 number of the other series is a 404 that says where it is. A document renders from what was
-stored when it was finalised (``freehours.invoicing.service.document_of``), the same whenever it is
-asked for; the PDF takes some milliseconds of CPU, so it renders in a worker thread.
+stored when it was finalised (``freehours.invoicing.documents.document_of``), the same whenever it
+is asked for; the PDF takes some milliseconds of CPU, so it renders in a worker thread.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from freehours.domain.reads import (
     check_date,
 )
 from freehours.domain.time import Region
-from freehours.invoicing.service import document_of
+from freehours.invoicing.documents import document_of
 from freehours.observability.logging import bind_fields
 from freehours.store.document_json import COLLECTION_PATHS, summary, whole
 from freehours.store.invoices import StoredDocument

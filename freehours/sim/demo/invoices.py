@@ -13,7 +13,7 @@ import httpx
 from freehours.documents.html import render_html
 from freehours.documents.pdf import render_pdf
 from freehours.domain.invoicing import DocumentType, Period, Series
-from freehours.invoicing.service import document_of
+from freehours.invoicing.documents import document_of
 from freehours.operations.runtime import Runtime
 
 #: Each region's built-in plan.

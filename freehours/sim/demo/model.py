@@ -30,7 +30,7 @@ from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import Quota
 from freehours.domain.time import NEM_TIME, Region
 from freehours.operations.runtime import Runtime
-from freehours.settlement.service import FaultPoint
+from freehours.settlement.model import FaultPoint
 from freehours.sim.meters import SOLAR_SHARER_START
 from freehours.sim.replay import WorkerDied
 from freehours.store.errors import connection_lost

@@ -1,0 +1,96 @@
+"""A stored document drawn again: the retailer it names and the plan it was billed on, as the
+renderers take it (``document_of``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from freehours.documents.examples import (
+    EXAMPLE_DISTRIBUTOR,
+    INTERPRETER,
+    OMBUDSMEN,
+    example_payment_methods,
+)
+from freehours.documents.model import (
+    DailyUse,
+    DocumentKind,
+    FreeEnergy,
+    InvoiceDocument,
+    Line,
+    Retailer,
+)
+from freehours.domain.plan import Plan, clock_text
+from freehours.plans.document import parse_plan
+from freehours.store.invoices import (
+    StoredDocument,
+)
+
+
+def _retailer_json(retailer: Retailer) -> dict[str, Any]:
+    values = asdict(retailer)
+    values["postal_address"] = list(retailer.postal_address)
+    return values
+
+
+def retailer_of(values: dict[str, Any]) -> Retailer:
+    """The retailer's details as a document kept them."""
+    return Retailer(**{**values, "postal_address": tuple(values["postal_address"])})
+
+
+def document_of(stored: StoredDocument) -> InvoiceDocument:
+    """The document a household reads, from a finalised document as stored: its own figures,
+    plan and retailer details, so that it renders the same whenever it is asked for."""
+    return _document(stored, parse_plan(stored.plan_document, source=f"document {stored.number}"))
+
+
+def _document(stored: StoredDocument, plan: Plan) -> InvoiceDocument:
+    """``document_of``, its plan parsed already."""
+    figures = stored.figures
+    window = plan.free_window
+    free = None
+    if window is not None:
+        free = FreeEnergy(
+            kwh=figures.free_kwh,
+            value=figures.free_value,
+            window_start=clock_text(window.start),
+            window_end=clock_text(window.end),
+            cap_kwh_per_day=window.cap_kwh,
+            over_cap_kwh=figures.over_cap_kwh,
+        )
+    retailer = retailer_of(stored.retailer)
+    example = retailer.example
+    return InvoiceDocument(
+        kind=DocumentKind(stored.document_type.value),
+        number=stored.number,
+        issue_date=stored.issue_date,
+        due_date=stored.due_date,
+        retailer=retailer,
+        nmi=stored.nmi,
+        region=stored.region,
+        plan_id=stored.plan_id,
+        plan_name=plan.name,
+        period_start=stored.period_start,
+        period_end=stored.period_end,
+        lines=tuple(
+            Line(
+                line.code, line.description, line.quantity, line.unit, line.unit_price, line.amount
+            )
+            for line in figures.lines
+        ),
+        subtotal=figures.subtotal,
+        gst=figures.gst,
+        total=figures.total,
+        amount_due=figures.total,
+        ombudsman=OMBUDSMEN[stored.region],
+        interpreter=INTERPRETER,
+        corrects=stored.corrects,
+        reason=stored.reason,
+        account_number=stored.nmi,
+        time_zone=stored.time_zone,
+        free_energy=free,
+        days=tuple(DailyUse(d.day, d.consumption_kwh, d.free_kwh, d.metered) for d in figures.days),
+        payment_methods=example_payment_methods(stored.number) if example else (),
+        distributor=EXAMPLE_DISTRIBUTOR if example else None,
+        gst_rate=plan.gst_rate,
+    )
