@@ -1,4 +1,4 @@
-"""docs/console-overview.png, the console's overview as the README shows it: the data the
+"""docs/console-overview.png, the console's overview as docs/console.md shows it: the data the
 browser tests look at (tests/console/browser.py ``prepare``: 60 customers in three regions whose
 quotas of 1 July 2026 settled through their jobs over an evening, an ABORTED quota, a DISCARDED
 job, two jobs waiting), ``freehours serve`` over it, and Debian's Chromium signed in with its
@@ -23,7 +23,7 @@ from tests.console.support import DAY
 from tests.servers import api_server, freehours
 
 DEFAULT = Path(__file__).resolve().parents[1] / "docs" / "console-overview.png"
-#: What the README can carry.
+#: What docs/console.md can carry.
 MOST_BYTES = 250_000
 
 
