@@ -1,5 +1,10 @@
 """Settling a day's free-energy quota exactly once: the one path the API and the workers share.
 
+Over 800 lines, for a reason: ``Settlements`` is one class, the protocol's every step (claim,
+complete, release, for one request and for a worker's batch) beside the others, as
+docs/protocol.md's table of steps reads them; what it is asked and answers is ``model.py``, the
+free energy it computes ``energy.py``. Making the request a batch of one (issue 36) halves it.
+
 ``Settlements.settle(nmi, day)`` runs the state machine of ``freehours.domain.settlement`` against
 the store, in three short transactions at most:
 
@@ -24,11 +29,6 @@ Only terminal states are answered from the cache alone.
 Each call is a span, ``settlement.settle``, with A, B and each cache write as spans inside it
 (``settlement.claim``, ``settlement.complete``, ``cache.put``): in the API's request trace, or
 in the trace of the job that settles. Where that trace is not recorded, they are not made.
-
-Over 800 lines, for a reason: ``Settlements`` is one class, the protocol's every step (claim,
-complete, release, for one request and for a worker's batch) beside the others, as
-docs/protocol.md's table of steps reads them; what it is asked and answers is ``model.py``, the
-free energy it computes ``energy.py``. Making the request a batch of one (issue 36) halves it.
 """
 
 from __future__ import annotations
