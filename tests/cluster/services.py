@@ -155,6 +155,32 @@ def freehours(*args: str, env: dict[str, str]) -> str:
     return result.stdout.strip()
 
 
+@dataclass(frozen=True)
+class Cluster:
+    """The nodes' settings over the database host's services, and the keys made for the test."""
+
+    env: dict[str, str]
+    admin: str
+    ingest: str
+
+
+def cluster_of(
+    network_id: str, database_url: str, redis_url: str, settings: dict[str, str]
+) -> Cluster:
+    """``settings`` with the database host's PostgreSQL and Redis (a Redis prefix of the
+    network's own), the schema upgraded, and an admin and an ingest key made."""
+    env = {
+        **settings,
+        "FREEHOURS_DATABASE_URL": database_url,
+        "FREEHOURS_REDIS_URL": redis_url,
+        "FREEHOURS_REDIS_PREFIX": f"cluster:{network_id}:",
+    }
+    freehours("db", "upgrade", env=env)
+    admin = freehours("keys", "create", "--scope", "admin", env=env)
+    ingest = freehours("keys", "create", "--scope", "ingest", env=env)
+    return Cluster(env, admin, ingest)
+
+
 @dataclass
 class ApiNode:
     host: Host

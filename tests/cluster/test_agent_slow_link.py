@@ -48,7 +48,13 @@ from freehours.store.database import Store
 from freehours.store.tables import idempotency_keys, ledger_entries, quotas
 from tests.cluster.delay_proxy import DelayProxy
 from tests.cluster.hosts import Host, Network, netem_available
-from tests.cluster.services import API_PORT, FREEHOURS, ApiNode, database_host, freehours
+from tests.cluster.services import (
+    API_PORT,
+    FREEHOURS,
+    ApiNode,
+    cluster_of,
+    database_host,
+)
 from tests.cluster.test_network_faults import (
     METERS,
     NODE_SETTINGS,
@@ -147,15 +153,8 @@ def test_the_agent_delivers_every_read_once_over_a_slow_lossy_link(
     began = time.monotonic()
 
     with database_host(db, str(network.subnet)) as (database_url, redis_url), ExitStack() as stack:
-        env = {
-            **NODE_SETTINGS,
-            "FREEHOURS_DATABASE_URL": database_url,
-            "FREEHOURS_REDIS_URL": redis_url,
-            "FREEHOURS_REDIS_PREFIX": f"cluster:{network.id}:",
-        }
-        freehours("db", "upgrade", env=env)
-        admin = freehours("keys", "create", "--scope", "admin", env=env)
-        ingest = freehours("keys", "create", "--scope", "ingest", env=env)
+        cluster = cluster_of(network.id, database_url, redis_url, NODE_SETTINGS)
+        env, admin, ingest = cluster.env, cluster.admin, cluster.ingest
         api = ApiNode(api_host, env)
         stack.callback(api_host.stop)
         stack.callback(agent.stop)

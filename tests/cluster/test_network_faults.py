@@ -46,8 +46,8 @@ from tests.cluster.services import (
     FREEHOURS,
     REDIS_PORT,
     ApiNode,
+    cluster_of,
     database_host,
-    freehours,
 )
 from tests.support import eventually
 
@@ -227,15 +227,8 @@ def test_a_free_window_through_six_hosts_under_network_faults(
     nmis = sorted({nmi for nmi, _, _ in expected})
 
     with database_host(db, str(network.subnet)) as (database_url, redis_url):
-        env = {
-            **NODE_SETTINGS,
-            "FREEHOURS_DATABASE_URL": database_url,
-            "FREEHOURS_REDIS_URL": redis_url,
-            "FREEHOURS_REDIS_PREFIX": f"cluster:{network.id}:",
-        }
-        freehours("db", "upgrade", env=env)
-        admin = freehours("keys", "create", "--scope", "admin", env=env)
-        ingest = freehours("keys", "create", "--scope", "ingest", env=env)
+        cluster = cluster_of(network.id, database_url, redis_url, NODE_SETTINGS)
+        env, admin, ingest = cluster.env, cluster.admin, cluster.ingest
         api1, api2 = (ApiNode(host, env) for host in api_hosts)
         for node in (api1, api2):
             node.process = node.host.start(
