@@ -238,8 +238,23 @@ app = typer.Typer(
 )
 
 
+def _version(shown: bool) -> None:
+    if shown:
+        from importlib.metadata import version
+
+        print(f"freehours {version('freehours')}")
+        raise typer.Exit
+
+
 @app.callback()
-def _freehours() -> None:
+def _freehours(
+    _: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     # A callback makes Typer build a group before any command module has registered one.
     pass
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from freehours.cli import app
+from freehours.cli import app, needs_database
 from freehours.settings import get_settings
 
 db_app = typer.Typer(
@@ -36,8 +36,45 @@ def upgrade() -> None:
     timeouts = replace(Timeouts.from_settings(settings), statement=24 * 3600.0)
     engine = create_engine(settings.database_url, timeouts)
     try:
-        revision = schema.upgrade(engine)
+        applied, revision = schema.migrate(engine)
     finally:
         engine.dispose()
     where = engine.url.render_as_string(hide_password=True)
-    Console().print(f"database at {where} is at schema revision {revision}", highlight=False)
+    if applied:
+        said = f"applied {', '.join(applied)}: database at {where} is at schema revision {revision}"
+    else:
+        said = f"database at {where} is at schema revision {revision} already: nothing to apply"
+    Console().print(said, highlight=False)
+
+
+@db_app.command("status")
+@needs_database
+def status() -> None:
+    """Say the database's schema revision, this freehours' newest and the migrations between.
+
+    Exit 0 when the database is at this freehours' revision; 1 when it is behind (or has no
+    freehours schema yet): `freehours db upgrade` applies what is pending. Nothing is changed.
+    """
+    from freehours.store import schema
+    from freehours.store.engine import create_engine
+    from freehours.store.timeouts import Timeouts
+
+    settings = get_settings()
+    engine = create_engine(settings.database_url, Timeouts.from_settings(settings))
+    try:
+        found = schema.status(engine)
+    finally:
+        engine.dispose()
+    where = engine.url.render_as_string(hide_password=True)
+    console = Console()
+    current = found.current or "none (no freehours schema)"
+    console.print(f"database at {where}", highlight=False)
+    console.print(f"schema revision: {current}", highlight=False)
+    console.print(f"this freehours:  {found.head}", highlight=False)
+    if found.is_current:
+        console.print("up to date", highlight=False)
+        return
+    console.print(
+        f"pending: {', '.join(found.pending)} (run `freehours db upgrade`)", highlight=False
+    )
+    raise typer.Exit(1)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -87,20 +88,65 @@ def _reaching(engine: sa.Engine) -> Iterator[None]:
         raise ConfigurationError(f"database at {_where(engine)}: {exc.orig}") from exc
 
 
+def migrations() -> list[str]:
+    """Every migration this freehours has, in order: its file names without ``.py``
+    (``0008_partitions``), whose first four digits are the revision."""
+    return sorted(
+        path.stem
+        for path in (MIGRATIONS / "versions").iterdir()
+        if _MIGRATION_FILE.fullmatch(path.name)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """Where a database's schema stands: its revision (None: no freehours schema), this
+    freehours' newest, and the migrations between them."""
+
+    current: str | None
+    head: str
+    pending: tuple[str, ...]
+
+    @property
+    def is_current(self) -> bool:
+        return self.current == self.head
+
+
+def status(engine: sa.Engine) -> Status:
+    """The database's schema against this freehours' migrations; refused (``ConfigurationError``)
+    for a revision this freehours does not know."""
+    with _reaching(engine), driver_of(engine).read(engine) as connection:
+        current = current_revision(connection)
+    _refuse_unknown(engine, current)
+    return Status(current, head_revision(), _after(current))
+
+
+def _after(current: str | None) -> tuple[str, ...]:
+    return tuple(name for name in migrations() if current is None or name[:4] > current)
+
+
 def upgrade(engine: sa.Engine) -> str:
     """Apply every pending migration in one transaction; return the revision reached."""
+    return migrate(engine)[1]
+
+
+def migrate(engine: sa.Engine) -> tuple[tuple[str, ...], str]:
+    """Apply every pending migration in one transaction (under a lock, so that two at once take
+    turns): the migrations applied, none when the database was current, and the revision
+    reached."""
     from alembic import command  # noqa: PLC0415 - only to migrate (see the docstring)
     from alembic.util import CommandError  # noqa: PLC0415
 
     driver = driver_of(engine)
     with _reaching(engine), driver.write(engine) as connection:
         driver.hold_exclusive(connection, _MIGRATION_LOCK)
-        _refuse_unknown(engine, current_revision(connection))
+        current = current_revision(connection)
+        _refuse_unknown(engine, current)
         try:
             command.upgrade(_config(connection), "head")
         except CommandError as exc:
             raise ConfigurationError(f"database at {_where(engine)}: {exc}") from exc
-        return head_revision()
+        return _after(current), head_revision()
 
 
 def require_current(engine: sa.Engine) -> None:

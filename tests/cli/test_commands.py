@@ -85,6 +85,11 @@ def test_nem12_inspect_imports_no_database_nor_service(tmp_path: Path) -> None:
     assert imported_after(["nem12", "inspect", str(path)], heavy) == []
 
 
+def test_version_imports_nothing_of_freehours_but_the_command_line() -> None:
+    heavy = ["sqlalchemy", "freehours.store", "freehours.settings", "rich.progress", "pydantic"]
+    assert imported_after(["--version"], heavy) == []
+
+
 def test_plans_validate_imports_no_database() -> None:
     """``plans validate`` checks a plan: ``plans put``, beside it, opens the database only
     when it runs."""

@@ -3,9 +3,11 @@ where the default ``./freehours.db`` is not there, and make nothing; ``db upgrad
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from datetime import date, datetime
 from decimal import Decimal
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.writer import write_nem12
 from freehours.settings import get_settings
+from freehours.store import schema
 from tests.support import run_command
 
 REFUSAL = (
@@ -42,6 +45,7 @@ NEEDS_DATABASE = {
     "webhooks disable": ["ep_0"],
     "webhooks rotate-secret": ["ep_0"],
     "settlements schedule": ["--from", "2026-07-01", "--to", "2026-07-02"],
+    "db status": [],
 }
 
 
@@ -111,3 +115,31 @@ def test_a_database_url_that_is_set_is_opened_as_named_and_a_new_one_migrated(
     assert "stored plan 'sso-sa'" in capsys.readouterr().out
     assert (bare_directory / "named.db").is_file()
     assert not (bare_directory / "freehours.db").exists()
+
+
+def test_db_upgrade_says_what_it_applied_and_db_status_what_is_pending(
+    bare_directory: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first upgrade names each migration it applied, the second that there was nothing to
+    apply; ``db status`` exits 0 at the newest revision and 1, naming what is pending, behind."""
+    newest = schema.migrations()[-1]
+    assert run_command(monkeypatch, "db", "upgrade") == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert said.startswith(f"applied {', '.join(schema.migrations())}: database at")
+    assert run_command(monkeypatch, "db", "upgrade") == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert said.endswith(f"is at schema revision {newest[:4]} already: nothing to apply")
+    assert run_command(monkeypatch, "db", "status") == 0
+    assert "up to date" in capsys.readouterr().out
+    with sqlite3.connect(bare_directory / "freehours.db") as conn:
+        conn.execute("UPDATE alembic_version SET version_num = ?", (schema.migrations()[-2][:4],))
+    assert run_command(monkeypatch, "db", "status") == 1
+    said = " ".join(capsys.readouterr().out.split())
+    assert f"pending: {newest} (run `freehours db upgrade`)" in said
+
+
+def test_version_prints_the_packages_version(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_command(monkeypatch, "--version") == 0
+    assert capsys.readouterr().out == f"freehours {version('freehours')}\n"
