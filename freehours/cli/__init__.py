@@ -180,6 +180,8 @@ class LazyCommands(TyperGroup):
         return _shown(super().get_help_option(ctx))
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
+        for param in self.params:  # its own options (--version) shown as the commands' are
+            _shown(param)
         super().format_help(ctx, formatter)  # Rich's help, printed as it is made
         _print_settings()
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import csv
 import sys
 from collections.abc import Iterator
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from freehours.cli import app, cyclic_gc_paused, err_console
+from freehours.cli.options import parse_day
 from freehours.domain.bill import Bill, decimal_text, kwh_text, make_bill
 from freehours.domain.plan import Plan
 from freehours.domain.rating import MeterRating, rate_meters
@@ -63,19 +64,19 @@ def bill(
         typer.Option("--nmi", metavar="NMI", help="bill this NMI only (default: every NMI)"),
     ] = None,
     start: Annotated[
-        datetime | None,
+        date | None,
         typer.Option(
             "--from",
-            formats=["%Y-%m-%d"],
+            parser=parse_day,
             metavar="YYYY-MM-DD",
             help="first local day billed (default: the first day of its data)",
         ),
     ] = None,
     end: Annotated[
-        datetime | None,
+        date | None,
         typer.Option(
             "--to",
-            formats=["%Y-%m-%d"],
+            parser=parse_day,
             metavar="YYYY-MM-DD",
             help="last local day billed (default: the last day of its data)",
         ),
@@ -91,8 +92,8 @@ def bill(
 ) -> None:
     """Bill each NMI in a NEM12 file under a plan: free energy in the window up to the daily cap,
     the rest at its time-of-use band, supply, feed-in and GST."""
-    first = None if start is None else start.date()
-    last = None if end is None else end.date()
+    first = start
+    last = end
     for option, bound in (("--from", first), ("--to", last)):
         if bound is not None:
             try:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from freehours.cli import app, err_console, needs_database, quiet_logging
+from freehours.cli.options import parse_day
 
 if TYPE_CHECKING:
     from freehours.operations.runtime import Runtime
@@ -206,19 +207,19 @@ def list_(
         str | None, typer.Option("--nmi", metavar="NMI", help="this NMI's documents only")
     ] = None,
     start: Annotated[
-        datetime | None,
+        date | None,
         typer.Option(
             "--from",
-            formats=["%Y-%m-%d"],
+            parser=parse_day,
             metavar="YYYY-MM-DD",
             help="documents whose period ends on or after this local day",
         ),
     ] = None,
     end: Annotated[
-        datetime | None,
+        date | None,
         typer.Option(
             "--to",
-            formats=["%Y-%m-%d"],
+            parser=parse_day,
             metavar="YYYY-MM-DD",
             help="documents whose period starts on or before this local day",
         ),
@@ -238,8 +239,8 @@ def list_(
     from freehours.settings import get_settings
     from freehours.store.database import Store
 
-    first = None if start is None else start.date()
-    last = None if end is None else end.date()
+    first = start
+    last = end
     if nmi is not None:
         try:
             rules.check_nmi(nmi, "--nmi")

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date
 from typing import Annotated
 
 import typer
 
 from freehours.cli import app, needs_database, quiet_logging
+from freehours.cli.options import parse_day
 
 settlements_app = typer.Typer(
     name="settlements",
@@ -23,16 +24,14 @@ app.add_typer(settlements_app)
 def schedule(
     *,
     first: Annotated[
-        datetime,
-        typer.Option(
-            "--from", formats=["%Y-%m-%d"], metavar="YYYY-MM-DD", help="the first local day"
-        ),
+        date,
+        typer.Option("--from", parser=parse_day, metavar="YYYY-MM-DD", help="the first local day"),
     ],
     last: Annotated[
-        datetime,
+        date,
         typer.Option(
             "--to",
-            formats=["%Y-%m-%d"],
+            parser=parse_day,
             metavar="YYYY-MM-DD",
             help="the last local day: a year at most from --from",
         ),
@@ -74,14 +73,14 @@ def schedule(
     try:
         today = runtime.clock.now().astimezone(NEM_TIME).date()
         try:
-            rules.check_schedule_range(first.date(), last.date(), today, ("--from", "--to"))
+            rules.check_schedule_range(first, last, today, ("--from", "--to"))
         except rules.RangeError as exc:
             raise InputError(str(exc)) from None
         try:
-            scheduled = runtime.ingestion.schedule_unsettled(nmi, first.date(), last.date())
+            scheduled = runtime.ingestion.schedule_unsettled(nmi, first, last)
         except UnknownCustomer as exc:
             raise InputError(f"--{exc}") from None
     finally:
         runtime.close()
     whose = f"customer {nmi}" if nmi is not None else "every customer"
-    typer.echo(f"{scheduled} days scheduled to settle, {first.date()} to {last.date()}, of {whose}")
+    typer.echo(f"{scheduled} days scheduled to settle, {first} to {last}, of {whose}")

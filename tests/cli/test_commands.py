@@ -118,3 +118,34 @@ def test_an_unknown_command_is_bad_usage() -> None:
     result = subprocess.run([FREEHOURS, "settle"], capture_output=True, text=True, check=False)
     assert result.returncode == 2
     assert "No such command 'settle'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "given", "why"),
+    [
+        (
+            ["bill", "any.csv", "--plan", "sso-nsw", "--from"],
+            "2004-13-01",
+            "month must be in 1..12",
+        ),
+        (["invoices", "list", "--to"], "2026-02-30", "day is out of range for month"),
+        (["settlements", "schedule", "--to", "2026-07-01", "--from"], "1/7/2026", None),
+    ],
+)
+def test_a_day_that_is_not_one_is_refused_plainly_naming_the_option(
+    command: list[str], given: str, why: str | None
+) -> None:
+    """Every day option reads ``YYYY-MM-DD`` and says what is wrong with anything else, before
+    any file or database is opened: exit 2."""
+    result = subprocess.run(
+        [FREEHOURS, *command, given], capture_output=True, text=True, check=False
+    )
+    said = " ".join(result.stderr.replace("│", " ").split())
+    assert result.returncode == 2, result.stderr
+    option = command[-1]
+    reason = f" ({why})" if why else ""
+    assert (
+        f"Invalid value for '{option}': '{given}' is not a day{reason}; write it YYYY-MM-DD,"
+        " e.g. 2026-07-01" in said
+    )
+    assert "Value error" not in said

@@ -1,0 +1,25 @@
+"""Option parsers the commands share.
+
+``parse_day`` reads a local day written ``YYYY-MM-DD`` and refuses anything else plainly, naming
+the value and why, which Typer puts after the option's name: ``Invalid value for '--from':
+'2004-13-01' is not a day (month must be in 1..12); write it YYYY-MM-DD, e.g. 2026-07-01``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+
+import typer
+
+_DAY_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_HOW = "write it YYYY-MM-DD, e.g. 2026-07-01"
+
+
+def parse_day(text: str) -> date:
+    if not _DAY_TEXT.fullmatch(text):
+        raise typer.BadParameter(f"{text!r} is not a day; {_HOW}")
+    try:
+        return date.fromisoformat(text)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{text!r} is not a day ({exc}); {_HOW}") from None
