@@ -78,4 +78,12 @@ def toml_document(data: str | bytes, *, source: str) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise PlanError(f"not UTF-8 text: {exc}", source=source) from None
     except tomllib.TOMLDecodeError as exc:
-        raise PlanError(f"not valid TOML: {exc}", source=source) from None
+        hint = _JSON_HINT if text.lstrip().startswith(("{", "[")) else ""
+        raise PlanError(f"not valid TOML: {exc}{hint}", source=source) from None
+
+
+#: What a JSON document given as a plan file most likely is, and where it goes instead.
+_JSON_HINT = (
+    "; it looks like JSON: a CDR energy plan is read by `freehours plans import-cdr FILE`"
+    " (or PUT /v1/plans/{plan_id} with Content-Type application/vnd.cdr.energy-plan+json)"
+)

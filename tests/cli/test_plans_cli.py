@@ -105,3 +105,19 @@ def test_put_of_a_plan_with_problems_stores_nothing(
     assert (code, out) == (2, "")
     assert f"{path}: daily_supply_charge: is required" in err
     assert stored_plan(database_url, "bad") is None
+
+
+def test_put_of_a_cdr_plan_points_to_import_cdr(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    database_url: str,
+) -> None:
+    """A CDR plan (JSON) given to ``plans put`` is refused, saying where it goes instead."""
+    path = Path(__file__).parents[1] / "data" / "cdr" / "plans" / "controlled-load.json"
+    code, out, err = run(monkeypatch, capsys, "plans", "put", str(path))
+    said = " ".join(err.split())
+    assert (code, out) == (2, "")
+    assert f"{path}: not valid TOML:" in said
+    assert (
+        "it looks like JSON: a CDR energy plan is read by `freehours plans import-cdr FILE`" in said
+    )
