@@ -185,6 +185,17 @@ def test_a_silent_endpoint_holds_at_most_max_in_flight_threads(
         publish(store, clock, count=8)
         outcomes: list[str] = []
         waited: list[float] = []
+        sent: list[float] = []
+        send = hooks.send
+
+        def timed(url: str, body: bytes, headers: dict[str, str]) -> Answer:
+            started = time.monotonic()
+            try:
+                return send(url, body, headers)
+            finally:
+                sent.append(time.monotonic() - started)
+
+        hooks.send = timed
 
         def attempt(delivery_id: int) -> None:
             started = time.monotonic()
@@ -201,7 +212,11 @@ def test_a_silent_endpoint_holds_at_most_max_in_flight_threads(
     # postponed (a worker's other jobs run meanwhile).
     assert sorted(outcomes).count("postponed: in_flight") == 8 - MAX_IN_FLIGHT
     assert sorted(waited)[: 8 - MAX_IN_FLIGHT][-1] < DEADLINE / 2
-    assert max(waited) < DEADLINE + 1.5
+    # The send is what the deadline bounds; the attempt's record after it is a database write,
+    # which a loaded machine may slow (seen: 2.7 s for a whole attempt with a 1 s deadline).
+    assert len(sent) == MAX_IN_FLIGHT
+    assert DEADLINE - 0.1 < max(sent) < DEADLINE + 0.5
+    assert max(waited) < DEADLINE + 10
 
 
 def test_a_sender_that_raises_is_a_recorded_failed_attempt(
