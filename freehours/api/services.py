@@ -73,7 +73,7 @@ class Services:
     @classmethod
     def from_settings(cls, settings: Settings, clock: Clock | None = None) -> Services:
         """Open the runtime (refusing an out-of-date database) and the rate limits."""
-        runtime = Runtime.open(settings, clock)
+        runtime = Runtime.open(settings, clock, long_running=True)
         limits = RateLimits.open(
             settings.redis_url,
             settings.rate_limit_per_client,

@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import threading
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import redis
-import redis.asyncio
 import structlog
-from redis.backoff import NoBackoff
 
 from freehours.clock import Clock, SystemClock
 from freehours.observability.metrics import REDIS_BYPASSED, REDIS_UNAVAILABLE
+
+if TYPE_CHECKING:
+    import redis
 
 log = structlog.get_logger("freehours.redis")
 
@@ -128,6 +128,11 @@ def _spend(seconds: float) -> None:
 
 
 def _client_options(timeout: float) -> dict[str, Any]:
+    # redis-py is imported where a client is made (a tenth of a second, with the OpenTelemetry
+    # SDK it brings): a command that opens no Redis does without it.
+    import redis.retry  # noqa: PLC0415 - imported where a client is made
+    from redis.backoff import NoBackoff  # noqa: PLC0415
+
     return {
         "socket_timeout": timeout,
         "socket_connect_timeout": timeout,
@@ -138,11 +143,16 @@ def _client_options(timeout: float) -> dict[str, Any]:
 
 def sync_client(url: str, timeout: float) -> redis.Redis:
     """A Redis client whose every call answers or fails within ``timeout`` (connect and read)."""
+    import redis  # noqa: PLC0415 - imported where a client is made
+
     return redis.Redis.from_url(url, **_client_options(timeout))
 
 
 def async_options(timeout: float) -> dict[str, Any]:
     """The same limits for ``redis.asyncio`` (as keyword arguments of its ``from_url``)."""
+    import redis.asyncio.retry  # noqa: PLC0415 - imported where a client is made
+    from redis.backoff import NoBackoff  # noqa: PLC0415
+
     options = _client_options(timeout)
     options["retry"] = redis.asyncio.retry.Retry(NoBackoff(), 0)
     return options

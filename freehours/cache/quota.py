@@ -7,14 +7,15 @@ import threading
 import time
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any, Protocol
-
-import redis
+from typing import TYPE_CHECKING, Any, Protocol
 
 from freehours.cache.breaker import RedisBreaker, sync_client
 from freehours.clock import Clock, SystemClock
 from freehours.domain.settlement import Quota, QuotaStatus
 from freehours.errors import FreehoursError
+
+if TYPE_CHECKING:
+    import redis
 
 #: The in-process cache's bound, in quotas: about 650 bytes each (measured with tracemalloc), so
 #: some 65 MB at most. A worker settling 1,500 quotas a second writes 450,000 in the five minutes
@@ -175,7 +176,10 @@ class RedisQuotaCache:
         prefix: str = "freehours:quota:",
         breaker: RedisBreaker | None = None,
     ) -> None:
+        import redis  # noqa: PLC0415 - imported where a client is made
+
         self._client = client
+        self._errors = redis.RedisError
         self._prefix = prefix
         self._put = client.register_script(_PUT_SCRIPT)
         self._breaker = breaker
@@ -187,7 +191,7 @@ class RedisQuotaCache:
         started = time.perf_counter()
         try:
             raw = self._client.hget(self._prefix + key, "q")
-        except redis.RedisError as exc:
+        except self._errors as exc:
             if breaker is not None:
                 breaker.failed(_USE, str(exc), time.perf_counter() - started)
             raise CacheUnavailable(f"quota cache get {key}: {exc}") from exc
@@ -210,7 +214,7 @@ class RedisQuotaCache:
                     max(1, int(ttl_seconds * 1000)),
                 ],
             )
-        except redis.RedisError as exc:
+        except self._errors as exc:
             if breaker is not None:
                 breaker.failed(_USE, str(exc), time.perf_counter() - started)
             raise CacheUnavailable(f"quota cache put {quota.key}: {exc}") from exc

@@ -9,7 +9,9 @@ from typing import Annotated
 
 import typer
 
-from freehours.cli import MetricsHost, MetricsPort, app, needs_database
+from freehours.cli import app
+from freehours.cli.dbguard import needs_database
+from freehours.cli.options import MetricsHost, MetricsPort
 from freehours.observability.exposition import forget_process, serve_metrics
 from freehours.observability.logging import configure_logging
 from freehours.observability.tracing import configure_tracing
@@ -77,7 +79,7 @@ def worker(
     settings = get_settings()
     configure_logging(settings.log_level)
     configure_tracing(settings.traces, service="freehours-worker")
-    runtime = Runtime.open(settings)
+    runtime = Runtime.open(settings, long_running=True)
     metrics_server = None
     try:
         if metrics_port is not None:

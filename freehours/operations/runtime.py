@@ -187,12 +187,22 @@ class Runtime:
 
     @classmethod
     def open(
-        cls, settings: Settings, clock: Clock | None = None, faults: SettlementFaults | None = None
+        cls,
+        settings: Settings,
+        clock: Clock | None = None,
+        faults: SettlementFaults | None = None,
+        *,
+        long_running: bool = False,
     ) -> Runtime:
-        """Open the database (migrating a new one, refusing an out-of-date one) and the cache."""
+        """Open the database (migrating a new one, refusing an out-of-date one) and the cache.
+
+        A ``long_running`` process (the API, a worker) loads the public holiday calendars now,
+        about 0.2 s, so that its first rating does not pay it inside a request or a job; a
+        one-shot command pays it only if it rates a plan with holiday periods."""
         clock = clock or SystemClock()
         store = Store.open(settings.database_url, Timeouts.from_settings(settings))
-        load_holiday_calendars()
+        if long_running:
+            load_holiday_calendars()
         return cls.on(store, settings, clock, faults)
 
     @classmethod
