@@ -26,14 +26,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from freehours.cli import app, cyclic_gc_paused, err_console
+from freehours.cli import app, err_console
+from freehours.cli.gcpause import cyclic_gc_paused
 from freehours.cli.options import parse_day
 from freehours.domain.bill import Bill, decimal_text, kwh_text, make_bill
 from freehours.domain.plan import Plan
 from freehours.domain.rating import MeterRating, rate_meters
 from freehours.domain.reads import RangeError, check_date
 from freehours.errors import InputError
-from freehours.meterdata.nem12 import read_days
+from freehours.meterdata.nem12 import NEM12Reader
 from freehours.plans import load_plan
 
 
@@ -104,10 +105,13 @@ def bill(
         raise typer.BadParameter(f"--from {first} is after --to {last}")
     loaded = load_plan(plan)
     with cyclic_gc_paused(collect=False):
-        days = read_days(nem12)
+        reader = NEM12Reader(nem12, future=True)  # simulated and reference data, warned of
+        days = reader.days()
         if nmi is not None:
             days = (day for day in days if day.nmi == nmi)
         meters = rate_meters(loaded, days)
+        if warning := reader.ahead_warning():
+            err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
         if not meters:
             whose = "" if nmi is None else f" for NMI {nmi}"
             raise InputError(f"{nem12}: no consumption or export data{whose}")

@@ -10,7 +10,7 @@ from typing import Annotated, Any, cast
 import typer
 from rich.console import Console
 
-from freehours.cli import app
+from freehours.cli import app, err_console
 from freehours.cli.tables import Column, plain_console, plain_table, rich_table
 from freehours.meterdata.nem12 import NEM12Reader, ReadStats
 
@@ -40,7 +40,10 @@ def inspect(
     ] = False,
 ) -> None:
     """NMIs, channels, interval lengths, dates, quality counts and superseded revisions."""
-    summary = summarize(NEM12Reader(file))
+    reader = NEM12Reader(file, future=True)  # simulated and reference data, warned of
+    summary = summarize(reader)
+    if warning := reader.ahead_warning():
+        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:

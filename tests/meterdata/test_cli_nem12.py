@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+from datetime import date
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from freehours.cli import app, main
+from freehours.errors import NEM12Error
+from freehours.meterdata.nem12 import NEM12Reader
 from tests.meterdata.nem12_text import channel, day, nem12
+from tests.support import run_flat
 
 runner = CliRunner()
 
@@ -95,3 +99,59 @@ def test_a_bad_file_exits_2_naming_file_line_and_field(
 def test_a_missing_file_is_bad_usage(tmp_path: Path) -> None:
     result = runner.invoke(app, ["nem12", "inspect", str(tmp_path / "absent.csv")])
     assert result.exit_code == 2
+
+
+#: A file of days a meter cannot have read yet whatever the day the tests run: the last day a
+#: read may have, far ahead.
+AHEAD = nem12(
+    channel(nmi="NMI0000003", suffix="E1"),
+    day("20991230", value="0.5"),
+    day("20991231", value="0.5"),
+)
+
+
+def test_the_reader_refuses_days_ahead_of_today_unless_told_and_then_names_them() -> None:
+    refusing = NEM12Reader(AHEAD.encode(), name="ahead.csv", today=date(2026, 12, 5))
+    with pytest.raises(NEM12Error, match=r"ahead\.csv:3: 2099-12-30 is more than 3 days ahead"):
+        list(refusing.days())
+    reading = NEM12Reader(AHEAD.encode(), name="ahead.csv", today=date(2026, 12, 5), future=True)
+    assert [d.day for d in reading.days()] == [date(2099, 12, 30), date(2099, 12, 31)]
+    assert (reading.stats.first_ahead, reading.stats.last_ahead) == (
+        date(2099, 12, 30),
+        date(2099, 12, 31),
+    )
+    assert reading.ahead_warning() == (
+        "ahead.csv: 2099-12-30 to 2099-12-31 are more than 3 days after today (2026-12-05), so"
+        " no meter has read them yet: read as written here (simulated or reference data), but"
+        " 'freehours nem12 import' and the API refuse such a file"
+    )
+    within = NEM12Reader(FILE.encode(), today=date(2026, 7, 1), future=True)
+    list(within.days())  # 2026-07-02 is a day ahead: within what a meter may have read
+    assert within.ahead_warning() is None
+    checked = NEM12Reader(AHEAD.encode(), today=date(2026, 12, 5), future=True)
+    checked.check()
+    assert checked.stats.last_ahead == date(2099, 12, 31)
+
+
+def test_the_offline_tools_read_a_future_dated_file_with_a_warning_and_import_refuses_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = tmp_path / "ahead.csv"
+    path.write_text(AHEAD)
+    code, out, err = run_flat(monkeypatch, capsys, "nem12", "inspect", str(path), "--json")
+    assert code == 0
+    assert json.loads(out)["to"] == "2099-12-31"
+    assert f"warning: {path}: 2099-12-30 to 2099-12-31 are more than 3 days after today" in err
+    code, out, err = run_flat(
+        monkeypatch, capsys, "bill", "--nem12", str(path), "--plan", "sso-nsw", "--format", "json"
+    )
+    assert code == 0
+    assert json.loads(out)["from"] == "2099-12-30"  # (its "to" the local day the last ends on)
+    assert "'freehours nem12 import' and the API refuse such a file" in err
+    monkeypatch.setenv("FREEHOURS_DATABASE_URL", f"sqlite:///{tmp_path / 'f.db'}")
+    code, _, err = run_flat(monkeypatch, capsys, "nem12", "import", str(path))
+    assert code == 2
+    assert "2099-12-30 is more than 3 days ahead of today" in err
+    assert "nothing of" in err

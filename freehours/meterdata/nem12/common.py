@@ -143,6 +143,17 @@ class ReadStats:
     superseded: int = 0  # of those, rows that a later revision replaced
     joined_lines: int = 0  # physical lines joined to the 300 record they continue
     channels: dict[tuple[str, str], ChannelStats] = field(default_factory=dict)
+    # IntervalDates past what a meter can have read by today (read with ``future``): the first
+    # and the last, or None
+    first_ahead: date | None = None
+    last_ahead: date | None = None
+
+    def ahead(self, day: date) -> None:
+        """Note an IntervalDate past what a meter can have read."""
+        if self.first_ahead is None or day < self.first_ahead:
+            self.first_ahead = day
+        if self.last_ahead is None or day > self.last_ahead:
+            self.last_ahead = day
 
     @property
     def days(self) -> int:

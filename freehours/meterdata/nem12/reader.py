@@ -68,7 +68,10 @@ class NEM12Reader:
 
     ``today`` (NEM time; default: the system clock's) bounds the IntervalDates; ``limits`` bound
     what the source may hold (default: ``ReadLimits()``); ``stop``, when set by another thread,
-    stops the reading at its next block (``ReadCancelled``).
+    stops the reading at its next block (``ReadCancelled``). With ``future``, IntervalDates past
+    what a meter can have read by ``today`` are read rather than refused, and noted in ``stats``
+    (``first_ahead``, ``last_ahead``): for the offline tools (``freehours bill``, ``nem12
+    inspect``), which read simulated and reference data; what is stored never is.
     """
 
     def __init__(
@@ -79,8 +82,10 @@ class NEM12Reader:
         today: date | None = None,
         limits: ReadLimits | None = None,
         stop: threading.Event | None = None,
+        future: bool = False,
     ) -> None:
         self._source = source
+        self.future = future
         if name is None:
             name = "upload" if isinstance(source, bytes) else str(source)
         self.name = name
@@ -105,7 +110,7 @@ class NEM12Reader:
         """
         stats = self.stats = ReadStats(self.name)
         losers = self._superseded()
-        scanner = _Scanner(stats, losers, self._today(), self.limits.max_line)
+        scanner = _Scanner(stats, losers, self._today(), self.limits.max_line, future=self.future)
         for label, text in self._texts():
             stats.members.append(label)
             yield from scanner.days(label, text)
@@ -124,10 +129,24 @@ class NEM12Reader:
         for label, binary in self._binaries():
             for _ in _record_keys(binary, label, lines, keys=False):
                 pass
-        scanner = _Scanner(stats, set(), self._today(), self.limits.max_line)
+        scanner = _Scanner(stats, set(), self._today(), self.limits.max_line, future=self.future)
         for label, text in self._texts():
             for _ in scanner.days(label, text):
                 pass
+
+    def ahead_warning(self) -> str | None:
+        """Once the source is read with ``future``: a warning naming its days past what a meter
+        can have read by today, or None where it has none."""
+        first, last = self.stats.first_ahead, self.stats.last_ahead
+        if first is None or last is None:
+            return None
+        days = str(first) if first == last else f"{first} to {last}"
+        return (
+            f"{self.name}: {days} {'is' if first == last else 'are'} more than"
+            f" {reads.READ_DAYS_AHEAD} days after today ({self._today()}), so no meter has read"
+            f" {'it' if first == last else 'them'} yet: read as written here (simulated or"
+            " reference data), but 'freehours nem12 import' and the API refuse such a file"
+        )
 
     def _today(self) -> date:
         """The NEM date that IntervalDates may not be too far past."""

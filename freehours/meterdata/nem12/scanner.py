@@ -42,11 +42,19 @@ class _Scanner:
     """The second pass: every record checked in order, every value parsed, winners yielded."""
 
     def __init__(
-        self, stats: ReadStats, losers: set[int], today: date, max_line: int = MAX_LINE
+        self,
+        stats: ReadStats,
+        losers: set[int],
+        today: date,
+        max_line: int = MAX_LINE,
+        *,
+        future: bool = False,
     ) -> None:
         self.stats = stats
         self.losers = losers
         self.today = today
+        self.future = future  # IntervalDates past what a meter can have read: noted, not refused
+        self.latest = reads.latest_read_date(today)
         self.max_line = max_line
         self.seq = 0  # 300 records seen in the source so far
         self.source = ""
@@ -480,14 +488,21 @@ class _Scanner:
             raise self.error(exc.reason, line, field) from None
 
     def date(self, text: str, line: int, field: str) -> date:
-        """An IntervalDate written yyyymmdd: a day a meter can have read by ``today``."""
+        """An IntervalDate written yyyymmdd: a day a meter can have read by ``today``, or with
+        ``future`` any day from ``EARLIEST_DATE`` to ``LATEST_DATE`` (those past the first noted
+        in ``stats``)."""
         day = _date(text)
         if day is None:
             raise self.error(f"{field} {text[:20]!r} is not a date (yyyymmdd)", line, field)
         try:
-            reads.check_read_date(day, self.today, field)
+            if self.future:
+                reads.check_date(day, field)
+            else:
+                reads.check_read_date(day, self.today, field)
         except RangeError as exc:
             raise self.error(exc.reason, line, field) from None
+        if day > self.latest:
+            self.stats.ahead(day)
         if len(self.dates) > _CACHE_LIMIT:
             self.dates.clear()
         self.dates[text] = day
