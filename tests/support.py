@@ -53,27 +53,34 @@ def eventually(
 
 
 def run_captured(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    *args: str,
+    width: int = 200,
 ) -> tuple[int, str, str]:
     """``run_command``, and what it wrote: (exit status, stdout, stderr)."""
-    code = run_command(monkeypatch, *args)
+    code = run_command(monkeypatch, *args, width=width)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
 
 def run_flat(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    *args: str,
+    width: int = 200,
 ) -> tuple[int, str, str]:
     """``run_captured``, stderr on one line (Rich wraps long errors to the terminal)."""
-    code, out, err = run_captured(monkeypatch, capsys, *args)
+    code, out, err = run_captured(monkeypatch, capsys, *args, width=width)
     return code, out, " ".join(err.split())
 
 
-def run_command(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
+def run_command(monkeypatch: pytest.MonkeyPatch, *args: str, width: int = 200) -> int:
     """Run ``freehours ARGS`` through its entry point, as the shell would; its exit status.
-    Rich tables are drawn at full width, whatever the terminal running the tests."""
+    Rich draws at ``width`` columns, whatever the terminal running the tests; stdout is not a
+    terminal, so a list prints JSON unless ``--format table`` is given."""
     monkeypatch.setattr(sys, "argv", ["freehours", *args])
-    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("COLUMNS", str(width))
     with pytest.raises(SystemExit) as exited:
         main()
     return exited.value.code if isinstance(exited.value.code, int) else 1

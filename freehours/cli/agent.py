@@ -29,8 +29,10 @@ from rich.table import Table
 
 from freehours.agent.meter_agent import Ending, MeterAgent, RunSummary, Simulation, Snapshot
 from freehours.agent.settings import AgentSettings
-from freehours.cli import MetricsHost, MetricsPort, ProgressDisplay, app, err_console
+from freehours.cli import app, err_console
 from freehours.cli.nem12 import summary_console
+from freehours.cli.options import MetricsHost, MetricsPort
+from freehours.cli.progress import ProgressDisplay
 from freehours.clock import SystemClock
 from freehours.domain.time import NEM_TIME
 from freehours.errors import ConfigurationError, InputError

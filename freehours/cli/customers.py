@@ -1,6 +1,7 @@
-"""``freehours customers put``: create or update a customer, its plan, region and billing cycle,
-by the rules of ``PUT /v1/customers/{nmi}``: a built-in plan is stored the first time a customer
-is put on it, and the days whose reads came before the customer are scheduled to settle."""
+"""``freehours customers``: ``put`` creates or updates a customer, its plan, region and billing
+cycle, by the rules of ``PUT /v1/customers/{nmi}`` (a built-in plan is stored the first time a
+customer is put on it, and the days whose reads came before the customer are scheduled to
+settle); ``list`` shows them."""
 
 from __future__ import annotations
 
@@ -9,11 +10,15 @@ from typing import Annotated
 
 import typer
 
-from freehours.cli import app, needs_database, quiet_logging
+from freehours.cli import app
+from freehours.cli.dbguard import needs_database
+from freehours.cli.listing import FormatOption, ListFormat, chosen, counted, print_json, print_table
+from freehours.cli.logs import quiet_logging
+from freehours.cli.tables import Column
 
 customers_app = typer.Typer(
     name="customers",
-    help="Customers: the plan an NMI is on, its region and its billing cycle.",
+    help="Customers: the plan an NMI is on, its region and its billing cycle; put one, list them.",
     no_args_is_help=True,
 )
 app.add_typer(customers_app)
@@ -136,3 +141,70 @@ def _named(message: str) -> str:
     """A ``CycleError``'s message, its field named as the option that sets it."""
     field, _, rest = message.partition(":")
     return f"{_OPTIONS.get(field, field)}:{rest}"
+
+
+#: Customers read per page by ``list``.
+_PAGE = 1000
+
+
+@customers_app.command("list")
+@needs_database
+def list_(
+    plan: Annotated[
+        str | None, typer.Option("--plan", metavar="ID", help="only the customers on this plan")
+    ] = None,
+    region: Annotated[
+        RegionChoice | None,
+        typer.Option("--region", metavar="REGION", help="only the customers in this region"),
+    ] = None,
+    output: FormatOption = None,
+) -> None:
+    """The customers, by NMI: plan, region and billing cycle (a table on a terminal, JSON when
+    piped: each item as PUT /v1/customers/{nmi} answers)."""
+    from freehours.domain.time import Region
+    from freehours.settings import get_settings
+    from freehours.store.database import Store
+
+    found = []
+    with Store.open(get_settings().database_url) as store, store.read() as unit:
+        after = None
+        while page := unit.invoices.accounts_after(
+            after, _PAGE, plan_id=plan, region=None if region is None else Region(region.value)
+        ):
+            found += page
+            after = page[-1].nmi
+    if chosen(output) is ListFormat.JSON:
+        print_json(
+            [
+                {
+                    "nmi": account.nmi,
+                    "plan_id": account.plan_id,
+                    "region": account.region.value,
+                    "billing_cycle": account.cycle.frequency.value,
+                    "anchor_day": account.cycle.anchor_day,
+                    "payment_term_days": account.cycle.payment_term_days,
+                }
+                for account in found
+            ]
+        )
+        return
+    columns = [
+        Column("NMI", no_wrap=True),
+        Column("plan", fold=True),
+        Column("region", no_wrap=True),
+        Column("billed", no_wrap=True),
+        Column("from day", "right", no_wrap=True, drop=2),
+        Column("due after", "right", no_wrap=True, drop=1),
+    ]
+    rows = [
+        [
+            account.nmi,
+            account.plan_id,
+            account.region.value,
+            account.cycle.frequency.value,
+            str(account.cycle.anchor_day),
+            f"{account.cycle.payment_term_days} days",
+        ]
+        for account in found
+    ]
+    print_table("Customers", columns, rows, counted=counted(len(rows), "customer"))

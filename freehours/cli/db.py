@@ -5,7 +5,8 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from freehours.cli import app, needs_database
+from freehours.cli import app
+from freehours.cli.dbguard import needs_database
 from freehours.settings import get_settings
 
 db_app = typer.Typer(

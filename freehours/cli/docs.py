@@ -3,8 +3,8 @@ rewrites each file that differs from what the code gives; ``--check`` changes no
 naming the stale ones (``tests/cli/test_docs.py`` does the same).
 
 - ``freehours/cli/settings.json``: every ``FREEHOURS_*`` setting (``Settings``, ``AgentSettings``
-  and the options that read one), its default and what it is. ``freehours --help`` lists them from
-  this file, since importing the models would cost it pydantic's start-up (0.15 s).
+  and the options that read one), its default and what it is. ``freehours settings`` lists them
+  from this file, since importing the models would cost it pydantic's start-up (0.15 s).
 - ``docs/cli.md``: every command and sub-command as the Typer app builds it: usage, help, each
   option and argument with its metavar, default and help, whether it needs a database, and the
   settings.
@@ -194,6 +194,17 @@ def cli_markdown() -> str:
         " they refuse (exit status 1) unless the default, `./freehours.db`, exists: `freehours"
         " db upgrade` creates it. `demo` and `simulate incident` make databases of their own.",
         "",
+        "## Lists",
+        "",
+        "`invoices list`, `customers list`, `keys list`, `webhooks list`, `webhooks deliveries`,"
+        " `plans list` and `settings` print a table on a terminal and JSON when their output is"
+        " piped or written to a file, so that `freehours invoices list | jq` needs no flag;"
+        " `--format table` or `--format json` chooses. The JSON is an array of objects, the"
+        " API's items key for key where the API serves the same list (`GET /v1/invoices`,"
+        " `GET /v1/webhook-endpoints`). A table fits the terminal's width: numbers and"
+        " identifiers are never cut, free text (a URL, a name) breaks over lines, and where that"
+        " is not enough the columns of least use are left out, the caption naming them.",
+        "",
         "## Commands",
         "",
     ]
@@ -207,7 +218,7 @@ def cli_markdown() -> str:
     lines += [
         "## Settings",
         "",
-        "Read once at start-up from the environment; `freehours --help` lists them too. An"
+        "Read once at start-up from the environment; `freehours settings` lists them too. An"
         " option of `freehours agent` overrides the `FREEHOURS_AGENT_*` setting of its name.",
         "",
         "| variable | default | what |",

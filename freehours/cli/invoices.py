@@ -19,7 +19,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from freehours.cli import app, err_console, needs_database, quiet_logging
+from freehours.cli import app, err_console
+from freehours.cli.dbguard import needs_database
+from freehours.cli.listing import FormatOption, ListFormat, chosen, print_json
+from freehours.cli.logs import quiet_logging
 from freehours.cli.options import parse_day
 
 if TYPE_CHECKING:
@@ -38,11 +41,6 @@ app.add_typer(invoices_app)
 _POLL_SECONDS = 0.2
 #: Documents read per page by ``list``.
 _PAGE = 500
-
-
-class ListFormat(StrEnum):
-    TABLE = "table"
-    JSON = "json"
 
 
 class ShowFormat(StrEnum):
@@ -227,12 +225,11 @@ def list_(
     credit_notes: Annotated[
         bool, typer.Option("--credit-notes", help="credit notes only (their own number series)")
     ] = False,
-    output: Annotated[
-        ListFormat, typer.Option("--format", metavar="FORMAT", help="table or json")
-    ] = ListFormat.TABLE,
+    output: FormatOption = None,
 ) -> None:
-    """The finalised documents, oldest period first: number, type, NMI, period, issue and due
-    dates, total, free kWh, and the document a correction corrects."""
+    """The finalised documents, oldest period first: number, type, NMI, period, total, free kWh,
+    issue and due dates, and the document a correction corrects (a table on a terminal, JSON
+    when piped)."""
     from freehours.domain import reads as rules
     from freehours.domain.invoicing import Series
     from freehours.errors import InputError
@@ -248,6 +245,7 @@ def list_(
             raise InputError(str(exc)) from None
     if first is not None and last is not None and first > last:
         raise InputError(f"--from: {first} is after --to {last}")
+    output = chosen(output)
     found: list[StoredDocument] = []
     corrected: dict[str, list[str]] = {}
     with Store.open(get_settings().database_url) as store, store.read() as unit:
@@ -269,35 +267,51 @@ def list_(
         from freehours.store.document_json import summary
 
         # The API's items (GET /v1/invoices), key for key: one writing of a document's JSON.
-        typer.echo(json.dumps([summary(d, corrected[d.number]) for d in found], indent=2))
+        print_json([summary(d, corrected[d.number]) for d in found])
         return
     _print_list(found)
 
 
-def _print_list(found: list[StoredDocument]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+#: A document type as a table cell: short enough that the list fits 80 columns.
+_TYPE_CELLS = {
+    "invoice": "invoice",
+    "credit_note": "credit note",
+    "adjustment_invoice": "adjustment",
+}
 
-    table = Table(title="Invoices and credit notes")
-    for column in ("number", "type", "NMI", "period", "issue", "due"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("total (AUD)", justify="right")
-    table.add_column("free kWh", justify="right")
-    table.add_column("corrects", no_wrap=True)
-    for document in found:
-        table.add_row(
+
+def _print_list(found: list[StoredDocument]) -> None:
+    from freehours.cli.listing import counted, print_table
+    from freehours.cli.tables import Column
+    from freehours.domain.bill import kwh_text, money_text
+
+    columns = [
+        Column("number", no_wrap=True),
+        Column("type", no_wrap=True, drop=4),
+        Column("NMI", no_wrap=True),
+        Column("period", no_wrap=True),
+        Column("total", "right", no_wrap=True),
+        Column("free kWh", "right", no_wrap=True, drop=5),
+        Column("issued", no_wrap=True, drop=2),
+        Column("due", no_wrap=True, drop=3),
+        Column("corrects", no_wrap=True, drop=1),
+    ]
+    rows = [
+        [
             document.number,
-            document.document_type.value.replace("_", " "),
+            _TYPE_CELLS[document.document_type.value],
             document.nmi,
             f"{document.period_start} to {document.period_end}",
+            money_text(document.figures.total),
+            kwh_text(document.figures.free_kwh),
             document.issue_date.isoformat(),
             document.due_date.isoformat() if document.due_date else "",
-            str(document.figures.total),
-            str(document.figures.free_kwh),
             document.corrects or "",
-        )
-    table.caption = f"{len(found)} document{'' if len(found) == 1 else 's'}"
-    Console().print(table)
+        ]
+        for document in found
+    ]
+    title = "Invoices and credit notes (totals in AUD, GST included)"
+    print_table(title, columns, rows, counted=counted(len(found), "document"))
 
 
 @invoices_app.command("show")

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from freehours.api.keys import create_key, list_keys, parse_scopes, revoke_key
-from freehours.cli import app, needs_database
+from freehours.cli import app
+from freehours.cli.dbguard import needs_database
+from freehours.cli.listing import FormatOption, ListFormat, chosen, counted, print_json, print_table
+from freehours.cli.tables import Column
 from freehours.clock import SystemClock
+from freehours.domain.webhooks import iso
 from freehours.errors import InputError
 from freehours.settings import get_settings
 from freehours.store.database import Store
@@ -47,20 +51,47 @@ def create(
 
 @keys_app.command("list")
 @needs_database
-def list_() -> None:
-    """Every key: id, name, scopes, created, revoked."""
+def list_(output: FormatOption = None) -> None:
+    """Every key: id, name, scopes, created, revoked (a table on a terminal, JSON when piped).
+    Never a secret: only its hash is stored."""
     with Store.open(get_settings().database_url) as store, store.read() as unit:
         keys = list_keys(unit.keys)
-    table = Table("id", "name", "scopes", "created", "revoked")
-    for key in keys:
-        table.add_row(
+    if chosen(output) is ListFormat.JSON:
+        print_json(
+            [
+                {
+                    "id": key.id,
+                    "name": key.name,
+                    "scopes": sorted(scope.value for scope in key.scopes),
+                    "created_at": iso(key.created_at),
+                    "revoked_at": None if key.revoked_at is None else iso(key.revoked_at),
+                }
+                for key in keys
+            ]
+        )
+        return
+    columns = [
+        Column("id", no_wrap=True),
+        Column("name", fold=True),
+        Column("scopes", fold=True),
+        Column("created (UTC)", no_wrap=True, drop=2),
+        Column("revoked (UTC)", no_wrap=True, drop=1),
+    ]
+    rows = [
+        [
             key.id,
             key.name,
-            " ".join(sorted(key.scopes)),
-            key.created_at.isoformat(timespec="seconds"),
-            key.revoked_at.isoformat(timespec="seconds") if key.revoked_at else "",
-        )
-    Console().print(table)
+            " ".join(sorted(scope.value for scope in key.scopes)),
+            _minute(key.created_at),
+            "" if key.revoked_at is None else _minute(key.revoked_at),
+        ]
+        for key in keys
+    ]
+    print_table("API keys", columns, rows, counted=counted(len(rows), "key"))
+
+
+def _minute(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
 
 
 @keys_app.command("revoke")

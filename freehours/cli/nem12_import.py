@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from freehours.cli import cyclic_gc_paused, err_console, needs_database
+from freehours.cli import err_console
+from freehours.cli.dbguard import needs_database
+from freehours.cli.gcpause import cyclic_gc_paused
 from freehours.cli.nem12 import nem12_app, summary_console
 from freehours.domain.reads import IntervalDay
 from freehours.errors import InputError

@@ -1,4 +1,4 @@
-"""Option parsers the commands share.
+"""Options the commands share, and their parsers.
 
 ``parse_day`` reads a local day written ``YYYY-MM-DD`` and refuses anything else plainly, naming
 the value and why, which Typer puts after the option's name: ``Invalid value for '--from':
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import date
+from typing import Annotated
 
 import typer
 
@@ -23,3 +24,13 @@ def parse_day(text: str) -> date:
         return date.fromisoformat(text)
     except ValueError as exc:
         raise typer.BadParameter(f"{text!r} is not a day ({exc}); {_HOW}") from None
+
+
+#: The long-running commands' ``--metrics-port`` and ``--metrics-host``.
+MetricsPort = Annotated[
+    int | None,
+    typer.Option("--metrics-port", metavar="PORT", help="serve Prometheus metrics on this port"),
+]
+MetricsHost = Annotated[
+    str, typer.Option("--metrics-host", metavar="ADDRESS", help="address for --metrics-port")
+]

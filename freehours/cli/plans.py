@@ -6,10 +6,12 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Column, Table
 
-from freehours.cli import app, needs_database
+from freehours.cli import app
+from freehours.cli.dbguard import needs_database
+from freehours.cli.listing import FormatOption, ListFormat, chosen, counted, print_json, print_table
+from freehours.cli.tables import Column
+from freehours.domain.bill import kwh_text
 from freehours.domain.plan import Band, Plan
 from freehours.plans import builtin_plans, load_document
 from freehours.plans.document import parse_plan
@@ -29,18 +31,38 @@ def _window(plan: Plan) -> str:
 
 
 @plans_app.command("list")
-def list_() -> None:
-    """The built-in plans: id, region, clock, free window and cap (their prices are examples)."""
-    table = Table(
+def list_(output: FormatOption = None) -> None:
+    """The built-in plans: id, region, clock, free window and cap (their prices are examples;
+    a table on a terminal, JSON when piped)."""
+    plans = builtin_plans()
+    if chosen(output) is ListFormat.JSON:
+        print_json(
+            [
+                {
+                    "id": plan.id,
+                    "region": plan.region,
+                    "time_zone": plan.zone_name,
+                    "free_window": None if plan.free_window is None else plan.free_window.label,
+                    "cap_kwh": None
+                    if plan.free_window is None
+                    else kwh_text(plan.free_window.cap_kwh),
+                    "description": plan.description,
+                }
+                for plan in plans
+            ]
+        )
+        return
+    columns = [
         Column("id", no_wrap=True),
-        Column("region"),
-        Column("time zone", no_wrap=True),
-        Column("free window"),
-        Column("description"),
-    )
-    for plan in builtin_plans():
-        table.add_row(plan.id, plan.region, plan.zone_name, _window(plan), plan.description)
-    Console().print(table)
+        Column("region", no_wrap=True),
+        Column("time zone", no_wrap=True, drop=1),
+        Column("free window", fold=True),
+        Column("description", fold=True),
+    ]
+    rows = [
+        [plan.id, plan.region, plan.zone_name, _window(plan), plan.description] for plan in plans
+    ]
+    print_table("Built-in plans", columns, rows, counted=counted(len(rows), "plan"))
 
 
 @plans_app.command("validate")
@@ -228,15 +250,31 @@ def export_cdr(
 
 
 def _stored_document(plan_id: str) -> tuple[dict[str, Any], datetime]:
-    """A plan stored in the database, and when it was put."""
-    from freehours.cli import require_database
-    from freehours.errors import PlanError
+    """A plan stored in the database, and when it was put; a ``PlanError`` naming where it was
+    looked for (and the built-in id it is close to) where it is nowhere, a database or none."""
+    from difflib import get_close_matches
+
+    from freehours.cli.dbguard import require_database
+    from freehours.errors import ConfigurationError, PlanError
+    from freehours.plans import BUILTIN_IDS
     from freehours.settings import get_settings
     from freehours.store.database import Store
 
-    require_database()
+    close = get_close_matches(plan_id, BUILTIN_IDS, n=1)
+    looked = f"not a plan file, not a built-in plan ({', '.join(BUILTIN_IDS)})"
+    hint = f"; did you mean {close[0]}?" if close else ""
+    try:
+        require_database()
+    except ConfigurationError:
+        raise PlanError(
+            f"no such plan ({looked}, and no database to look in: FREEHOURS_DATABASE_URL is not"
+            f" set and ./freehours.db does not exist){hint}",
+            source=plan_id,
+        ) from None
     with Store.open(get_settings().database_url) as store, store.read() as unit:
         stored = unit.catalog.get_plan(plan_id)
     if stored is None:
-        raise PlanError("no such plan stored, built in, or plan file", source=plan_id)
+        raise PlanError(
+            f"no such plan ({looked}, nor stored in the database){hint}", source=plan_id
+        )
     return stored.document, stored.updated_at

@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 from freehours.api import server
-from freehours.cli import app, needs_database
+from freehours.cli import app
+from freehours.cli.dbguard import needs_database
 from freehours.observability.logging import configure_logging
 from freehours.settings import get_settings
 

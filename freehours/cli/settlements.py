@@ -8,7 +8,9 @@ from typing import Annotated
 
 import typer
 
-from freehours.cli import app, needs_database, quiet_logging
+from freehours.cli import app
+from freehours.cli.dbguard import needs_database
+from freehours.cli.logs import quiet_logging
 from freehours.cli.options import parse_day
 
 settlements_app = typer.Typer(

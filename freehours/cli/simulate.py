@@ -12,8 +12,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 
-from freehours.cli import ProgressDisplay, app, err_console
-from freehours.cli.logfile import log_lines_to
+from freehours.cli import app, err_console
+from freehours.cli.logs import log_lines_to
+from freehours.cli.progress import ProgressDisplay
 from freehours.settings import get_settings
 
 if TYPE_CHECKING:

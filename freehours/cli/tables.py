@@ -25,12 +25,18 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class Column:
     """A column as ``rich.table.Table.add_column`` takes it: a header, a side to justify to,
-    the least width, and whether a cell may be folded (never, where ``plain_table`` draws)."""
+    the least width, and whether a cell may be folded (never, where ``plain_table`` draws).
+
+    For a list that fits its console (``freehours.cli.listing``): ``drop``, the order in which
+    columns are left out of a table wider than the console, lowest first (0: never); ``fold``,
+    free text (a URL, a name) that may break over lines, where a figure never does."""
 
     header: str
     justify: Literal["left", "right"] = "left"
     min_width: int | None = None
     no_wrap: bool = False
+    drop: int = 0
+    fold: bool = False
 
 
 def rich_table(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> Table:
@@ -44,6 +50,7 @@ def rich_table(title: str, columns: Sequence[Column], rows: Sequence[Sequence[st
             justify=column.justify,
             min_width=column.min_width,
             no_wrap=column.no_wrap,
+            overflow="fold" if column.fold else "ellipsis",
         )
     for row in rows:
         table.add_row(*row)

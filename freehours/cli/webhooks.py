@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from freehours.cli import app, needs_database, quiet_logging
+from freehours.cli import app
+from freehours.cli.dbguard import needs_database
+from freehours.cli.listing import FormatOption, ListFormat, chosen, counted, print_json, print_table
+from freehours.cli.logs import quiet_logging
+from freehours.cli.tables import Column
 from freehours.clock import SystemClock
 from freehours.domain.webhooks import EVENT_TYPES, DeliveryStatus, InvalidEndpoint
 from freehours.errors import InputError
@@ -16,6 +20,7 @@ from freehours.operations.runtime import configured_webhooks
 from freehours.settings import get_settings
 from freehours.store.database import Store
 from freehours.webhooks.service import NotFound, TooManyEndpoints, Webhooks
+from freehours.webhooks.views import delivery_view, endpoint_view
 
 webhooks_app = typer.Typer(
     name="webhooks",
@@ -39,8 +44,9 @@ def _webhooks(store: Store) -> Webhooks:
     return configured_webhooks(store, get_settings(), SystemClock())
 
 
-def _stamp(moment: object) -> str:
-    return "" if moment is None else moment.isoformat(timespec="seconds")  # type: ignore[attr-defined]
+def _stamp(moment: datetime | None) -> str:
+    """A time as a table shows it: UTC to the second (the JSON has it to the microsecond)."""
+    return "" if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 @webhooks_app.command("add")
@@ -69,21 +75,34 @@ def add(
 
 @webhooks_app.command("list")
 @needs_database
-def list_() -> None:
-    """Every endpoint: id, URL, events, enabled (or why not), failures."""
+def list_(output: FormatOption = None) -> None:
+    """Every endpoint: id, URL, events, enabled (or why not), failures (a table on a terminal,
+    JSON when piped: GET /v1/webhook-endpoints's items)."""
     with _open() as store, store.read() as unit:
         endpoints = unit.webhooks.endpoints()
-    table = Table("id", "url", "events", "enabled", "failing since", "failed in a row")
-    for e in endpoints:
-        table.add_row(
+    if chosen(output) is ListFormat.JSON:
+        print_json([endpoint_view(e) for e in endpoints])
+        return
+    columns = [
+        Column("id", no_wrap=True),
+        Column("url", fold=True),
+        Column("enabled", fold=True),
+        Column("events", fold=True, drop=3),
+        Column("failing since", no_wrap=True, drop=1),
+        Column("failed in a row", "right", no_wrap=True, drop=2),
+    ]
+    rows = [
+        [
             e.id,
             e.url,
-            " ".join(e.events),
             "yes" if e.enabled else f"no: {e.disabled_reason}",
+            " ".join(e.events),
             _stamp(e.failing_since),
             str(e.final_failures),
-        )
-    Console().print(table)
+        ]
+        for e in endpoints
+    ]
+    print_table("Webhook endpoints", columns, rows, counted=counted(len(rows), "endpoint"))
 
 
 @webhooks_app.command("deliveries")
@@ -97,27 +116,42 @@ def deliveries(
     limit: Annotated[
         int, typer.Option("--limit", metavar="N", min=1, max=1000, help="deliveries shown")
     ] = 20,
+    output: FormatOption = None,
 ) -> None:
-    """The endpoint's deliveries, newest first, each with its attempts."""
+    """The endpoint's deliveries, newest first, each with its attempts (a table on a terminal,
+    JSON when piped: GET /v1/webhook-endpoints/{endpoint_id}/deliveries's items)."""
     with _open() as store, store.read() as unit:
         if unit.webhooks.endpoint(endpoint_id) is None:
             raise InputError(f"no webhook endpoint {endpoint_id!r}")
         page = unit.webhooks.deliveries(endpoint_id=endpoint_id, status=status, limit=limit)
         attempts = unit.webhooks.attempts([d.id for d in page])
-    table = Table("id", "webhook-id", "type", "status", "attempts", "last answer")
-    for d in page:
-        tried = "; ".join(
-            f"{_stamp(a.at)} {a.status_code or a.outcome} {a.latency_ms} ms" for a in attempts[d.id]
-        )
-        table.add_row(
+    if chosen(output) is ListFormat.JSON:
+        print_json([delivery_view(d, attempts[d.id]) for d in page])
+        return
+    columns = [
+        Column("id", "right", no_wrap=True),
+        Column("type", no_wrap=True, drop=3),
+        Column("status", no_wrap=True),
+        Column("attempts", fold=True),
+        Column("last answer", fold=True, drop=2),
+        Column("webhook-id", no_wrap=True, drop=1),
+    ]
+    rows = [
+        [
             str(d.id),
-            d.event_id,
             d.event_type,
             d.status.value,
-            tried,
+            "; ".join(
+                f"{_stamp(a.at)} {a.status_code or a.outcome} {a.latency_ms} ms"
+                for a in attempts[d.id]
+            ),
             d.last_error or ("" if d.last_status_code is None else str(d.last_status_code)),
-        )
-    Console().print(table)
+            d.event_id,
+        ]
+        for d in page
+    ]
+    title = f"Deliveries to {endpoint_id}, newest first"
+    print_table(title, columns, rows, counted=counted(len(rows), "delivery", "deliveries"))
 
 
 @webhooks_app.command("replay")

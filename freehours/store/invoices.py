@@ -76,13 +76,37 @@ class Invoices(Repository):
 
     def accounts(self, nmis: Collection[str]) -> list[Account]:
         """The customers of ``nmis``, by NMI."""
+        return self._accounts(customers.c.nmi.in_(list(nmis)))
+
+    def accounts_after(
+        self,
+        after: str | None,
+        limit: int,
+        *,
+        plan_id: str | None = None,
+        region: Region | None = None,
+    ) -> list[Account]:
+        """A page of the customers, by NMI: the first ``limit`` after ``after`` (from the first
+        where None), only those on ``plan_id`` or in ``region`` where given."""
+        c = customers.c
+        where: list[sa.ColumnElement[bool]] = [sa.true()]
+        if after is not None:
+            where.append(c.nmi > after)
+        if plan_id is not None:
+            where.append(c.plan_id == plan_id)
+        if region is not None:
+            where.append(c.region == region.value)
+        return self._accounts(sa.and_(*where), limit)
+
+    def _accounts(self, where: sa.ColumnElement[bool], limit: int | None = None) -> list[Account]:
         c = customers.c
         rows = self._conn.execute(
             sa.select(
                 c.nmi, c.plan_id, c.region, c.billing_frequency, c.anchor_day, c.payment_term_days
             )
-            .where(c.nmi.in_(list(nmis)))
+            .where(where)
             .order_by(c.nmi)
+            .limit(limit)
         )
         return [
             Account(

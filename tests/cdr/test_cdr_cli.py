@@ -154,4 +154,24 @@ def test_export_of_a_stored_plan_and_of_one_that_is_not(
     assert [period["startDate"] for period in periods] == ["12-01", "03-01"]
     code, out, err = run(monkeypatch, capsys, "plans", "export-cdr", "nothing-here")
     assert (code, out) == (2, "")
-    assert "nothing-here: no such plan stored, built in, or plan file" in err
+    assert "nothing-here: no such plan (not a plan file, not a built-in plan" in err
+    assert "nor stored in the database)" in err
+    code, _, err = run(monkeypatch, capsys, "plans", "export-cdr", "EXA-SA-SEASON")
+    assert "nor stored in the database); did you mean" not in err  # no built-in id is close
+
+
+def test_export_of_a_misspelt_plan_without_a_database_says_no_such_plan(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.delenv("FREEHOURS_DATABASE_URL", raising=False)
+    monkeypatch.chdir(tmp_path)  # no ./freehours.db
+    get_settings.cache_clear()
+    code, out, err = run(monkeypatch, capsys, "plans", "export-cdr", "sso-nws")
+    get_settings.cache_clear()
+    assert (code, out) == (2, "")
+    assert " ".join(err.split()) == (
+        "error: sso-nws: no such plan (not a plan file, not a built-in plan (sso-nsw, sso-seq,"
+        " sso-sa, mps-vic), and no database to look in: FREEHOURS_DATABASE_URL is not set and"
+        " ./freehours.db does not exist); did you mean sso-nsw?"
+    )
+    assert not (tmp_path / "freehours.db").exists()

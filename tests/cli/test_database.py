@@ -37,6 +37,7 @@ NEEDS_DATABASE = {
     "invoices list": [],
     "invoices show": ["INV-00000001"],
     "customers put": ["4103035611", "--plan", "sso-nsw", "--region", "NSW"],
+    "customers list": [],
     "webhooks add": ["https://a.example/h", "--event", "quota.completed"],
     "webhooks list": [],
     "webhooks deliveries": ["ep_0"],

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -35,17 +36,32 @@ def test_the_check_names_a_stale_file_and_the_command_that_makes_it_anew(
     assert docs.stale() == []
 
 
-def test_the_root_help_lists_every_setting_with_its_default() -> None:
-    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "400"})
-    assert result.exit_code == 0
-    rows = {line.split()[1]: line for line in result.output.splitlines() if "FREEHOURS_" in line}
+def test_freehours_settings_lists_every_setting_with_its_default() -> None:
+    result = CliRunner().invoke(
+        app, ["settings", "--format", "json"], env={"FREEHOURS_REDIS_URL": "redis://x"}
+    )
+    assert result.exit_code == 0, result.output
+    listed = {setting["name"]: setting for setting in json.loads(result.output)}
     for prefix, model in (("FREEHOURS_", Settings), ("FREEHOURS_AGENT_", AgentSettings)):
         for name, field in model.model_fields.items():
-            row = rows.get(f"{prefix}{name.upper()}")
-            assert row is not None, f"{prefix}{name.upper()} is not in freehours --help"
-            assert f"[default: {docs.default_text(field.default)}]" in row, row
-            assert " ".join((field.description or "").split()[:4]) in row, row
-    assert "FREEHOURS_API_KEY" in rows  # freehours agent --api-key
+            setting = listed.get(f"{prefix}{name.upper()}")
+            assert setting is not None, f"{prefix}{name.upper()} is not in freehours settings"
+            assert setting["default"] == docs.default_text(field.default), setting
+            assert " ".join((field.description or "").split()[:4]) in setting["description"]
+    assert "FREEHOURS_API_KEY" in listed  # freehours agent --api-key
+    assert {name for name, setting in listed.items() if setting["set"]} == {"FREEHOURS_REDIS_URL"}
+    assert "redis://x" not in result.output  # whether it is set, never its value
+    table = CliRunner().invoke(app, ["settings", "--format", "table"], env={"COLUMNS": "80"})
+    assert "FREEHOURS_DATABASE_URL\n    SQLAlchemy URL of the database" in table.output
+    assert "    default: sqlite:///./freehours.db" in table.output
+
+
+def test_the_root_help_is_the_commands_and_where_the_settings_are() -> None:
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    assert "FREEHOURS_REDIS_URL" not in result.output
+    assert "'freehours settings' lists them" in " ".join(result.output.split())
+    assert len(result.output.splitlines()) < 60
 
 
 def test_the_page_has_every_command_and_every_option() -> None:

@@ -8,7 +8,7 @@ import weakref
 
 import pytest
 
-from freehours.cli import cyclic_gc_paused
+from freehours.cli.gcpause import cyclic_gc_paused
 
 
 class Node:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -16,24 +15,12 @@ import pytest
 
 from freehours.domain.invoicing import BillingCycle, Frequency
 from freehours.settings import Settings, get_settings
-from freehours.store.database import Store
 from tests.api.conftest import serving
 from tests.invoicing.support import JULY, STAMP, System, consumption
 from tests.support import run_flat
 
 #: After July's data deadline: the run invoices July, and no month after it.
 AS_OF = "2026-08-05T00:00+10:00"
-
-
-@pytest.fixture
-def system(store: Store, store_url: str, clean_env: pytest.MonkeyPatch) -> Iterator[System]:
-    """Two customers with July settled, and the commands pointed at their database."""
-    clean_env.setenv("FREEHOURS_DATABASE_URL", store_url)
-    get_settings.cache_clear()
-    built = System.on(store)
-    built.month(built.customers(2))
-    yield built
-    get_settings.cache_clear()
 
 
 output = run_flat
@@ -76,7 +63,9 @@ def test_a_run_invoices_each_ended_period_once_and_a_revision_is_credited(
     assert code == 0
     assert "invoices 0, credit notes 1, adjustment invoices 0" in out
 
-    code, out, _ = output(monkeypatch, capsys, "invoices", "list", "--credit-notes")
+    code, out, _ = output(
+        monkeypatch, capsys, "invoices", "list", "--credit-notes", "--format", "table"
+    )
     assert code == 0
     (row,) = [line for line in out.splitlines() if "CN-00000001" in line]
     assert "credit note" in row
@@ -123,6 +112,19 @@ def test_a_run_invoices_each_ended_period_once_and_a_revision_is_credited(
 
     code, out, _ = output(
         monkeypatch, capsys, "invoices", "list", "--nmi", first, "--to", "2026-06-30"
+    )
+    assert (code, json.loads(out)) == (0, [])  # piped: JSON
+    code, out, _ = output(
+        monkeypatch,
+        capsys,
+        "invoices",
+        "list",
+        "--nmi",
+        first,
+        "--to",
+        "2026-06-30",
+        "--format",
+        "table",
     )
     assert (code, "0 documents" in out) == (0, True)
 

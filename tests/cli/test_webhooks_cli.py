@@ -3,6 +3,7 @@ their attempts shown, a delivery replayed, the secret rotated, the endpoint disa
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -68,7 +69,10 @@ def test_webhooks_commands(
     assert out.strip() != secret
 
     assert output(monkeypatch, capsys, "webhooks", "disable", endpoint)[0] == 0
-    assert "no: disabled through the API" in output(monkeypatch, capsys, "webhooks", "list")[1]
+    (listed,) = json.loads(output(monkeypatch, capsys, "webhooks", "list")[1])
+    assert (listed["enabled"], listed["disabled_reason"]) == (False, "disabled through the API")
+    table = output(monkeypatch, capsys, "webhooks", "list", "--format", "table")[1]
+    assert "no: disabled through the API" in table
     assert output(monkeypatch, capsys, "webhooks", "enable", endpoint)[0] == 0
     code, _, err = output(monkeypatch, capsys, "webhooks", "enable", "ep_nope")
     assert code != 0

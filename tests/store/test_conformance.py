@@ -23,6 +23,7 @@ from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext
 
 import freehours.store
+from freehours.domain.invoicing import BillingCycle, Frequency
 from freehours.domain.reads import IntervalDay, IntervalRead
 from freehours.domain.settlement import QuotaStatus, claim, complete, new_quota, release
 from freehours.domain.time import NEM_TIME, Region
@@ -36,6 +37,7 @@ from freehours.store.catalog import Customer, RegionMismatch, StoredPlan
 from freehours.store.database import Store, Unit
 from freehours.store.idempotency import SavedResponse, StoredIdempotencyKey
 from freehours.store.ingestions import IngestionRecord
+from freehours.store.invoice_records import Account
 from freehours.store.jobs import NOTIFY_CHANNEL
 from freehours.store.keys import StoredKey
 from freehours.store.meter import IngestCounts
@@ -314,6 +316,35 @@ def test_catalog(store: Store) -> None:
         assert unit.catalog.plan_version_of(OTHER) is None
         assert unit.catalog.plan_versions_of([OTHER, NMI, NMI]) == {NMI: ("a", NOW)}
         assert unit.catalog.plan_versions_of([]) == {}
+
+
+def test_accounts(store: Store) -> None:
+    third = "4102000003"
+    with store.write() as unit:
+        unit.catalog.put_plan("p", {}, updated_at=NOW)
+        unit.catalog.put_plan("v", {}, updated_at=NOW)
+        for nmi, plan, region in ((OTHER, "p", Region.NSW), (NMI, "p", Region.NSW)):
+            unit.catalog.put_customer(nmi, plan_id=plan, region=region, updated_at=NOW)
+        unit.catalog.put_customer(third, plan_id="v", region=Region.VIC, updated_at=NOW)
+        monthly = BillingCycle()
+        quarterly = BillingCycle(Frequency.QUARTERLY, 15, 30)
+        assert unit.invoices.set_cycle(third, quarterly)
+        assert not unit.invoices.set_cycle("4102000009", quarterly)
+    with store.read() as unit:
+        every = unit.invoices.accounts_after(None, 10)
+        assert every == [
+            Account(NMI, "p", Region.NSW, monthly),
+            Account(OTHER, "p", Region.NSW, monthly),
+            Account(third, "v", Region.VIC, quarterly),
+        ]
+        assert unit.invoices.accounts([third, NMI, "4102000009"]) == [every[0], every[2]]
+        assert unit.invoices.accounts_after(None, 2) == every[:2]
+        assert unit.invoices.accounts_after(OTHER, 2) == every[2:]
+        assert unit.invoices.accounts_after(third, 2) == []
+        assert unit.invoices.accounts_after(None, 10, plan_id="p") == every[:2]
+        assert unit.invoices.accounts_after(NMI, 10, plan_id="p") == every[1:2]
+        assert unit.invoices.accounts_after(None, 10, region=Region.VIC) == every[2:]
+        assert unit.invoices.accounts_after(None, 10, plan_id="v", region=Region.NSW) == []
 
 
 # --- jobs ---------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from freehours.domain.webhooks import (
 from freehours.observability.logging import bind_fields
 from freehours.store.webhooks import Attempt, Delivery, Endpoint
 from freehours.webhooks.service import NotFound, TooManyEndpoints
+from freehours.webhooks.views import delivery_view, endpoint_view
 
 WebhookEventType = Literal[
     "quota.completed", "quota.aborted", "quota.revised", "invoice.finalised", "credit_note.issued"
@@ -192,51 +193,14 @@ TOO_MANY = {
 
 
 def endpoint_json(endpoint: Endpoint, secret: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "id": endpoint.id,
-        "url": endpoint.url,
-        "description": endpoint.description,
-        "events": list(endpoint.events),
-        "enabled": endpoint.enabled,
-        "disabled_at": endpoint.disabled_at,
-        "disabled_reason": endpoint.disabled_reason,
-        "failing_since": endpoint.failing_since,
-        "final_failures": endpoint.final_failures,
-        "previous_secret_until": endpoint.previous_until,
-        "created_at": endpoint.created_at,
-        "updated_at": endpoint.updated_at,
-    }
+    out = endpoint_view(endpoint)
     if secret is not None:
         return WebhookEndpointSecretOut(**out, secret=secret).model_dump(mode="json")
     return WebhookEndpointOut(**out).model_dump(mode="json")
 
 
 def delivery_json(delivery: Delivery, attempts: list[Attempt]) -> dict[str, Any]:
-    return WebhookDeliveryOut(
-        id=delivery.id,
-        webhook_id=delivery.event_id,
-        event_type=delivery.event_type,
-        endpoint_id=delivery.endpoint_id,
-        status=delivery.status.value,
-        attempts=delivery.attempts,
-        created_at=delivery.created_at,
-        started_at=delivery.started_at,
-        next_attempt_at=delivery.next_attempt_at,
-        finished_at=delivery.finished_at,
-        last_status_code=delivery.last_status_code,
-        last_error=delivery.last_error,
-        replays=delivery.replays,
-        attempt_log=[
-            {
-                "at": a.at,
-                "outcome": a.outcome,
-                "status_code": a.status_code,
-                "latency_ms": a.latency_ms,
-                "error": a.error,
-            }
-            for a in attempts
-        ],
-    ).model_dump(mode="json")
+    return WebhookDeliveryOut(**delivery_view(delivery, attempts)).model_dump(mode="json")
 
 
 def _invalid(exc: InvalidEndpoint) -> Problem:

@@ -1,13 +1,18 @@
-"""Log lines to a file while a command shows its own output (the simulations and the demo): their
-injected faults make many warnings, and the terminal is for progress and figures."""
+"""Where a one-shot command's log lines go: JSON on stderr, warnings only unless asked
+(``quiet_logging``), or to a file while the command shows its own output (``log_lines_to``: the
+simulations and the demo, whose injected faults make many warnings, and the terminal is for
+progress and figures)."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import structlog
+
+if TYPE_CHECKING:
+    from freehours.settings import Settings
 
 
 @contextlib.contextmanager
@@ -30,3 +35,13 @@ def log_lines_to(stream: TextIO) -> Iterator[None]:
         yield
     finally:
         structlog.configure(**before)
+
+
+def quiet_logging(settings: Settings) -> None:
+    """Log lines as JSON on stderr, for a one-shot command whose stdout is its answer: at
+    FREEHOURS_LOG_LEVEL when it is set, else warnings only (the jobs' canonical lines are noise
+    beside a command's progress and summary)."""
+    from freehours.observability.logging import configure_logging
+
+    given = "log_level" in settings.model_fields_set
+    configure_logging(settings.log_level if given else "warning")
