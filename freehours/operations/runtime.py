@@ -8,7 +8,7 @@ runtime.close()
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from functools import partial
@@ -20,6 +20,7 @@ from freehours.cache.quota import open_quota_cache
 from freehours.clock import Clock, SystemClock
 from freehours.documents.examples import EXAMPLE_RETAILER
 from freehours.documents.model import DocumentError, Retailer
+from freehours.domain.contacts import Contact
 from freehours.domain.invoicing import BillingCycle
 from freehours.domain.time import Region
 from freehours.errors import ConfigurationError
@@ -28,12 +29,14 @@ from freehours.invoicing.service import Invoicing
 from freehours.jobs.retry import RetryPolicy
 from freehours.observability.measured import Measurement
 from freehours.observability.metrics import JOBS_STUCK, SETTLEMENTS_UNSCHEDULED
+from freehours.operations.customer_csv import CustomerRecord
 from freehours.plans.cache import PlanCache
 from freehours.plans.calendars import load_holiday_calendars
 from freehours.settings import Settings
 from freehours.settlement.ingest import Ingestion
 from freehours.settlement.model import SettlementFaults, SettlementPolicy
 from freehours.settlement.service import Settlements
+from freehours.store.catalog import RegionMismatch, UnknownPlan
 from freehours.store.database import Store
 from freehours.store.timeouts import Timeouts
 from freehours.webhooks.sender import HttpSender
@@ -236,23 +239,51 @@ class Runtime:
         return cls(settings, store, clock, settlements, ingestion, invoicing, breaker)
 
     def put_customer(
-        self, nmi: str, *, plan_id: str, region: Region, cycle: Mapping[str, object]
+        self,
+        nmi: str,
+        *,
+        plan_id: str,
+        region: Region,
+        cycle: Mapping[str, object],
+        contact: Contact | None = None,
     ) -> BillingCycle:
         """Create or update a customer in one transaction: its plan (a built-in one stored on
-        first use; ``UnknownPlan`` for an id neither stored nor built in), its region, and the
+        first use; ``UnknownPlan`` for an id neither stored nor built in), its region, the
         fields of its billing cycle in ``cycle`` (``BillingCycle``'s; those left out keep what
-        is stored, or the defaults for a new customer). Reads that came before the customer
-        settle now. The cycle as stored; ``CycleError`` for one that cannot be."""
+        is stored, or the defaults for a new customer), and its contact where given (None keeps
+        what is stored). Reads that came before the customer settle now. The cycle as stored;
+        ``CycleError`` for one that cannot be."""
+        record = CustomerRecord(0, nmi, plan_id, region, dict(cycle), contact)
+        return self.import_customers([record])[nmi]
+
+    def import_customers(self, records: Sequence[CustomerRecord]) -> dict[str, BillingCycle]:
+        """``put_customer`` for each record, all in one transaction: every one stored, or none
+        (``UnknownPlan`` or ``RegionMismatch`` naming the record's line where it has one). Each
+        customer's cycle as stored, by NMI."""
         now = self.clock.now()
+        nmis = [record.nmi for record in records]
         with self.store.write() as unit:
-            unit.catalog.ensure_plan(plan_id, updated_at=now)
-            unit.catalog.put_customer(nmi, plan_id=plan_id, region=region, updated_at=now)
-            (account,) = unit.invoices.accounts([nmi])
-            billing = replace(account.cycle, **cycle)  # type: ignore[arg-type]
-            unit.invoices.set_cycle(nmi, billing)
+            for plan_id in dict.fromkeys(record.plan_id for record in records):
+                try:
+                    unit.catalog.ensure_plan(plan_id, updated_at=now)
+                except UnknownPlan as exc:
+                    first = next(r for r in records if r.plan_id == plan_id)
+                    raise UnknownPlan(_at_line(first, "plan_id", exc)) from None
+            try:
+                unit.catalog.put_customers(
+                    [(r.nmi, r.plan_id, r.region) for r in records], updated_at=now
+                )
+            except RegionMismatch as exc:
+                first = next(r for r in records if r.nmi == exc.nmi)
+                raise RegionMismatch(_at_line(first, "region", exc), exc.nmi) from None
+            stored = {account.nmi: account.cycle for account in unit.invoices.accounts(nmis)}
+            cycles = {r.nmi: replace(stored[r.nmi], **r.cycle) for r in records}  # type: ignore[arg-type]
+            unit.invoices.set_cycles({nmi: c for nmi, c in cycles.items() if c != stored[nmi]})
+            contacts = {r.nmi: r.contact for r in records if r.contact is not None}
+            unit.catalog.put_contacts(contacts, updated_at=now)
             # Reads may have come first (meter data is never dropped): their days settle now.
-            self.ingestion.customer_changed(unit, nmi)
-        return billing
+            self.ingestion.customers_changed(unit, nmis)
+        return cycles
 
     def worker(
         self, concurrency: int | None = None, queues: Mapping[str, int] | None = None
@@ -273,3 +304,9 @@ class Runtime:
 
     def close(self) -> None:
         self.store.close()
+
+
+def _at_line(record: CustomerRecord, column: str, exc: Exception) -> str:
+    """``exc``'s message, for a record of a file (which has a line) led by its line and
+    column."""
+    return f"line {record.line}: {column}: {exc}" if record.line else str(exc)

@@ -125,14 +125,20 @@ class Ingestion:
         the settlement of every day of its reads without a final quota, however old (one past
         the data deadline settles at once with what there is). A second call schedules nothing
         new: a day's job is unique by its key while unfinished, and a settled day is left out."""
+        self.customers_changed(unit, [nmi])
+
+    def customers_changed(self, unit: Unit, nmis: Sequence[str]) -> None:
+        """``customer_changed`` for each of ``nmis``, ``CUSTOMERS_PER_TRANSACTION`` a query."""
         if self.schedule is None:
             return
         # Up to the last day a read may have: a row dated later, stored before the reader refused
         # such dates (9999-12-31, say), is no day to settle, and would overflow the date arithmetic.
         last = latest_read_date(self.clock.now().astimezone(NEM_TIME).date())
-        unsettled = self.settlements.unsettled_days(unit, [nmi], EARLIEST_DATE, last)
-        if unsettled:
-            self.schedule(unit, unsettled, [])
+        for start in range(0, len(nmis), CUSTOMERS_PER_TRANSACTION):
+            some = list(nmis[start : start + CUSTOMERS_PER_TRANSACTION])
+            unsettled = self.settlements.unsettled_days(unit, some, EARLIEST_DATE, last)
+            if unsettled:
+                self.schedule(unit, unsettled, [])
 
     def schedule_unsettled(self, nmi: str | None, first: date, last: date) -> int:
         """What an operator names (``freehours settlements schedule``, ``POST

@@ -17,13 +17,14 @@ from typing import Any
 import sqlalchemy as sa
 
 from freehours.domain import reads
+from freehours.domain.contacts import Contact, Delivery
 from freehours.domain.time import Region
 from freehours.errors import InputError
 from freehours.plans import BUILTIN_IDS, builtin_document
 from freehours.store.driver import each_key
 from freehours.store.prepared import Prepared
 from freehours.store.repository import Repository
-from freehours.store.tables import PLAN_ID_LENGTH, customers, plans
+from freehours.store.tables import PLAN_ID_LENGTH, customer_contacts, customers, plans
 
 
 class UnknownPlan(InputError):
@@ -37,7 +38,11 @@ class UnknownCustomer(InputError):
 class RegionMismatch(InputError):
     """A customer put on a plan of another region, or a plan put with a region other than that
     of customers on it: the plan's clock, free window, holidays and ombudsman would not be the
-    customer's."""
+    customer's. ``nmi`` names the customer where one was being put."""
+
+    def __init__(self, message: str, nmi: str | None = None) -> None:
+        super().__init__(message)
+        self.nmi = nmi
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,27 +151,49 @@ class Catalog(Repository):
         self, nmi: str, *, plan_id: str, region: Region, updated_at: datetime
     ) -> Customer:
         """Create or update the customer of ``nmi``; ``InputError`` when the plan is not
-        stored."""
-        try:
-            reads.check_nmi(nmi)
-        except reads.RangeError as exc:
-            raise InputError(str(exc)) from None
-        # Checked first, not left to the foreign key: on PostgreSQL a violated constraint would
-        # abort the caller's whole transaction. Plans are never deleted, so the check holds.
-        document = self._conn.scalar(sa.select(plans.c.document).where(plans.c.plan_id == plan_id))
-        if document is None:
-            raise InputError(f"customer {nmi}: plan {plan_id!r} is not known")
-        plan_region = json.loads(document).get("region")
-        # Every plan document names its region (a document stored without one is no plan's:
-        # the store's own tests keep such, and nothing of them is rated).
-        if plan_region is not None and plan_region != region.value:
-            raise RegionMismatch(
-                f"plan {plan_id!r} is for region {plan_region}, the customer's region is"
-                f" {region.value}"
-            )
-        row = {"nmi": nmi, "plan_id": plan_id, "region": region.value, "updated_at": updated_at}
-        self._upsert(customers, row)
+        stored, ``RegionMismatch`` when it is of another region."""
+        self.put_customers([(nmi, plan_id, region)], updated_at=updated_at)
         return Customer(nmi, plan_id, region, updated_at)
+
+    def put_customers(
+        self, customers_: Sequence[tuple[str, str, Region]], *, updated_at: datetime
+    ) -> None:
+        """Create or update each customer (NMI, plan id, region) in one statement, each checked
+        as ``put_customer`` checks one: the first that fails raises, and nothing is written."""
+        plan_regions: dict[str, str | None] = {}
+        for nmi, plan_id, region in customers_:
+            try:
+                reads.check_nmi(nmi)
+            except reads.RangeError as exc:
+                raise InputError(str(exc)) from None
+            if plan_id not in plan_regions:
+                # Checked first, not left to the foreign key: on PostgreSQL a violated constraint
+                # would abort the caller's whole transaction. Plans are never deleted.
+                document = self._conn.scalar(
+                    sa.select(plans.c.document).where(plans.c.plan_id == plan_id)
+                )
+                if document is None:
+                    raise InputError(f"customer {nmi}: plan {plan_id!r} is not known")
+                # Every plan document names its region (a document stored without one is no
+                # plan's: the store's own tests keep such, and nothing of them is rated).
+                plan_regions[plan_id] = json.loads(document).get("region")
+            plan_region = plan_regions[plan_id]
+            if plan_region is not None and plan_region != region.value:
+                raise RegionMismatch(
+                    f"plan {plan_id!r} is for region {plan_region}, the customer's region is"
+                    f" {region.value}",
+                    nmi,
+                )
+        if not customers_:
+            return
+        rows = [
+            {"nmi": nmi, "plan_id": plan_id, "region": region.value, "updated_at": updated_at}
+            for nmi, plan_id, region in customers_
+        ]
+        upsert = self._driver.upsert(
+            customers, key=["nmi"], update=["plan_id", "region", "updated_at"]
+        )
+        self._conn.execute(upsert, rows)
 
     def get_customer(self, nmi: str) -> Customer | None:
         """The customer of ``nmi``, or None."""
@@ -208,7 +235,66 @@ class Catalog(Repository):
             found.update((nmi, (plan_id, updated_at)) for nmi, plan_id, updated_at in rows)
         return found
 
+    def put_contacts(self, contacts: Mapping[str, Contact], *, updated_at: datetime) -> None:
+        """Create or replace the contact of each customer in ``contacts`` (by NMI), in one
+        statement; ``UnknownCustomer`` naming the first NMI that has no customer."""
+        if not contacts:
+            return
+        nmis = sorted(contacts)
+        known: set[str] = set()
+        for start in range(0, len(nmis), _IN_BATCH):
+            some = nmis[start : start + _IN_BATCH]
+            known.update(
+                self._conn.scalars(sa.select(customers.c.nmi).where(customers.c.nmi.in_(some)))
+            )
+        missing = [nmi for nmi in nmis if nmi not in known]
+        if missing:
+            raise UnknownCustomer(f"nmi: no customer {missing[0]}")
+        rows = [_contact_row(nmi, contacts[nmi], updated_at) for nmi in nmis]
+        key = [column.name for column in customer_contacts.primary_key]
+        upsert = self._driver.upsert(
+            customer_contacts, key=key, update=[n for n in rows[0] if n not in key]
+        )
+        self._conn.execute(upsert, rows)
+
+    def contacts(self, nmis: Collection[str]) -> dict[str, Contact]:
+        """The contacts of ``nmis`` that have one, by NMI."""
+        found: dict[str, Contact] = {}
+        wanted = sorted(set(nmis))
+        c = customer_contacts.c
+        for start in range(0, len(wanted), _IN_BATCH):
+            some = wanted[start : start + _IN_BATCH]
+            for row in self._conn.execute(sa.select(customer_contacts).where(c.nmi.in_(some))):
+                found[row.nmi] = Contact(
+                    row.name,
+                    tuple(json.loads(row.supply_address)),
+                    tuple(json.loads(row.billing_address)),
+                    row.email,
+                    Delivery(row.delivery),
+                )
+        return found
+
+    def forget_contact(self, nmi: str) -> bool:
+        """Erase the contact of ``nmi``'s customer (its name, addresses and email address);
+        whether there was one. The customer, its meter data and its documents stay."""
+        erased = self._conn.execute(
+            customer_contacts.delete().where(customer_contacts.c.nmi == nmi)
+        )
+        return bool(erased.rowcount)
+
     def _upsert(self, table: sa.Table, row: dict[str, Any]) -> None:
         key = [column.name for column in table.primary_key]
         upsert = self._driver.upsert(table, key=key, update=[n for n in row if n not in key])
         self._conn.execute(upsert.values(row))
+
+
+def _contact_row(nmi: str, contact: Contact, updated_at: datetime) -> dict[str, Any]:
+    return {
+        "nmi": nmi,
+        "name": contact.name,
+        "supply_address": json.dumps(list(contact.supply_address), ensure_ascii=False),
+        "billing_address": json.dumps(list(contact.billing_address), ensure_ascii=False),
+        "email": contact.email,
+        "delivery": contact.delivery.value,
+        "updated_at": updated_at,
+    }

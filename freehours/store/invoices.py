@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
 
@@ -75,8 +75,12 @@ class Invoices(Repository):
         return list(self._conn.scalars(query))
 
     def accounts(self, nmis: Collection[str]) -> list[Account]:
-        """The customers of ``nmis``, by NMI."""
-        return self._accounts(customers.c.nmi.in_(list(nmis)))
+        """The customers of ``nmis``, by NMI (in queries of at most 5,000 NMIs)."""
+        wanted = sorted(set(nmis))
+        found: list[Account] = []
+        for start in range(0, len(wanted), 5_000):
+            found += self._accounts(customers.c.nmi.in_(wanted[start : start + 5_000]))
+        return found
 
     def accounts_after(
         self,
@@ -122,16 +126,33 @@ class Invoices(Repository):
 
     def set_cycle(self, nmi: str, cycle: BillingCycle) -> bool:
         """Set the billing cycle of ``nmi``'s customer; whether there is one."""
+        return self.set_cycles({nmi: cycle}) == 1
+
+    def set_cycles(self, cycles: Mapping[str, BillingCycle]) -> int:
+        """Set the billing cycle of each customer in ``cycles`` (by NMI), in one statement; how
+        many customers there were."""
+        if not cycles:
+            return 0
+        c = customers.c
         done = self._conn.execute(
             customers.update()
-            .where(customers.c.nmi == nmi)
+            .where(c.nmi == sa.bindparam("k_nmi"))
             .values(
-                billing_frequency=cycle.frequency.value,
-                anchor_day=cycle.anchor_day,
-                payment_term_days=cycle.payment_term_days,
-            )
+                billing_frequency=sa.bindparam("k_frequency"),
+                anchor_day=sa.bindparam("k_anchor_day"),
+                payment_term_days=sa.bindparam("k_payment_term_days"),
+            ),
+            [
+                {
+                    "k_nmi": nmi,
+                    "k_frequency": cycle.frequency.value,
+                    "k_anchor_day": cycle.anchor_day,
+                    "k_payment_term_days": cycle.payment_term_days,
+                }
+                for nmi, cycle in cycles.items()
+            ],
         )
-        return bool(done.rowcount)
+        return int(done.rowcount)
 
     def first_days(self, nmis: Collection[str]) -> dict[str, date]:
         """The first date each NMI has a quota for, else a meter day row: where its billing

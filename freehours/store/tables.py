@@ -22,6 +22,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
 from freehours.domain import reads
+from freehours.domain.contacts import MAX_EMAIL
+from freehours.domain.fields import MAX_CUSTOMER_NAME
 
 #: Constraint and index names, fixed so that migrations can name what they alter or drop.
 NAMING_CONVENTION = {
@@ -118,6 +120,24 @@ customers = sa.Table(
     sa.CheckConstraint("anchor_day BETWEEN 1 AND 28", name="anchor_day"),
     sa.CheckConstraint("payment_term_days BETWEEN 13 AND 90", name="payment_term_days"),
     sa.Index(None, "plan_id"),
+)
+
+#: A customer's personal data (``freehours.domain.contacts.Contact``), apart from the customer
+#: row that settlement and invoicing read on every request: name, addresses (JSON arrays of
+#: lines), email address and delivery preference. Printed on the customer's documents and used
+#: to send them; erased with the customer's contact (docs/security.md, Personal data).
+customer_contacts = sa.Table(
+    "customer_contacts",
+    metadata,
+    sa.Column("nmi", sa.String(NMI_LENGTH), sa.ForeignKey(customers.c.nmi), primary_key=True),
+    sa.Column("name", sa.String(MAX_CUSTOMER_NAME), nullable=False),
+    sa.Column("supply_address", sa.Text, nullable=False),
+    sa.Column("billing_address", sa.Text, nullable=False),
+    sa.Column("email", sa.String(MAX_EMAIL), nullable=True),
+    sa.Column("delivery", sa.String(5), nullable=False),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+    sa.CheckConstraint("delivery IN ('email', 'post')", name="delivery"),
+    sa.CheckConstraint("delivery = 'post' OR email IS NOT NULL", name="email_delivery"),
 )
 
 

@@ -88,6 +88,7 @@ def test_a_customer_body_is_checked_as_declared(api: Api) -> None:
         "billing_cycle": "monthly",
         "anchor_day": 1,
         "payment_term_days": 21,
+        **dict.fromkeys(("name", "supply_address", "billing_address", "email", "delivery")),
     }
 
 

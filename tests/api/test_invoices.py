@@ -100,7 +100,7 @@ def test_a_customer_is_put_with_its_billing_cycle(api: Api) -> None:
     }
     answer = api.client.put("/v1/customers/4103000001", json=body, headers=admin)
     assert answer.status_code == 200
-    assert answer.json() == {"nmi": "4103000001", **body}
+    assert answer.json() == {"nmi": "4103000001", **body, **NO_CONTACT}
     with api.services.store.read() as unit:
         [account] = unit.invoices.accounts(["4103000001"])
     assert account.cycle == BillingCycle(Frequency.QUARTERLY, 15, 30)
@@ -113,10 +113,58 @@ def test_a_customer_is_put_with_its_billing_cycle(api: Api) -> None:
         "billing_cycle": "monthly",
         "anchor_day": 1,
         "payment_term_days": 21,
+        **NO_CONTACT,
     }
     with api.services.store.read() as unit:
         [account] = unit.invoices.accounts(["4103000001"])
     assert account.cycle == BillingCycle()
+
+
+NO_CONTACT = dict.fromkeys(("name", "supply_address", "billing_address", "email", "delivery"))
+
+
+def test_a_customer_is_put_with_its_contact_and_a_bad_field_is_named_not_shown(api: Api) -> None:
+    admin = api.auth("admin")
+    contact = {
+        "name": "  Sam   Citizen ",
+        "supply_address": ["1 Sun Street", "Newtown NSW 2042"],
+        "email": "sam@Example.COM.au",
+    }
+    body = {"plan_id": "sso-nsw", "region": "NSW", **contact}
+    answer = api.client.put("/v1/customers/4103000001", json=body, headers=admin)
+    assert answer.status_code == 200, answer.text
+    stored = {
+        "name": "Sam Citizen",
+        "supply_address": ["1 Sun Street", "Newtown NSW 2042"],
+        "billing_address": None,
+        "email": "sam@example.com.au",
+        "delivery": "email",
+    }
+    assert {key: answer.json()[key] for key in stored} == stored
+    # A PUT without the contact's fields keeps it.
+    plain = {"plan_id": "sso-nsw", "region": "NSW"}
+    answer = api.client.put("/v1/customers/4103000001", json=plain, headers=admin)
+    assert {key: answer.json()[key] for key in stored} == stored
+    with api.services.store.read() as unit:
+        kept = unit.catalog.contacts(["4103000001"])["4103000001"]
+    assert (kept.name, kept.delivery.value) == ("Sam Citizen", "email")
+
+    for change, field, reason in (
+        ({"name": "x" * 81}, "name", "81 characters, at most 80"),
+        ({"supply_address": []}, "supply_address", "has at least one line"),
+        ({"supply_address": ["a" * 150, "b"]}, "supply_address", "153 characters with its"),
+        ({"email": "sam at example"}, "email", "is not an email address"),
+        ({"email": None, "delivery": "email"}, "delivery", "email needs an email address"),
+        ({"name": None}, "name", "is required with the contact's other fields"),
+        ({"name": "Sam\u0007"}, "name", "holds a character that is not printable"),
+    ):
+        answer = api.client.put("/v1/customers/4103000002", json={**body, **change}, headers=admin)
+        assert answer.status_code == 422, (change, answer.text)
+        assert answer.json()["errors"][0]["field"] == field
+        assert reason in answer.json()["errors"][0]["message"]
+        assert "sam at example" not in answer.text  # a field's value is never repeated
+    with api.services.store.read() as unit:  # nothing stored of any refusal
+        assert unit.catalog.get_customer("4103000002") is None
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,10 @@ from freehours.api.bodies import body_operation, bounded_body, parse_body
 from freehours.api.keys import Scope
 from freehours.api.models import STRICT_BODY, NmiPath
 from freehours.api.openapi import TOO_LARGE, link, merged
-from freehours.api.problems import Problem
+from freehours.api.problems import Problem, field_problem
 from freehours.api.services import AppServices, Services
+from freehours.domain.contacts import MAX_ADDRESS_LINES, MAX_EMAIL, Contact, contact
+from freehours.domain.fields import MAX_ADDRESS, MAX_CUSTOMER_NAME
 from freehours.domain.invoicing import (
     DEFAULT_PAYMENT_TERM_DAYS,
     MAX_ANCHOR_DAY,
@@ -24,12 +26,17 @@ from freehours.domain.invoicing import (
     BillingCycle,
     Frequency,
 )
+from freehours.domain.reads import RangeError
 from freehours.domain.time import Region
 from freehours.observability.logging import bind_fields
 from freehours.plans.document import PlanId
 from freehours.store.catalog import RegionMismatch, UnknownPlan
 
 BillingFrequency = Literal["monthly", "quarterly"]
+
+#: The longest contact field the body's parser takes: beyond it, a 422 before any other check
+#: (the contact's own limits, shorter, are checked with the field named).
+MAX_FIELD = 1_000
 
 AnchorDay = Annotated[
     int,
@@ -67,8 +74,56 @@ class CustomerIn(BaseModel):
     anchor_day: AnchorDay = 1
     payment_term_days: PaymentTermDays = DEFAULT_PAYMENT_TERM_DAYS
 
+    name: str | None = Field(
+        default=None,
+        max_length=MAX_FIELD,
+        description="The customer's name as their documents show it (at most"
+        f" {MAX_CUSTOMER_NAME} characters). The contact's fields are set together: give `name`"
+        " and `supply_address` (and the others as they apply), or none of them to keep the"
+        " contact stored.",
+    )
+    supply_address: list[Annotated[str, Field(max_length=MAX_FIELD)]] | None = Field(
+        default=None,
+        max_length=MAX_ADDRESS_LINES,
+        description=f"The supply address's lines (1 to {MAX_ADDRESS_LINES}, at most"
+        f' {MAX_ADDRESS} characters joined with ", ").',
+    )
+    billing_address: list[Annotated[str, Field(max_length=MAX_FIELD)]] | None = Field(
+        default=None,
+        max_length=MAX_ADDRESS_LINES,
+        description="Where documents are posted, when not the supply address (none: the"
+        " supply address).",
+    )
+    email: str | None = Field(
+        default=None, max_length=MAX_EMAIL, description="Where documents are emailed."
+    )
+    delivery: Literal["email", "post"] | None = Field(
+        default=None,
+        description="How documents reach the customer (default: email when an email address is"
+        " given, else post; email needs an email address).",
+    )
+
     def cycle(self) -> BillingCycle:
         return BillingCycle(Frequency(self.billing_cycle), self.anchor_day, self.payment_term_days)
+
+    def contact(self) -> Contact | None:
+        """The contact given, checked; None where none of its fields is; a 422 naming the field
+        that is wrong (never its value)."""
+        given = (self.name, self.supply_address, self.billing_address, self.email, self.delivery)
+        if all(value is None for value in given):
+            return None
+        if self.name is None:
+            raise field_problem("name", "is required with the contact's other fields")
+        try:
+            return contact(
+                self.name,
+                self.supply_address or [],
+                self.billing_address or [],
+                self.email,
+                self.delivery,
+            )
+        except RangeError as exc:
+            raise field_problem(exc.field, exc.reason) from None
 
 
 class CustomerOut(BaseModel):
@@ -78,6 +133,11 @@ class CustomerOut(BaseModel):
     billing_cycle: BillingFrequency
     anchor_day: AnchorDay
     payment_term_days: PaymentTermDays
+    name: str | None = Field(description="null: no contact stored")
+    supply_address: list[str] | None
+    billing_address: list[str] | None
+    email: str | None
+    delivery: Literal["email", "post"] | None
 
 
 router = APIRouter(tags=["catalogue"], dependencies=[requires(Scope.ADMIN)])
@@ -139,6 +199,7 @@ async def put_customer(request: Request, nmi: NmiPath, services: AppServices) ->
 
 def _store_customer(services: Services, nmi: str, body: CustomerIn) -> CustomerOut:
     cycle = body.cycle()
+    given = body.contact()
     try:
         services.runtime.put_customer(
             nmi,
@@ -149,6 +210,7 @@ def _store_customer(services: Services, nmi: str, body: CustomerIn) -> CustomerO
                 "anchor_day": cycle.anchor_day,
                 "payment_term_days": cycle.payment_term_days,
             },
+            contact=given,
         )
     except UnknownPlan as exc:
         raise Problem(422, "unknown-plan", "Unknown plan", f"plan_id: {exc}") from None
@@ -163,4 +225,21 @@ def _store_customer(services: Services, nmi: str, body: CustomerIn) -> CustomerO
         billing_cycle=body.billing_cycle,
         anchor_day=body.anchor_day,
         payment_term_days=body.payment_term_days,
+        **_contact_fields(services, nmi, given),
     )
+
+
+def _contact_fields(services: Services, nmi: str, given: Contact | None) -> dict[str, object]:
+    """The contact as stored (the one given, else the one kept), as ``CustomerOut``'s fields."""
+    if given is None:
+        with services.store.read() as unit:
+            given = unit.catalog.contacts([nmi]).get(nmi)
+    if given is None:
+        return dict.fromkeys(("name", "supply_address", "billing_address", "email", "delivery"))
+    return {
+        "name": given.name,
+        "supply_address": list(given.supply_address),
+        "billing_address": list(given.billing_address) or None,
+        "email": given.email,
+        "delivery": given.delivery.value,
+    }
