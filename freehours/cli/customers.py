@@ -6,7 +6,8 @@ settle); ``list`` shows them."""
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,9 +17,13 @@ from freehours.cli.listing import FormatOption, ListFormat, chosen, counted, pri
 from freehours.cli.logs import quiet_logging
 from freehours.cli.tables import Column
 
+if TYPE_CHECKING:
+    from freehours.domain.contacts import Contact
+
 customers_app = typer.Typer(
     name="customers",
-    help="Customers: the plan an NMI is on, its region and its billing cycle; put one, list them.",
+    help="Customers: the plan an NMI is on, its region, billing cycle and contact;"
+    " put, import, list, forget.",
     no_args_is_help=True,
 )
 app.add_typer(customers_app)
@@ -87,8 +92,45 @@ def put(
             show_default=False,
         ),
     ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            metavar="NAME",
+            help="the customer's name, as documents show it: with --supply-address, sets the"
+            " contact (left out: the contact stored is kept)",
+        ),
+    ] = None,
+    supply_address: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--supply-address", metavar="LINE", help="a line of the supply address; repeatable"
+        ),
+    ] = None,
+    billing_address: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--billing-address",
+            metavar="LINE",
+            help="a line of the postal address, when not the supply address; repeatable",
+        ),
+    ] = None,
+    email: Annotated[
+        str | None,
+        typer.Option("--email", metavar="ADDRESS", help="where documents are emailed"),
+    ] = None,
+    delivery: Annotated[
+        str | None,
+        typer.Option(
+            "--delivery",
+            metavar="HOW",
+            help="email or post (default: email with --email, else post)",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Create or update a customer: its plan, region and billing cycle, in one transaction.
+    """Create or update a customer: its plan, region, billing cycle and contact, in one
+    transaction.
 
     A built-in plan needs no 'plans put' first: it is stored the first time a customer is put on
     it. Cycle options not given keep what is stored. The days of reads that came before the
@@ -118,12 +160,13 @@ def put(
         BillingCycle(**changes)  # type: ignore[arg-type]
     except CycleError as exc:
         raise InputError(_named(str(exc))) from None
+    given = _contact(name, supply_address, billing_address, email, delivery)
     settings = get_settings()
     quiet_logging(settings)
     runtime = Runtime.open(settings)
     try:
         billing = runtime.put_customer(
-            nmi, plan_id=plan, region=Region(region.value), cycle=changes
+            nmi, plan_id=plan, region=Region(region.value), cycle=changes, contact=given
         )
     except UnknownPlan as exc:
         raise InputError(f"--plan: {exc}") from None
@@ -135,6 +178,30 @@ def put(
         f"customer {nmi}: plan {plan!r}, {region.value}, billed {billing.frequency.value} from day"
         f" {billing.anchor_day}, due {billing.payment_term_days} days after issue"
     )
+
+
+def _contact(
+    name: str | None,
+    supply: list[str] | None,
+    billing: list[str] | None,
+    email: str | None,
+    delivery: str | None,
+) -> Contact | None:
+    """The contact the options give, checked, naming the option that is wrong; None where none
+    of them is given."""
+    from freehours.domain.contacts import contact
+    from freehours.domain.reads import RangeError
+    from freehours.errors import InputError
+
+    if name is None and not supply and not billing and email is None and delivery is None:
+        return None
+    if name is None:
+        raise InputError("--name: is required with the contact's other options")
+    try:
+        return contact(name, supply or [], billing or [], email, delivery)
+    except RangeError as exc:
+        option = "--" + exc.field.split("[")[0].replace("_", "-")
+        raise InputError(f"{option}: {exc.reason}") from None
 
 
 def _named(message: str) -> str:
@@ -208,3 +275,55 @@ def list_(
         for account in found
     ]
     print_table("Customers", columns, rows, counted=counted(len(rows), "customer"))
+
+
+@customers_app.command("import")
+@needs_database
+def import_(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            metavar="FILE",
+            help="a CSV file of customers, a header line naming its columns (docs/cli.md,"
+            " Customer files)",
+        ),
+    ],
+) -> None:
+    """Create or update every customer in a CSV file, all in one transaction: plan, region,
+    billing cycle and contact. The whole file is checked first: a bad row stores nothing, and
+    the message names its line and column (exit 2)."""
+    import time
+
+    from freehours.operations.customer_csv import read_customers
+    from freehours.operations.runtime import Runtime
+    from freehours.settings import get_settings
+
+    started = time.perf_counter()
+    records = read_customers(file)
+    settings = get_settings()
+    quiet_logging(settings)
+    runtime = Runtime.open(settings)
+    try:
+        runtime.import_customers(records)  # UnknownPlan, RegionMismatch: input errors, named
+    finally:
+        runtime.close()
+    contacts = sum(1 for record in records if record.contact is not None)
+    typer.echo(
+        f"{file}: {counted(len(records), 'customer')} stored ({contacts:,} with a contact) in"
+        f" {time.perf_counter() - started:.1f} s"
+    )
+
+
+@customers_app.command("forget")
+@needs_database
+def forget(
+    nmi: Annotated[str, typer.Argument(metavar="NMI", help="the customer's NMI")],
+) -> None:
+    """Erase a customer's contact (name, addresses, email address): for a customer who has left.
+    The customer, its meter data and the documents already issued stay."""
+    from freehours.settings import get_settings
+    from freehours.store.database import Store
+
+    with Store.open(get_settings().database_url) as store, store.write() as unit:
+        erased = unit.catalog.forget_contact(nmi)
+    typer.echo(f"customer {nmi}: contact erased" if erased else f"customer {nmi}: no contact")

@@ -205,6 +205,20 @@ def cli_markdown() -> str:
         " identifiers are never cut, free text (a URL, a name) breaks over lines, and where that"
         " is not enough the columns of least use are left out, the caption naming them.",
         "",
+        "## Customer files",
+        "",
+        "`freehours customers import FILE` reads a CSV file (UTF-8, comma-separated, quoted as"
+        " RFC 4180 quotes) whose first line names its columns, in any order: `nmi`, `plan_id`"
+        " and `region` are required; `billing_cycle`, `anchor_day` and `payment_term_days`, where"
+        " a row fills them, set those fields of its cycle (the others keep what is stored, or the"
+        " defaults for a new customer); `name`, `supply_address_1` to `supply_address_4`,"
+        " `billing_address_1` to `billing_address_4`, `email` and `delivery`, where a row fills"
+        " any of them, give its whole contact, checked as `PUT /v1/customers/{nmi}` checks it."
+        " The file is checked whole before anything is stored and stored in one transaction: a"
+        " bad row (or an NMI twice, an unknown plan, a plan of another region) stores nothing,"
+        " and the message names the file, the line and the column, never a personal field's"
+        " value. At most 1,000,000 rows and 200 MiB a file.",
+        "",
         "## Commands",
         "",
     ]

@@ -59,7 +59,8 @@ COMMANDS = {
     ),
     "customers": Command(
         ("customers",),
-        "Customers: the plan an NMI is on, its region and its billing cycle; put one, list them.",
+        "Customers: the plan an NMI is on, its region, billing cycle and contact;"
+        " put, import, list, forget.",
     ),
     "settlements": Command(
         ("settlements",), "Settlements: schedule the days with reads that no job settles."

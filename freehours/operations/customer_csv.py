@@ -57,12 +57,16 @@ class CustomerRecord:
     region: Region
     cycle: dict[str, object] = field(default_factory=dict)
     contact: Contact | None = None
+    source: str = ""  # the file it is a row of ("": none)
 
 
 def read_customers(path: Path) -> list[CustomerRecord]:
     """Every row of the customer file at ``path``; ``InputError`` naming the first problem."""
-    with path.open("rb") as file:
-        data = file.read(MAX_BYTES + 1)
+    try:
+        with path.open("rb") as file:
+            data = file.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"{path}: {exc.strerror or exc}") from None
     return parse_customers(data, str(path))
 
 
@@ -161,7 +165,7 @@ def _record(
     except CycleError as exc:
         column, _, reason = str(exc).partition(": ")
         raise fail(column, reason) from None
-    return CustomerRecord(line, nmi, plan_id, region, cycle, _contact(row, fail))
+    return CustomerRecord(line, nmi, plan_id, region, cycle, _contact(row, fail), name)
 
 
 def _contact(row: dict[str, str], fail: Callable[[str, str], InputError]) -> Contact | None:

@@ -307,6 +307,5 @@ class Runtime:
 
 
 def _at_line(record: CustomerRecord, column: str, exc: Exception) -> str:
-    """``exc``'s message, for a record of a file (which has a line) led by its line and
-    column."""
-    return f"line {record.line}: {column}: {exc}" if record.line else str(exc)
+    """``exc``'s message, for a record of a file led by the file, the line and the column."""
+    return f"{record.source}:{record.line}: {column}: {exc}" if record.source else str(exc)

@@ -38,6 +38,8 @@ NEEDS_DATABASE = {
     "invoices show": ["INV-00000001"],
     "customers put": ["4103035611", "--plan", "sso-nsw", "--region", "NSW"],
     "customers list": [],
+    "customers import": ["customers.csv"],
+    "customers forget": ["4103035611"],
     "webhooks add": ["https://a.example/h", "--event", "quota.completed"],
     "webhooks list": [],
     "webhooks deliveries": ["ep_0"],

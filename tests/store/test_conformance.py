@@ -23,6 +23,7 @@ from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext
 
 import freehours.store
+from freehours.domain.contacts import Contact, Delivery
 from freehours.domain.invoicing import BillingCycle, Frequency
 from freehours.domain.reads import IntervalDay, IntervalRead
 from freehours.domain.settlement import QuotaStatus, claim, complete, new_quota, release
@@ -345,6 +346,36 @@ def test_accounts(store: Store) -> None:
         assert unit.invoices.accounts_after(NMI, 10, plan_id="p") == every[1:2]
         assert unit.invoices.accounts_after(None, 10, region=Region.VIC) == every[2:]
         assert unit.invoices.accounts_after(None, 10, plan_id="v", region=Region.NSW) == []
+
+
+def test_contacts(store: Store) -> None:
+    sam = Contact("Sam", ("1 Sun St", "Newtown NSW 2042"), (), "sam@example.com", Delivery.EMAIL)
+    jo = Contact("Jo", ("2 Moon Rd",), ("PO Box 1", "Adelaide SA 5000"))
+    with store.write() as unit:
+        unit.catalog.put_plan("p", {}, updated_at=NOW)
+        unit.catalog.put_customers(
+            [(NMI, "p", Region.NSW), (OTHER, "p", Region.NSW)], updated_at=NOW
+        )
+        unit.catalog.put_contacts({NMI: sam, OTHER: jo}, updated_at=NOW)
+        unit.catalog.put_contacts({}, updated_at=NOW)
+        with pytest.raises(InputError, match="nmi: no customer 4102000009"):
+            unit.catalog.put_contacts({"4102000009": sam}, updated_at=NOW)
+        assert unit.invoices.set_cycles({}) == 0
+        assert unit.invoices.set_cycles({NMI: BillingCycle(anchor_day=5)}) == 1
+    with store.read() as unit:
+        assert unit.catalog.contacts([OTHER, NMI, "4102000009"]) == {NMI: sam, OTHER: jo}
+        assert unit.catalog.contacts([]) == {}
+        assert unit.invoices.accounts([NMI])[0].cycle == BillingCycle(anchor_day=5)
+    with store.write() as unit:
+        unit.catalog.put_contacts({NMI: jo}, updated_at=NOW)  # replaced whole
+        assert unit.catalog.forget_contact(OTHER)
+        assert not unit.catalog.forget_contact(OTHER)
+    with store.read() as unit:
+        assert unit.catalog.contacts([NMI, OTHER]) == {NMI: jo}
+        assert unit.catalog.count_customers() == 2
+    write_then_fail(store, lambda unit: unit.catalog.put_contacts({OTHER: sam}, updated_at=NOW))
+    with store.read() as unit:
+        assert unit.catalog.contacts([OTHER]) == {}
 
 
 # --- jobs ---------------------------------------------------------------------------------------
