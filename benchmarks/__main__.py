@@ -20,6 +20,7 @@ BENCHMARKS = [
     "processes",
     "jobs",
     "invoicing",
+    "customers",
     "bulkheads",
     "hostile",
     "webhooks",
