@@ -20,6 +20,7 @@ from freehours.documents.model import (
     Line,
     Retailer,
 )
+from freehours.domain.contacts import Contact
 from freehours.domain.plan import Plan, clock_text
 from freehours.plans.document import parse_plan
 from freehours.store.invoices import (
@@ -36,6 +37,18 @@ def _retailer_json(retailer: Retailer) -> dict[str, Any]:
 def retailer_of(values: dict[str, Any]) -> Retailer:
     """The retailer's details as a document kept them."""
     return Retailer(**{**values, "postal_address": tuple(values["postal_address"])})
+
+
+def printed_customer(contact: Contact | None) -> dict[str, Any] | None:
+    """What a document keeps of the customer's contact: the name and addresses it prints (never
+    the email address or the delivery preference), or None."""
+    if contact is None:
+        return None
+    return {
+        "name": contact.name,
+        "supply_address": list(contact.supply_address),
+        "billing_address": list(contact.billing_address),
+    }
 
 
 def document_of(stored: StoredDocument) -> InvoiceDocument:
@@ -60,6 +73,7 @@ def _document(stored: StoredDocument, plan: Plan) -> InvoiceDocument:
         )
     retailer = retailer_of(stored.retailer)
     example = retailer.example
+    customer = stored.customer or {}
     return InvoiceDocument(
         kind=DocumentKind(stored.document_type.value),
         number=stored.number,
@@ -87,6 +101,9 @@ def _document(stored: StoredDocument, plan: Plan) -> InvoiceDocument:
         corrects=stored.corrects,
         reason=stored.reason,
         account_number=stored.nmi,
+        customer_name=customer.get("name"),
+        supply_address=tuple(customer.get("supply_address", ())),
+        billing_address=tuple(customer.get("billing_address", ())),
         time_zone=stored.time_zone,
         free_energy=free,
         days=tuple(DailyUse(d.day, d.consumption_kwh, d.free_kwh, d.metered) for d in figures.days),

@@ -68,6 +68,7 @@ from freehours.faults import NoFaults
 from freehours.invoicing.documents import (
     _document,
     _retailer_json,
+    printed_customer,
 )
 from freehours.invoicing.model import (
     BATCH_KIND,
@@ -622,13 +623,22 @@ class Invoicing:
             by_series.setdefault(draft.document_type.series, []).append(draft)
         stored = []
         retailer = _retailer_json(self.policy.retailer)
+        contacts = unit.catalog.contacts([draft.account.nmi for draft in drafts])
         # Counters in a fixed order, after every period lock and the run's row: no two
         # transactions wait on each other in a circle.
         for series in sorted(by_series):
             series_drafts = by_series[series]
             first = unit.invoices.take_numbers(series, len(series_drafts))
             for serial, draft in enumerate(series_drafts, start=first):
-                finalised = self._finalised(run, draft, series, serial, now=now, retailer=retailer)
+                finalised = self._finalised(
+                    run,
+                    draft,
+                    series,
+                    serial,
+                    now=now,
+                    retailer=retailer,
+                    customer=printed_customer(contacts.get(draft.account.nmi)),
+                )
                 stored.append(finalised)
         return stored
 
@@ -641,6 +651,7 @@ class Invoicing:
         *,
         now: datetime,
         retailer: dict[str, Any],
+        customer: dict[str, Any] | None = None,
     ) -> StoredDocument:
         """``draft`` as the document finalised with the number ``serial`` of ``series``."""
         plan, _ = self._plan(draft.plan, _plan_version(draft)) or (None, None)
@@ -668,6 +679,7 @@ class Invoicing:
             reason=draft.reason,
             plan_document=draft.plan.document,
             retailer=retailer,
+            customer=customer,
         )
 
     def _unshowable(self, run: InvoiceRun, draft: Draft, now: datetime) -> str | None:

@@ -77,6 +77,9 @@ class StoredDocument:
     reason: str | None
     plan_document: dict[str, Any]
     retailer: dict[str, Any]
+    #: The customer's name and addresses as printed (``{"name", "supply_address",
+    #: "billing_address"}``), or None where the customer had no contact when it was finalised.
+    customer: dict[str, Any] | None = None
 
 
 class QuotaVersion(NamedTuple):
@@ -316,6 +319,7 @@ def _document_row(document: StoredDocument, texts: dict[int, str]) -> dict[str, 
         "days": _days_text(figures.days),
         "plan_document": _json_once(document.plan_document, texts),
         "retailer": _json_once(document.retailer, texts),
+        "customer": None if document.customer is None else json.dumps(document.customer),
     }
 
 
@@ -359,4 +363,5 @@ def _document(row: sa.Row[Any]) -> StoredDocument:
         reason=row.reason,
         plan_document=json.loads(row.plan_document),
         retailer=json.loads(row.retailer),
+        customer=None if row.customer is None else json.loads(row.customer),
     )

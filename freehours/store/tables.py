@@ -441,6 +441,8 @@ documents = sa.Table(
     sa.Column("days", sa.Text, nullable=False),
     sa.Column("plan_document", sa.Text, nullable=False),
     sa.Column("retailer", sa.Text, nullable=False),
+    # JSON: the customer's name and addresses as printed (their contact then), or NULL.
+    sa.Column("customer", sa.Text, nullable=True),
     sa.CheckConstraint(f"series IN {SERIES}", name="series"),
     sa.CheckConstraint(f"document_type IN {DOCUMENT_TYPES}", name="document_type"),
     sa.CheckConstraint("(sequence = 0) = (corrects IS NULL)", name="corrects"),

@@ -1,4 +1,5 @@
-"""Customer contacts: name, addresses, email address and delivery preference (issue 34).
+"""Customer contacts: name, addresses, email address and delivery preference (issue 34); each
+document keeps the name and addresses it printed.
 
 Revision ID: 0008
 Revises: 0007
@@ -38,6 +39,10 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("nmi", name=op.f("pk_customer_contacts")),
     )
 
+    op.add_column("documents", sa.Column("customer", sa.Text(), nullable=True))
+
 
 def downgrade() -> None:
+    with op.batch_alter_table("documents") as batch:
+        batch.drop_column("customer")
     op.drop_table("customer_contacts")
