@@ -15,6 +15,7 @@ BENCHMARKS = [
     "nem12",
     "ingest",
     "bill",
+    "compare",
     "documents",
     "api",
     "processes",

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import csv
 import sys
-from collections.abc import Iterator
-from datetime import date, timedelta
+from datetime import date
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -27,13 +26,12 @@ from rich.console import Console
 from rich.table import Table
 
 from freehours.cli import app, err_console
+from freehours.cli.billing import billable, bills_of, print_notes
 from freehours.cli.gcpause import cyclic_gc_paused
 from freehours.cli.options import parse_day
-from freehours.domain.bill import Bill, decimal_text, kwh_text, make_bill
-from freehours.domain.plan import Plan
-from freehours.domain.rating import MeterRating, rate_meters
+from freehours.domain.bill import Bill, decimal_text, kwh_text
+from freehours.domain.rating import rate_meters
 from freehours.domain.reads import RangeError, check_date
-from freehours.errors import InputError
 from freehours.meterdata.nem12 import NEM12Reader
 from freehours.plans import load_plan
 
@@ -112,17 +110,10 @@ def bill(
         meters = rate_meters(loaded, days)
         if warning := reader.ahead_warning():
             err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
-        if not meters:
-            whose = "" if nmi is None else f" for NMI {nmi}"
-            raise InputError(f"{nem12}: no consumption or export data{whose}")
-        notes = [_not_billed(loaded, rating) for rating in meters.values() if not rating.rated]
-        ratings = {meter: rating for meter, rating in meters.items() if rating.rated}
-        if not ratings:
-            _print_notes(notes[:-1])
-            raise InputError(f"{nem12}: {notes[-1]}")
+        ratings, notes = billable(loaded, meters, nem12, nmi)
         # The shape follows the file's NMIs, billable or not: an array when it has several.
         several = len(meters) > 1
-        bills = _bills(loaded, ratings, first, last, nem12, notes=notes)
+        bills = bills_of(loaded, ratings, first, last, nem12, notes=notes)
         chosen = output or (BillFormat.TABLE if sys.stdout.isatty() else BillFormat.JSON)
         if chosen is BillFormat.JSON:
             # Compact, as json.dumps writes it (a month of 1,000 meters is megabytes): each bill
@@ -130,101 +121,15 @@ def bill(
             # bill is let go once its text is made (holding the 1,000 bills of the reader
             # benchmark's file made the command an eighth slower).
             documents = [one.json_text() for one in bills]
-            _print_notes(notes)
+            print_notes(notes)
             typer.echo(f"[{', '.join(documents)}]" if several else documents[0])
         else:
             made = list(bills)
-            _print_notes(notes)
+            print_notes(notes)
             if chosen is BillFormat.CSV:
                 _write_csv(made)
             else:
                 _print_tables(made)
-
-
-def _bills(
-    plan: Plan,
-    ratings: dict[str, MeterRating],
-    first: date | None,
-    last: date | None,
-    source: Path,
-    *,
-    notes: list[str],
-) -> Iterator[Bill]:
-    """Each meter's bill, in order, made as the caller asks for it; each meter's rating is let
-    go once its bill is made. (The caller makes every bill before it writes anything.) A first
-    or last day billed that the data covers only in part adds a line to ``notes``."""
-    spans: dict[tuple[date, date], list[date]] = {}  # one list of dates per distinct span
-    for meter in list(ratings):
-        rating = ratings.pop(meter)
-        span = _span(rating, first, last, source)
-        local_dates = spans.get(span)
-        if local_dates is None:
-            start, end = span
-            local_dates = spans[span] = [
-                start + timedelta(days=n) for n in range((end - start).days + 1)
-            ]
-        days = rating.days(local_dates)
-        notes.extend(
-            _partial(rating, boundary, days[boundary].missing_intervals)
-            for boundary in sorted(set(span))
-            if rating.is_partial(boundary) and days[boundary].missing_intervals
-        )
-        yield make_bill(plan, meter, days.values())
-
-
-def _not_billed(plan: Plan, rating: MeterRating) -> str:
-    """Why an NMI of the file has no bill: its suffixes, and the plan's."""
-    suffixes = ", ".join(f"{suffix} {why}" for suffix, why in rating.unrated_suffixes().items())
-    consumption = (
-        "every suffix starting with E"
-        if plan.consumption_suffixes is None
-        else ", ".join(plan.consumption_suffixes)
-    )
-    return (
-        f"NMI {rating.nmi} is not billed: no consumption or export channel in kWh (its"
-        f" suffixes: {suffixes}; the plan's consumption suffixes: {consumption}; export: every"
-        " suffix starting with B)"
-    )
-
-
-#: The runs of missing intervals a note names before it says how many more there are.
-_RUNS_NAMED = 3
-
-
-def _partial(rating: MeterRating, day: date, missing: int) -> str:
-    """The note of a day billed that the data covers only in part."""
-    runs = rating.missing_runs(day)
-    named = ", ".join(
-        f"{start:%H:%M}-{'24:00' if end.date() > day else format(end, '%H:%M')}"
-        for start, end in runs[:_RUNS_NAMED]
-    )
-    if len(runs) > _RUNS_NAMED:
-        named += f" and {len(runs) - _RUNS_NAMED} more"
-    return (
-        f"NMI {rating.nmi}: {day} is only partly in the data: {missing} of its"
-        f" {rating.intervals(day)} intervals have no value ({named}, {rating.plan.zone})"
-    )
-
-
-def _print_notes(notes: list[str]) -> None:
-    for note in notes:
-        err_console.print(f"[bold]note:[/] {note}", highlight=False, soft_wrap=True)
-
-
-def _span(
-    rating: MeterRating, first: date | None, last: date | None, source: Path
-) -> tuple[date, date]:
-    """The first and last local days to bill: ``first`` and ``last``, each defaulting to the
-    first and last local day that the NMI's data touches."""
-    data_first, data_last = rating.local_date_range()
-    first = data_first if first is None else first
-    last = data_last if last is None else last
-    if first > last:
-        raise InputError(
-            f"{source}: NMI {rating.nmi} has data from {data_first} to {data_last}, "
-            f"nothing to bill from {first} to {last}"
-        )
-    return first, last
 
 
 def _write_csv(bills: list[Bill]) -> None:

@@ -205,6 +205,19 @@ def cli_markdown() -> str:
         " identifiers are never cut, free text (a URL, a name) breaks over lines, and where that"
         " is not enough the columns of least use are left out, the caption naming them.",
         "",
+        "## Comparisons",
+        "",
+        "`freehours compare --nem12 FILE --plan PLAN ...` rates a household's own data under each"
+        " plan given (a built-in plan id, a TOML plan file, or a CDR plan document, JSON; every"
+        " built-in plan when none is given; at most 50) and ranks them cheapest first by the"
+        " total over the data. Each plan's figures are its own bill's, as `freehours bill"
+        " --plan` makes it: the same local days (the plan's clock), the same total to the cent,"
+        " the same free energy and value. Beside them: `per_year`, the total over the days"
+        " billed times 365 (rounded half up to the cent), and `room_kwh`, the energy used outside"
+        " the free window on days whose cap still had room, each day the smaller of the two: what"
+        " moving use into the window could have made free. A file dated past today + 3 days is"
+        " read with a warning, as `bill` reads it.",
+        "",
         "## Customer files",
         "",
         "`freehours customers import FILE` reads a CSV file (UTF-8, comma-separated, quoted as"

@@ -32,6 +32,11 @@ COMMANDS = {
         "Bill each NMI in a NEM12 file under a plan: free energy in the window up to the daily"
         " cap, the rest at its time-of-use band, supply, feed-in and GST.",
     ),
+    "compare": Command(
+        ("compare",),
+        "Rate a NEM12 file under several plans, cheapest first: each plan's total and cost per"
+        " year, its free energy and value, and the energy its free window still had room for.",
+    ),
     "demo": Command(
         ("demo",),
         "Run freehours end to end: a real HTTP API on 127.0.0.1, plans and customers in every"

@@ -43,9 +43,10 @@ is the pro rata share above.
 
 from __future__ import annotations
 
+import functools
 from bisect import bisect_left
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, time, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from itertools import islice
@@ -140,6 +141,11 @@ class DayProfiles:
         self._profiles: dict[tuple[date, int], DayProfile] = {}
         self._nem_dates: dict[date, tuple[date, ...]] = {}
         self._timelines: dict[date, tuple[int, ...]] = {}
+        # Equal timelines as one object, so that a day's shape is keyed by their ids; and the
+        # profiles already built by shape (``_shape``): most NEM dates of a year share a shape
+        # with one of a few others (a weekday of a season, on one UTC offset).
+        self._interned: dict[tuple[int, ...], tuple[int, ...]] = {}
+        self._shapes: dict[tuple[object, ...], DayProfile] = {}
         self._holidays: Container[date] | None = None
         if plan.uses_public_holidays:
             self._holidays = plan.holiday_calendar(plan.region)
@@ -169,14 +175,14 @@ class DayProfiles:
             names = day_names(
                 local_date.weekday(), public_holiday=self.is_public_holiday(local_date)
             )
-            timeline = self._timelines[local_date] = band_timeline(
-                self.plan.bands, names, month_day(local_date)
-            )
+            made = band_timeline(self.plan.bands, names, month_day(local_date))
+            timeline = self._timelines[local_date] = self._interned.setdefault(made, made)
         return timeline
 
-    def _wall_clock(self, nem_date: date) -> tuple[date, list[tuple[int, int]]]:
-        """Each minute of a NEM day on the plan's wall clock: the first local date, and per minute
-        (days after that date, minute of the local day)."""
+    def _wall_clock(self, nem_date: date) -> tuple[date, list[tuple[int, int]], object]:
+        """Each minute of a NEM day on the plan's wall clock: the first local date, per minute
+        (days after that date, minute of the local day), and what tells this clock from others
+        (the first minute where one offset holds all day, else every minute)."""
         zone = self.plan.zone
         start = datetime.combine(nem_date, time(0), NEM_TIME)
         first = start.astimezone(zone)
@@ -185,20 +191,46 @@ class DayProfiles:
         if first.utcoffset() == last.utcoffset():
             # One offset all day (every day but the two daylight-saving changes): count on.
             origin = first.hour * 60 + first.minute
-            return base, [divmod(origin + minute, DAY_MINUTES) for minute in range(DAY_MINUTES)]
+            return base, _one_offset_walls(origin), origin
         walls = []
         for minute in range(DAY_MINUTES):
             local = (start + timedelta(minutes=minute)).astimezone(zone)
             walls.append(((local.date() - base).days, local.hour * 60 + local.minute))
-        return base, walls
+        return base, walls, tuple(walls)
 
     def _build(self, nem_date: date, interval_minutes: int) -> DayProfile:
+        """The profile of ``nem_date``: one built already for a NEM date of the same shape (the
+        same wall clock through the day, the same band timeline on each local date it touches),
+        moved to this date, or a new one. Its picks name local dates by their place (0, 1), and
+        only ``nem_date``, ``local_dates`` and ``origin`` are the date's own."""
         if interval_minutes <= 0 or DAY_MINUTES % interval_minutes:
             raise ValueError(f"an interval of {interval_minutes} minutes does not divide a day")
-        window = self.plan.free_window
-        base, walls = self._wall_clock(nem_date)
+        base, walls, clock = self._wall_clock(nem_date)
         local_dates = tuple(base + timedelta(days=n) for n in range(walls[-1][0] + 1))
         timelines = [self.timeline(local_date) for local_date in local_dates]
+        # The timelines by identity: they are interned, so equal ones are one object.
+        shape = (interval_minutes, clock, *(id(timeline) for timeline in timelines))
+        built = self._shapes.get(shape)
+        if built is not None:
+            return replace(
+                built,
+                nem_date=nem_date,
+                local_dates=local_dates,
+                origin=nem_date.toordinal() * DAY_MINUTES,
+            )
+        profile = self._profile(nem_date, interval_minutes, local_dates, walls, timelines)
+        self._shapes[shape] = profile
+        return profile
+
+    def _profile(
+        self,
+        nem_date: date,
+        interval_minutes: int,
+        local_dates: tuple[date, ...],
+        walls: list[tuple[int, int]],
+        timelines: list[tuple[int, ...]],
+    ) -> DayProfile:
+        window = self.plan.free_window
         # The place of every minute of the NEM day: (local date index, band, inside the window).
         # (FreeWindow.contains written out: a bill of many NEM dates builds a profile for each.)
         start, end = (0, 0) if window is None else (window.start, window.end)
@@ -270,6 +302,14 @@ class DayProfiles:
                 (pick.local_day, pick.slot + 1, pick.take) for pick in export_picks
             ),
         )
+
+
+@functools.cache
+def _one_offset_walls(origin: int) -> list[tuple[int, int]]:
+    """The wall clock of a NEM day whose first minute is ``origin`` on it and whose offset holds
+    all day: per minute, (days after the first local date, minute of the local day). Shared:
+    read, never changed."""
+    return [divmod(origin + minute, DAY_MINUTES) for minute in range(DAY_MINUTES)]
 
 
 def _parts(

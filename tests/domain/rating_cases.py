@@ -31,6 +31,11 @@ PEAK_AND_OFF_PEAK: list[dict[str, Any]] = [
 def plan_for(region: str = "NSW", **fields: Any) -> Plan:
     """A test plan: PEAK 15:00-21:00 every day at 0.50, OFF_PEAK otherwise at 0.20, the region's
     default window and cap, supply 1.0000 a day, feed-in 0.05; ``fields`` override."""
+    return parse_plan(document_for(region, **fields), source="test")
+
+
+def document_for(region: str = "NSW", **fields: Any) -> dict[str, Any]:
+    """``plan_for``'s plan as its document (a plan file's fields)."""
     document: dict[str, Any] = {
         "id": "test",
         "region": region,
@@ -39,7 +44,7 @@ def plan_for(region: str = "NSW", **fields: Any) -> Plan:
         "feed_in": {"unit_price": "0.05"},
     }
     document.update(fields)
-    return parse_plan(document, source="test")
+    return document
 
 
 def ramp(intervals: int = 48) -> list[Decimal]:

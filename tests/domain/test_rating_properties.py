@@ -16,10 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from freehours.domain.plan import Plan, clock_text
-from freehours.domain.rating import ZERO, DayProfiles, MeterRating, rate
+from freehours.domain.rating import DAY_MINUTES, ZERO, DayProfiles, MeterRating, rate
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME
-from tests.domain.rating_cases import nem_day, plan_for
+from freehours.plans.document import parse_plan
+from tests.domain.rating_cases import document_for, nem_day
 
 # Days either side of which the clocks change, and two ordinary ones.
 ANCHORS = [date(2026, 4, 4), date(2026, 10, 3), date(2026, 7, 14), date(2027, 1, 14)]
@@ -28,8 +29,12 @@ kwh = st.decimals(min_value=0, max_value=3, places=3, allow_nan=False, allow_inf
 reading = st.one_of(st.none(), kwh, kwh, kwh, kwh)
 
 
+def plans() -> st.SearchStrategy[Plan]:
+    return plan_documents().map(lambda document: parse_plan(document, source="test"))
+
+
 @st.composite
-def plans(draw: st.DrawFn) -> Plan:
+def plan_documents(draw: st.DrawFn) -> dict[str, Any]:
     start = draw(st.integers(0, 23 * 60))
     end = draw(st.integers(start + 1, 24 * 60))
     peak_start = draw(st.integers(0, 23 * 60))
@@ -52,7 +57,7 @@ def plans(draw: st.DrawFn) -> Plan:
             "periods": [{"days": ["ALL"], "start": "00:00", "end": "24:00"}],
         },
     ]
-    return plan_for(
+    return document_for(
         draw(st.sampled_from(["NSW", "SEQ", "SA", "VIC"])),
         time_zone=draw(st.sampled_from(["LOCAL", "AEST"])),
         free_window={
@@ -204,3 +209,39 @@ def test_missing_intervals_count_the_days_intervals_without_a_value_on_any_chann
         # (Moments of one zone subtract as wall clocks: across a clock change, compare in UTC.)
         lengths = (end.astimezone(UTC) - start.astimezone(UTC) for start, end in runs)
         assert sum(length // grid for length in lengths) == day_rating.missing_intervals
+
+
+def _picks(picks: tuple[Any, ...], count: int) -> list[tuple[object, ...]]:
+    """Picks as values: each take applied to the interval indices (an itemgetter compares by
+    identity)."""
+    indices = tuple(range(count))
+    return [(*pick[:4], pick.take(indices)) for pick in picks]
+
+
+def _profile(profile: Any) -> tuple[object, ...]:
+    count = DAY_MINUTES // profile.interval_minutes
+    return (
+        profile.nem_date,
+        profile.local_dates,
+        _picks(profile.consumption, count),
+        _picks(profile.window, count),
+        profile.touches_window,
+        _picks(profile.export, count),
+        profile.splits,
+        profile.interval_counts,
+        profile.origin,
+    )
+
+
+@settings(max_examples=15, deadline=None)
+@given(document=plan_documents(), minutes=st.sampled_from([5, 15, 30]))
+def test_a_profile_moved_from_a_day_of_its_shape_is_the_one_built_for_its_own_date(
+    document: dict[str, Any], minutes: int
+) -> None:
+    plan = parse_plan(document, source="test")
+    shared = DayProfiles(plan)  # builds each shape once, moves it to the other dates
+    day = date(2026, 3, 20)  # through both daylight-saving changes and a new year
+    while day < date(2027, 1, 10):
+        fresh = DayProfiles(plan).get(day, minutes)  # built for this date alone
+        assert _profile(shared.get(day, minutes)) == _profile(fresh), day
+        day += timedelta(days=1)
