@@ -130,3 +130,14 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     for name in [name for name in os.environ if name.startswith("FREEHOURS_")]:
         monkeypatch.delenv(name)
     return monkeypatch
+
+
+@pytest.fixture
+def database_url(store_url: str, clean_env: pytest.MonkeyPatch) -> Iterator[str]:
+    """A migrated database on each backend, as FREEHOURS_DATABASE_URL: for the commands."""
+    from freehours.settings import get_settings  # noqa: PLC0415 - no freehours module at load
+
+    clean_env.setenv("FREEHOURS_DATABASE_URL", store_url)
+    get_settings.cache_clear()
+    yield store_url
+    get_settings.cache_clear()

@@ -18,7 +18,6 @@ import csv
 import sys
 from datetime import date
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -28,7 +27,7 @@ from rich.table import Table
 from freehours.cli import app, err_console
 from freehours.cli.billing import billable, bills_of, print_notes
 from freehours.cli.gcpause import cyclic_gc_paused
-from freehours.cli.options import parse_day
+from freehours.cli.options import Nem12Option, day_option
 from freehours.domain.bill import Bill, decimal_text, kwh_text
 from freehours.domain.rating import rate_meters
 from freehours.domain.reads import RangeError, check_date
@@ -55,30 +54,18 @@ def bill(
             help="a TOML plan file, or a built-in plan id (sso-nsw, sso-seq, sso-sa, ...)",
         ),
     ],
-    nem12: Annotated[
-        Path, typer.Option("--nem12", metavar="FILE", help="the NEM12 file (CSV, zip or gzip)")
-    ],
+    nem12: Nem12Option,
     nmi: Annotated[
         str | None,
         typer.Option("--nmi", metavar="NMI", help="bill this NMI only (default: every NMI)"),
     ] = None,
     start: Annotated[
         date | None,
-        typer.Option(
-            "--from",
-            parser=parse_day,
-            metavar="YYYY-MM-DD",
-            help="first local day billed (default: the first day of its data)",
-        ),
+        day_option("--from", "first local day billed (default: the first day of its data)"),
     ] = None,
     end: Annotated[
         date | None,
-        typer.Option(
-            "--to",
-            parser=parse_day,
-            metavar="YYYY-MM-DD",
-            help="last local day billed (default: the last day of its data)",
-        ),
+        day_option("--to", "last local day billed (default: the last day of its data)"),
     ] = None,
     output: Annotated[
         BillFormat | None,

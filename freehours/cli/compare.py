@@ -23,7 +23,7 @@ from typing import Annotated
 import typer
 
 from freehours.cli import app, err_console
-from freehours.cli.options import parse_day
+from freehours.cli.options import Nem12Option, day_option
 from freehours.domain.bill import Bill, decimal_text, kwh_text
 from freehours.domain.plan import Plan
 
@@ -112,9 +112,7 @@ def load_compared_plan(reference: str) -> Plan:
 @app.command("compare")
 def compare(
     *,
-    nem12: Annotated[
-        Path, typer.Option("--nem12", metavar="FILE", help="the NEM12 file (CSV, zip or gzip)")
-    ],
+    nem12: Nem12Option,
     plans: Annotated[
         list[str] | None,
         typer.Option(
@@ -131,21 +129,11 @@ def compare(
     ] = None,
     start: Annotated[
         date | None,
-        typer.Option(
-            "--from",
-            parser=parse_day,
-            metavar="YYYY-MM-DD",
-            help="first local day rated (default: the first day of its data)",
-        ),
+        day_option("--from", "first local day rated (default: the first day of its data)"),
     ] = None,
     end: Annotated[
         date | None,
-        typer.Option(
-            "--to",
-            parser=parse_day,
-            metavar="YYYY-MM-DD",
-            help="last local day rated (default: the last day of its data)",
-        ),
+        day_option("--to", "last local day rated (default: the last day of its data)"),
     ] = None,
     output: Annotated[
         CompareFormat | None,

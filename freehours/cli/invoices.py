@@ -23,7 +23,7 @@ from freehours.cli import app, err_console
 from freehours.cli.dbguard import needs_database
 from freehours.cli.listing import FormatOption, ListFormat, chosen, print_json
 from freehours.cli.logs import quiet_logging
-from freehours.cli.options import parse_day
+from freehours.cli.options import day_option
 
 if TYPE_CHECKING:
     from freehours.operations.runtime import Runtime
@@ -206,21 +206,11 @@ def list_(
     ] = None,
     start: Annotated[
         date | None,
-        typer.Option(
-            "--from",
-            parser=parse_day,
-            metavar="YYYY-MM-DD",
-            help="documents whose period ends on or after this local day",
-        ),
+        day_option("--from", "documents whose period ends on or after this local day"),
     ] = None,
     end: Annotated[
         date | None,
-        typer.Option(
-            "--to",
-            parser=parse_day,
-            metavar="YYYY-MM-DD",
-            help="documents whose period starts on or before this local day",
-        ),
+        day_option("--to", "documents whose period starts on or before this local day"),
     ] = None,
     credit_notes: Annotated[
         bool, typer.Option("--credit-notes", help="credit notes only (their own number series)")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 from datetime import date
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
@@ -25,6 +26,17 @@ def parse_day(text: str) -> date:
     except ValueError as exc:
         raise typer.BadParameter(f"{text!r} is not a day ({exc}); {_HOW}") from None
 
+
+def day_option(name: str, help: str) -> Any:
+    """A day option (``--from``, ``--to``) read by ``parse_day``: the ``typer.Option`` of an
+    ``Annotated[date | None, ...]`` parameter."""
+    return typer.Option(name, parser=parse_day, metavar="YYYY-MM-DD", help=help)
+
+
+#: The NEM12 file an offline command reads (``bill``, ``compare``).
+Nem12Option = Annotated[
+    Path, typer.Option("--nem12", metavar="FILE", help="the NEM12 file (CSV, zip or gzip)")
+]
 
 #: The long-running commands' ``--metrics-port`` and ``--metrics-host``.
 MetricsPort = Annotated[

@@ -16,6 +16,12 @@ from freehours.domain.plan import Band, Plan
 from freehours.plans import builtin_plans, load_document
 from freehours.plans.document import parse_plan
 
+#: A plan to check or store: a plan file, or a built-in plan by id.
+PlanArgument = Annotated[
+    str,
+    typer.Argument(metavar="PLAN", help="a TOML plan file, or a built-in plan id (sso-nsw, ...)"),
+]
+
 plans_app = typer.Typer(
     name="plans",
     help="Tariff plans: check a plan file (TOML), store a plan, list the built-in plans.",
@@ -67,12 +73,7 @@ def list_(output: FormatOption = None) -> None:
 
 @plans_app.command("validate")
 def validate(
-    plan: Annotated[
-        str,
-        typer.Argument(
-            metavar="PLAN", help="a TOML plan file, or a built-in plan id (sso-nsw, ...)"
-        ),
-    ],
+    plan: PlanArgument,
 ) -> None:
     """Check a plan. Prints what it holds, or its problems naming the file and keys (exit 2)."""
     document = load_document(plan)
@@ -121,12 +122,7 @@ def _band(bands: list[Band]) -> str:
 @plans_app.command("put")
 @needs_database
 def put(
-    plan: Annotated[
-        str,
-        typer.Argument(
-            metavar="PLAN", help="a TOML plan file, or a built-in plan id (sso-nsw, ...)"
-        ),
-    ],
+    plan: PlanArgument,
 ) -> None:
     """Store a plan in the database under its id, as PUT /v1/plans/{id} does (exit 2: problems)."""
     # The database, for this command only: validate and list start without it.

@@ -11,7 +11,7 @@ import typer
 from freehours.cli import app
 from freehours.cli.dbguard import needs_database
 from freehours.cli.logs import quiet_logging
-from freehours.cli.options import parse_day
+from freehours.cli.options import day_option
 
 settlements_app = typer.Typer(
     name="settlements",
@@ -27,16 +27,11 @@ def schedule(
     *,
     first: Annotated[
         date,
-        typer.Option("--from", parser=parse_day, metavar="YYYY-MM-DD", help="the first local day"),
+        day_option("--from", "the first local day"),
     ],
     last: Annotated[
         date,
-        typer.Option(
-            "--to",
-            parser=parse_day,
-            metavar="YYYY-MM-DD",
-            help="the last local day: a year at most from --from",
-        ),
+        day_option("--to", "the last local day: a year at most from --from"),
     ],
     nmi: Annotated[
         str | None,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -126,14 +125,6 @@ def test_export_of_a_builtin_plan_is_a_valid_cdr_plan(
     document = json.loads(out)
     assert schema_problems(document) == []
     assert (document["planId"], document["brand"]) == ("sso-sa", "acme")
-
-
-@pytest.fixture
-def database_url(store_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv("FREEHOURS_DATABASE_URL", store_url)
-    get_settings.cache_clear()
-    yield store_url
-    get_settings.cache_clear()
 
 
 def test_export_of_a_stored_plan_and_of_one_that_is_not(

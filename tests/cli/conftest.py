@@ -20,3 +20,9 @@ def system(store: Store, store_url: str, clean_env: pytest.MonkeyPatch) -> Itera
     built.month(built.customers(2))
     yield built
     get_settings.cache_clear()
+
+
+@pytest.fixture
+def database(store: Store, database_url: str) -> Store:
+    """The store, the commands pointed at it."""
+    return store

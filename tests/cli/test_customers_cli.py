@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,19 +15,10 @@ from hypothesis import strategies as st
 from freehours.domain.contacts import Delivery
 from freehours.errors import InputError
 from freehours.operations.customer_csv import COLUMNS, CustomerRecord, parse_customers
-from freehours.settings import get_settings
 from freehours.store.database import Store
 from tests.support import run_flat
 
 HEADER = "nmi,plan_id,region,billing_cycle,name,supply_address_1,supply_address_2,email,delivery\n"
-
-
-@pytest.fixture
-def database(store: Store, store_url: str, clean_env: pytest.MonkeyPatch) -> Iterator[Store]:
-    clean_env.setenv("FREEHOURS_DATABASE_URL", store_url)
-    get_settings.cache_clear()
-    yield store
-    get_settings.cache_clear()
 
 
 def write(tmp_path: Path, text: str) -> Path:

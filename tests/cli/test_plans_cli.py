@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from freehours.plans import builtin_document
-from freehours.settings import get_settings
 from freehours.store.database import Store
 from tests.support import run_captured
 
@@ -47,15 +45,6 @@ def test_validate_names_the_file_and_key_of_a_problem(
     code, out, err = run(monkeypatch, capsys, "plans", "validate", str(path))
     assert (code, out) == (2, "")
     assert f"{path}: time_of_use[0].periods[0].end: '25:00' is not a time of day" in err
-
-
-@pytest.fixture
-def database_url(store_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A migrated database on each backend, as FREEHOURS_DATABASE_URL."""
-    monkeypatch.setenv("FREEHOURS_DATABASE_URL", store_url)
-    get_settings.cache_clear()
-    yield store_url
-    get_settings.cache_clear()
 
 
 def stored_plan(url: str, plan_id: str) -> dict[str, Any] | None:

@@ -4,7 +4,6 @@ their attempts shown, a delivery replayed, the secret rotated, the endpoint disa
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -13,15 +12,6 @@ from freehours.settings import get_settings
 from freehours.store.database import Store
 from freehours.store.webhooks import NewEvent
 from tests.support import run_flat
-
-
-@pytest.fixture
-def database(store: Store, store_url: str, clean_env: pytest.MonkeyPatch) -> Iterator[Store]:
-    clean_env.setenv("FREEHOURS_DATABASE_URL", store_url)
-    get_settings.cache_clear()
-    yield store
-    get_settings.cache_clear()
-
 
 output = run_flat
 
