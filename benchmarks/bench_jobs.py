@@ -55,7 +55,7 @@ from benchmarks.bench_ingest import _fresh_postgres_database
 from freehours.jobs import decisions
 from freehours.jobs.job import Done, Job, JobState
 from freehours.store.database import Store
-from freehours.store.jobs import NOTIFY_CHANNEL
+from freehours.store.jobs import NOTIFY_CHANNEL, NewJob, new_job_row
 from freehours.store.tables import jobs, ledger_entries
 from freehours.workers import settle
 from freehours.workers.worker import Worker
@@ -231,19 +231,15 @@ def settle_job_rows(due: Iterable[tuple[str, date]], now: datetime) -> list[dict
     """Settle jobs of the quotas ``due``, each due ``now``, as rows of the jobs table: loaded in
     one statement, as a day's scheduler would have staged them."""
     return [
-        {
-            "kind": settle.KIND,
-            "key": f"{nmi}:{day.isoformat()}",
-            "payload": json.dumps({"nmi": nmi, "date": day.isoformat(), "version": 1}),
-            "state": JobState.AVAILABLE.value,
-            "run_at": now,
-            "deadline": now + decisions.DEFAULT_DEADLINE,
-            "attempts": 0,
-            "max_attempts": decisions.DEFAULT_MAX_ATTEMPTS,
-            "snoozes": 0,
-            "runs": 0,
-            "created_at": now,
-        }
+        new_job_row(
+            NewJob(
+                settle.KIND,
+                f"{nmi}:{day.isoformat()}",
+                {"nmi": nmi, "date": day.isoformat(), "version": 1},
+                now,
+            ),
+            now,
+        )
         for nmi, day in due
     ]
 

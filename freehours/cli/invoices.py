@@ -388,15 +388,8 @@ def _print_document(document: StoredDocument, corrected_by: list[str]) -> None:
     lines.add_column("description")
     for column in ("quantity", "unit", "unit price", "amount (AUD)"):
         lines.add_column(column, justify="left" if column == "unit" else "right")
-    for line in figures.lines:
-        lines.add_row(
-            line.code,
-            line.description,
-            str(line.quantity),
-            line.unit,
-            str(line.unit_price),
-            str(line.amount),
-        )
+    for line in figures.lines:  # in the bill's notation, as the document's JSON has them
+        lines.add_row(*line.as_json().values())
     lines.add_section()
     lines.add_row("", "subtotal", "", "", "", str(figures.subtotal))
     lines.add_row("", "GST", "", "", "", str(figures.gst))

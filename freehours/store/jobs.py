@@ -108,8 +108,9 @@ class NewJob:
     traceparent: str | None = None
 
 
-def _new_row(job: NewJob, now: datetime) -> dict[str, Any]:
-    """The job table's row for ``job``, enqueued ``now``; checked (``ValueError``)."""
+def new_job_row(job: NewJob, now: datetime) -> dict[str, Any]:
+    """The job table's row for ``job``, enqueued ``now``; checked (``ValueError``). (A
+    benchmark or a test loading many jobs in one statement writes these rows itself.)"""
     deadline = job.deadline or max(job.run_at, now) + DEFAULT_DEADLINE
     attempts = DEFAULT_MAX_ATTEMPTS if job.max_attempts is None else job.max_attempts
     _check(
@@ -174,7 +175,7 @@ class Jobs(Repository):
         same enqueues one by one do. Every job is checked before anything is written.
         """
         now = now or datetime.now(UTC)
-        rows = [_new_row(job, now) for job in new]
+        rows = [new_job_row(job, now) for job in new]
         answers: list[JobId | None] = [None] * len(rows)
         waves: list[list[int]] = []
         seen: dict[tuple[str, str], int] = {}

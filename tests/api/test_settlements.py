@@ -95,13 +95,18 @@ def test_while_the_window_is_open_it_is_409_pending_with_retry_after(api: Api) -
     assert int(response.headers["Retry-After"]) == 24 * 3600
 
 
-def test_a_live_lock_is_409_locked_with_the_seconds_left(api: Api) -> None:
+def held_for_12_of_30_seconds(api: Api) -> None:
+    """The day's quota LOCKED by another holder, 12 s into its 30 s lock."""
     set_up(api)
     with api.services.store.write() as unit:
         pending = unit.quotas.latest_or_new(NMI, DAY, at=api.clock.now())
         held = claim(pending, api.clock.now(), timedelta(seconds=30), 5).quota
         unit.quotas.save(held, at=api.clock.now())
     api.clock.advance(12)
+
+
+def test_a_live_lock_is_409_locked_with_the_seconds_left(api: Api) -> None:
+    held_for_12_of_30_seconds(api)
     response = settle(api)
     assert response.status_code == 409
     assert response.json()["status"] == "LOCKED"
@@ -196,12 +201,7 @@ def test_get_of_a_due_day_whose_data_is_incomplete_waits_for_the_next_data_poll(
 
 
 def test_get_of_a_day_being_settled_is_locked_with_the_seconds_left(api: Api) -> None:
-    set_up(api)
-    with api.services.store.write() as unit:
-        pending = unit.quotas.latest_or_new(NMI, DAY, at=api.clock.now())
-        held = claim(pending, api.clock.now(), timedelta(seconds=30), 5).quota
-        unit.quotas.save(held, at=api.clock.now())
-    api.clock.advance(12)
+    held_for_12_of_30_seconds(api)
     response = state(api)
     assert (response.status_code, response.headers["Retry-After"]) == (200, "18")
     assert response.json()["status"] == "LOCKED"

@@ -215,3 +215,15 @@ class ApiNode:
         self.host.kill()
         self.host.processes.clear()
         self.process = None
+
+
+def put_customers(client: httpx.Client, nmis: list[str], plan: str = "sso-seq") -> None:
+    """Through the API ``client`` (an admin's): the built-in ``plan`` stored, and each of
+    ``nmis`` a customer on it, in its region."""
+    from freehours.plans import builtin_document  # noqa: PLC0415 - imported where used
+
+    document = builtin_document(plan)
+    client.put(f"/v1/plans/{plan}", json=document).raise_for_status()
+    for nmi in nmis:
+        body = {"plan_id": plan, "region": document["region"]}
+        client.put(f"/v1/customers/{nmi}", json=body).raise_for_status()

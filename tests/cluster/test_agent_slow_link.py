@@ -43,7 +43,6 @@ import sqlalchemy as sa
 
 from freehours.agent.policy import RetryBudget
 from freehours.domain.time import NEM_TIME
-from freehours.plans import builtin_document
 from freehours.store.database import Store
 from freehours.store.tables import idempotency_keys, ledger_entries, quotas
 from tests.cluster.delay_proxy import DelayProxy
@@ -54,6 +53,7 @@ from tests.cluster.services import (
     ApiNode,
     cluster_of,
     database_host,
+    put_customers,
 )
 from tests.cluster.test_network_faults import (
     METERS,
@@ -162,10 +162,7 @@ def test_the_agent_delivers_every_read_once_over_a_slow_lossy_link(
         api_host.start("worker", FREEHOURS, "worker", "--concurrency", "2", env=env)
         auth = {"Authorization": f"Bearer {admin}"}
         with httpx.Client(base_url=api.url, headers=auth, timeout=TIMEOUT) as client:
-            client.put("/v1/plans/sso-seq", json=builtin_document("sso-seq")).raise_for_status()
-            for nmi in nmis:
-                body = {"plan_id": "sso-seq", "region": "SEQ"}
-                client.put(f"/v1/customers/{nmi}", json=body).raise_for_status()
+            put_customers(client, nmis)
         store = Store.open(database_url)
         stack.callback(store.close)
 

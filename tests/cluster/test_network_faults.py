@@ -36,7 +36,6 @@ import pytest
 import sqlalchemy as sa
 
 from freehours.domain.time import NEM_TIME
-from freehours.plans import builtin_document
 from freehours.sim.agent_meters import SimulatedMeters
 from freehours.store.database import Store
 from freehours.store.tables import idempotency_keys, ledger_entries, quotas
@@ -48,6 +47,7 @@ from tests.cluster.services import (
     ApiNode,
     cluster_of,
     database_host,
+    put_customers,
 )
 from tests.support import eventually
 
@@ -240,10 +240,7 @@ def test_a_free_window_through_six_hosts_under_network_faults(
             node.wait_up()
         auth = {"Authorization": f"Bearer {admin}"}
         with httpx.Client(base_url=api2.url, headers=auth, timeout=TIMEOUT) as api:
-            api.put("/v1/plans/sso-seq", json=builtin_document("sso-seq")).raise_for_status()
-            for nmi in nmis:
-                body = {"plan_id": "sso-seq", "region": "SEQ"}
-                api.put(f"/v1/customers/{nmi}", json=body).raise_for_status()
+            put_customers(api, nmis)
 
         store = Store.open(database_url)
         watch = LockWatch(database_url, workers, db)

@@ -11,13 +11,8 @@ transaction commits, before its job is marked done: the test kills the process t
 from __future__ import annotations
 
 import argparse
-import logging
-import signal
 import threading
 from datetime import timedelta
-from types import FrameType
-
-import structlog
 
 from freehours.clock import SystemClock
 from freehours.invoicing.model import InvoicingFaultPoint, InvoicingPolicy
@@ -25,6 +20,7 @@ from freehours.invoicing.service import Invoicing
 from freehours.store.database import Store
 from freehours.workers.invoice import invoicing_tasks
 from freehours.workers.worker import Worker, WorkerConfig
+from tests.children import child_set_up
 from tests.invoicing.support import DEADLINE
 
 
@@ -44,13 +40,7 @@ def main() -> None:
     parser.add_argument("--hang-at", default=None)
     parser.add_argument("--lease", type=float, default=30.0)
     args = parser.parse_args()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    stop = threading.Event()
-
-    def request_stop(_signal: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
+    stop = child_set_up()
     with Store.open(args.url) as store:
         clock = SystemClock()
         policy = InvoicingPolicy(data_deadline=DEADLINE, batch_size=5)

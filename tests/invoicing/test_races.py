@@ -21,6 +21,7 @@ from freehours.store.database import Store
 from freehours.store.timeouts import Timeouts
 from freehours.workers.invoice import invoicing_tasks
 from freehours.workers.worker import Worker, WorkerConfig
+from tests.children import Children
 from tests.invoicing.support import AFTER_JULY, System
 from tests.jobs.support import postgres_only
 from tests.support import eventually
@@ -108,10 +109,10 @@ def test_fifty_runs_as_jobs_over_four_workers_make_each_invoice_once(system: Sys
     check_exactly_once(system.store, ACCOUNTS)
 
 
-class WorkerProcess:
+class WorkerProcess(Children):
     def __init__(self, url: str) -> None:
+        super().__init__()
         self.url = url
-        self.started: list[subprocess.Popen[str]] = []
 
     def start(self, *options: str) -> subprocess.Popen[str]:
         process = subprocess.Popen(
@@ -129,14 +130,6 @@ class WorkerProcess:
             if marker in line:
                 return
         pytest.fail(f"invoice worker exited ({process.wait()}) before saying {marker!r}")
-
-    def close(self) -> None:
-        for process in self.started:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-            if process.stdout is not None:
-                process.stdout.close()
 
 
 @pytest.fixture

@@ -23,15 +23,15 @@ from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import SystemClock
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import QuotaStatus
-from freehours.jobs import decisions
 from freehours.jobs.job import JobState
 from freehours.observability.exposition import MULTIPROC_DIR
 from freehours.settlement.ingest import Ingestion
 from freehours.settlement.service import Settlements
 from freehours.store.database import Store
-from freehours.store.jobs import NOTIFY_CHANNEL
+from freehours.store.jobs import NOTIFY_CHANNEL, NewJob, new_job_row
 from freehours.store.tables import jobs
 from freehours.workers.settle import KIND, SettlementJobs
+from tests.children import Children
 from tests.jobs.support import postgres_only
 from tests.metrics import Samples
 from tests.servers import FREEHOURS, free_port
@@ -45,12 +45,12 @@ ROOT = Path(__file__).resolve().parents[2]
 START_SECONDS = 60.0
 
 
-class Processes:
+class Processes(Children):
     """Worker processes of one test; whatever is left running is killed at the end."""
 
     def __init__(self, url: str) -> None:
+        super().__init__()
         self.url = url
-        self.started: list[subprocess.Popen[str]] = []
 
     def start(
         self, *options: str, command: list[str] | None = None, env: dict[str, str] | None = None
@@ -87,14 +87,6 @@ class Processes:
         report: dict[str, Any] = json.loads(last)
         return report
 
-    def close(self) -> None:
-        for process in self.started:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-            if process.stdout is not None:
-                process.stdout.close()
-
 
 @pytest.fixture
 def processes(store: Store, store_url: str) -> Iterator[Processes]:
@@ -112,23 +104,7 @@ def bulk_enqueue(store: Store, kind: str, total: int, payload: dict[str, object]
     """``total`` jobs due now in one statement (10,000 ``enqueue`` calls would be the slow part
     of the test), and the NOTIFY ``enqueue`` sends."""
     now = datetime.now(UTC)
-    text = json.dumps(payload)
-    rows = [
-        {
-            "kind": kind,
-            "key": f"{kind}-{n}",
-            "payload": text,
-            "state": JobState.AVAILABLE.value,
-            "run_at": now,
-            "deadline": now + decisions.DEFAULT_DEADLINE,
-            "attempts": 0,
-            "max_attempts": decisions.DEFAULT_MAX_ATTEMPTS,
-            "snoozes": 0,
-            "runs": 0,
-            "created_at": now,
-        }
-        for n in range(total)
-    ]
+    rows = [new_job_row(NewJob(kind, f"{kind}-{n}", payload, now), now) for n in range(total)]
     with store.write() as unit:
         unit.connection.execute(jobs.insert(), rows)
         store.driver.notify(unit.connection, NOTIFY_CHANNEL)

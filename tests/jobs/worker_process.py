@@ -15,15 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
-import signal
 import threading
 import time
 from datetime import timedelta
-from types import FrameType
-
-import structlog
 
 from freehours import defaults
 from freehours.cache.quota import MemoryQuotaCache
@@ -35,6 +30,7 @@ from freehours.settlement.service import Settlements
 from freehours.store.database import Store
 from freehours.workers.settle import KIND, SettleTask
 from freehours.workers.worker import Worker, WorkerConfig
+from tests.children import child_set_up
 
 
 class HangAfterClaim:
@@ -54,14 +50,7 @@ def main() -> None:
     parser.add_argument("--grace", type=float, default=10.0)
     parser.add_argument("--hang-after-claim", action="store_true")
     args = parser.parse_args()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-
-    stop = threading.Event()
-
-    def request_stop(_signal: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
+    stop = child_set_up()
     with Store.open(args.url) as store:
         clock = SystemClock()
         faults = HangAfterClaim() if args.hang_after_claim else None
