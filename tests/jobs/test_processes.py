@@ -23,7 +23,7 @@ from freehours.cache.quota import MemoryQuotaCache
 from freehours.clock import SystemClock
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import QuotaStatus
-from freehours.jobs.job import JobState
+from freehours.jobs.job import Job, JobState
 from freehours.observability.exposition import MULTIPROC_DIR
 from freehours.settlement.ingest import Ingestion
 from freehours.settlement.service import Settlements
@@ -95,6 +95,13 @@ def processes(store: Store, store_url: str) -> Iterator[Processes]:
     running.close()
 
 
+def the_job(store: Store, key: str) -> Job:
+    """The one settle job of ``key`` the table holds."""
+    with store.read() as unit:
+        (job,) = unit.jobs.history(KIND, key)
+    return job
+
+
 def count(store: Store, statement: str) -> int:
     with store.read() as unit:
         return int(unit.connection.execute(sa.text(statement)).scalar_one())
@@ -155,9 +162,7 @@ def test_a_worker_killed_mid_settlement_is_rescued_and_the_quota_booked_once(
     processes.ready(rescuer)
 
     def settled() -> bool:
-        with store.read() as unit:
-            (job,) = unit.jobs.history(KIND, f"{NMI}:{DAY.isoformat()}")
-        return job.state is JobState.COMPLETED
+        return the_job(store, f"{NMI}:{DAY.isoformat()}").state is JobState.COMPLETED
 
     eventually(settled, within=60.0, what="the rescued settlement")
     assert processes.terminate(rescuer) == 0
@@ -193,8 +198,7 @@ def test_a_worker_killed_mid_job_has_it_running_again_on_another_within_five_sec
     processes.ready(doomed, marker="hanging")
     survivor = processes.start()
     processes.ready(survivor)
-    with store.read() as unit:
-        (held,) = unit.jobs.history(KIND, key)
+    held = the_job(store, key)
     # Hung in its handler but alive: its keeper renews the lease, so nobody else runs the job.
     assert (held.state, held.runs) == (JobState.RUNNING, 1)
     doomed.send_signal(signal.SIGKILL)
@@ -202,17 +206,13 @@ def test_a_worker_killed_mid_job_has_it_running_again_on_another_within_five_sec
     assert doomed.wait() == -signal.SIGKILL
 
     def run_again() -> bool:
-        with store.read() as unit:
-            (job,) = unit.jobs.history(KIND, key)
-        return job.runs == 2
+        return the_job(store, key).runs == 2
 
     eventually(run_again, within=RERUN_SECONDS, what="the job running on the survivor")
     assert time.monotonic() - killed <= RERUN_SECONDS
 
     def settled() -> bool:
-        with store.read() as unit:
-            (job,) = unit.jobs.history(KIND, key)
-        return job.state is JobState.COMPLETED
+        return the_job(store, key).state is JobState.COMPLETED
 
     eventually(settled, within=RERUN_SECONDS, what="the rescued settlement")
     assert processes.terminate(survivor) == 0

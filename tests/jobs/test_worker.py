@@ -156,13 +156,19 @@ class Gate:
         return Done("through the gate")
 
 
-def test_stop_lets_a_running_job_finish_within_the_grace_period(
-    store: Store, workers: list[Worker]
-) -> None:
+def running_through_a_gate(store: Store, workers: list[Worker]) -> tuple[Gate, JobId, Worker]:
+    """A worker running a job that waits at a gate: the gate, the job's id, the worker."""
     gate = Gate()
     job_id = enqueue(store, "gated", "a")
     worker = start(workers, store, {"gated": gate})
     assert gate.entered.wait(BLOCK_SECONDS)
+    return gate, job_id, worker
+
+
+def test_stop_lets_a_running_job_finish_within_the_grace_period(
+    store: Store, workers: list[Worker]
+) -> None:
+    gate, job_id, worker = running_through_a_gate(store, workers)
     outcome: list[bool] = []
     stopping = threading.Thread(target=lambda: outcome.append(worker.stop(grace=10.0)))
     stopping.start()
@@ -178,10 +184,7 @@ def test_stop_lets_a_running_job_finish_within_the_grace_period(
 def test_stop_releases_a_job_that_outlasts_the_grace_period(
     store: Store, workers: list[Worker]
 ) -> None:
-    gate = Gate()
-    job_id = enqueue(store, "gated", "a")
-    worker = start(workers, store, {"gated": gate})
-    assert gate.entered.wait(BLOCK_SECONDS)
+    gate, job_id, worker = running_through_a_gate(store, workers)
     with capture_logs() as logs:
         try:
             assert worker.stop(grace=0.1) is False

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from freehours.cli import app
 from freehours.settings import Settings
 from freehours.sim.demo import DemoConfig, DemoProgress, DemoResult
+from tests.sim.test_demo_report import NO_FAULTS
 
 
 @pytest.mark.slow
@@ -64,14 +65,7 @@ def test_a_broken_invariant_is_named_and_the_exit_status_is_1(
 ) -> None:
     def broken(config: DemoConfig, settings: Settings, progress: DemoProgress) -> DemoResult:
         result = DemoResult(config, date(2026, 7, 1))
-        result.faults.update(
-            outage_refused=0,
-            answers_lost=0,
-            worker_died_holding=None,
-            database_errors=0,
-            cache_write_failures=0,
-            stale_cache_entry=None,
-        )
+        result.faults.update(NO_FAULTS)
         result.failures.append("4100000001:2026-07-01: not settled, and no reason given")
         return result
 

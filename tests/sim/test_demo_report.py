@@ -90,16 +90,20 @@ def test_some_days_without_free_energy_are_named_and_a_region_with_some_every_da
     assert no_free_days("SEQ", plan, {second: Decimal("0.3")}, days) is None
 
 
+#: A demo's fault figures where no injected fault did anything.
+NO_FAULTS: dict[str, object] = {
+    "outage_refused": 0,
+    "answers_lost": 0,
+    "worker_died_holding": None,
+    "database_errors": 0,
+    "cache_write_failures": 0,
+    "stale_cache_entry": None,
+}
+
+
 def result() -> DemoResult:
     done = DemoResult(DemoConfig(out=Path("unused"), customers=4, days=1, seed=1), DAY)
-    done.faults.update(
-        outage_refused=0,
-        answers_lost=0,
-        worker_died_holding=None,
-        database_errors=0,
-        cache_write_failures=0,
-        stale_cache_entry=None,
-    )
+    done.faults.update(NO_FAULTS)
     done.regions = {
         "NSW": RegionTotals(1, Decimal("3.64"), Decimal("1.23")),
         "SA": RegionTotals(1, Decimal(0), Decimal("0.00")),
