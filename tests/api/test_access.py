@@ -104,9 +104,8 @@ def test_openapi_is_served(api: Api) -> None:
     assert {"/v1/meter-readings", "/v1/free-energy/settlements"} <= set(paths)
 
 
-def test_a_client_sending_unknown_keys_is_refused_before_each_costs_a_lookup(
-    api: Api, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def counted_key_lookups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The secrets looked up in the database from now on, in order."""
     lookups: list[str] = []
     real_find_key = keycache.find_key
 
@@ -115,6 +114,13 @@ def test_a_client_sending_unknown_keys_is_refused_before_each_costs_a_lookup(
         return real_find_key(keys, secret)
 
     monkeypatch.setattr(keycache, "find_key", counting_find_key)
+    return lookups
+
+
+def test_a_client_sending_unknown_keys_is_refused_before_each_costs_a_lookup(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lookups = counted_key_lookups(monkeypatch)
     path = "/v1/free-energy/settlements/4102000001/2026-07-01"
     assert api.client.get(path, headers=api.auth("read")).status_code == 200  # a working key
     limit = 30  # the fixture's RateLimits: 30 unknown keys a minute per address
@@ -135,14 +141,7 @@ def test_a_client_sending_unknown_keys_is_refused_before_each_costs_a_lookup(
 def test_unknown_keys_are_throttled_and_the_valid_keys_of_their_address_never_are(
     store: Store, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lookups: list[str] = []
-    real_find_key = keycache.find_key
-
-    def counting_find_key(keys, secret):  # type: ignore[no-untyped-def]
-        lookups.append(secret)
-        return real_find_key(keys, secret)
-
-    monkeypatch.setattr(keycache, "find_key", counting_find_key)
+    lookups = counted_key_lookups(monkeypatch)
     # No key is remembered: each valid request is checked afresh, as one after the cache's
     # time (or from another process) is.
     uncached = settings.model_copy(update={"api_key_cache_seconds": 0.0})
