@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from datetime import date, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from freehours.cache.breaker import RedisBreaker, sync_client
 from freehours.clock import Clock, SystemClock
@@ -164,6 +165,9 @@ return 1
 """
 
 
+_T = TypeVar("_T")
+
+
 class RedisQuotaCache:
     """The shared cache: one Redis hash per quota key, written by a Lua compare-and-set.
 
@@ -185,27 +189,13 @@ class RedisQuotaCache:
         self._breaker = breaker
 
     def get(self, key: str) -> Quota | None:
-        breaker = self._breaker
-        if breaker is not None and not breaker.allow(_USE):
-            return None
-        started = time.perf_counter()
-        try:
-            raw = self._client.hget(self._prefix + key, "q")
-        except self._errors as exc:
-            if breaker is not None:
-                breaker.failed(_USE, str(exc), time.perf_counter() - started)
-            raise CacheUnavailable(f"quota cache get {key}: {exc}") from exc
-        if breaker is not None:
-            breaker.answered(_USE, time.perf_counter() - started)
+        raw = self._asked(f"get {key}", lambda: self._client.hget(self._prefix + key, "q"))
         return None if raw is None else decode(raw)
 
     def put(self, quota: Quota, ttl_seconds: float) -> bool:
-        breaker = self._breaker
-        if breaker is not None and not breaker.allow(_USE):
-            return False
-        started = time.perf_counter()
-        try:
-            stored = self._put(
+        stored = self._asked(
+            f"put {quota.key}",
+            lambda: self._put(
                 keys=[self._prefix + quota.key],
                 args=[
                     quota.version,
@@ -213,14 +203,27 @@ class RedisQuotaCache:
                     encode(quota),
                     max(1, int(ttl_seconds * 1000)),
                 ],
-            )
+            ),
+        )
+        return bool(stored)
+
+    def _asked(self, what: str, call: Callable[[], _T]) -> _T | None:
+        """``call``'s answer, timed into the breaker; None where the breaker lets no call
+        through now (a get finds nothing, a put stores nothing); ``CacheUnavailable`` naming
+        ``what`` where Redis fails."""
+        breaker = self._breaker
+        if breaker is not None and not breaker.allow(_USE):
+            return None
+        started = time.perf_counter()
+        try:
+            answer = call()
         except self._errors as exc:
             if breaker is not None:
                 breaker.failed(_USE, str(exc), time.perf_counter() - started)
-            raise CacheUnavailable(f"quota cache put {quota.key}: {exc}") from exc
+            raise CacheUnavailable(f"quota cache {what}: {exc}") from exc
         if breaker is not None:
             breaker.answered(_USE, time.perf_counter() - started)
-        return bool(stored)
+        return answer
 
 
 _USE = "quota_cache"

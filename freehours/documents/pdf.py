@@ -401,26 +401,13 @@ def _chart(page: Page, document: InvoiceDocument, area: tuple[float, float, floa
         if day.unmetered:  # the whole height shaded: no meter data, not a day of no use
             canvas.setFillColorRGB(*NO_DATA)
             canvas.rect(x, base, bar, height, stroke=0, fill=1)
-        if day.use_high > day.use_low:
-            canvas.setFillColorRGB(*USE)
-            canvas.rect(
-                x,
-                base + day.use_low * height,
-                bar,
-                (day.use_high - day.use_low) * height,
-                stroke=0,
-                fill=1,
-            )
-        if day.free_high > day.free_low:
-            canvas.setFillColorRGB(*FREE)
-            canvas.rect(
-                x,
-                base + day.free_low * height,
-                bar,
-                (day.free_high - day.free_low) * height,
-                stroke=0,
-                fill=1,
-            )
+        for colour, low, high in (
+            (USE, day.use_low, day.use_high),
+            (FREE, day.free_low, day.free_high),
+        ):
+            if high > low:
+                canvas.setFillColorRGB(*colour)
+                canvas.rect(x, base + low * height, bar, (high - low) * height, stroke=0, fill=1)
     canvas.setStrokeColorRGB(*INK)
     canvas.setLineWidth(0.6)
     zero = base + drawing.zero * height
