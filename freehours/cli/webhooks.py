@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -42,6 +44,15 @@ def _open() -> Store:
 def _webhooks(store: Store) -> Webhooks:
     """The webhooks over ``store`` as configured (the destination policy among the settings)."""
     return configured_webhooks(store, get_settings(), SystemClock())
+
+
+@contextmanager
+def _found(what: str) -> Iterator[None]:
+    """The block, a ``NotFound`` in it told as "no webhook ``what``" (exit 2)."""
+    try:
+        yield
+    except NotFound:
+        raise InputError(f"no webhook {what}") from None
 
 
 def _stamp(moment: datetime | None) -> str:
@@ -160,11 +171,8 @@ def replay(
     delivery_id: Annotated[int, typer.Argument(metavar="DELIVERY_ID", min=1)],
 ) -> None:
     """Send a delivery again, with the same webhook-id (the workers send it)."""
-    with _open() as store:
-        try:
-            delivery = _webhooks(store).replay(delivery_id)
-        except NotFound:
-            raise InputError(f"no webhook delivery {delivery_id}") from None
+    with _open() as store, _found(f"delivery {delivery_id}"):
+        delivery = _webhooks(store).replay(delivery_id)
     Console(stderr=True).print(f"delivery {delivery.id} ({delivery.event_id}) pending again")
 
 
@@ -183,11 +191,8 @@ def disable(endpoint_id: Annotated[str, typer.Argument(metavar="ENDPOINT_ID")]) 
 
 
 def _set_enabled(endpoint_id: str, *, enabled: bool) -> None:
-    with _open() as store:
-        try:
-            _webhooks(store).update(endpoint_id, enabled=enabled)
-        except NotFound:
-            raise InputError(f"no webhook endpoint {endpoint_id!r}") from None
+    with _open() as store, _found(f"endpoint {endpoint_id!r}"):
+        _webhooks(store).update(endpoint_id, enabled=enabled)
     Console(stderr=True).print(f"{'enabled' if enabled else 'disabled'} {endpoint_id}")
 
 
@@ -195,9 +200,6 @@ def _set_enabled(endpoint_id: str, *, enabled: bool) -> None:
 @needs_database
 def rotate_secret(endpoint_id: Annotated[str, typer.Argument(metavar="ENDPOINT_ID")]) -> None:
     """A new signing secret, printed once; the old one still signs for 24 hours."""
-    with _open() as store:
-        try:
-            made = _webhooks(store).rotate(endpoint_id)
-        except NotFound:
-            raise InputError(f"no webhook endpoint {endpoint_id!r}") from None
+    with _open() as store, _found(f"endpoint {endpoint_id!r}"):
+        made = _webhooks(store).rotate(endpoint_id)
     typer.echo(made.secret)
