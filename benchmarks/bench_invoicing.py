@@ -54,7 +54,7 @@ from benchmarks.bench_day import copy_lines
 from benchmarks.workers import failures, peak_rss, start_worker, stop_worker
 from freehours.clock import SystemClock
 from freehours.domain.invoicing import Series
-from freehours.domain.rating import DayProfiles
+from freehours.domain.profiles import DayProfiles
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import Region
 from freehours.invoicing.service import Invoicing

@@ -23,7 +23,7 @@ from freehours.domain.invoicing import (
     Series,
 )
 from freehours.domain.plan import Plan
-from freehours.domain.rating import DayProfiles
+from freehours.domain.profiles import DayProfiles
 from freehours.domain.reads import IntervalDay
 from freehours.faults import Faults
 from freehours.store.catalog import StoredPlan

@@ -61,7 +61,8 @@ from freehours.domain.invoicing import (
     revised_days,
 )
 from freehours.domain.plan import Plan
-from freehours.domain.rating import DayProfiles, MeterRating
+from freehours.domain.profiles import DayProfiles
+from freehours.domain.rating import MeterRating
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import QuotaStatus, data_deadline_of, has_quota
 from freehours.faults import NoFaults

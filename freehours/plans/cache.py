@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import structlog
 
 from freehours.domain.plan import Plan
-from freehours.domain.rating import DayProfiles
+from freehours.domain.profiles import DayProfiles
 from freehours.errors import PlanError
 from freehours.plans.document import parse_plan
 

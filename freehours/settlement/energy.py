@@ -7,7 +7,8 @@ from datetime import date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
 from freehours.domain.plan import Plan
-from freehours.domain.rating import DayProfiles, rate
+from freehours.domain.profiles import DayProfiles
+from freehours.domain.rating import rate
 from freehours.domain.reads import IntervalDay
 from freehours.settlement.model import (
     CENT,

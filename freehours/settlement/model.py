@@ -11,7 +11,7 @@ from typing import TypeAlias
 
 from freehours import defaults
 from freehours.domain.plan import FreeWindow, Plan
-from freehours.domain.rating import DayProfiles
+from freehours.domain.profiles import DayProfiles
 from freehours.domain.settlement import (
     Quota,
     QuotaStatus,

@@ -13,7 +13,8 @@ from decimal import Decimal
 
 import pytest
 
-from freehours.domain.rating import DayProfiles, MeterRating, rate, rate_meters
+from freehours.domain.profiles import DayProfiles
+from freehours.domain.rating import MeterRating, rate, rate_meters
 from freehours.plans import load_plan
 from tests.domain.rating_cases import NMI, flat, nem_day, plan_for, ramp, summary
 

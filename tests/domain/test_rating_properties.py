@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from freehours.domain.plan import Plan, clock_text
-from freehours.domain.rating import DAY_MINUTES, ZERO, DayProfiles, MeterRating, rate
+from freehours.domain.profiles import DayProfiles
+from freehours.domain.rating import DAY_MINUTES, ZERO, MeterRating, rate
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME
 from freehours.plans.document import parse_plan

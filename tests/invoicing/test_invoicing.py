@@ -16,7 +16,8 @@ from freehours.documents.html import render_html
 from freehours.documents.pdf import render_pdf
 from freehours.domain.bill import Bill, make_bill
 from freehours.domain.invoicing import DocumentType, Series
-from freehours.domain.rating import DayProfiles, MeterRating
+from freehours.domain.profiles import DayProfiles
+from freehours.domain.rating import MeterRating
 from freehours.domain.settlement import QuotaStatus
 from freehours.domain.time import Region
 from freehours.invoicing.documents import document_of
