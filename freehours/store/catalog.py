@@ -18,13 +18,14 @@ import sqlalchemy as sa
 
 from freehours.domain import reads
 from freehours.domain.contacts import Contact, Delivery
+from freehours.domain.offers import Offer, OfferSource, OfferTerms
 from freehours.domain.time import Region
 from freehours.errors import InputError
 from freehours.plans import BUILTIN_IDS, builtin_document
 from freehours.store.driver import each_key
 from freehours.store.prepared import Prepared
 from freehours.store.repository import Repository
-from freehours.store.tables import PLAN_ID_LENGTH, customer_contacts, customers, plans
+from freehours.store.tables import PLAN_ID_LENGTH, customer_contacts, customers, offers, plans
 
 
 class UnknownPlan(InputError):
@@ -119,7 +120,7 @@ class Catalog(Repository):
                     f"plan {plan_id!r} is for region {region}, but customers on it are in"
                     f" region {other}: move them to a plan of their region first"
                 )
-        text = json.dumps(document, default=_json_value, sort_keys=True, separators=(",", ":"))
+        text = _canonical(document)
         self._upsert(plans, {"plan_id": plan_id, "document": text, "updated_at": updated_at})
         return StoredPlan(plan_id, json.loads(text), updated_at)
 
@@ -282,6 +283,66 @@ class Catalog(Repository):
         )
         return bool(erased.rowcount)
 
+    def put_offers(self, new: Sequence[NewOffer], *, at: datetime) -> list[Offer]:
+        """Store each offer of ``new`` (by id, each once): a new version where its plan, name or
+        terms differ from its latest, else nothing. The offers as they now stand, each its
+        latest version."""
+        ids = [offer.offer_id for offer in new]
+        latest = {offer.offer_id: offer for offer in self.current_offers(ids=ids)}
+        stored: list[Offer] = []
+        rows = []
+        for offer in new:
+            document = _canonical(offer.document)
+            before = latest.get(offer.offer_id)
+            same = before is not None and (
+                before.name,
+                before.source,
+                before.terms,
+                _canonical(before.document),
+            ) == (offer.name, offer.source, offer.terms, document)
+            if before is not None and same:
+                stored.append(before)
+                continue
+            version = 1 if before is None else before.version + 1
+            made = Offer(offer.offer_id, version, offer.name, offer.source, offer.terms,
+                         json.loads(document))  # fmt: skip
+            rows.append(_offer_row(made, document, at))
+            stored.append(made)
+        if rows:
+            self._conn.execute(offers.insert(), rows)
+        return stored
+
+    def current_offers(
+        self, *, region: Region | None = None, ids: Collection[str] | None = None
+    ) -> list[Offer]:
+        """The latest version of every offer (of ``region``, or of ``ids``, where given), by
+        id."""
+        o = offers.c
+        newest = (
+            sa.select(o.offer_id, sa.func.max(o.version).label("version"))
+            .group_by(o.offer_id)
+            .subquery()
+        )
+        statement = sa.select(offers).join(
+            newest, sa.and_(o.offer_id == newest.c.offer_id, o.version == newest.c.version)
+        )
+        if region is not None:
+            statement = statement.where(o.region == region.value)
+        if ids is not None:
+            if not ids:
+                return []
+            statement = statement.where(o.offer_id.in_(sorted(set(ids))))
+        return [_offer(row) for row in self._conn.execute(statement.order_by(o.offer_id))]
+
+    def offer(self, offer_id: str, version: int | None = None) -> Offer | None:
+        """One version of an offer (its latest where ``version`` is None), or None."""
+        o = offers.c
+        statement = sa.select(offers).where(o.offer_id == offer_id)
+        if version is not None:
+            statement = statement.where(o.version == version)
+        row = self._conn.execute(statement.order_by(o.version.desc()).limit(1)).one_or_none()
+        return None if row is None else _offer(row)
+
     def _upsert(self, table: sa.Table, row: dict[str, Any]) -> None:
         key = [column.name for column in table.primary_key]
         upsert = self._driver.upsert(table, key=key, update=[n for n in row if n not in key])
@@ -298,3 +359,49 @@ def _contact_row(nmi: str, contact: Contact, updated_at: datetime) -> dict[str, 
         "delivery": contact.delivery.value,
         "updated_at": updated_at,
     }
+
+
+@dataclass(frozen=True, slots=True)
+class NewOffer:
+    """An offer to store (``Catalog.put_offers``): its version is the store's to give."""
+
+    offer_id: str
+    name: str
+    source: OfferSource
+    terms: OfferTerms
+    document: dict[str, Any]
+
+
+def _canonical(document: Mapping[str, Any]) -> str:
+    return json.dumps(document, sort_keys=True, separators=(",", ":"), default=_json_value)
+
+
+def _offer_row(offer: Offer, document: str, at: datetime) -> dict[str, Any]:
+    terms = offer.terms
+    return {
+        "offer_id": offer.offer_id,
+        "version": offer.version,
+        "name": offer.name,
+        "source": offer.source.value,
+        "region": terms.region.value,
+        "distributors": json.dumps(list(terms.distributors)),
+        "controlled_load": terms.controlled_load,
+        "effective_from": terms.effective_from,
+        "effective_to": terms.effective_to,
+        "document": document,
+        "created_at": at,
+    }
+
+
+def _offer(row: sa.Row[Any]) -> Offer:
+    terms = OfferTerms(
+        Region(row.region),
+        tuple(json.loads(row.distributors)),
+        bool(row.controlled_load),
+        row.effective_from,
+        row.effective_to,
+    )
+    return Offer(
+        row.offer_id, row.version, row.name, OfferSource(row.source), terms,
+        json.loads(row.document),
+    )  # fmt: skip

@@ -141,6 +141,30 @@ customer_contacts = sa.Table(
 )
 
 
+#: The retailer's offers (``freehours.domain.offers``), every version: a new one each time an
+#: offer's plan or terms change, none ever changed or deleted, so that a better offer check made
+#: against a version can be explained later.
+offers = sa.Table(
+    "offers",
+    metadata,
+    sa.Column("offer_id", sa.String(PLAN_ID_LENGTH), primary_key=True),
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("source", sa.String(4), nullable=False),
+    sa.Column("region", sa.String(3), nullable=False),
+    # JSON: the distributors' names (an empty list: every one in the region).
+    sa.Column("distributors", sa.Text, nullable=False),
+    sa.Column("controlled_load", sa.Boolean, nullable=False),
+    sa.Column("effective_from", sa.Date, nullable=True),
+    sa.Column("effective_to", sa.Date, nullable=True),
+    # The offer's plan as JSON (the plan file's fields), canonical as ``plans.document``.
+    sa.Column("document", sa.Text, nullable=False),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.CheckConstraint("source IN ('cdr', 'plan')", name="source"),
+    sa.Index(None, "region"),
+)
+
+
 class DecimalText(sa.TypeDecorator[Decimal]):
     """An exact decimal stored as its text (``str(Decimal)``), identical on every backend.
 

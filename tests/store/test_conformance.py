@@ -25,6 +25,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext
 import freehours.store
 from freehours.domain.contacts import Contact, Delivery
 from freehours.domain.invoicing import BillingCycle, Frequency
+from freehours.domain.offers import OfferSource, OfferTerms
 from freehours.domain.reads import IntervalDay, IntervalRead
 from freehours.domain.settlement import QuotaStatus, claim, complete, new_quota, release
 from freehours.domain.time import NEM_TIME, Region
@@ -34,7 +35,7 @@ from freehours.jobs.decisions import Complete, Finish, Release
 from freehours.jobs.job import JobError, JobState
 from freehours.jobs.retry import Discard, DiscardReason, RetryAt, SnoozeUntil
 from freehours.store.agents import AgentReport
-from freehours.store.catalog import Customer, RegionMismatch, StoredPlan
+from freehours.store.catalog import Customer, NewOffer, RegionMismatch, StoredPlan
 from freehours.store.database import Store, Unit
 from freehours.store.idempotency import SavedResponse, StoredIdempotencyKey
 from freehours.store.ingestions import IngestionRecord
@@ -376,6 +377,42 @@ def test_contacts(store: Store) -> None:
     write_then_fail(store, lambda unit: unit.catalog.put_contacts({OTHER: sam}, updated_at=NOW))
     with store.read() as unit:
         assert unit.catalog.contacts([OTHER]) == {}
+
+
+def test_offers(store: Store) -> None:
+    nsw = OfferTerms(Region.NSW, ("Ausgrid",), False, date(2026, 7, 1), None)
+    plan = {"id": "o1", "region": "NSW", "price": Decimal("0.25")}
+    first = NewOffer("o1", "Offer one", OfferSource.CDR, nsw, plan)
+    other = NewOffer("o2", "Offer two", OfferSource.PLAN, OfferTerms(Region.VIC), {"id": "o2"})
+    with store.write() as unit:
+        made = unit.catalog.put_offers([first, other], at=NOW)
+        assert [(o.offer_id, o.version) for o in made] == [("o1", 1), ("o2", 1)]
+        assert made[0].document == {"id": "o1", "region": "NSW", "price": "0.25"}
+        again = unit.catalog.put_offers([first], at=NOW)  # nothing changed: no new version
+        assert [(o.offer_id, o.version) for o in again] == [("o1", 1)]
+        dearer = replace(first, document={**plan, "price": Decimal("0.30")})
+        later = replace(dearer, terms=replace(nsw, effective_to=date(2026, 12, 31)))
+        assert unit.catalog.put_offers([dearer], at=NOW)[0].version == 2
+        assert unit.catalog.put_offers([later], at=NOW)[0].version == 3
+    with store.read() as unit:
+        current = unit.catalog.current_offers()
+        assert [(o.offer_id, o.version) for o in current] == [("o1", 3), ("o2", 1)]
+        assert current[0].terms == replace(nsw, effective_to=date(2026, 12, 31))
+        assert current[0].source is OfferSource.CDR
+        assert [o.offer_id for o in unit.catalog.current_offers(region=Region.VIC)] == ["o2"]
+        assert unit.catalog.current_offers(ids=[]) == []
+        assert [o.version for o in unit.catalog.current_offers(ids=["o1", "o9"])] == [3]
+        one = unit.catalog.offer("o1", 1)
+        assert one is not None
+        assert (one.version, one.document["price"], one.terms.effective_to) == (1, "0.25", None)
+        latest = unit.catalog.offer("o1")
+        assert latest is not None
+        assert latest.version == 3
+        assert unit.catalog.offer("o1", 9) is None
+        assert unit.catalog.offer("o9") is None
+    write_then_fail(store, lambda unit: unit.catalog.put_offers([dearer], at=NOW))
+    with store.read() as unit:
+        assert [o.version for o in unit.catalog.current_offers(ids=["o1"])] == [3]
 
 
 # --- jobs ---------------------------------------------------------------------------------------

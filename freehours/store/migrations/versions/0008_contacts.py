@@ -1,5 +1,5 @@
 """Customer contacts: name, addresses, email address and delivery preference (issue 34); each
-document keeps the name and addresses it printed.
+document keeps the name and addresses it printed; the retailer's offers, every version.
 
 Revision ID: 0008
 Revises: 0007
@@ -40,9 +40,27 @@ def upgrade() -> None:
     )
 
     op.add_column("documents", sa.Column("customer", sa.Text(), nullable=True))
+    op.create_table(
+        "offers",
+        sa.Column("offer_id", sa.String(100), nullable=False),
+        sa.Column("version", sa.Integer(), nullable=False),
+        sa.Column("name", sa.String(200), nullable=False),
+        sa.Column("source", sa.String(4), nullable=False),
+        sa.Column("region", sa.String(3), nullable=False),
+        sa.Column("distributors", sa.Text(), nullable=False),
+        sa.Column("controlled_load", sa.Boolean(), nullable=False),
+        sa.Column("effective_from", sa.Date(), nullable=True),
+        sa.Column("effective_to", sa.Date(), nullable=True),
+        sa.Column("document", sa.Text(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.CheckConstraint("source IN ('cdr', 'plan')", name=op.f("ck_offers_source")),
+        sa.PrimaryKeyConstraint("offer_id", "version", name=op.f("pk_offers")),
+    )
+    op.create_index(op.f("ix_offers_region"), "offers", ["region"])
 
 
 def downgrade() -> None:
+    op.drop_table("offers")
     with op.batch_alter_table("documents") as batch:
         batch.drop_column("customer")
     op.drop_table("customer_contacts")
