@@ -43,6 +43,7 @@ from freehours.api.routes import (
     documents,
     invoice_runs,
     meter_readings,
+    offers,
     operations,
     plans,
     settlements,
@@ -144,6 +145,7 @@ def assemble(lifespan: Lifespan[FastAPI] | None = None) -> FastAPI:
     app.add_middleware(RequestTelemetry)
     resources = (
         plans,
+        offers,
         customers,
         meter_readings,
         settlements,
@@ -157,5 +159,6 @@ def assemble(lifespan: Lifespan[FastAPI] | None = None) -> FastAPI:
     for resource in resources:
         app.include_router(resource.router)
     app.include_router(plans.reader)
+    app.include_router(offers.reader)
     console.install(app)
     return app

@@ -67,6 +67,10 @@ COMMANDS = {
         "Customers: the plan an NMI is on, its region, billing cycle and contact;"
         " put, import, list, forget.",
     ),
+    "offers": Command(
+        ("offers",),
+        "The retailer's offers: import its published CDR plans or plan files, list them.",
+    ),
     "settlements": Command(
         ("settlements",), "Settlements: schedule the days with reads that no job settles."
     ),

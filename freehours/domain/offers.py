@@ -74,3 +74,23 @@ class Offer:
     source: OfferSource
     terms: OfferTerms
     document: dict[str, Any]
+
+    def as_json(self) -> dict[str, object]:
+        """The offer as ``offers list --format json`` and ``GET /v1/offers`` show it (its plan
+        apart: ``GET /v1/offers/{offer_id}`` has it)."""
+        terms = self.terms
+        return {
+            "offer_id": self.offer_id,
+            "version": self.version,
+            "name": self.name,
+            "source": self.source.value,
+            "region": terms.region.value,
+            "distributors": list(terms.distributors),
+            "controlled_load": terms.controlled_load,
+            "effective_from": _day(terms.effective_from),
+            "effective_to": _day(terms.effective_to),
+        }
+
+
+def _day(day: date | None) -> str | None:
+    return None if day is None else day.isoformat()

@@ -40,6 +40,8 @@ NEEDS_DATABASE = {
     "customers list": [],
     "customers import": ["customers.csv"],
     "customers forget": ["4103035611"],
+    "offers import": ["offers"],
+    "offers list": [],
     "webhooks add": ["https://a.example/h", "--event", "quota.completed"],
     "webhooks list": [],
     "webhooks deliveries": ["ep_0"],
