@@ -123,6 +123,14 @@ def compare(
             show_default=False,
         ),
     ] = None,
+    with_offers: Annotated[
+        bool,
+        typer.Option(
+            "--offers",
+            help="also every offer stored in the database (FREEHOURS_DATABASE_URL), its latest"
+            " version",
+        ),
+    ] = False,
     nmi: Annotated[
         str | None,
         typer.Option("--nmi", metavar="NMI", help="this NMI only (default: every NMI)"),
@@ -153,12 +161,20 @@ def compare(
     from freehours.meterdata.nem12 import NEM12Reader
     from freehours.plans import BUILTIN_IDS
 
-    references = list(dict.fromkeys(plans or BUILTIN_IDS))
-    if len(references) > MAX_PLANS:
+    references = list(dict.fromkeys(plans or ([] if with_offers else BUILTIN_IDS)))
+    if len(references) > MAX_PLANS:  # before any is read
         raise InputError(f"--plan: {len(references)} plans, at most {MAX_PLANS} in one comparison")
     if start is not None and end is not None and start > end:
         raise typer.BadParameter(f"--from {start} is after --to {end}")
     loaded = [load_compared_plan(reference) for reference in references]
+    if with_offers:
+        loaded += _stored_offers()
+    if len(loaded) > MAX_PLANS:
+        raise InputError(
+            f"--offers: {len(loaded)} plans with the offers, at most {MAX_PLANS} in one comparison"
+        )
+    if not loaded:
+        raise InputError("--offers: no offers stored; 'freehours offers import' stores them")
     reader = NEM12Reader(nem12, future=True)
     days = [day for day in reader.days() if nmi is None or day.nmi == nmi]
     if warning := reader.ahead_warning():
@@ -192,6 +208,22 @@ def compare(
                 writer.writerow([meter, *("" if v is None else v for v in row.as_json(n).values())])
     else:
         _print_tables(results)
+
+
+def _stored_offers() -> list[Plan]:
+    """The plan of every offer stored, its latest version, each under its offer's id."""
+    from freehours.cli.dbguard import require_database
+    from freehours.plans.document import parse_plan
+    from freehours.settings import get_settings
+    from freehours.store.database import Store
+
+    require_database()
+    with Store.open(get_settings().database_url) as store, store.read() as unit:
+        offers = unit.catalog.current_offers()
+    return [
+        parse_plan({**offer.document, "id": offer.offer_id}, source=f"offer {offer.offer_id}")
+        for offer in offers
+    ]
 
 
 def _print_tables(results: dict[str, list[Rated]]) -> None:

@@ -209,7 +209,8 @@ def cli_markdown() -> str:
         "",
         "`freehours compare --nem12 FILE --plan PLAN ...` rates a household's own data under each"
         " plan given (a built-in plan id, a TOML plan file, or a CDR plan document, JSON; every"
-        " built-in plan when none is given; at most 50) and ranks them cheapest first by the"
+        " built-in plan when neither these nor `--offers` are given; with `--offers`, every"
+        " offer stored too, its latest version; at most 50) and ranks them cheapest first by the"
         " total over the data. Each plan's figures are its own bill's, as `freehours bill"
         " --plan` makes it: the same local days (the plan's clock), the same total to the cent,"
         " the same free energy and value. Beside them: `per_year`, the total over the days"

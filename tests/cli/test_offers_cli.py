@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import date
 from pathlib import Path
 
 import pytest
 
+from freehours.meterdata.writer import write_nem12
 from freehours.store.database import Store
+from tests.domain.rating_cases import flat, nem_day
 from tests.support import run_flat
 
 PLANS = Path(__file__).resolve().parent.parent / "data" / "cdr" / "plans"
@@ -74,3 +77,30 @@ def test_a_bad_file_stores_nothing_and_is_named(
     assert (code, err) == (2, "error: --region: 'MARS' is NSW, SEQ, SA or VIC")
     with database.read() as unit:
         assert unit.catalog.current_offers() == []
+
+
+def test_compare_rates_a_file_under_the_stored_offers(
+    database: Store,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    nem12 = tmp_path / "meter.csv"
+    write_nem12([nem_day(date(2026, 7, d), flat("0.5")) for d in (1, 2, 3)], nem12)
+    code, _, err = run_flat(monkeypatch, capsys, "compare", "--nem12", str(nem12), "--offers")
+    assert (code, err) == (
+        2,
+        "error: --offers: no offers stored; 'freehours offers import' stores them",
+    )
+    for name in ("single-rate.json", "seasonal.json"):
+        assert run_flat(monkeypatch, capsys, "offers", "import", str(PLANS / name))[0] == 0
+    code, out, err = run_flat(
+        monkeypatch, capsys, "compare", "--nem12", str(nem12), "--offers", "--plan", "sso-nsw"
+    )
+    assert code == 0, err
+    (meter,) = json.loads(out)
+    assert sorted(row["plan_id"] for row in meter["plans"]) == [
+        "EXA-SA-SEASONS",
+        "EXA-SEQ-SR",
+        "sso-nsw",
+    ]
