@@ -25,10 +25,11 @@ from rich.console import Console
 from rich.table import Table
 
 from freehours.cli import app, err_console
-from freehours.cli.billing import billable, bills_of, print_notes
+from freehours.cli.billing import billable_or_refused, print_notes
 from freehours.cli.gcpause import cyclic_gc_paused
 from freehours.cli.options import Nem12Option, day_option
 from freehours.domain.bill import Bill, decimal_text, kwh_text
+from freehours.domain.billing import bills_of
 from freehours.domain.rating import rate_meters
 from freehours.domain.reads import RangeError, check_date
 from freehours.meterdata.nem12 import NEM12Reader
@@ -97,7 +98,7 @@ def bill(
         meters = rate_meters(loaded, days)
         if warning := reader.ahead_warning():
             err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
-        ratings, notes = billable(loaded, meters, nem12, nmi)
+        ratings, notes = billable_or_refused(loaded, meters, nem12, nmi)
         # The shape follows the file's NMIs, billable or not: an array when it has several.
         several = len(meters) > 1
         bills = bills_of(loaded, ratings, first, last, nem12, notes=notes)

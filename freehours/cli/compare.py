@@ -13,9 +13,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from dataclasses import dataclass
 from datetime import date
-from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -24,69 +22,18 @@ import typer
 
 from freehours.cli import app, err_console
 from freehours.cli.options import Nem12Option, day_option
-from freehours.domain.bill import Bill, decimal_text, kwh_text
+from freehours.domain.bill import decimal_text, kwh_text
+from freehours.domain.comparison import MAX_PLANS, Rated, compare_days
 from freehours.domain.plan import Plan
 
-#: Plans one comparison rates: each is a pass over the data.
-MAX_PLANS = 50
 #: The CDR plan document read, at most (as ``plans import-cdr`` reads one).
 CDR_MAX_BYTES = 1 << 20
-_CENT = Decimal("0.01")
-_YEAR = 365
 
 
 class CompareFormat(StrEnum):
     TABLE = "table"
     JSON = "json"
     CSV = "csv"
-
-
-@dataclass(frozen=True, slots=True)
-class Rated:
-    """One plan's figures for one NMI: its bill, and what a comparison adds to it."""
-
-    plan: Plan
-    bill: Bill
-    per_year: Decimal
-    room_kwh: Decimal | None  # None: the plan has no free window
-
-    def as_json(self, rank: int) -> dict[str, object]:
-        return {
-            "rank": rank,
-            "plan_id": self.plan.id,
-            "plan_name": self.plan.name,
-            "region": self.plan.region,
-            "from": self.bill.start.isoformat(),
-            "to": self.bill.end.isoformat(),
-            "days": len(self.bill.days),
-            "total": decimal_text(self.bill.total),
-            "per_year": decimal_text(self.per_year),
-            "free_kwh": kwh_text(self.bill.free_kwh),
-            "free_value": decimal_text(self.bill.free_energy_value),
-            "room_kwh": None if self.room_kwh is None else kwh_text(self.room_kwh),
-        }
-
-
-def rated(plan: Plan, bill: Bill) -> Rated:
-    """``bill`` (under ``plan``) with the year's cost and the window's unused room."""
-    per_year = (bill.total * _YEAR / len(bill.days)).quantize(_CENT, ROUND_HALF_UP)
-    window = plan.free_window
-    room = None
-    if window is not None:
-        room = sum(
-            (
-                min(day.outside_window_kwh, window.cap_kwh - day.free_kwh)
-                for day in bill.days
-                if day.free_kwh < window.cap_kwh
-            ),
-            Decimal(0),
-        )
-    return Rated(plan, bill, per_year, room)
-
-
-def ranked(rows: list[Rated]) -> list[Rated]:
-    """Cheapest over the data first; a tie by plan id."""
-    return sorted(rows, key=lambda row: (row.bill.total, row.plan.id))
 
 
 def load_compared_plan(reference: str) -> Plan:
@@ -155,8 +102,7 @@ def compare(
 ) -> None:
     """Rate a NEM12 file under several plans, cheapest first: each plan's total and cost per
     year, its free energy and value, and the energy its free window still had room for."""
-    from freehours.cli.billing import billable, bills_of, print_notes
-    from freehours.domain.rating import rate_meters
+    from freehours.cli.billing import print_notes
     from freehours.errors import InputError
     from freehours.meterdata.nem12 import NEM12Reader
     from freehours.plans import BUILTIN_IDS
@@ -179,16 +125,12 @@ def compare(
     days = [day for day in reader.days() if nmi is None or day.nmi == nmi]
     if warning := reader.ahead_warning():
         err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
-    by_nmi: dict[str, list[Rated]] = {}
-    notes: list[str] = []
-    for plan in loaded:
-        ratings, plan_notes = billable(plan, rate_meters(plan, days), nem12, nmi)
-        for bill in bills_of(plan, ratings, start, end, nem12, notes=plan_notes):
-            by_nmi.setdefault(bill.nmi, []).append(rated(plan, bill))
-        notes += [note for note in plan_notes if note not in notes]
+    if not days:
+        whose = "" if nmi is None else f" for NMI {nmi}"
+        raise InputError(f"{nem12}: no consumption or export data{whose}")
+    results, notes = compare_days(loaded, days, start, end, nem12)
     print_notes(notes)
     chosen = output or (CompareFormat.TABLE if sys.stdout.isatty() else CompareFormat.JSON)
-    results = {meter: ranked(rows) for meter, rows in sorted(by_nmi.items())}
     if chosen is CompareFormat.JSON:
         typer.echo(
             json.dumps(
