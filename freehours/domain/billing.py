@@ -10,9 +10,9 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from freehours.domain.bill import Bill, make_bill
+from freehours.domain.errors import InputError
 from freehours.domain.plan import Plan
 from freehours.domain.rating import MeterRating
-from freehours.errors import InputError
 
 
 def billable(

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from freehours.domain.bill import Bill, decimal_text, kwh_text
 from freehours.domain.billing import billable, bills_of
+from freehours.domain.errors import InputError
 from freehours.domain.plan import Plan
 from freehours.domain.rating import rate_meters
 from freehours.domain.reads import IntervalDay
-from freehours.errors import InputError
 
 #: Plans one comparison rates: each is a pass over the data.
 MAX_PLANS = 50
