@@ -39,6 +39,7 @@ from freehours.api.problems import (
 from freehours.api.routes import (
     audit,
     bills,
+    comparisons,
     customers,
     documents,
     invoice_runs,
@@ -150,6 +151,7 @@ def assemble(lifespan: Lifespan[FastAPI] | None = None) -> FastAPI:
         meter_readings,
         settlements,
         bills,
+        comparisons,
         invoice_runs,
         documents,
         operations,

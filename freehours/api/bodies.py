@@ -4,11 +4,15 @@ FastAPI reads a declared body before it runs a route's dependencies, so a body w
 (and parsed) before its key is checked, and read whole before its size is. The routes with a
 body read it themselves instead, after the key and bounded while it is read (``bounded_body``),
 parse it as FastAPI would (``parse_body``: the same 422), and describe it as FastAPI would have
-described it declared (``body_operation``).
+described it declared (``body_operation``). A body read in a worker thread stops when its
+client goes away (``while_connected``).
 """
 
+import threading
+from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+import anyio
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -105,3 +109,35 @@ def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
 
     result: dict[str, Any] = inline(schema)
     return result
+
+
+_Result = TypeVar("_Result")
+
+
+async def while_connected(
+    request: Request,
+    stop: threading.Event,
+    call: Callable[..., _Result],
+    *args: Any,
+) -> _Result:
+    """``call(*args)`` in a worker thread, with ``stop`` set as soon as the client goes away
+    (looked at every 0.1 s), for ``call`` to end early."""
+
+    async def watch() -> None:
+        while not await request.is_disconnected():
+            await anyio.sleep(0.1)
+        stop.set()
+
+    outcome: list[_Result] = []
+    failure: list[Exception] = []
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch)
+        try:
+            outcome.append(await anyio.to_thread.run_sync(call, *args))
+        except Exception as exc:  # noqa: BLE001 - raised below, outside the group
+            # (raised inside, it would come out wrapped in an ExceptionGroup)
+            failure.append(exc)
+        group.cancel_scope.cancel()
+    if failure:
+        raise failure[0]
+    return outcome[0]

@@ -85,7 +85,8 @@ def compare_days(
     for plan in plans:
         ratings, plan_notes = billable(plan, rate_meters(plan, days))
         if not ratings:
-            raise InputError(f"{source}: {plan_notes[-1]}" if plan_notes else f"{source}: no data")
+            why = plan_notes[-1] if plan_notes else "no consumption or export data"
+            raise InputError(f"{source}: {why}")
         for bill in bills_of(plan, ratings, first, last, source, notes=plan_notes):
             by_nmi.setdefault(bill.nmi, []).append(rated(plan, bill))
         notes += [note for note in plan_notes if note not in notes]

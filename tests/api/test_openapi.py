@@ -143,6 +143,7 @@ def test_each_route_documents_the_answers_it_can_give(document: dict[str, Any]) 
         ("put", "/v1/plans/{plan_id}"): {"200", "413", "422"} | access,
         ("put", "/v1/offers/{offer_id}"): {"200", "413", "415", "422"} | access,
         ("get", "/v1/offers"): {"200", "422"} | access,
+        ("post", "/v1/comparisons"): {"200", "413", "422", "503"} | access,
         ("get", "/v1/offers/{offer_id}"): {"200", "404", "422"} | access,
         ("get", "/v1/plans/{plan_id}"): {"200", "404", "406", "422"} | access,
         ("put", "/v1/customers/{nmi}"): {"200", "413", "422"} | access,

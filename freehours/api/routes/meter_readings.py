@@ -13,10 +13,9 @@ request's answer.
 """
 
 import threading
-from collections.abc import Callable
 from datetime import timedelta
 from decimal import Decimal
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import anyio
 from fastapi import APIRouter, Request, Response
@@ -30,7 +29,7 @@ from pydantic import (
 
 from freehours.api.agents import AgentHeader, parse_header
 from freehours.api.auth import requires
-from freehours.api.bodies import body_operation, bounded_body, parse_body
+from freehours.api.bodies import body_operation, bounded_body, parse_body, while_connected
 from freehours.api.keys import ApiKey, Scope
 from freehours.api.models import STRICT_BODY, Moment, _json_integer, check_read_date
 from freehours.api.once import IDEMPOTENT, IdempotencyKey, check_idempotency_key, run_once
@@ -353,7 +352,7 @@ async def _upload(
         error: NEM12Error | None = None
         kept: list[IntervalDay] | None = None
         try:
-            kept = await _while_connected(request, stop, _check_upload, services, body, name, stop)
+            kept = await while_connected(request, stop, _check_upload, services, body, name, stop)
         except ReadCancelled:
             raise client_gone() from None
         except NEM12TooLarge as exc:
@@ -465,35 +464,3 @@ def _filename(header: str | None) -> str:
             "X-Filename: empty, or holds control characters",
         )
     return header
-
-
-_Result = TypeVar("_Result")
-
-
-async def _while_connected(
-    request: Request,
-    stop: threading.Event,
-    call: Callable[..., _Result],
-    *args: Any,
-) -> _Result:
-    """``call(*args)`` in a worker thread, with ``stop`` set as soon as the client goes away
-    (looked at every 0.1 s), for ``call`` to end early."""
-
-    async def watch() -> None:
-        while not await request.is_disconnected():
-            await anyio.sleep(0.1)
-        stop.set()
-
-    outcome: list[_Result] = []
-    failure: list[Exception] = []
-    async with anyio.create_task_group() as group:
-        group.start_soon(watch)
-        try:
-            outcome.append(await anyio.to_thread.run_sync(call, *args))
-        except Exception as exc:  # noqa: BLE001 - raised below, outside the group
-            # (raised inside, it would come out wrapped in an ExceptionGroup)
-            failure.append(exc)
-        group.cancel_scope.cancel()
-    if failure:
-        raise failure[0]
-    return outcome[0]
