@@ -79,8 +79,10 @@ def test_a_trickling_or_silent_receiver_is_cut_off_at_the_deadline(
         assert worker.run_due() == 1
         took = time.monotonic() - started
     # Bounded by the deadline, not by a read timeout per byte (a byte every 0.2 s would hold a
-    # per-read timeout of any length forever).
-    assert DEADLINE <= took < DEADLINE + 1.5
+    # per-read timeout of any length forever): the send itself within the deadline and a margin
+    # (its recorded latency, below), the whole attempt, its database writes included, within a
+    # margin a loaded 2-core machine keeps (3.35 s was seen while other suites ran beside it).
+    assert DEADLINE <= took < DEADLINE + 10
     (delivery,) = deliveries(store)
     assert delivery.status is DeliveryStatus.PENDING
     assert delivery.attempts == 1
