@@ -174,9 +174,10 @@ def put(
         raise InputError(f"--region: {exc}") from None
     finally:
         runtime.close()
+    contact_note = "" if given is None else f"; its contact set, delivery by {given.delivery.value}"
     typer.echo(
         f"customer {nmi}: plan {plan!r}, {region.value}, billed {billing.frequency.value} from day"
-        f" {billing.anchor_day}, due {billing.payment_term_days} days after issue"
+        f" {billing.anchor_day}, due {billing.payment_term_days} days after issue{contact_note}"
     )
 
 

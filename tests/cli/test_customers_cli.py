@@ -162,3 +162,21 @@ def test_rows_written_by_a_csv_writer_read_back_as_written(
     assert [r.contact.supply_address for r in records if r.contact] == [
         tuple(" ".join(line.split()) for line in lines) for _, _, lines in rows
     ]
+
+
+def test_put_sets_a_contact_and_names_a_wrong_option(
+    database: Store, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ("customers", "put", "4103000001", "--plan", "sso-nsw", "--region", "NSW")
+    contact = ("--name", "Sam", "--supply-address", "1 Sun St", "--email", "sam@example.com")
+    code, out, _ = run_flat(monkeypatch, capsys, *base, *contact)
+    assert code == 0
+    assert out.strip().endswith("; its contact set, delivery by email")
+    code, _, err = run_flat(monkeypatch, capsys, *base, *contact[:4], "--email", "sam")
+    assert (code, err) == (2, "error: --email: is not an email address (name@example.com.au)")
+    code, _, err = run_flat(monkeypatch, capsys, *base, "--email", "sam@example.com")
+    assert (code, err) == (2, "error: --name: is required with the contact's other options")
+    code, out, _ = run_flat(monkeypatch, capsys, *base)  # the contact kept
+    with database.read() as unit:
+        kept = unit.catalog.contacts(["4103000001"])["4103000001"]
+    assert (kept.name, kept.email, "contact" in out) == ("Sam", "sam@example.com", False)
