@@ -269,11 +269,32 @@ def _drain_webhooks(
         result.failures.append(f"webhooks: {receiver.bad_signatures} bad signatures")
 
 
+#: The demo's households: made-up names and addresses (one a region), each street in turn.
+_NAMES = ("Sam Citizen", "Alex Example", "Jo Bloggs", "Kim Sample", "Lee Placeholder", "Pat Demo")
+_STREETS = {
+    Region.NSW: ("Sun Street", "Newtown NSW 2042"),
+    Region.SEQ: ("Jacaranda Avenue", "Paddington QLD 4064"),
+    Region.SA: ("Wattle Road", "Norwood SA 5067"),
+    Region.VIC: ("Tram Lane", "Brunswick VIC 3056"),
+}
+
+
 def _catalogue(api: httpx.Client, customers: dict[str, Region]) -> None:
+    """The plans, and each customer on its region's plan with a contact: a made-up name and
+    supply address, half of them emailed (the others posted)."""
     for plan_id in REGION_PLANS.values():
         api.put(f"/v1/plans/{plan_id}", json=builtin_document(plan_id)).raise_for_status()
-    for nmi, region in customers.items():
-        body = {"plan_id": REGION_PLANS[region], "region": region.value}
+    for n, (nmi, region) in enumerate(customers.items()):
+        street, locality = _STREETS[region]
+        name = _NAMES[n % len(_NAMES)]
+        body: dict[str, object] = {
+            "plan_id": REGION_PLANS[region],
+            "region": region.value,
+            "name": name,
+            "supply_address": [f"{n + 1} {street}", locality],
+        }
+        if n % 2 == 0:
+            body["email"] = f"{name.split()[0].lower()}{n + 1}@example.com"
         api.put(f"/v1/customers/{nmi}", json=body).raise_for_status()
 
 
