@@ -231,7 +231,7 @@ def cli_markdown() -> str:
         " The file is checked whole before anything is stored and stored in one transaction: a"
         " bad row (or an NMI twice, an unknown plan, a plan of another region) stores nothing,"
         " and the message names the file, the line and the column, never a personal field's"
-        " value. At most 1,000,000 rows and 200 MiB a file.",
+        " value. At most 200,000 rows and 64 MiB a file (a larger book goes in several files).",
         "",
         "## Commands",
         "",

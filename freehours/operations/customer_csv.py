@@ -32,10 +32,11 @@ from freehours.domain.reads import RangeError
 from freehours.domain.time import Region
 from freehours.errors import InputError
 
-#: The most bytes a customer file may have: 200 bytes a row, a million rows.
-MAX_BYTES = 200 * 1024 * 1024
-#: The most customers one file holds (one transaction stores them all).
-MAX_ROWS = 1_000_000
+#: The most bytes a customer file may have: 320 bytes a row of ``MAX_ROWS``.
+MAX_BYTES = 64 * 1024 * 1024
+#: The most customers one file holds: one transaction stores them all, and the file is read
+#: whole first (about 1.3 kB of memory a customer); a larger book goes in several files.
+MAX_ROWS = 200_000
 #: The longest field: an address line is at most 150 characters, an email address 254.
 MAX_FIELD = 1_000
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from freehours.domain.contacts import Delivery
 from freehours.errors import InputError
+from freehours.operations import customer_csv
 from freehours.operations.customer_csv import COLUMNS, CustomerRecord, parse_customers
 from freehours.store.database import Store
 from tests.support import run_flat
@@ -180,3 +181,19 @@ def test_put_sets_a_contact_and_names_a_wrong_option(
     with database.read() as unit:
         kept = unit.catalog.contacts(["4103000001"])["4103000001"]
     assert (kept.name, kept.email, "contact" in out) == ("Sam", "sam@example.com", False)
+
+
+def test_a_file_past_its_bounds_is_refused_before_it_is_read_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rows = "nmi,plan_id,region\n" + "".join(f"41030000{n:02d},sso-nsw,NSW\n" for n in range(3))
+    monkeypatch.setattr(customer_csv, "MAX_ROWS", 2)
+    with pytest.raises(InputError, match=r"^f\.csv:4: more than 2 customers in one file"):
+        parse_customers(rows.encode(), "f.csv")
+    monkeypatch.setattr(customer_csv, "MAX_BYTES", 10)
+    with pytest.raises(InputError, match=r"^f\.csv: more than 10 bytes"):
+        parse_customers(rows.encode(), "f.csv")
+    monkeypatch.setattr(customer_csv, "MAX_BYTES", 1 << 20)
+    long_name = "nmi,plan_id,region,name\n4103000001,sso-nsw,NSW," + "x" * 1001 + "\n"
+    with pytest.raises(InputError, match=r"^f\.csv:2: name: 1001 characters, at most 1000"):
+        parse_customers(long_name.encode(), "f.csv")
