@@ -20,8 +20,9 @@ from freehours.store.catalog import NewOffer
 
 #: The most bytes of one offer's file (a CDR plan is a few kilobytes).
 MAX_FILE_BYTES = 1 << 20
-#: The most offers one import reads.
+#: The most offers one import reads, and the most bytes of all its files together.
 MAX_OFFERS = 1_000
+MAX_IMPORT_BYTES = 64 << 20
 
 
 def offer_paths(paths: Sequence[Path]) -> list[Path]:
@@ -33,7 +34,7 @@ def offer_paths(paths: Sequence[Path]) -> list[Path]:
         else:
             found.append(path)
     if len(found) > MAX_OFFERS:
-        raise PlanError(f"{len(found)} files, at most {MAX_OFFERS} offers in one import",
+        raise PlanError(f"{len(found)} files, at most {MAX_OFFERS} in one import",
                         source=str(paths[0]))  # fmt: skip
     return found
 
@@ -46,6 +47,7 @@ def read_offers(
     plan's terms are its own, ``region`` standing in where its geography names none."""
     offers: list[NewOffer] = []
     first_file: dict[str, Path] = {}
+    read = 0
     for path in offer_paths(paths):
         source = str(path)
         try:
@@ -55,6 +57,12 @@ def read_offers(
             raise PlanError(f"cannot read it: {exc.strerror}", source=source) from None
         if len(data) > MAX_FILE_BYTES:
             raise PlanError(f"over {MAX_FILE_BYTES} bytes: not an offer", source=source)
+        read += len(data)
+        if read > MAX_IMPORT_BYTES:
+            raise PlanError(
+                f"the files so far are over {MAX_IMPORT_BYTES} bytes, an import's most",
+                source=source,
+            )
         if path.suffix.lower() == ".json":
             document = read_json(data, source=source, limit=MAX_FILE_BYTES)
             plan, terms, name = offer_from_cdr(document, source=source, region=region)

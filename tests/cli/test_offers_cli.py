@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from freehours.meterdata.writer import write_nem12
+from freehours.operations import offer_files
 from freehours.store.database import Store
 from tests.domain.rating_cases import flat, nem_day
 from tests.support import run_flat
@@ -104,3 +105,23 @@ def test_compare_rates_a_file_under_the_stored_offers(
         "EXA-SEQ-SR",
         "sso-nsw",
     ]
+
+
+def test_an_import_past_its_bounds_is_refused(
+    database: Store,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name in ("single-rate.json", "seasonal.json"):
+        shutil.copy(PLANS / name, tmp_path / name)
+    monkeypatch.setattr(offer_files, "MAX_IMPORT_BYTES", 2000)
+    code, _, err = run_flat(monkeypatch, capsys, "offers", "import", str(tmp_path))
+    assert code == 2
+    assert "the files so far are over 2000 bytes, an import's most" in err
+    monkeypatch.setattr(offer_files, "MAX_OFFERS", 1)
+    code, _, err = run_flat(monkeypatch, capsys, "offers", "import", str(tmp_path))
+    assert code == 2
+    assert "2 files, at most 1 in one import" in err
+    with database.read() as unit:
+        assert unit.catalog.current_offers() == []
