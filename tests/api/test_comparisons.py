@@ -8,8 +8,10 @@ import json
 from datetime import date
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
+from freehours.api.routes import comparisons
 from freehours.cli import app
 from freehours.meterdata.writer import write_nem12
 from tests.api.conftest import Api
@@ -78,3 +80,12 @@ def test_offers_are_compared_and_the_bad_refused(api: Api) -> None:
     big = b"x" * (api.services.settings.max_upload_bytes + 1)
     assert api.client.post("/v1/comparisons", content=big, headers=read).status_code == 413
     assert api.client.post("/v1/comparisons", content=nem12_bytes()).status_code == 401
+
+
+def test_more_data_than_a_comparison_keeps_is_413(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(comparisons, "MAX_COMPARED_VALUES", 100)  # the file has 3 x 48
+    answer = api.client.post("/v1/comparisons", content=nem12_bytes(), headers=api.auth("read"))
+    assert answer.status_code == 413
+    assert "more than 100 interval values" in answer.json()["detail"]
