@@ -98,6 +98,7 @@ def demo(
         demo_plots(result, out),
         report,
         documents=result.documents,
+        compared=result.compared,
     )
     console.print(f"report: {report}", highlight=False)
     if result.failures:
@@ -211,6 +212,7 @@ def _print_summary(result: DemoResult, console: Console) -> None:
             ", ".join(f"{count} x HTTP {status}" for status, count in sorted(result.asks.items())),
         ),
         *_invoicing_lines(result),
+        *_compared_lines(result),
         *_webhook_lines(result),
         ("invariants", "; ".join(result.failures) or "all hold"),
     ]
@@ -222,6 +224,15 @@ def _print_summary(result: DemoResult, console: Console) -> None:
     for name, text in lines:
         table.add_row(name, text)
     console.print(table)
+
+
+def _compared_lines(result: DemoResult) -> list[tuple[str, str]]:
+    """The summary's line on the offers compared on one customer's data."""
+    if result.compared is None:
+        return []
+    nmi, rows = result.compared
+    ranked = ", ".join(f"{row['plan_id']} {row['total']}" for row in rows)
+    return [("plans compared", f"NMI {nmi}'s data under the {len(rows)} offers: {ranked} AUD")]
 
 
 def _webhook_lines(result: DemoResult) -> list[tuple[str, str]]:

@@ -159,6 +159,31 @@ reads it, in PDF and HTML.</p>
 """
 
 
+def compared_section(compared: tuple[str, list[dict[str, object]]] | None) -> str:
+    """The table ``freehours compare --offers`` prints, of one customer's data."""
+    if compared is None:
+        return ""
+    nmi, rows = compared
+    cells = "\n".join(
+        f'<tr><td class="n">{row["rank"]}</td><td>{html.escape(str(row["plan_id"]))}</td>'
+        f'<td class="n">{row["total"]}</td><td class="n">{row["per_year"]}</td>'
+        f'<td class="n">{row["free_kwh"]}</td><td class="n">{row["free_value"]}</td>'
+        f'<td class="n">{row["room_kwh"] or ""}</td></tr>'
+        for row in rows
+    )
+    return f"""<h2>Plans compared</h2>
+<p>NMI {html.escape(nmi)}'s data under the retailer's offers, cheapest first, as
+<code>freehours compare --offers</code> ranks them: each total is the plan's own bill of the data
+(GST included); <em>room</em> is the energy used outside the free window on days its cap still
+had room for.</p>
+<table><thead><tr><th>#</th><th>offer</th><th>total (AUD)</th><th>a year (AUD)</th>
+<th>free kWh</th><th>free value (AUD)</th><th>room kWh</th></tr></thead>
+<tbody>
+{cells}
+</tbody></table>
+"""
+
+
 def html_report(
     title: str,
     summary: str,
@@ -166,8 +191,10 @@ def html_report(
     path: Path,
     *,
     documents: Sequence[DemoDocument] = (),
+    compared: tuple[str, list[dict[str, object]]] | None = None,
 ) -> None:
-    """A page with the ``summary`` text, the ``plots`` embedded and the ``documents`` linked."""
+    """A page with the ``summary`` text, the ``plots`` embedded, the ``documents`` linked and
+    the plans ``compared`` on a customer's data."""
     images = "\n".join(
         f'<p><img alt="{html.escape(plot.stem)}" src="data:image/png;base64,'
         f'{base64.b64encode(plot.read_bytes()).decode("ascii")}"></p>'
@@ -183,6 +210,7 @@ text-align:left}}td.n{{text-align:right}}</style></head>
 <body><h1>{html.escape(title)}</h1>
 <pre>{html.escape(summary)}</pre>
 {documents_section(documents)}
+{compared_section(compared)}
 {images}
 </body></html>
 """,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import date
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,14 @@ def test_the_demo_settles_every_customer_day_under_its_faults_and_writes_its_rep
         in text
     )
     assert "0 bad signatures; 0 deliveries pending, 0 failed" in text
+    # The retailer's offers compared on a customer's data, cheapest first, in the report too.
+    compared = re.search(r"plans compared NMI (\w+)'s data under the 4 offers: (.*?) AUD", text)
+    assert compared is not None
+    totals = [Decimal(part.split()[1]) for part in compared.group(2).split(", ")]
+    assert totals == sorted(totals)
+    assert "<h2>Plans compared</h2>" in report
+    # The customers' contacts are printed on their invoices.
+    assert "Sam Citizen" in (tmp_path / "documents" / "INV-00000001.html").read_text()
     documents = sorted(path.name for path in (tmp_path / "documents").iterdir())
     numbers = [f"INV-0000000{n}" for n in range(1, 5)] + ["CN-00000001"]
     assert documents == sorted(f"{n}.{kind}" for n in numbers for kind in ("pdf", "html"))

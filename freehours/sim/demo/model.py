@@ -404,6 +404,9 @@ class DemoResult:
     #: ``duplicates``, ``refused`` (its own 503s, retried), ``bad_signatures``.
     webhooks: Counter[str] = field(default_factory=Counter)
     webhook_requests: Counter[str] = field(default_factory=Counter)
+    #: The retailer's offers (the demo stores its built-in plans as offers) compared on one
+    #: customer's data, cheapest first: its NMI and each plan's row (``Rated.as_json``).
+    compared: tuple[str, list[dict[str, object]]] | None = None
     failures: list[str] = field(default_factory=list)
     elapsed: float = 0.0
 

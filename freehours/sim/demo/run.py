@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,7 +23,9 @@ from freehours.api.app import create_app
 from freehours.api.ratelimit import RateLimits
 from freehours.api.services import Services
 from freehours.clock import SystemClock
+from freehours.domain.comparison import compare_days
 from freehours.domain.invoicing import BillingCycle, DocumentType
+from freehours.domain.offers import OfferSource, OfferTerms
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import Quota, QuotaStatus, new_quota, quota_key
 from freehours.domain.time import NEM_TIME, Region
@@ -71,6 +74,7 @@ from freehours.sim.demo.model import (
 from freehours.sim.meters import households
 from freehours.sim.receiver import DemoReceiver
 from freehours.sim.replay import WorkerDied
+from freehours.store.catalog import NewOffer
 from freehours.workers.webhook import webhook_tasks
 from freehours.workers.worker import Worker
 
@@ -178,6 +182,7 @@ def run_demo(config: DemoConfig, settings: Settings, progress: DemoProgress) -> 
             _ask(api, keys, result, progress)
             billed = _bills(api, customers, days, result)
         _explain_no_free(runtime, customers, result)
+        _compare_offers(runtime, next(iter(customers)), days, result)
         result.faults.update(
             outage_refused=gateway.refused,
             answers_lost=gateway.lost,
@@ -203,6 +208,26 @@ def run_demo(config: DemoConfig, settings: Settings, progress: DemoProgress) -> 
         runtime.close()
     result.elapsed = time.monotonic() - started
     return result
+
+
+def _compare_offers(runtime: Runtime, nmi: str, days: list[date], result: DemoResult) -> None:
+    """The retailer's offers (the built-in plans, stored as offers) and ``nmi``'s stored data
+    compared under them, as ``freehours compare --offers`` compares a file."""
+    now = runtime.clock.now()
+    offers = []
+    for plan_id in REGION_PLANS.values():
+        plan = builtin_plan(plan_id)
+        terms = OfferTerms(Region(plan.region))
+        offers.append(
+            NewOffer(plan_id, plan.name, OfferSource.PLAN, terms, builtin_document(plan_id))
+        )
+    with runtime.store.write() as unit:
+        stored = unit.catalog.put_offers(offers, at=now)
+    with runtime.store.read() as unit:
+        read = unit.meter.days_for(nmi, days)
+    plans = [builtin_plan(offer.offer_id) for offer in stored]
+    compared, _ = compare_days(plans, read, None, None, Path(f"NMI {nmi}"))
+    result.compared = (nmi, [row.as_json(n) for n, row in enumerate(compared[nmi], 1)])
 
 
 def _register_receiver(api: httpx.Client, receiver: DemoReceiver) -> None:
