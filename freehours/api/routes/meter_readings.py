@@ -29,7 +29,13 @@ from pydantic import (
 
 from freehours.api.agents import AgentHeader, parse_header
 from freehours.api.auth import requires
-from freehours.api.bodies import body_operation, bounded_body, parse_body, while_connected
+from freehours.api.bodies import (
+    body_operation,
+    bounded_body,
+    parse_body,
+    upload_body,
+    while_connected,
+)
 from freehours.api.keys import ApiKey, Scope
 from freehours.api.models import STRICT_BODY, Moment, _json_integer, check_read_date
 from freehours.api.once import IDEMPOTENT, IdempotencyKey, check_idempotency_key, run_once
@@ -334,20 +340,7 @@ async def _upload(
 ) -> Response:
     name = _filename(request.headers.get("x-filename"))
     check_idempotency_key(idempotency_key)
-    uploads = services.uploads
-    try:
-        uploads.acquire_nowait()
-    except anyio.WouldBlock:
-        raise Problem(
-            503,
-            "busy",
-            "Too many uploads at once",
-            f"this server reads {services.settings.upload_concurrency} NEM12 uploads at once;"
-            " retry",
-            headers={"Retry-After": "5"},
-        ) from None
-    try:
-        body = await bounded_body(request, services.settings.max_upload_bytes)
+    async with upload_body(request, services) as body:
         stop = threading.Event()
         error: NEM12Error | None = None
         kept: list[IntervalDay] | None = None
@@ -377,8 +370,6 @@ async def _upload(
             idempotency_key=idempotency_key,
             arrival=arrival,
         )
-    finally:
-        uploads.release()
 
 
 def _check_upload(
