@@ -48,7 +48,6 @@ from tests.cluster.delay_proxy import DelayProxy
 from tests.cluster.hosts import Host, Network, netem_available
 from tests.cluster.services import (
     API_PORT,
-    FREEHOURS,
     ApiNode,
     cluster_of,
     database_host,
@@ -64,6 +63,7 @@ from tests.cluster.test_network_faults import (
     round_trips,
     stored_reads,
 )
+from tests.servers import FREEHOURS
 from tests.support import eventually
 
 pytestmark = [pytest.mark.slow]

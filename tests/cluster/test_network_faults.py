@@ -43,13 +43,13 @@ from freehours.store.tables import idempotency_keys, ledger_entries, quotas
 from tests.cluster.hosts import Host, Network, netem_available
 from tests.cluster.services import (
     API_PORT,
-    FREEHOURS,
     REDIS_PORT,
     ApiNode,
     cluster_of,
     database_host,
     put_customers,
 )
+from tests.servers import FREEHOURS
 from tests.support import eventually
 
 pytestmark = [pytest.mark.slow]
