@@ -13,6 +13,8 @@ request's answer.
 """
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from decimal import Decimal
 from typing import Annotated, Any
@@ -181,8 +183,7 @@ async def post_readings(
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
     """Ingest interval reads; never stored twice for one Idempotency-Key."""
-    agent = _agent(request)
-    try:
+    with _agent_heard(request, services) as agent:
         settings = services.settings
         limit = settings.batch_body_limit
         raw = await bounded_body(
@@ -200,23 +201,23 @@ async def post_readings(
             "reads", len(raw), key_id=key.id, agent=None if agent is None else agent.name
         )
         return await run_in_threadpool(_ingest_reads, services, body, key, idempotency_key, arrival)
+
+
+@contextmanager
+def _agent_heard(request: Request, services: Services) -> Iterator[AgentHeader | None]:
+    """The request's ``Freehours-Agent`` header, if it has one that parses; when the request is
+    done, whatever its answer, the agent's report recorded (behind the request, at most once per
+    agent every 10 s)."""
+    agent = parse_header(request.headers.get("freehours-agent"))
+    try:
+        yield agent
     finally:
-        _heard(request, services, agent)
-
-
-def _agent(request: Request) -> AgentHeader | None:
-    """The request's ``Freehours-Agent`` header, if it has one that parses."""
-    return parse_header(request.headers.get("freehours-agent"))
-
-
-def _heard(request: Request, services: Services, agent: AgentHeader | None) -> None:
-    """Record the agent's report (behind the request, at most once per agent every 10 s)."""
-    if agent is not None:
-        services.agents.heard(
-            agent,
-            user_agent=request.headers.get("user-agent"),
-            address=None if request.client is None else request.client.host,
-        )
+        if agent is not None:
+            services.agents.heard(
+                agent,
+                user_agent=request.headers.get("user-agent"),
+                address=None if request.client is None else request.client.host,
+            )
 
 
 def _ingest_reads(
@@ -324,11 +325,8 @@ async def post_nem12(
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
     """Ingest a NEM12 file (CSV, zip or gzip): all of it, or, on one bad line, none of it."""
-    agent = _agent(request)
-    try:
+    with _agent_heard(request, services) as agent:
         return await _upload(request, key, services, idempotency_key, agent)
-    finally:
-        _heard(request, services, agent)
 
 
 async def _upload(
