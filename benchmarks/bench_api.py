@@ -22,13 +22,14 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.bench_ingest import DEFAULT_SERVER, _fresh_postgres_database
+from benchmarks.bench_ingest import DEFAULT_SERVER
 from benchmarks.loadgen import LoadResult, load, request
 from freehours.api.keys import Scope, create_key
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME, Region
 from freehours.plans import builtin_document
 from freehours.store.database import Store
+from tests.databases import fresh_postgres_database
 from tests.servers import free_port
 
 GOAL = 0.5
@@ -43,7 +44,7 @@ def run() -> None:
     with tempfile.TemporaryDirectory(prefix="freehours-bench-") as directory:
         _measure("sqlite", f"sqlite:///{Path(directory) / 'api.db'}")
     server = os.environ.get("FREEHOURS_BENCH_DATABASE_URL", DEFAULT_SERVER)
-    with _fresh_postgres_database(server) as url:
+    with fresh_postgres_database(server, prefix="freehours_bench") as url:
         _measure("postgres", url)
 
 

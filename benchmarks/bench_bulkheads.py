@@ -62,7 +62,6 @@ import sqlalchemy as sa
 import structlog
 
 from benchmarks.bench_api import prepare, quotas
-from benchmarks.bench_ingest import _fresh_postgres_database
 from benchmarks.bench_invoicing import AS_OF, _load
 from benchmarks.bench_jobs import settle_job_rows
 from benchmarks.workers import failures, start, stop_worker
@@ -83,6 +82,7 @@ from freehours.store.tables import quotas as quota_table
 from freehours.store.webhooks import FANOUT_KIND
 from freehours.webhooks.service import Webhooks
 from freehours.workers import settle
+from tests.databases import fresh_postgres_database
 
 DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 SETTLEMENTS = 10_000
@@ -185,7 +185,7 @@ def _median(runs: list[Figures]) -> Figures:
 def _loaded(server: str) -> Iterator[str]:
     """A database on ``server`` with the load (see the module's docstring), every variant's
     template: its name."""
-    with _fresh_postgres_database(server) as url:
+    with fresh_postgres_database(server, prefix="freehours_bench") as url:
         prepare(url, nmis=SETTLEMENTS, days=1)
         with Store.open(url) as store:
             _load(store, url, INVOICE_ACCOUNTS)
@@ -203,7 +203,7 @@ def _variant(
     answers (or trickles a byte every ``trickle`` seconds) or none; then, with endpoints and
     ``drain``, the receiver answers and every event is delivered."""
     with (
-        _fresh_postgres_database(server, template) as url,
+        fresh_postgres_database(server, prefix="freehours_bench", template=template) as url,
         Store.open(url) as store,
         _receiver(trickle) as receiver,
         tempfile.TemporaryDirectory() as logs,

@@ -64,6 +64,7 @@ from freehours.domain.time import NEM_TIME, REGION_ZONES, Region
 from freehours.plans import builtin_document
 from freehours.settlement.model import ATTEMPT_FAILED, INCOMPLETE_AT_DEADLINE
 from freehours.store.database import Store
+from tests.databases import fresh_postgres_database
 from tests.servers import api_process
 
 DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -96,12 +97,7 @@ GAVE_UP = f"gave up after {MAX_ATTEMPTS} attempts: {ATTEMPT_FAILED}"
 def run() -> None:
     admin_url = os.environ.get("FREEHOURS_BENCH_DATABASE_URL", DEFAULT_ADMIN_URL)
     customers = int(os.environ.get("FREEHOURS_BENCH_CONSOLE_CUSTOMERS", CUSTOMERS))
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    name = f"freehours_bench_console_{uuid.uuid4().hex[:8]}"
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = sa.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    try:
+    with fresh_postgres_database(admin_url, prefix="freehours_bench") as url:
         with Store.open(url) as store:
             started = time.perf_counter()
             seed = _seed(store, url, customers)
@@ -113,10 +109,6 @@ def run() -> None:
             + ")"
         )
         slow = _measure(url, seed)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
     if slow:
         raise SystemExit(
             f"console postgres: FAIL: {len(slow)} pages over {GOAL_MS:.0f} ms p95: "

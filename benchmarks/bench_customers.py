@@ -17,7 +17,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from benchmarks.bench_ingest import DEFAULT_SERVER, _fresh_postgres_database
+from benchmarks.bench_ingest import DEFAULT_SERVER
+from tests.databases import fresh_postgres_database
 
 #: Seconds for 100,000 customers (issue 34).
 GOAL_SECONDS = 30.0
@@ -57,7 +58,7 @@ def run(customers: int = CUSTOMERS) -> None:
     path = customer_file(customers)
     server = os.environ.get("FREEHOURS_BENCH_DATABASE_URL", DEFAULT_SERVER)
     try:
-        with _fresh_postgres_database(server) as url:
+        with fresh_postgres_database(server, prefix="freehours_bench") as url:
             environment = {**os.environ, "FREEHOURS_DATABASE_URL": url}
             freehours = [str(Path(sys.executable).with_name("freehours"))]
             subprocess.run([*freehours, "db", "upgrade"], env=environment, check=True,

@@ -55,7 +55,7 @@ from matplotlib.figure import Figure
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from benchmarks.bench_ingest import DEFAULT_SERVER, _fresh_postgres_database
+from benchmarks.bench_ingest import DEFAULT_SERVER
 from benchmarks.workers import BIN, peak_rss, start, start_worker, stop_worker
 from freehours.domain.invoicing import Period
 from freehours.domain.time import Region
@@ -66,6 +66,7 @@ from freehours.sim.demo import invoice_as_of
 from freehours.sim.meters import households, meter_days
 from freehours.store import partitions
 from freehours.store.database import Store
+from tests.databases import fresh_postgres_database
 
 DAY = date(2026, 7, 31)
 JULY = Period(date(2026, 7, 1), DAY)
@@ -146,7 +147,7 @@ def main(argv: list[str]) -> None:
     measured = []
     for customers in args.customers:
         figures = Figures(customers)
-        with _fresh_postgres_database(server) as url:
+        with fresh_postgres_database(server, prefix="freehours_bench") as url:
             _measure(url, figures, importers=args.importers, workers=args.workers, bill=args.bills)
         _report(figures)
         measured.append(figures)

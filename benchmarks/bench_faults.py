@@ -22,11 +22,12 @@ import redis
 import sqlalchemy as sa
 
 from benchmarks.bench_api import prepare, quotas, settle_requests
-from benchmarks.bench_ingest import DEFAULT_SERVER, _fresh_postgres_database
+from benchmarks.bench_ingest import DEFAULT_SERVER
 from benchmarks.loadgen import LoadResult, load
 from freehours.api.keys import Scope
 from freehours.api.routes.operations import READY_TIMEOUT_SECONDS
 from freehours.settings import Settings
+from tests.databases import fresh_postgres_database
 from tests.faults.proxy import Mode, fault_proxy
 from tests.servers import api_server
 
@@ -57,7 +58,7 @@ def run() -> None:
         print(f"faults: not measured: Redis at {redis_url}: {exc}")
         return
     try:
-        with _fresh_postgres_database(server) as url:
+        with fresh_postgres_database(server, prefix="freehours_bench") as url:
             key = prepare(url, NMIS, DAYS, Scope.ADMIN)
             due = quotas(NMIS, DAYS)
             _redis_faults(url, redis_url, key, due)

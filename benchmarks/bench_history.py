@@ -29,8 +29,9 @@ from datetime import timedelta
 import sqlalchemy as sa
 
 from benchmarks import bench_day
-from benchmarks.bench_ingest import DEFAULT_SERVER, _fresh_postgres_database
+from benchmarks.bench_ingest import DEFAULT_SERVER
 from freehours.store import partitions
+from tests.databases import fresh_postgres_database
 
 DAYS = 365
 FIRST = bench_day.DAY - timedelta(days=DAYS)
@@ -80,11 +81,11 @@ def run() -> None:
     server = os.environ.get("FREEHOURS_BENCH_DATABASE_URL", DEFAULT_SERVER)
     customers = int(os.environ.get("FREEHOURS_BENCH_HISTORY_CUSTOMERS", "10000"))
     empty = bench_day.Figures(customers)
-    with _fresh_postgres_database(server) as url:
+    with fresh_postgres_database(server, prefix="freehours_bench") as url:
         bench_day._measure(url, empty, importers=2, workers=2, bill=False)
     year = bench_day.Figures(customers)
     loaded: dict[str, float] = {}
-    with _fresh_postgres_database(server) as url:
+    with fresh_postgres_database(server, prefix="freehours_bench") as url:
         bench_day._measure(
             url,
             year,

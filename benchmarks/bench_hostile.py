@@ -36,7 +36,7 @@ import httpx
 import psutil
 import redis
 
-from benchmarks.bench_ingest import DEFAULT_SERVER, _fresh_postgres_database
+from benchmarks.bench_ingest import DEFAULT_SERVER
 from freehours.meterdata.nem12 import ReadLimits
 from tests.bombs import (
     HEADER,
@@ -47,6 +47,7 @@ from tests.bombs import (
     short_rows_bomb,
     zeros_bomb,
 )
+from tests.databases import fresh_postgres_database
 from tests.fuzz.targets import TARGETS
 from tests.servers import api_process, freehours
 
@@ -87,7 +88,11 @@ class Api:
 
 def run() -> None:
     server = os.environ.get("FREEHOURS_BENCH_DATABASE_URL", DEFAULT_SERVER)
-    with _fresh_postgres_database(server) as url, _serve(url) as api, _sampling(api):
+    with (
+        fresh_postgres_database(server, prefix="freehours_bench") as url,
+        _serve(url) as api,
+        _sampling(api),
+    ):
         _plan_bombs(api)  # first: the NEM12 bombs' memory would hide its growth
         _bomb(api, "blank-line bomb (gzip of 20 million blank lines)", blank_line_bomb())
         _bomb(api, "zeros bomb (gzip of 1 GiB without a line end)", zeros_bomb())

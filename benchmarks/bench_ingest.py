@@ -11,9 +11,6 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,6 +20,7 @@ from benchmarks.bench_nem12 import bench_file
 from freehours.meterdata.nem12 import read_days
 from freehours.store.database import Store
 from freehours.store.tables import meter_days
+from tests.databases import fresh_postgres_database
 
 #: Interval values per second into PostgreSQL, reading included (issue 4).
 GOAL = 200_000
@@ -33,7 +31,7 @@ def run() -> None:
     path = bench_file()
     server = os.environ.get("FREEHOURS_BENCH_DATABASE_URL", DEFAULT_SERVER)
     try:
-        with _fresh_postgres_database(server) as url:
+        with fresh_postgres_database(server, prefix="freehours_bench") as url:
             values, seconds = _ingest(url, path)
     except sa.exc.OperationalError as exc:
         print(f"ingest postgres: not measured: {server}: {exc.orig}")
@@ -62,20 +60,3 @@ def _ingest(url: str, path: Path) -> tuple[int, float]:
     if counts.accepted != counts.total or not intervals:
         raise RuntimeError(f"{url}: expected every day new, got {counts}")
     return int(intervals), seconds
-
-
-@contextmanager
-def _fresh_postgres_database(server: str, template: str | None = None) -> Iterator[str]:
-    """A new database on ``server``, empty or a copy of ``template``, dropped (connections and
-    all) afterwards."""
-    admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
-    name = f"freehours_bench_{uuid.uuid4().hex[:12]}"
-    copy = f' TEMPLATE "{template}"' if template else ""
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"{copy}'))
-    try:
-        yield admin.url.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()

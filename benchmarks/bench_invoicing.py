@@ -39,7 +39,6 @@ import random
 import subprocess
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -64,6 +63,7 @@ from freehours.settlement.energy import free_energy
 from freehours.store.database import Store
 from freehours.store.meter import encode_values
 from freehours.store.tables import documents, ledger_entries
+from tests.databases import fresh_postgres_database
 
 DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 #: Accounts of each run: memory at the first and the last is compared.
@@ -113,34 +113,28 @@ def _accounts() -> tuple[int, ...]:
 
 def _measure(admin_url: str, accounts: int) -> int:
     """One run over ``accounts`` in a database of its own; the workers' largest peak RSS."""
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    name = f"freehours_bench_invoicing_{uuid.uuid4().hex[:8]}"
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = sa.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    try:
-        with Store.open(url) as store, tempfile.TemporaryDirectory() as logs:
-            paths = [Path(logs) / f"worker-{n}.log" for n in range(WORKERS)]
-            workers = [start_worker(url, path) for path in paths]
-            try:
-                started = time.perf_counter()
-                took = _load(store, url, accounts)
-                loaded = time.perf_counter() - started
-                peaks = _invoice(store, accounts, workers, paths)
-            finally:
-                for worker in workers:
-                    stop_worker(worker)
-            _check(store, accounts)
-            print(
-                f"invoicing postgres {accounts:,} accounts: loaded in {loaded:.0f} s ("
-                + ", ".join(f"{table} {seconds:.1f} s" for table, seconds in took.items())
-                + "), checked: one invoice each, serials 1 to N, free kWh as the ledger's"
-                f" for {min(SAMPLE, accounts)}"
-            )
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with (
+        fresh_postgres_database(admin_url, prefix="freehours_bench") as url,
+        Store.open(url) as store,
+        tempfile.TemporaryDirectory() as logs,
+    ):
+        paths = [Path(logs) / f"worker-{n}.log" for n in range(WORKERS)]
+        workers = [start_worker(url, path) for path in paths]
+        try:
+            started = time.perf_counter()
+            took = _load(store, url, accounts)
+            loaded = time.perf_counter() - started
+            peaks = _invoice(store, accounts, workers, paths)
+        finally:
+            for worker in workers:
+                stop_worker(worker)
+        _check(store, accounts)
+        print(
+            f"invoicing postgres {accounts:,} accounts: loaded in {loaded:.0f} s ("
+            + ", ".join(f"{table} {seconds:.1f} s" for table, seconds in took.items())
+            + "), checked: one invoice each, serials 1 to N, free kWh as the ledger's"
+            f" for {min(SAMPLE, accounts)}"
+        )
     return max(peaks)
 
 

@@ -51,7 +51,6 @@ import structlog
 from rich.progress import Progress
 
 from benchmarks.bench_api import prepare, quotas
-from benchmarks.bench_ingest import _fresh_postgres_database
 from freehours.jobs import decisions
 from freehours.jobs.job import Done, Job, JobState
 from freehours.store.database import Store
@@ -59,6 +58,7 @@ from freehours.store.jobs import NOTIFY_CHANNEL, NewJob, new_job_row
 from freehours.store.tables import jobs, ledger_entries
 from freehours.workers import settle
 from freehours.workers.worker import Worker
+from tests.databases import fresh_postgres_database
 
 DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 PROCESSES = (1, 2, 4)
@@ -82,19 +82,12 @@ _FINISHED = [state.value for state in JobState if state.is_finished]
 
 def run() -> None:
     admin_url = os.environ.get("FREEHOURS_BENCH_DATABASE_URL", DEFAULT_ADMIN_URL)
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    name = f"freehours_bench_jobs_{uuid.uuid4().hex[:8]}"
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = sa.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    try:
-        with Store.open(url) as store:
-            for processes in PROCESSES:
-                _measure(store, url, processes)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with (
+        fresh_postgres_database(admin_url, prefix="freehours_bench") as url,
+        Store.open(url) as store,
+    ):
+        for processes in PROCESSES:
+            _measure(store, url, processes)
     run_settlements()
 
 
@@ -223,7 +216,7 @@ def worker_main(url: str) -> None:
 def run_settlements() -> None:
     server = os.environ.get("FREEHOURS_BENCH_DATABASE_URL", DEFAULT_ADMIN_URL)
     for processes in SETTLE_PROCESSES:
-        with _fresh_postgres_database(server) as url:
+        with fresh_postgres_database(server, prefix="freehours_bench") as url:
             _measure_settlements(url, processes)
 
 

@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from benchmarks.bench_api import CONNECTIONS, _figures, prepare, quotas, settle_requests
-from benchmarks.bench_ingest import DEFAULT_SERVER, _fresh_postgres_database
+from benchmarks.bench_ingest import DEFAULT_SERVER
 from benchmarks.loadgen import load
+from tests.databases import fresh_postgres_database
 from tests.servers import FREEHOURS, free_port, stop, wait_until_up
 
 PROCESSES = (1, 2)
@@ -26,7 +27,7 @@ def run() -> None:
     server = os.environ.get("FREEHOURS_BENCH_DATABASE_URL", DEFAULT_SERVER)
     rates: dict[int, float] = {}
     for processes in PROCESSES:
-        with _fresh_postgres_database(server) as url:
+        with fresh_postgres_database(server, prefix="freehours_bench") as url:
             key = prepare(url)
             due = quotas()
             headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,8 @@ import pytest
 import redis
 import sqlalchemy as sa
 import structlog
+
+from tests.databases import fresh_postgres_database
 
 # ``store`` and ``store_url``: a database on each backend (SQLite, PostgreSQL), isolated per test;
 # ``spans``: the spans a test finished (the OpenTelemetry SDK, in memory).
@@ -76,17 +77,8 @@ def postgres_admin_url() -> str:
 @pytest.fixture(scope="session")
 def postgres_url(postgres_admin_url: str) -> Iterator[str]:
     """A fresh, empty PostgreSQL database for this test session, dropped afterwards."""
-    admin = sa.create_engine(postgres_admin_url, isolation_level="AUTOCOMMIT")
-    name = f"freehours_test_{uuid.uuid4().hex[:12]}"
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = sa.make_url(postgres_admin_url).set(database=name).render_as_string(hide_password=False)
-    try:
+    with fresh_postgres_database(postgres_admin_url) as url:
         yield url
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,6 +18,15 @@ from freehours.settings import Settings, get_settings
 from freehours.settlement.model import SettlementPolicy
 from freehours.workers.worker import WorkerConfig
 from tests.support import run_command
+
+
+@pytest.fixture
+def fresh_settings(clean_env: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    """``clean_env``, with ``get_settings`` reading it afresh in the test (its cache cleared
+    before, and again after, for the tests that follow)."""
+    get_settings.cache_clear()
+    yield clean_env
+    get_settings.cache_clear()
 
 
 def test_the_default_settings_make_the_default_policies(clean_env: pytest.MonkeyPatch) -> None:
@@ -102,27 +112,19 @@ def test_no_worker_queues_leave_every_queue_the_concurrency(clean_env: pytest.Mo
     ],
 )
 def test_worker_queues_that_are_not_one_are_an_error_naming_the_setting_and_the_part(
-    clean_env: pytest.MonkeyPatch, spec: str, message: str
+    fresh_settings: pytest.MonkeyPatch, spec: str, message: str
 ) -> None:
-    clean_env.setenv("FREEHOURS_WORKER_QUEUES", spec)
-    get_settings.cache_clear()
-    try:
-        with pytest.raises(ConfigurationError) as raised:
-            get_settings()
-    finally:
-        get_settings.cache_clear()
+    fresh_settings.setenv("FREEHOURS_WORKER_QUEUES", spec)
+    with pytest.raises(ConfigurationError) as raised:
+        get_settings()
     assert str(raised.value) == f"settings: FREEHOURS_WORKER_QUEUES={spec!r}: {message}"
 
 
 def test_the_worker_commands_queues_option_names_the_bad_part_and_exits_2(
-    clean_env: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    fresh_settings: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    clean_env.setenv("FREEHOURS_DATABASE_URL", f"sqlite:///{tmp_path / 'x.db'}")
-    get_settings.cache_clear()
-    try:
-        assert run_command(clean_env, "worker", "--queues", "settle=4,mail=2") == 2
-    finally:
-        get_settings.cache_clear()
+    fresh_settings.setenv("FREEHOURS_DATABASE_URL", f"sqlite:///{tmp_path / 'x.db'}")
+    assert run_command(fresh_settings, "worker", "--queues", "settle=4,mail=2") == 2
     err = " ".join(capsys.readouterr().err.replace("│", " ").split())
     assert "Invalid value for '--queues': 'mail=2': 'mail' is not a queue" in err
 
@@ -178,28 +180,20 @@ def test_the_documented_defaults_hold(clean_env: pytest.MonkeyPatch) -> None:
     ],
 )
 def test_a_setting_that_is_not_one_is_an_error_naming_its_variable(
-    clean_env: pytest.MonkeyPatch, variable: str, value: str, message: str
+    fresh_settings: pytest.MonkeyPatch, variable: str, value: str, message: str
 ) -> None:
-    clean_env.setenv(variable, value)
-    get_settings.cache_clear()
-    try:
-        with pytest.raises(ConfigurationError) as raised:
-            get_settings()
-    finally:
-        get_settings.cache_clear()
+    fresh_settings.setenv(variable, value)
+    with pytest.raises(ConfigurationError) as raised:
+        get_settings()
     assert str(raised.value).startswith(f"settings: {message}")
 
 
 def test_a_command_given_a_bad_setting_says_which_in_one_line_and_exits_1(
-    clean_env: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    fresh_settings: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    clean_env.setenv("FREEHOURS_DATABASE_URL", f"sqlite:///{tmp_path / 'x.db'}")
-    clean_env.setenv("FREEHOURS_REDIS_URL", "nonsense://x")
-    get_settings.cache_clear()
-    try:
-        assert run_command(clean_env, "worker") == 1
-    finally:
-        get_settings.cache_clear()
+    fresh_settings.setenv("FREEHOURS_DATABASE_URL", f"sqlite:///{tmp_path / 'x.db'}")
+    fresh_settings.setenv("FREEHOURS_REDIS_URL", "nonsense://x")
+    assert run_command(fresh_settings, "worker") == 1
     err = capsys.readouterr().err
     assert err.startswith("error: settings: FREEHOURS_REDIS_URL='nonsense://x': not a Redis URL")
     assert "Traceback" not in err

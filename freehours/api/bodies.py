@@ -5,11 +5,13 @@ FastAPI reads a declared body before it runs a route's dependencies, so a body w
 body read it themselves instead, after the key and bounded while it is read (``bounded_body``),
 parse it as FastAPI would (``parse_body``: the same 422), and describe it as FastAPI would have
 described it declared (``body_operation``). A body read in a worker thread stops when its
-client goes away (``while_connected``).
+client goes away (``while_connected``); a NEM12 upload is read holding one of the server's
+places for uploads (``upload_body``).
 """
 
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar, cast
 
 import anyio
@@ -20,6 +22,7 @@ from starlette.requests import ClientDisconnect
 
 from freehours.api.openapi import INVALID, problem
 from freehours.api.problems import Problem, client_gone
+from freehours.api.services import Services
 
 _Body = TypeVar("_Body")
 
@@ -141,3 +144,26 @@ async def while_connected(
     if failure:
         raise failure[0]
     return outcome[0]
+
+
+@asynccontextmanager
+async def upload_body(request: Request, services: Services) -> AsyncIterator[bytes]:
+    """The request's upload (``bounded_body``, at most ``max_upload_bytes``), read and used
+    holding one of the server's ``upload_concurrency`` places for NEM12 uploads, given back
+    when the block ends; when all are taken, a 503 ``busy`` (retry in 5 s) before any of it
+    is read."""
+    try:
+        services.uploads.acquire_nowait()
+    except anyio.WouldBlock:
+        raise Problem(
+            503,
+            "busy",
+            "Too many uploads at once",
+            f"this server reads {services.settings.upload_concurrency} NEM12 uploads at once;"
+            " retry",
+            headers={"Retry-After": "5"},
+        ) from None
+    try:
+        yield await bounded_body(request, services.settings.max_upload_bytes)
+    finally:
+        services.uploads.release()

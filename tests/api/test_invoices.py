@@ -27,7 +27,7 @@ from freehours.store.database import Store
 from tests.api.conftest import Api, serving
 from tests.console.conftest import sign_in
 from tests.documents.builders import flat, pdf_pages
-from tests.invoicing.support import AFTER_JULY, JULY, STAMP, System, consumption, export, nmi
+from tests.invoicing.support import AFTER_JULY, JULY, System, consumption, export, halved, nmi
 from tests.servers import api_server, freehours
 from tests.store.fixtures import PostgresSchemas
 from tests.support import eventually
@@ -375,8 +375,7 @@ def test_an_invoice_as_pdf_and_html(api: Api) -> None:
 def test_a_late_revision_is_a_credit_note_under_its_own_collection(api: Api) -> None:
     [meter] = put_customers(api, 1)
     invoiced(api, [meter])
-    revised = consumption(meter, JULY[9], scale=Decimal("0.5"), stamp=STAMP + timedelta(days=3))
-    api.services.runtime.ingestion.file([revised])
+    api.services.runtime.ingestion.file([halved(meter)])
     work(api)
     answer = start(api, key="after-revision")
     work(api)

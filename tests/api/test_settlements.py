@@ -52,6 +52,22 @@ def set_up(api: Api, *, with_data: bool = True) -> None:
             unit.meter.ingest_days([day], received_at=api.clock.now())
 
 
+def post_reads(api: Api, day: date) -> None:
+    """A whole NEM day of ``NMI``'s reads (0.4 kWh each half hour) through the API."""
+    readings = {
+        "nmi": NMI,
+        "suffix": "E1",
+        "interval_minutes": 30,
+        "reads": [
+            {"start": f"{day.isoformat()}T{h:02d}:{m:02d}:00+10:00", "kwh": "0.400"}
+            for h in range(24)
+            for m in (0, 30)
+        ],
+    }
+    headers = {**api.auth("ingest"), "Idempotency-Key": f"reads-{day.isoformat()}"}
+    assert api.client.post("/v1/meter-readings", json=readings, headers=headers).status_code == 200
+
+
 def settle(api: Api, nmi: str = NMI, day: str = "2026-07-01"):
     return api.client.post(
         "/v1/free-energy/settlements", json={"nmi": nmi, "date": day}, headers=api.auth("settle")
@@ -437,22 +453,7 @@ def test_a_bill_for_an_nmi_without_a_customer_is_404(api: Api) -> None:
 
 
 def test_reads_that_came_before_their_customer_settle_once_the_customer_exists(api: Api) -> None:
-    readings = {
-        "nmi": NMI,
-        "suffix": "E1",
-        "interval_minutes": 30,
-        "reads": [
-            {"start": f"2026-07-01T{h:02d}:{m:02d}:00+10:00", "kwh": "0.400"}
-            for h in range(24)
-            for m in (0, 30)
-        ],
-    }
-    posted = api.client.post(
-        "/v1/meter-readings",
-        json=readings,
-        headers={**api.auth("ingest"), "Idempotency-Key": "early"},
-    )
-    assert posted.status_code == 200
+    post_reads(api, DAY)
     worker = api.services.runtime.worker()
     assert worker.run_due() == 0  # no customer: no quota, no job
     refused = settle(api)  # ABORTED while the NMI has no customer: the client stops asking

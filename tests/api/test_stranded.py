@@ -5,7 +5,7 @@ left; a plan of another region than its customer's is refused. SQLite and Postgr
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -14,25 +14,10 @@ from freehours.domain.time import Region
 from freehours.observability.metrics import SETTLEMENTS_UNSCHEDULED
 from freehours.plans import builtin_document
 from tests.api.conftest import PLAN, Api
-from tests.api.test_settlements import DAY, NMI
+from tests.api.test_settlements import DAY, NMI, post_reads
 
 #: Three days of reads, the first on 1 July: each settles with its whole window.
 DAYS = [DAY + timedelta(days=n) for n in range(3)]
-
-
-def post_reads(api: Api, day: date) -> None:
-    readings = {
-        "nmi": NMI,
-        "suffix": "E1",
-        "interval_minutes": 30,
-        "reads": [
-            {"start": f"{day.isoformat()}T{h:02d}:{m:02d}:00+10:00", "kwh": "0.400"}
-            for h in range(24)
-            for m in (0, 30)
-        ],
-    }
-    headers = {**api.auth("ingest"), "Idempotency-Key": f"reads-{day.isoformat()}"}
-    assert api.client.post("/v1/meter-readings", json=readings, headers=headers).status_code == 200
 
 
 def put_customer(api: Api, plan_id: str = "test-nsw", region: str = "NSW") -> Any:

@@ -7,11 +7,9 @@ the ``postgres`` user, and it runs as that user (``runuser``), listening on the 
 
 from __future__ import annotations
 
-import os
 import pwd
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,9 +21,9 @@ import httpx
 import redis
 
 from tests.cluster.hosts import Host
+from tests.servers import FREEHOURS, freehours  # run here, in the root namespace
 from tests.support import eventually
 
-FREEHOURS = str(Path(sys.executable).with_name("freehours"))
 PG_PORT = 5432
 REDIS_PORT = 6379
 API_PORT = 8000
@@ -143,16 +141,6 @@ def database_host(host: Host, subnet: str) -> Iterator[tuple[str, str]]:
     finally:
         host.stop()
         shutil.rmtree(data, ignore_errors=True)
-
-
-def freehours(*args: str, env: dict[str, str]) -> str:
-    """A freehours command run to completion here (the root namespace); its stdout."""
-    result = subprocess.run(
-        [FREEHOURS, *args], env={**os.environ, **env}, capture_output=True, text=True, check=False
-    )
-    if result.returncode != 0:
-        raise AssertionError(f"freehours {' '.join(args)} failed: {result.stderr}")
-    return result.stdout.strip()
 
 
 @dataclass(frozen=True)

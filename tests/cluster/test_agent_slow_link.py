@@ -34,7 +34,6 @@ from contextlib import ExitStack, closing, suppress
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from datetime import time as clock_time
-from decimal import Decimal
 from pathlib import Path
 
 import httpx
@@ -44,12 +43,11 @@ import sqlalchemy as sa
 from freehours.agent.policy import RetryBudget
 from freehours.domain.time import NEM_TIME
 from freehours.store.database import Store
-from freehours.store.tables import idempotency_keys, ledger_entries, quotas
+from freehours.store.tables import quotas
 from tests.cluster.delay_proxy import DelayProxy
 from tests.cluster.hosts import Host, Network, netem_available
 from tests.cluster.services import (
     API_PORT,
-    FREEHOURS,
     ApiNode,
     cluster_of,
     database_host,
@@ -60,10 +58,12 @@ from tests.cluster.test_network_faults import (
     NODE_SETTINGS,
     SEED,
     SPEED,
+    Settled,
     expected_reads,
     round_trips,
     stored_reads,
 )
+from tests.servers import FREEHOURS
 from tests.support import eventually
 
 pytestmark = [pytest.mark.slow]
@@ -212,25 +212,16 @@ def test_the_agent_delivers_every_read_once_over_a_slow_lossy_link(
 
         # Every interval stored once, with the meter's value; every read counted once.
         assert stored_reads(store, nmis, day) == expected
-        with store.read() as unit:
-            quota_rows = unit.connection.execute(sa.select(quotas)).all()
-            ledger_rows = unit.connection.execute(sa.select(ledger_entries)).all()
-            saved = unit.connection.execute(
-                sa.select(idempotency_keys.c.status_code, idempotency_keys.c.response_body)
-            ).all()
-        answers = [json.loads(row.response_body) for row in saved if row.status_code == 200]
+        stored = Settled.read(store)
+        answers = [json.loads(r.response_body) for r in stored.saved if r.status_code == 200]
         # One request ran per batch (a resend replayed its answer), and none found its read
         # already stored.
-        assert len(answers) == len(saved) == len(expected), saved
+        assert len(answers) == len(stored.saved) == len(expected), stored.saved
         assert sum(a["accepted"] for a in answers) == len(expected), answers
         assert sum(a["superseded"] + a["unchanged"] for a in answers) == 0, answers
 
         # Every quota settled once: one ledger entry per version, the credit its free energy.
-        booked = sorted((r.nmi, r.day, r.version) for r in ledger_rows)
-        assert booked == sorted((r.nmi, r.day, r.version) for r in quota_rows)
-        for quota in quota_rows:
-            credits = [r.kwh for r in ledger_rows if (r.nmi, r.day) == (quota.nmi, quota.day)]
-            assert sum(credits, Decimal(0)) == quota.free_kwh, quota
+        stored.assert_booked_once()
 
         # Retries counted, and bounded: a retry within a send is one the retry budget paid for
         # (ten saved, a tenth per request, one per 10 s); a batch deferred (its three attempts
@@ -255,7 +246,7 @@ def test_the_agent_delivers_every_read_once_over_a_slow_lossy_link(
             f" {summary['retried']} ({deferred} after a deferral; the budget allowed"
             f" {allowed:.1f}), breaker trips"
             f" {summary['breaker_trips']}, budget refusals {summary['budget_exhausted']}",
-            f"{len(quota_rows)} quotas COMPLETED, {len(ledger_rows)} ledger entries",
+            f"{len(stored.quotas)} quotas COMPLETED, {len(stored.ledger)} ledger entries",
         ]
         if link.nftables_loss:
             dropped = agent.dropped()

@@ -23,6 +23,7 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -42,13 +43,13 @@ from freehours.store.tables import idempotency_keys, ledger_entries, quotas
 from tests.cluster.hosts import Host, Network, netem_available
 from tests.cluster.services import (
     API_PORT,
-    FREEHOURS,
     REDIS_PORT,
     ApiNode,
     cluster_of,
     database_host,
     put_customers,
 )
+from tests.servers import FREEHOURS
 from tests.support import eventually
 
 pytestmark = [pytest.mark.slow]
@@ -119,6 +120,36 @@ def stored_reads(store: Store, nmis: list[str], day: date) -> dict[tuple[str, st
                         key = (nmi, stored.suffix, stored.interval_start(index).isoformat())
                         found[key] = value
     return found
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What the store holds after a run: every quota, every ledger entry, and every saved
+    answer (its status code and body)."""
+
+    quotas: Sequence[sa.Row[Any]]
+    ledger: Sequence[sa.Row[Any]]
+    saved: Sequence[sa.Row[Any, Any]]
+
+    @classmethod
+    def read(cls, store: Store) -> Settled:
+        with store.read() as unit:
+            return cls(
+                unit.connection.execute(sa.select(quotas)).all(),
+                unit.connection.execute(sa.select(ledger_entries)).all(),
+                unit.connection.execute(
+                    sa.select(idempotency_keys.c.status_code, idempotency_keys.c.response_body)
+                ).all(),
+            )
+
+    def assert_booked_once(self) -> None:
+        """Every quota settled once: one ledger entry per version, its credits the quota's
+        free energy."""
+        booked = sorted((r.nmi, r.day, r.version) for r in self.ledger)
+        assert booked == sorted((r.nmi, r.day, r.version) for r in self.quotas)
+        for quota in self.quotas:
+            credits = [r.kwh for r in self.ledger if (r.nmi, r.day) == (quota.nmi, quota.day)]
+            assert sum(credits, Decimal(0)) == quota.free_kwh, quota
 
 
 def count(store: Store, query: sa.Select[Any]) -> int:
@@ -404,27 +435,18 @@ def test_a_free_window_through_six_hosts_under_network_faults(
             assert summary["pending"] == 0, summary
             assert summary["rejected"] == 0, summary
             assert stored_reads(store, nmis, day) == expected
-            with store.read() as unit:
-                quota_rows = unit.connection.execute(sa.select(quotas)).all()
-                ledger_rows = unit.connection.execute(sa.select(ledger_entries)).all()
-                saved = unit.connection.execute(
-                    sa.select(idempotency_keys.c.status_code, idempotency_keys.c.response_body)
-                ).all()
+            settled = Settled.read(store)
             assert sum(
                 json.loads(row.response_body)["accepted"]
-                for row in saved
+                for row in settled.saved
                 if row.status_code == 200 and "accepted" in json.loads(row.response_body)
             ) == len(expected), "a read was counted twice, or not at all"
-            assert {(r.nmi, r.day) for r in quota_rows} == set(keys)
-            assert {r.status for r in quota_rows} == {"COMPLETED"}, quota_rows
-            booked = [(r.nmi, r.day, r.version) for r in ledger_rows]
-            assert sorted(booked) == sorted((r.nmi, r.day, r.version) for r in quota_rows)
-            for quota in quota_rows:
-                credits = [r.kwh for r in ledger_rows if (r.nmi, r.day) == (quota.nmi, quota.day)]
-                assert sum(credits, Decimal(0)) == quota.free_kwh, quota
+            assert {(r.nmi, r.day) for r in settled.quotas} == set(keys)
+            assert {r.status for r in settled.quotas} == {"COMPLETED"}, settled.quotas
+            settled.assert_booked_once()
             run.notes.append(
-                f"{len(expected)} reads of {METERS} meters stored once each; {len(quota_rows)}"
-                f" quotas COMPLETED, {len(ledger_rows)} ledger entries"
+                f"{len(expected)} reads of {METERS} meters stored once each;"
+                f" {len(settled.quotas)} quotas COMPLETED, {len(settled.ledger)} ledger entries"
             )
         finally:
             watch.close()

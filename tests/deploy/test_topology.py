@@ -23,12 +23,12 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
-import sqlalchemy as sa
 
 from freehours.domain.time import NEM_TIME
 from freehours.observability.exposition import MULTIPROC_DIR
 from freehours.store import schema
 from freehours.store.database import Store
+from tests.databases import fresh_postgres_database
 from tests.deploy.units import DEPLOY, INSTALLED, environment_file, exec_start, option, unit
 from tests.metrics import Samples
 from tests.servers import FREEHOURS, ServeLog, free_port, freehours, stop, traced, wait_until_up
@@ -79,18 +79,8 @@ class Topology:
 @pytest.fixture
 def database(postgres_admin_url: str) -> Iterator[str]:
     """A new PostgreSQL database, dropped afterwards whatever holds it."""
-    admin = sa.create_engine(postgres_admin_url, isolation_level="AUTOCOMMIT")
-    name = f"freehours_topology_{uuid.uuid4().hex[:12]}"
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield (
-            sa.make_url(postgres_admin_url).set(database=name).render_as_string(hide_password=False)
-        )
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with fresh_postgres_database(postgres_admin_url, prefix="freehours_topology") as url:
+        yield url
 
 
 @pytest.fixture

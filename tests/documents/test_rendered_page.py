@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from freehours.documents.model import FreeEnergy
+from freehours.documents.model import FreeEnergy, InvoiceDocument
 from freehours.documents.pdf import _first_page_layout, render_pdf
 from tests.conftest import _unavailable
 from tests.documents.builders import days, invoice
@@ -50,16 +50,22 @@ def counted(picture: Image.Image, colour: tuple[int, int, int], within: int = 12
     return sum(count for seen, count in colours(picture).items() if near(seen, colour, within))
 
 
-def test_page_1_rendered_shows_the_chart_in_its_colours(pdftoppm: str, tmp_path: Path) -> None:
-    pdf = tmp_path / "invoice.pdf"
-    pdf.write_bytes(render_pdf(invoice()))
+def page_1(pdftoppm: str, document: InvoiceDocument, dpi: int, folder: Path) -> Image.Image:
+    """Page 1 of ``document``'s PDF as pdftoppm renders it at ``dpi``, in RGB (the PDF and the
+    PNG written in ``folder``)."""
+    pdf = folder / "document.pdf"
+    pdf.write_bytes(render_pdf(document))
     subprocess.run(
-        [pdftoppm, "-r", "50", "-f", "1", "-l", "1", "-png", str(pdf), str(tmp_path / "page")],
+        [pdftoppm, "-r", str(dpi), "-f", "1", "-l", "1", "-png", str(pdf), str(folder / "page")],
         check=True,
         capture_output=True,
     )
-    with Image.open(tmp_path / "page-1.png") as image:
-        picture = image.convert("RGB")
+    with Image.open(folder / "page-1.png") as image:
+        return image.convert("RGB")
+
+
+def test_page_1_rendered_shows_the_chart_in_its_colours(pdftoppm: str, tmp_path: Path) -> None:
+    picture = page_1(pdftoppm, invoice(), 50, tmp_path)
     width, height = picture.size
     assert round(height / width, 2) == 1.41  # A4
     dark = sum(count for colour, count in colours(picture).items() if max(colour) < 80)
@@ -80,15 +86,7 @@ def test_a_small_free_share_is_seen_on_the_rendered_chart(pdftoppm: str, tmp_pat
     )
     free = FreeEnergy(Decimal("3.100"), Decimal("0.93"), "11:00", "14:00", Decimal(24))
     document = invoice(days=small, free_energy=free)
-    pdf = tmp_path / "small.pdf"
-    pdf.write_bytes(render_pdf(document))
-    subprocess.run(
-        [pdftoppm, "-r", "72", "-f", "1", "-l", "1", "-png", str(pdf), str(tmp_path / "page")],
-        check=True,
-        capture_output=True,
-    )
-    with Image.open(tmp_path / "page-1.png") as image:
-        picture = image.convert("RGB")
+    picture = page_1(pdftoppm, document, 72, tmp_path)
     # The chart's plot alone (at 72 dpi a pixel is a point): below the panel's text, above its
     # legend, so that amber text and the legend's swatch are not counted.
     layout = _first_page_layout(document)

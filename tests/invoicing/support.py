@@ -29,6 +29,8 @@ JULY = [date(2026, 7, 1) + timedelta(days=n) for n in range(31)]
 AFTER_JULY = datetime(2026, 8, 5, tzinfo=UTC)
 DEADLINE = timedelta(hours=1)
 STAMP = datetime(2026, 8, 1, 9, 0, tzinfo=NEM_TIME)
+#: The stamp of a revision the MDP sends after July is invoiced.
+REVISION_STAMP = STAMP + timedelta(days=3)
 #: Half-hourly consumption: 0.25 kWh every interval, 0.5 in the window's six (11:00-14:00 AEST in
 #: July), export 0.1 at midday: each day 3 kWh free.
 INTERVALS = 48
@@ -48,6 +50,12 @@ def consumption(
     meter: str, day: date, *, scale: Decimal = Decimal(1), stamp: datetime = STAMP
 ) -> IntervalDay:
     return IntervalDay(meter, "E1", day, 30, day_values(day, scale), "A" * INTERVALS, stamp)
+
+
+def halved(meter: str) -> IntervalDay:
+    """The MDP's revision of ``meter``'s 10 July, after July is invoiced: its consumption down by
+    half (less free energy, less GST)."""
+    return consumption(meter, JULY[9], scale=Decimal("0.5"), stamp=REVISION_STAMP)
 
 
 def export(meter: str, day: date, stamp: datetime = STAMP) -> IntervalDay:
@@ -108,6 +116,13 @@ class System:
         """A run as the API starts one: its jobs, run by the worker."""
         self.invoicing.start_run()
         self.settle()
+
+    def revise(self, *days: IntervalDay) -> None:
+        """``days`` filed (the MDP's revisions of days already invoiced, or days it sent late),
+        settled, and a run: the run that corrects what was invoiced of them."""
+        self.ingestion.file(days)
+        self.settle()
+        self.run()
 
     def documents(self) -> list[StoredDocument]:
         with self.store.read() as unit:

@@ -5,7 +5,7 @@ difference."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import date, timedelta
+from datetime import date
 from decimal import Decimal
 
 import pytest
@@ -26,9 +26,7 @@ from freehours.plans.document import parse_plan
 from freehours.store.database import Store
 from freehours.store.invoices import StoredDocument
 from freehours.store.tables import documents
-from tests.invoicing.support import JULY, STAMP, System, consumption
-
-AUGUST_STAMP = STAMP + timedelta(days=3)
+from tests.invoicing.support import JULY, REVISION_STAMP, System, consumption, halved
 
 
 @pytest.fixture
@@ -130,9 +128,7 @@ def test_days_without_meter_data_are_kept_as_such_and_corrected_when_data_comes(
     assert [day.day for day in document.days if not day.metered] == JULY[:20]
     assert "No meter data" in render_html(document)
     # The first day's data comes late: the correction's day is metered, and so is the period's.
-    system.ingestion.file([consumption(meter, JULY[0], stamp=AUGUST_STAMP)])
-    system.settle()
-    system.run()
+    system.revise(consumption(meter, JULY[0], stamp=REVISION_STAMP))
     _, correction = system.documents()
     assert [(day.day, day.metered) for day in correction.figures.days] == [(JULY[0], True)]
 
@@ -156,10 +152,7 @@ def test_a_revision_is_credited_by_exactly_the_difference(system: System) -> Non
     system.run()
     [invoice] = system.documents()
     # The MDP revises 10 July down by half: less consumption, less free energy, less GST.
-    revised = consumption(meter, JULY[9], scale=Decimal("0.5"), stamp=AUGUST_STAMP)
-    system.ingestion.file([revised])
-    system.settle()
-    system.run()
+    system.revise(halved(meter))
     docs = system.documents()
     assert len(docs) == 2
     note = docs[1]
@@ -186,7 +179,7 @@ def test_a_revision_that_changes_nothing_makes_nothing(system: System) -> None:
     system.run()
     # The same values, now substituted (quality S) rather than actual: stored as a revision,
     # looked at by the next run, and nothing to bill differently.
-    same = replace(consumption(meter, JULY[3], stamp=AUGUST_STAMP), qualities="S" * 48)
+    same = replace(consumption(meter, JULY[3], stamp=REVISION_STAMP), qualities="S" * 48)
     assert system.ingestion.file([same]).counts.changed
     system.settle()
     system.run()
@@ -205,7 +198,7 @@ def test_a_revision_outside_the_window_is_corrected_without_a_new_quota_version(
     # Evening consumption of 12 July doubles; the window's free energy is as settled.
     values = list(consumption(meter, JULY[11]).values)
     values[40] = Decimal("0.500")
-    revised = replace(consumption(meter, JULY[11], stamp=AUGUST_STAMP), values=tuple(values))
+    revised = replace(consumption(meter, JULY[11], stamp=REVISION_STAMP), values=tuple(values))
     system.ingestion.file([revised])
     system.settle()
     with system.store.read() as unit:
@@ -225,9 +218,7 @@ def test_an_upward_revision_is_an_adjustment_invoice(system: System) -> None:
     [meter] = system.customers(1)
     system.month([meter])
     system.run()
-    system.ingestion.file([consumption(meter, JULY[0], scale=Decimal(3), stamp=AUGUST_STAMP)])
-    system.settle()
-    system.run()
+    system.revise(consumption(meter, JULY[0], scale=Decimal(3), stamp=REVISION_STAMP))
     _, adjustment = system.documents()
     assert adjustment.document_type is DocumentType.ADJUSTMENT_INVOICE
     assert adjustment.number == "INV-00000002"  # a tax invoice: the invoices' series
@@ -323,9 +314,7 @@ def test_every_stored_document_renders_from_what_it_kept(system: System) -> None
     [meter] = system.customers(1)
     system.month([meter])
     system.run()
-    system.ingestion.file([consumption(meter, JULY[9], scale=Decimal("0.5"), stamp=AUGUST_STAMP)])
-    system.settle()
-    system.run()
+    system.revise(halved(meter))
     invoice, note = system.documents()
     for stored in (invoice, note):
         document = document_of(stored)
@@ -349,8 +338,6 @@ def test_documents_and_runs_are_counted(system: System) -> None:
     [meter] = system.customers(1)
     system.month([meter])
     system.run()
-    system.ingestion.file([consumption(meter, JULY[9], scale=Decimal("0.5"), stamp=AUGUST_STAMP)])
-    system.settle()
-    system.run()
+    system.revise(halved(meter))
     after = finalised("invoice"), finalised("credit_note"), runs()
     assert [b - a for a, b in zip(before, after, strict=True)] == [1.0, 1.0, 2.0]

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import replace
-from datetime import timedelta
-from decimal import Decimal
 from typing import Any
 
 import hypothesis
@@ -25,7 +23,7 @@ from freehours.invoicing.model import InvoicingPolicy
 from freehours.plans import BUILTIN_IDS, builtin_document
 from freehours.plans.document import parse_plan
 from freehours.store.database import Store
-from tests.invoicing.support import JULY, STAMP, System, consumption, nmi
+from tests.invoicing.support import System, halved, nmi
 
 REGIONS = {"sso-nsw": Region.NSW, "sso-seq": Region.SEQ, "sso-sa": Region.SA, "mps-vic": Region.VIC}
 _NMIS = itertools.count(100)
@@ -58,10 +56,7 @@ def test_every_document_of_the_built_in_plans_and_a_revision_renders(store: Stor
     ]
     system.month(meters)
     system.run()
-    later = STAMP + timedelta(days=3)
-    system.ingestion.file([consumption(meters[0], JULY[9], scale=Decimal("0.5"), stamp=later)])
-    system.settle()
-    system.run()
+    system.revise(halved(meters[0]))
     assert _renders(system) == len(BUILTIN_IDS) + 1
 
 

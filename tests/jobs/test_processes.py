@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -102,6 +102,29 @@ def the_job(store: Store, key: str) -> Job:
     return job
 
 
+def settlements_due(store: Store, days: Sequence[IntervalDay]) -> None:
+    """The test customer, with ``days`` of reads filed and their settle jobs scheduled (due at
+    once for a day long past)."""
+    clock = SystemClock()
+    add_customer(store, clock.now())
+    settlements = Settlements(store, MemoryQuotaCache(clock), clock)
+    Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements)).file(days)
+
+
+def rescued_once(store: Store, key: str) -> Job:
+    """The settle job of ``key``, after its first worker was killed holding the quota and
+    another rescued it: the quota COMPLETED at fence 2 (the killed claim held 1) after one
+    attempt, booked by one ledger entry. The job, for the caller's checks of it."""
+    with store.read() as unit:
+        (job,) = unit.jobs.history(KIND, key)
+        quota = unit.quotas.latest(NMI, DAY)
+        ledger = unit.quotas.ledger(NMI)
+    assert quota is not None
+    assert (quota.status, quota.fence, quota.attempts) == (QuotaStatus.COMPLETED, 2, 1)
+    assert len(ledger) == 1
+    return job
+
+
 def count(store: Store, statement: str) -> int:
     with store.read() as unit:
         return int(unit.connection.execute(sa.text(statement)).scalar_one())
@@ -141,12 +164,7 @@ def test_ten_thousand_jobs_over_four_processes_each_run_and_complete_exactly_onc
 def test_a_worker_killed_mid_settlement_is_rescued_and_the_quota_booked_once(
     store: Store, processes: Processes
 ) -> None:
-    clock = SystemClock()
-    add_customer(store, clock.now())
-    settlements = Settlements(store, MemoryQuotaCache(clock), clock)
-    Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements)).file(
-        [day_row("0.500", stamp=STAMP)]  # 1 July 2026: long past, due at once
-    )
+    settlements_due(store, [day_row("0.500", stamp=STAMP)])  # 1 July 2026: long past
     doomed = processes.start("--hang-after-claim", "--lease", "1")
     processes.ready(doomed, marker="hanging")  # its claim of the quota is committed
     with store.read() as unit:
@@ -166,16 +184,10 @@ def test_a_worker_killed_mid_settlement_is_rescued_and_the_quota_booked_once(
 
     eventually(settled, within=60.0, what="the rescued settlement")
     assert processes.terminate(rescuer) == 0
-    with store.read() as unit:
-        (job,) = unit.jobs.history(KIND, f"{NMI}:{DAY.isoformat()}")
-        quota = unit.quotas.latest(NMI, DAY)
-        ledger = unit.quotas.ledger(NMI)
+    job = rescued_once(store, f"{NMI}:{DAY.isoformat()}")
     assert (job.outcome, job.attempts) == ("settled", 1)  # the killed run: one failed attempt
     assert job.error is not None
     assert job.error.startswith("lease expired")
-    assert quota is not None
-    assert (quota.status, quota.fence, quota.attempts) == (QuotaStatus.COMPLETED, 2, 1)
-    assert len(ledger) == 1
 
 
 #: How soon a SIGKILLed worker's job runs again on another worker, with the default lease (3 s,
@@ -187,12 +199,7 @@ RERUN_SECONDS = 5.0
 def test_a_worker_killed_mid_job_has_it_running_again_on_another_within_five_seconds(
     store: Store, processes: Processes
 ) -> None:
-    clock = SystemClock()
-    add_customer(store, clock.now())
-    settlements = Settlements(store, MemoryQuotaCache(clock), clock)
-    Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements)).file(
-        [day_row("0.500", stamp=STAMP)]  # due at once
-    )
+    settlements_due(store, [day_row("0.500", stamp=STAMP)])
     key = f"{NMI}:{DAY.isoformat()}"
     doomed = processes.start("--hang-after-claim")  # the default lease and quota lock
     processes.ready(doomed, marker="hanging")
@@ -216,14 +223,8 @@ def test_a_worker_killed_mid_job_has_it_running_again_on_another_within_five_sec
 
     eventually(settled, within=RERUN_SECONDS, what="the rescued settlement")
     assert processes.terminate(survivor) == 0
-    with store.read() as unit:
-        (job,) = unit.jobs.history(KIND, key)
-        quota = unit.quotas.latest(NMI, DAY)
-        ledger = unit.quotas.ledger(NMI)
+    job = rescued_once(store, key)
     assert (job.outcome, job.runs, job.attempts) == ("settled", 2, 1)
-    assert quota is not None
-    assert (quota.status, quota.fence, quota.attempts) == (QuotaStatus.COMPLETED, 2, 1)
-    assert len(ledger) == 1
 
 
 def test_sigterm_lets_the_running_job_finish_releases_the_rest_and_exits_zero(
@@ -257,16 +258,13 @@ def test_freehours_worker_starts_and_exits_zero_on_sigterm(
 def test_two_freehours_workers_each_serve_the_metrics_of_both(
     store: Store, processes: Processes, tmp_path: Path
 ) -> None:
-    clock = SystemClock()
-    add_customer(store, clock.now())
-    settlements = Settlements(store, MemoryQuotaCache(clock), clock)
     days = [
         IntervalDay(NMI, "E1", date(2026, 7, d), 30, (Decimal("0.5"),) * 48, "A" * 48, STAMP)
         for d in range(1, 5)
     ]
-    Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements)).file(days)
+    settlements_due(store, days)
     with store.write() as unit:  # a job of a kind no worker runs, due an hour ago: stuck
-        unit.jobs.enqueue("orphan", "orphan-1", {}, run_at=clock.now() - timedelta(hours=1))
+        unit.jobs.enqueue("orphan", "orphan-1", {}, run_at=datetime.now(UTC) - timedelta(hours=1))
     shared = tmp_path / "metrics"
     shared.mkdir()
     ports = [free_port(), free_port()]

@@ -8,6 +8,8 @@ import zipfile
 from datetime import datetime
 from decimal import Decimal
 
+import pytest
+
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.nem12 import NEM12Reader
 from tests.meterdata.nem12_text import channel, day, nem12
@@ -19,58 +21,47 @@ def read(data: bytes) -> tuple[list[tuple[str, str, Decimal | None, int]], NEM12
     return got, reader
 
 
-def test_a_later_stamp_wins_when_it_comes_later_in_the_file() -> None:
-    text = nem12(
-        channel(),
-        day("20260701", value="1", stamp="20260702010000"),
-        day("20260701", value="2", stamp="20260703010000"),
-    )
+#: The rows of one day, each its first value and its UpdateDateTime, in file order; and the row
+#: that wins: its value and its line (the 100 and 200 records are lines 1 and 2), the others
+#: counted as superseded.
+ONE_DAY = [
+    pytest.param(
+        [("1", "20260702010000"), ("2", "20260703010000")],
+        (2, 4),
+        id="a later stamp wins when it comes later in the file",
+    ),
+    pytest.param(
+        [("2", "20260703010000"), ("1", "20260702010000")],
+        (2, 3),
+        id="a later stamp wins when it comes earlier in the file",
+    ),
+    pytest.param(
+        [("1", "20260702010000"), ("2", "20260702010000"), ("3", "20260702010000")],
+        (3, 5),
+        id="equal stamps go to the later row",
+    ),
+    pytest.param(
+        [("1", "20260702010000"), ("2", "")],
+        (1, 3),
+        id="a row with a stamp beats one without",
+    ),
+    pytest.param(
+        [("1", "20260702010030"), ("2", "202607020100")],  # 01:00:00, earlier
+        (1, 3),
+        id="twelve and fourteen digit stamps compare as moments",
+    ),
+]
+
+
+@pytest.mark.parametrize(("rows", "winner"), ONE_DAY)
+def test_one_row_of_a_day_wins_and_the_others_are_counted_superseded(
+    rows: list[tuple[str, str]], winner: tuple[int, int]
+) -> None:
+    text = nem12(channel(), *(day("20260701", value=value, stamp=stamp) for value, stamp in rows))
     got, reader = read(text.encode())
-    assert got == [("E1", "2026-07-01", Decimal(2), 4)]
-    assert reader.stats.superseded == 1
-
-
-def test_a_later_stamp_wins_when_it_comes_earlier_in_the_file() -> None:
-    text = nem12(
-        channel(),
-        day("20260701", value="2", stamp="20260703010000"),
-        day("20260701", value="1", stamp="20260702010000"),
-    )
-    got, reader = read(text.encode())
-    assert got == [("E1", "2026-07-01", Decimal(2), 3)]
-    assert reader.stats.superseded == 1
-
-
-def test_equal_stamps_go_to_the_later_row() -> None:
-    text = nem12(
-        channel(),
-        day("20260701", value="1", stamp="20260702010000"),
-        day("20260701", value="2", stamp="20260702010000"),
-        day("20260701", value="3", stamp="20260702010000"),
-    )
-    got, reader = read(text.encode())
-    assert got == [("E1", "2026-07-01", Decimal(3), 5)]
-    assert reader.stats.superseded == 2
-
-
-def test_a_row_with_a_stamp_beats_one_without() -> None:
-    text = nem12(
-        channel(),
-        day("20260701", value="1", stamp="20260702010000"),
-        day("20260701", value="2", stamp=""),
-    )
-    got, _ = read(text.encode())
-    assert got == [("E1", "2026-07-01", Decimal(1), 3)]
-
-
-def test_twelve_and_fourteen_digit_stamps_compare_as_moments() -> None:
-    text = nem12(
-        channel(),
-        day("20260701", value="1", stamp="20260702010030"),
-        day("20260701", value="2", stamp="202607020100"),  # 01:00:00, earlier
-    )
-    got, _ = read(text.encode())
-    assert got[0][2] == Decimal(1)
+    value, line = winner
+    assert got == [("E1", "2026-07-01", Decimal(value), line)]
+    assert reader.stats.superseded == len(rows) - 1
 
 
 def test_winners_come_in_file_order_and_other_days_are_untouched() -> None:

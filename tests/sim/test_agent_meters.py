@@ -25,6 +25,17 @@ def reads_of(batches: list[Batch]) -> dict[tuple[str, str, str], Decimal]:
     return found
 
 
+def polled(meters: SimulatedMeters, every: timedelta) -> list[Batch]:
+    """Every batch ``meters`` make, asked for what is due every ``every`` from ``START`` until
+    they are finished, in the order they came."""
+    batches: list[Batch] = []
+    moment = START
+    while not meters.finished:
+        moment += every
+        batches.extend(meters.due(moment))
+    return batches
+
+
 def test_nothing_is_read_before_the_first_interval_ends() -> None:
     meters = SimulatedMeters(2, 1, START, START + timedelta(hours=2))
     assert meters.due(START + timedelta(minutes=29)) == []
@@ -66,25 +77,14 @@ def test_intervals_that_ended_while_nobody_looked_come_one_batch_each_in_time_or
 def test_the_batches_and_their_keys_do_not_depend_on_when_the_agent_looks() -> None:
     end = START + timedelta(hours=5)
     all_at_once = SimulatedMeters(2, 5, START, end).due(end)
-    meters = SimulatedMeters(2, 5, START, end)
-    polled: list[Batch] = []
-    moment = START
-    while not meters.finished:
-        moment += timedelta(minutes=47)
-        polled.extend(meters.due(moment))
-    assert [b.idempotency_key for b in polled] == [b.idempotency_key for b in all_at_once]
+    batches = polled(SimulatedMeters(2, 5, START, end), timedelta(minutes=47))
+    assert [b.idempotency_key for b in batches] == [b.idempotency_key for b in all_at_once]
 
 
 def test_every_interval_up_to_the_end_is_read_exactly_once_however_it_is_polled() -> None:
     end = START + timedelta(hours=26)
     all_at_once = reads_of(SimulatedMeters(2, 5, START, end).due(end + timedelta(days=1)))
-    meters = SimulatedMeters(2, 5, START, end)
-    polled: list[Batch] = []
-    moment = START
-    while not meters.finished:
-        moment += timedelta(minutes=7)
-        polled.extend(meters.due(moment))
-    assert reads_of(polled) == all_at_once
+    assert reads_of(polled(SimulatedMeters(2, 5, START, end), timedelta(minutes=7))) == all_at_once
     assert len(all_at_once) == 2 * 2 * 52  # meters x channels x half-hours in 26 hours
 
 

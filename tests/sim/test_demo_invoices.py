@@ -4,7 +4,6 @@ note of a revision, and each one broken is named."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from freehours.sim.demo import DemoConfig, DemoResult
 from freehours.sim.demo.invoices import _check_invoices
 from freehours.store.database import Store
 from freehours.store.invoices import StoredDocument
-from tests.invoicing.support import JULY, STAMP, System, consumption
+from tests.invoicing.support import JULY, System, halved
 
 JULY_PERIOD = Period(JULY[0], JULY[-1])
 
@@ -59,10 +58,7 @@ def revised(store: Store, clean_env: pytest.MonkeyPatch) -> System:
     meters = system.customers(2)
     system.month(meters)
     system.run()
-    later = STAMP + timedelta(days=3)
-    system.ingestion.file([consumption(meters[0], JULY[9], scale=Decimal("0.5"), stamp=later)])
-    system.settle()
-    system.run()
+    system.revise(halved(meters[0]))
     return system
 
 

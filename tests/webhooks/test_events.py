@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import replace
-from datetime import timedelta
 from decimal import Decimal
 from random import Random
 
@@ -20,7 +19,7 @@ from freehours.webhooks.sender import HttpSender
 from freehours.webhooks.service import Webhooks
 from freehours.workers.webhook import webhook_tasks
 from freehours.workers.worker import Worker
-from tests.invoicing.support import JULY, STAMP, System, consumption
+from tests.invoicing.support import JULY, System, consumption, halved
 from tests.webhooks.receiver import LOOPBACK, Receiver
 
 EVERY = [
@@ -90,10 +89,7 @@ def test_each_state_change_arrives_once(store: Store, receiver: Receiver) -> Non
 
     # The MDP revises 10 July down by half: version 2 completes with less free energy.
     system.clock.advance(3600)
-    revised = consumption(meter, JULY[9], scale=Decimal("0.5"), stamp=STAMP + timedelta(days=3))
-    system.ingestion.file([revised])
-    system.settle()
-    system.run()
+    system.revise(halved(meter))
     deliver()
     counts = _types(receiver)
     assert counts == {

@@ -8,12 +8,11 @@ from functools import partial
 from pathlib import Path as FilePath
 from typing import Annotated, Any
 
-import anyio
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
 from freehours.api.auth import requires
-from freehours.api.bodies import bounded_body, while_connected
+from freehours.api.bodies import upload_body, while_connected
 from freehours.api.keys import Scope
 from freehours.api.models import NemDate
 from freehours.api.openapi import TOO_LARGE, merged, problem
@@ -133,19 +132,7 @@ async def post_comparison(
         raise Problem(
             422, "validation-error", "Request is not valid", f"from: {first} is after to {last}"
         )
-    try:
-        services.uploads.acquire_nowait()
-    except anyio.WouldBlock:
-        raise Problem(
-            503,
-            "busy",
-            "Too many uploads at once",
-            f"this server reads {services.settings.upload_concurrency} NEM12 uploads at once;"
-            " retry",
-            headers={"Retry-After": "5"},
-        ) from None
-    try:
-        body = await bounded_body(request, services.settings.max_upload_bytes)
+    async with upload_body(request, services) as body:
         stop = threading.Event()
         try:
             asked = partial(_compare, ids=ids, offers=offers, first=first, last=last, stop=stop)
@@ -154,8 +141,6 @@ async def post_comparison(
             raise client_gone() from None
         except NEM12TooLarge as exc:
             raise Problem(413, "payload-too-large", "File too large", str(exc)) from exc
-    finally:
-        services.uploads.release()
 
 
 def _compare(

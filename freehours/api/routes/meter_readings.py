@@ -13,6 +13,8 @@ request's answer.
 """
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from decimal import Decimal
 from typing import Annotated, Any
@@ -29,7 +31,13 @@ from pydantic import (
 
 from freehours.api.agents import AgentHeader, parse_header
 from freehours.api.auth import requires
-from freehours.api.bodies import body_operation, bounded_body, parse_body, while_connected
+from freehours.api.bodies import (
+    body_operation,
+    bounded_body,
+    parse_body,
+    upload_body,
+    while_connected,
+)
 from freehours.api.keys import ApiKey, Scope
 from freehours.api.models import STRICT_BODY, Moment, _json_integer, check_read_date
 from freehours.api.once import IDEMPOTENT, IdempotencyKey, check_idempotency_key, run_once
@@ -175,8 +183,7 @@ async def post_readings(
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
     """Ingest interval reads; never stored twice for one Idempotency-Key."""
-    agent = _agent(request)
-    try:
+    with _agent_heard(request, services) as agent:
         settings = services.settings
         limit = settings.batch_body_limit
         raw = await bounded_body(
@@ -194,23 +201,23 @@ async def post_readings(
             "reads", len(raw), key_id=key.id, agent=None if agent is None else agent.name
         )
         return await run_in_threadpool(_ingest_reads, services, body, key, idempotency_key, arrival)
+
+
+@contextmanager
+def _agent_heard(request: Request, services: Services) -> Iterator[AgentHeader | None]:
+    """The request's ``Freehours-Agent`` header, if it has one that parses; when the request is
+    done, whatever its answer, the agent's report recorded (behind the request, at most once per
+    agent every 10 s)."""
+    agent = parse_header(request.headers.get("freehours-agent"))
+    try:
+        yield agent
     finally:
-        _heard(request, services, agent)
-
-
-def _agent(request: Request) -> AgentHeader | None:
-    """The request's ``Freehours-Agent`` header, if it has one that parses."""
-    return parse_header(request.headers.get("freehours-agent"))
-
-
-def _heard(request: Request, services: Services, agent: AgentHeader | None) -> None:
-    """Record the agent's report (behind the request, at most once per agent every 10 s)."""
-    if agent is not None:
-        services.agents.heard(
-            agent,
-            user_agent=request.headers.get("user-agent"),
-            address=None if request.client is None else request.client.host,
-        )
+        if agent is not None:
+            services.agents.heard(
+                agent,
+                user_agent=request.headers.get("user-agent"),
+                address=None if request.client is None else request.client.host,
+            )
 
 
 def _ingest_reads(
@@ -318,11 +325,8 @@ async def post_nem12(
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
     """Ingest a NEM12 file (CSV, zip or gzip): all of it, or, on one bad line, none of it."""
-    agent = _agent(request)
-    try:
+    with _agent_heard(request, services) as agent:
         return await _upload(request, key, services, idempotency_key, agent)
-    finally:
-        _heard(request, services, agent)
 
 
 async def _upload(
@@ -334,20 +338,7 @@ async def _upload(
 ) -> Response:
     name = _filename(request.headers.get("x-filename"))
     check_idempotency_key(idempotency_key)
-    uploads = services.uploads
-    try:
-        uploads.acquire_nowait()
-    except anyio.WouldBlock:
-        raise Problem(
-            503,
-            "busy",
-            "Too many uploads at once",
-            f"this server reads {services.settings.upload_concurrency} NEM12 uploads at once;"
-            " retry",
-            headers={"Retry-After": "5"},
-        ) from None
-    try:
-        body = await bounded_body(request, services.settings.max_upload_bytes)
+    async with upload_body(request, services) as body:
         stop = threading.Event()
         error: NEM12Error | None = None
         kept: list[IntervalDay] | None = None
@@ -377,8 +368,6 @@ async def _upload(
             idempotency_key=idempotency_key,
             arrival=arrival,
         )
-    finally:
-        uploads.release()
 
 
 def _check_upload(
