@@ -178,23 +178,9 @@ def test_customers_put_stores_the_customer_and_its_cycle(
     system: System, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     nmi = "QB00000042"
-    code, out, _ = output(
-        monkeypatch,
-        capsys,
-        "customers",
-        "put",
-        nmi,
-        "--plan",
-        "sso-seq",
-        "--region",
-        "SEQ",
-        "--cycle",
-        "quarterly",
-        "--anchor-day",
-        "5",
-        "--payment-term-days",
-        "30",
-    )
+    put = ("customers", "put", nmi, "--plan", "sso-seq", "--region", "SEQ")
+    cycle = ("--cycle", "quarterly", "--anchor-day", "5", "--payment-term-days", "30")
+    code, out, _ = output(monkeypatch, capsys, *put, *cycle)
     assert code == 0
     assert out.strip() == (
         f"customer {nmi}: plan 'sso-seq', SEQ, billed quarterly from day 5, due 30 days after issue"
@@ -205,19 +191,7 @@ def test_customers_put_stores_the_customer_and_its_cycle(
     assert account.cycle == BillingCycle(Frequency.QUARTERLY, 5, 30)
     assert (account.plan_id, account.region.value) == ("sso-seq", "SEQ")
     # Options not given keep what is stored.
-    code, _, _ = output(
-        monkeypatch,
-        capsys,
-        "customers",
-        "put",
-        nmi,
-        "--plan",
-        "sso-seq",
-        "--region",
-        "SEQ",
-        "--anchor-day",
-        "7",
-    )
+    code, _, _ = output(monkeypatch, capsys, *put, "--anchor-day", "7")
     with system.store.read() as unit:
         (account,) = unit.invoices.accounts([nmi])
     assert (code, account.cycle) == (0, BillingCycle(Frequency.QUARTERLY, 7, 30))
