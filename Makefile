@@ -77,7 +77,7 @@ $(FSTAMP): $(STAMP)
 # with its traceback, and the run fails.
 fuzz: $(FSTAMP)
 	mkdir -p out/fuzz
-	for target in nem12 readings; do \
+	for target in nem12 readings cdr_plan toml_plan customers; do \
 	  mkdir -p out/fuzz/$$target-work tests/fuzz/corpus/$$target && rm -rf out/fuzz/$$target-merged; \
 	  (cd out/fuzz && PYTHONPATH=$(CURDIR) ../../$(BIN)/python -m tests.fuzz.run $$target \
 	    -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -max_len=65536 \

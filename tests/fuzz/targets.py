@@ -10,6 +10,8 @@ hang, unbounded memory).
   it: a plan document that ``parse_plan`` takes, or ``PlanError``.
 - ``toml_plan``: a plan file, as ``plans validate`` and ``PUT /v1/plans`` (TOML body) read it:
   a plan, or ``PlanError``.
+- ``customers``: a customer file, as ``customers import`` reads it: its records, or
+  ``InputError`` naming the file.
 
 Used by ``tests/fuzz/run.py`` (atheris, coverage-guided; ``make fuzz``) and by
 ``tests/fuzz/test_fuzz.py`` (the kept corpus replayed, and hypothesis) in every test run.
@@ -24,8 +26,9 @@ from fastapi.exceptions import RequestValidationError
 from freehours.api.bodies import parse_body
 from freehours.api.routes.meter_readings import MeterReadingsIn
 from freehours.domain.time import Region
-from freehours.errors import NEM12Error, PlanError
+from freehours.errors import InputError, NEM12Error, PlanError
 from freehours.meterdata.nem12 import read_days
+from freehours.operations.customer_csv import parse_customers
 from freehours.plans import toml_document
 from freehours.plans.cdr import plan_document_from_cdr, read_json
 from freehours.plans.document import parse_plan
@@ -80,9 +83,22 @@ def toml_plan(data: bytes) -> None:
             raise AssertionError(f"the error does not name the source: {exc}") from exc
 
 
+def customers(data: bytes) -> None:
+    """Read ``data`` as a customer file."""
+    try:
+        records = parse_customers(data, "fuzz.csv")
+    except InputError as exc:
+        if not str(exc).startswith("fuzz.csv"):
+            raise AssertionError(f"the error does not name the file: {exc}") from exc
+        return
+    if len({record.nmi for record in records}) != len(records):
+        raise AssertionError("an NMI twice among the records")
+
+
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "nem12": nem12,
     "readings": readings,
     "cdr_plan": cdr_plan,
     "toml_plan": toml_plan,
+    "customers": customers,
 }

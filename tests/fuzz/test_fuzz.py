@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.fuzz.targets import TARGETS, cdr_plan, nem12, readings, toml_plan
+from tests.fuzz.targets import TARGETS, cdr_plan, customers, nem12, readings, toml_plan
 
 HERE = Path(__file__).parent
 #: Hand-made inputs (named for what they hold) and what atheris found and kept (``make fuzz``).
@@ -147,6 +147,12 @@ def test_mutated_toml_plans(seed: bytes, cuts: list[tuple[int, int, bytes]]) -> 
     toml_plan(_mutated(seed, cuts))
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(_INPUTS["customers"]), _CUTS)
+def test_mutated_customer_files(seed: bytes, cuts: list[tuple[int, int, bytes]]) -> None:
+    customers(_mutated(seed, cuts))
+
+
 def _paths(node: object, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
     """Every place in a JSON document where a value sits."""
     found = [path]
@@ -159,7 +165,12 @@ def _paths(node: object, path: tuple[object, ...] = ()) -> list[tuple[object, ..
     return found
 
 
-_CDR_SEEDS = [json.loads(data) for data in _INPUTS["cdr_plan"] if data.startswith(b"{\n")]
+#: The hand-made well-formed CDR plans (the kept corpus holds malformed ones too).
+_CDR_SEEDS = [
+    json.loads(path.read_bytes())
+    for path in sorted((SEEDS / "cdr_plan").iterdir())
+    if path.read_bytes().startswith(b"{\n")
+]
 
 
 @settings(max_examples=400, deadline=None)
