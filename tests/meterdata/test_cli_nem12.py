@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from freehours.cli import app, main
 from freehours.errors import NEM12Error
 from freehours.meterdata.nem12 import NEM12Reader
+from freehours.settings import get_settings
 from tests.meterdata.nem12_text import channel, day, nem12
 from tests.support import run_flat
 
@@ -151,7 +152,11 @@ def test_the_offline_tools_read_a_future_dated_file_with_a_warning_and_import_re
     assert json.loads(out)["from"] == "2099-12-30"  # (its "to" the local day the last ends on)
     assert "'freehours nem12 import' and the API refuse such a file" in err
     monkeypatch.setenv("FREEHOURS_DATABASE_URL", f"sqlite:///{tmp_path / 'f.db'}")
-    code, _, err = run_flat(monkeypatch, capsys, "nem12", "import", str(path))
-    assert code == 2
+    get_settings.cache_clear()  # the settings read afresh, with this database (and after)
+    try:
+        code, _, err = run_flat(monkeypatch, capsys, "nem12", "import", str(path))
+    finally:
+        get_settings.cache_clear()
+    assert (code, err.partition(":")[0]) == (2, "error")
     assert "2099-12-30 is more than 3 days ahead of today" in err
     assert "nothing of" in err
