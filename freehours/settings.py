@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
@@ -225,6 +226,16 @@ class Settings(BaseSettings):
         ge=1,
         le=10_000,
         description="Accounts one invoice batch job finalises in one transaction",
+    )
+    better_offer_threshold: Decimal = Field(
+        default=Decimal("0.00"),
+        ge=0,
+        le=10_000,
+        decimal_places=2,
+        description=(
+            "The better offer check: dollars a year an offer must save, more than this, for a"
+            " bill to say so (docs/invoices.md, The better offer check)"
+        ),
     )
     retailer_name: str | None = Field(
         default=None,

@@ -13,12 +13,13 @@ are strict (``STRICT_BODY``): an integer is a JSON integer, a string a string, a
 
 import re
 from datetime import date
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Path
 from pydantic import (
     AfterValidator,
     AwareDatetime,
+    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -127,3 +128,47 @@ def check_read_date(day: date, today: date, field: str, *, where: str = "body") 
         rules.check_read_date(day, today, field)
     except rules.RangeError as exc:
         raise range_problem(f"{where}.{field}", exc) from None
+
+
+class CostedOut(BaseModel):
+    """A plan's cost of the usage a better offer check priced."""
+
+    offer_id: str | None = Field(description="null: the customer's current plan")
+    offer_version: int | None
+    plan_id: str
+    name: str
+    cost: DecimalText = Field(description="over the days priced, AUD")
+    cost_per_year: DecimalText = Field(description="scaled to a year of 365 days, AUD")
+    gst_inclusive: bool
+
+
+class BetterOfferOut(BaseModel):
+    """A better offer check (docs/invoices.md, The better offer check): the usage it priced,
+    on the current plan and on the cheapest offer that applies, and what it found."""
+
+    outcome: Literal["better_offer", "best_offer", "no_offers", "no_data"]
+    checked_on: date = Field(description="the last local day of the usage priced")
+    data_from: date | None
+    data_to: date | None
+    days: int = Field(ge=0)
+    estimated: bool = Field(description="less than a year of usage, the costs scaled to one")
+    threshold: DecimalText = Field(description="what a better offer must save a year, more than")
+    offers_checked: int = Field(ge=0)
+    current: CostedOut | None
+    offer: CostedOut | None = Field(description="the cheapest offer that applies")
+    saving_per_year: DecimalText | None = Field(
+        description="the offer's yearly saving on the current plan (negative: it costs more)"
+    )
+
+
+class UsageOut(BaseModel):
+    """One period of usage compared: its days with data, use and free energy."""
+
+    kind: Literal["this_period", "previous_period", "year_earlier"]
+    start: date
+    end: date
+    days: int = Field(ge=1)
+    consumption_kwh: DecimalText
+    free_kwh: DecimalText
+    average_daily_kwh: DecimalText
+    free_share_percent: DecimalText | None

@@ -23,6 +23,7 @@ from freehours.documents.model import (
     PaymentMethod,
     Retailer,
 )
+from freehours.domain.better_offer import UsageSummary
 from freehours.domain.bill import Bill
 from freehours.domain.plan import Plan, clock_text
 
@@ -85,6 +86,7 @@ def invoice_from_bill(
     better_offer: BetterOffer | None = None,
     final_bill: bool = False,
     unread: Collection[date] = (),
+    usage: tuple[UsageSummary, ...] = (),
 ) -> InvoiceDocument:
     """The document of one bill: its amount due is the bill's total, after ``account``; the
     days in ``unread`` had no meter value."""
@@ -122,6 +124,7 @@ def invoice_from_bill(
         payment_methods=payment_methods,
         distributor=distributor,
         better_offer=better_offer,
+        usage=usage,
         final_bill=final_bill,
         gst_rate=plan.gst_rate,
     )

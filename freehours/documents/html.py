@@ -85,6 +85,7 @@ def render_html(document: InvoiceDocument) -> str:
             f"<dt>{_e(label)}</dt><dd>{_e(value)}</dd>"
             for label, value in wording.help_items(document)
         ),
+        better_offer_heading=_e(wording.BETTER_OFFER_HEADING),
         better_offer=_e(wording.better_offer(document)),
         footer=_e(footer),
         lines="\n".join(
@@ -99,6 +100,7 @@ def render_html(document: InvoiceDocument) -> str:
         totals=_totals(document),
         account=_account(document),
         plan=_plan(document),
+        usage=_usage(document),
         daily=_daily(document),
         credit_note=_paragraph(wording.credit_note_note(document)),
     )
@@ -240,6 +242,25 @@ def _account(document: InvoiceDocument) -> str:
 def _plan(document: InvoiceDocument) -> str:
     return "\n".join(
         f"<dt>{_e(label)}</dt><dd>{_e(value)}</dd>" for label, value in wording.plan_rows(document)
+    )
+
+
+def _usage(document: InvoiceDocument) -> str:
+    rows = wording.usage_rows(document)
+    if not rows:
+        return ""
+    body = "".join(
+        f'<tr><th scope="row">{_e(label)}</th><td>{_e(span)}</td>'
+        f'<td class="num">{_e(average)}</td><td class="num">{_e(share)}</td></tr>'
+        for label, span, average, share in rows
+    )
+    return (
+        '<section aria-labelledby="usage-heading"><h2 id="usage-heading">Your use compared</h2>'
+        '<table class="usage"><caption>Your average daily use and how much of it was free'
+        '</caption><thead><tr><th scope="col">Bill</th><th scope="col">Dates</th>'
+        '<th scope="col" class="num">Average a day</th>'
+        '<th scope="col" class="num">Share that was free</th></tr></thead>'
+        f"<tbody>{body}</tbody></table></section>"
     )
 
 

@@ -23,6 +23,7 @@ from datetime import date
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 
+from freehours.domain.better_offer import UsageSummary
 from freehours.domain.fields import (
     MAX_ADDRESS,
     MAX_CUSTOMER_NAME,
@@ -197,16 +198,19 @@ class AccountSummary:
 
 @dataclass(frozen=True, slots=True)
 class BetterOffer:
-    """The retailer's better offer check, which freehours does not make (it knows one plan per
-    customer, not the retailer's offers): ``plan_name`` and the yearly ``saving`` the customer
-    could make on it, or ``saving`` None when the customer is on the retailer's best offer for
-    them. ``gst_inclusive`` says which the saving is."""
+    """What the better offer check found (``freehours.domain.better_offer``): ``plan_name`` and
+    the yearly ``saving`` the customer could make on it, or ``saving`` None when the customer
+    is on the retailer's best offer for them. ``gst_inclusive`` says which the saving is."""
 
     plan_name: str | None
     saving: Decimal | None
     gst_inclusive: bool = True
+    #: The first day of the usage the check priced, where that is less than a year (the
+    #: saving then an estimate for a year); None: the last 12 months.
+    since: date | None = None
 
     def __post_init__(self) -> None:
+        _longest("better offer plan_name", self.plan_name or "", MAX_PLAN_NAME)
         if self.saving is not None:
             _money("better offer saving", self.saving)
             if self.saving <= 0 or not self.plan_name:
@@ -257,6 +261,9 @@ class InvoiceDocument:
     #: The distributor's line for faults and emergencies.
     distributor: Contact | None = None
     better_offer: BetterOffer | None = None
+    #: Usage compared: this period's, the previous period's and the same period's a year
+    #: earlier, where there is data (Tier 2).
+    usage: tuple[UsageSummary, ...] = ()
     #: The customer's last bill from this retailer (the account is closing).
     final_bill: bool = False
     #: Statements the AER has approved as Tier 1 information (section 37 of the guideline), such

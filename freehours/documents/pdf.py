@@ -323,7 +323,7 @@ def _first_page(page: Page, document: InvoiceDocument, layout: FirstPage) -> Non
         row += 3
 
     page.box(MARGIN, bottom, CONTENT, 62, PANEL, radius=4)
-    page.text(MARGIN + 10, bottom + 15, "Are you on the right plan?", size=9.5, font=BOLD)
+    page.text(MARGIN + 10, bottom + 15, wording.BETTER_OFFER_HEADING, size=9.5, font=BOLD)
     page.lines(
         MARGIN + 10,
         bottom + 29,
@@ -499,6 +499,10 @@ def _detail_blocks(document: InvoiceDocument) -> list[Block]:
     if note:
         blocks.append(_paragraph(note))
     blocks.append(_account_and_plan(document))
+    usage = wording.usage_rows(document)
+    if usage:
+        blocks.append(_heading("Your use compared"))
+        blocks.append(_usage(usage))
     if document.days:
         blocks.append(_heading("Your daily use"))
         if document.kind.corrects_another:
@@ -624,6 +628,29 @@ def _account_and_plan(document: InvoiceDocument) -> Block:
             row += 2
 
     return Block(height, paint)
+
+
+def _usage(rows: list[tuple[str, str, str, str]]) -> Block:
+    """Usage compared: a row per period, its name, dates, average a day and free share."""
+    dates, average, share = MARGIN + 130, MARGIN + CONTENT - 110, MARGIN + CONTENT
+
+    def paint(page: Page, top: float) -> None:
+        for x, text, align in (
+            (MARGIN, "Bill", "left"),
+            (dates, "Dates", "left"),
+            (average, "Average a day", "right"),
+            (share, "Share that was free", "right"),
+        ):
+            page.text(x, top + 10, text, size=8, font=BOLD, colour=MUTED, align=align)
+        page.rule(MARGIN, top + 13, CONTENT)
+        for index, (label, span, per_day, free) in enumerate(rows):
+            y = top + 26 + index * 13
+            page.text(MARGIN, y, label, font=BOLD)
+            page.text(dates, y, span)
+            page.text(average, y, per_day, align="right")
+            page.text(share, y, free, align="right")
+
+    return Block(20 + 13 * len(rows), paint)
 
 
 def _daily(document: InvoiceDocument) -> Block:

@@ -39,6 +39,7 @@ from freehours.documents.model import (
     Line,
 )
 from freehours.documents.pdf import render_pdf
+from freehours.domain.better_offer import UsageKind, UsageSummary, summarise
 from freehours.domain.bill import Bill, make_bill
 from freehours.domain.plan import Band, DayName, FeedIn, FreeWindow, Period, Plan, TimeZoneMode
 from freehours.domain.rating import rate
@@ -126,8 +127,25 @@ def _invoice(bill: Bill) -> InvoiceDocument:
         account=AccountSummary(previous_balance=Decimal("142.18"), payments=Decimal("142.18")),
         payment_methods=example_payment_methods("1000234567"),
         distributor=EXAMPLE_DISTRIBUTOR,
-        better_offer=BetterOffer(plan_name=None, saving=None),
+        better_offer=BetterOffer(plan_name="Solar Saver Plus", saving=Decimal("86.40")),
+        usage=_usage(bill),
     )
+
+
+def _usage(bill: Bill) -> tuple[UsageSummary, ...]:
+    """Usage compared: this bill's days, and the example household's June and July a year
+    before (other days of the same simulation)."""
+    rows = []
+    for kind, days, start, seed in (
+        (UsageKind.THIS_PERIOD, None, bill.start, 0),
+        (UsageKind.PREVIOUS_PERIOD, 30, date(2026, 6, 1), 15),
+        (UsageKind.YEAR_EARLIER, 31, date(2025, 7, 1), 14),
+    ):
+        rated = bill if days is None else bill_of(household(days, start=start, seed=seed))
+        summary = summarise(kind, rated.start, rated.end, rated.days, ())
+        assert summary is not None
+        rows.append(summary)
+    return tuple(rows)
 
 
 def sample_credit_note() -> InvoiceDocument:

@@ -65,6 +65,13 @@ def short_date(day: date) -> str:
     return f"{day.day} {_MONTHS[day.month - 1][:3]}"
 
 
+def span_text(first: date, last: date) -> str:
+    """Two dates as a span: ``1 Jul to 31 Jul 2026``, ``1 Dec 2025 to 28 Feb 2026``."""
+    if first.year == last.year:
+        return f"{short_date(first)} to {short_date(last)} {last.year}"
+    return f"{short_date(first)} {first.year} to {short_date(last)} {last.year}"
+
+
 def rate(price: Decimal, unit: str) -> str:
     """A unit price as the charges table shows it: ``$0.2300/kWh`` (at least two decimals, as
     exact as the plan gives it); a price below zero is a credit per unit."""
@@ -185,21 +192,56 @@ def no_free_window(document: InvoiceDocument) -> str:
     return "Your plan has no free energy window, so all the energy you use is charged."
 
 
+#: The heading of the better offer message: Energy Made Easy's words for it
+#: (docs/invoices.md, The better offer check).
+BETTER_OFFER_HEADING = "Could you save money on another plan?"
+
+
 def better_offer(document: InvoiceDocument) -> str:
-    """The better offer message, or where to compare offers when the retailer gave none."""
+    """The better offer message, or where to compare offers when there is no check (a credit
+    note, a final bill, a customer without data)."""
     offer = document.better_offer
     compare = f"Compare offers from all retailers at {COMPARATORS[document.region]}."
-    if document.final_bill:
+    if document.final_bill or offer is None:
         return compare
-    if offer is None:
-        return compare
+    based = (
+        "based on your use over the last 12 months"
+        if offer.since is None
+        else f"estimated from your use since {long_date(offer.since)}"
+    )
     if offer.saving is None:
-        return f"You are on our best offer for you. {compare}"
+        return f"You are on our best plan for you, {based}. {compare}"
     gst = "including" if offer.gst_inclusive else "excluding"
     return (
-        f"You could save {dollars(offer.saving)} a year ({gst} GST) on our {offer.plan_name}"
-        f" plan, based on your use over the last year. Call us to switch. {compare}"
+        f"Yes. You could save {dollars(offer.saving)} a year ({gst} GST) on our"
+        f" {offer.plan_name} plan, {based}. Call us on {document.retailer.phone} to switch."
+        f" {compare}"
     )
+
+
+#: Usage compared: each row's name.
+USAGE_LABELS = {
+    "this_period": "This bill",
+    "previous_period": "Your last bill",
+    "year_earlier": "Same time last year",
+}
+
+
+def usage_rows(document: InvoiceDocument) -> list[tuple[str, str, str, str]]:
+    """Usage compared, a row per period with data: its name, its dates, the average a day and
+    the free window's share of the energy used."""
+    rows = []
+    for summary in document.usage:
+        share = summary.free_share
+        rows.append(
+            (
+                USAGE_LABELS[summary.kind.value],
+                span_text(summary.start, summary.end),
+                f"{summary.average_daily_kwh} kWh",
+                "none used" if share is None else f"{share}%",
+            )
+        )
+    return rows
 
 
 def help_items(document: InvoiceDocument) -> list[tuple[str, str]]:

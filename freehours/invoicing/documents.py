@@ -13,6 +13,7 @@ from freehours.documents.examples import (
     example_payment_methods,
 )
 from freehours.documents.model import (
+    BetterOffer,
     DailyUse,
     DocumentKind,
     FreeEnergy,
@@ -20,6 +21,7 @@ from freehours.documents.model import (
     Line,
     Retailer,
 )
+from freehours.domain.better_offer import BetterOfferCheck, Outcome, UsageSummary
 from freehours.domain.contacts import Contact
 from freehours.domain.plan import Plan, clock_text
 from freehours.plans.document import parse_plan
@@ -110,4 +112,25 @@ def _document(stored: StoredDocument, plan: Plan) -> InvoiceDocument:
         payment_methods=example_payment_methods(stored.number) if example else (),
         distributor=EXAMPLE_DISTRIBUTOR if example else None,
         gst_rate=plan.gst_rate,
+        better_offer=better_offer_of(stored.better_offer),
+        usage=tuple(UsageSummary.from_json(row) for row in stored.usage or ()),
     )
+
+
+def better_offer_of(values: dict[str, Any] | None) -> BetterOffer | None:
+    """What a document prints of its stored better offer check: the offer and its saving, or
+    that the customer is on the best offer for them; None without a check or data (the box
+    then only points to the comparator)."""
+    if values is None:
+        return None
+    check = BetterOfferCheck.from_json(values)
+    since = check.data_from if check.estimated else None
+    if check.outcome is Outcome.BETTER_OFFER:
+        assert check.offer is not None
+        assert check.saving_per_year is not None
+        return BetterOffer(
+            check.offer.name, check.saving_per_year, check.offer.gst_inclusive, since
+        )
+    if check.outcome in (Outcome.BEST_OFFER, Outcome.NO_OFFERS):
+        return BetterOffer(None, None, since=since)
+    return None

@@ -16,6 +16,7 @@ from freehours.documents.examples import (
 from freehours.documents.model import (
     Retailer,
 )
+from freehours.domain.better_offer import BetterOfferCheck, UsageSummary
 from freehours.domain.invoicing import (
     DocumentType,
     Figures,
@@ -65,6 +66,9 @@ class InvoicingPolicy:
     correction_window: timedelta = timedelta(days=275)
     #: The retailer's details, printed on every document and kept with it.
     retailer: Retailer = field(default=EXAMPLE_RETAILER)
+    #: The better offer check: what an offer must save a year, more than this, to be a better
+    #: one (``FREEHOURS_BETTER_OFFER_THRESHOLD``).
+    better_offer_threshold: Decimal = Decimal("0.00")
 
     def number(self, series: Series, serial: int) -> str:
         prefix = self.invoice_prefix if series is Series.INVOICE else self.credit_note_prefix
@@ -99,6 +103,9 @@ class Draft:
     versions: dict[date, int | None]
     #: The digest of the meter data it rated.
     stamp: str
+    #: An invoice's better offer check and usage compared (none on a correction).
+    better_offer: BetterOfferCheck | None = None
+    usage: tuple[UsageSummary, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

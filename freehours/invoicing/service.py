@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Hashable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -47,6 +47,7 @@ from freehours.clock import Clock
 from freehours.documents.model import (
     DocumentError,
 )
+from freehours.domain.better_offer import BetterOfferCheck
 from freehours.domain.bill import Bill, make_bill
 from freehours.domain.invoicing import (
     DocumentType,
@@ -66,6 +67,7 @@ from freehours.domain.rating import MeterRating
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import QuotaStatus, data_deadline_of, has_quota
 from freehours.faults import NoFaults
+from freehours.invoicing.better_offer import Customer, OfferChecks, first_needed
 from freehours.invoicing.documents import (
     _document,
     _retailer_json,
@@ -269,6 +271,7 @@ class Invoicing:
                 self._draft_invoice(result, candidate, now)
             else:
                 self._draft_correction(result, unit, candidate, now)
+        self._check_offers(unit, run, result, first_days)
         showable = []
         for draft in result.drafts:
             why = self._unshowable(run, draft, now)
@@ -285,6 +288,67 @@ class Invoicing:
                 log.warning("document_not_showable", plan_id=draft.plan.plan_id)
         result.drafts = showable
         return result
+
+    def _check_offers(
+        self, unit: Unit, run: InvoiceRun, result: BatchResult, first_days: dict[str, date]
+    ) -> None:
+        """Each drafted invoice's better offer check and usage compared (a correction has
+        neither: it bills a difference, not a period's use)."""
+        invoices = [d for d in result.drafts if d.document_type is DocumentType.INVOICE]
+        if not invoices:
+            return
+        checks = OfferChecks(unit, self.plans, self.policy.better_offer_threshold)
+        first = min(first_needed(d.account.cycle, d.period, d.period.end) for d in invoices)
+        last = max(d.period.end for d in invoices)
+        rows = checks.rows(sorted({d.account.nmi for d in invoices}), first, last)
+        for index, draft in enumerate(result.drafts):
+            if draft.document_type is not DocumentType.INVOICE:
+                continue
+            parsed = self._plan(draft.plan)
+            assert parsed is not None, "a draft's plan parsed when it was drafted"
+            plan, profiles = parsed
+            account = draft.account
+            customer = Customer(account.nmi, account.region, account.cycle, plan, profiles)
+            check, usage = checks.check(
+                customer,
+                rows.get(account.nmi, []),
+                first_days.get(account.nmi),
+                checked_on=draft.period.end,
+                offered_on=run.as_of.astimezone(plan.zone).date(),
+                period=draft.period,
+            )
+            result.drafts[index] = replace(draft, better_offer=check, usage=usage)
+
+    def better_offer(self, nmi: str, as_of: date | None = None) -> BetterOfferCheck | None:
+        """The better offer check of ``nmi``'s usage to the day before ``as_of`` (default:
+        today on the customer's clock), against the offers that apply that day: what an
+        invoice issued then would say (``GET /v1/customers/{nmi}/better-offer``). None when
+        there is no such customer or their plan does not parse."""
+        with self.store.read() as unit:
+            accounts = unit.invoices.accounts([nmi])
+            if not accounts:
+                return None
+            account = accounts[0]
+            stored = unit.catalog.get_plan(account.plan_id)
+            assert stored is not None, "a customer's plan is kept by its foreign key"
+            parsed = self._plan(stored)
+            if parsed is None:
+                return None
+            plan, profiles = parsed
+            day = as_of or self.clock.now().astimezone(plan.zone).date()
+            checked_on = day - timedelta(days=1)
+            checks = OfferChecks(unit, self.plans, self.policy.better_offer_threshold)
+            first = first_needed(account.cycle, None, checked_on)
+            rows = checks.rows([nmi], first, checked_on).get(nmi, [])
+            customer = Customer(nmi, account.region, account.cycle, plan, profiles)
+            check, _ = checks.check(
+                customer,
+                rows,
+                checks.first_days([nmi]).get(nmi),
+                checked_on=checked_on,
+                offered_on=day,
+            )
+        return check
 
     def _revisable(self, unit: Unit, wanted: list[_Wanted]) -> list[_Wanted]:
         """``wanted`` without the invoiced periods that no day row received since they were
@@ -681,6 +745,8 @@ class Invoicing:
             plan_document=draft.plan.document,
             retailer=retailer,
             customer=customer,
+            better_offer=None if draft.better_offer is None else draft.better_offer.as_json(),
+            usage=[summary.as_json() for summary in draft.usage] or None,
         )
 
     def _unshowable(self, run: InvoiceRun, draft: Draft, now: datetime) -> str | None:

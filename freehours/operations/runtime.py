@@ -114,6 +114,7 @@ def invoicing_policy(settings: Settings) -> InvoicingPolicy:
         credit_note_prefix=settings.credit_note_prefix,
         batch_size=settings.invoice_batch_size,
         retailer=retailer(settings),
+        better_offer_threshold=settings.better_offer_threshold,
     )
 
 

@@ -79,4 +79,6 @@ def whole(document: StoredDocument, corrected_by: list[str]) -> dict[str, Any]:
         ],
         "plan": document.plan_document,
         "retailer": document.retailer,
+        "better_offer": document.better_offer,
+        "usage": document.usage,
     }

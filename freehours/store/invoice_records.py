@@ -80,6 +80,10 @@ class StoredDocument:
     #: The customer's name and addresses as printed (``{"name", "supply_address",
     #: "billing_address"}``), or None where the customer had no contact when it was finalised.
     customer: dict[str, Any] | None = None
+    #: An invoice's better offer check (``BetterOfferCheck.as_json``), or None.
+    better_offer: dict[str, Any] | None = None
+    #: An invoice's usage compared (``UsageSummary.as_json`` each), or None.
+    usage: list[dict[str, Any]] | None = None
 
 
 class QuotaVersion(NamedTuple):
@@ -320,6 +324,10 @@ def _document_row(document: StoredDocument, texts: dict[int, str]) -> dict[str, 
         "plan_document": _json_once(document.plan_document, texts),
         "retailer": _json_once(document.retailer, texts),
         "customer": None if document.customer is None else json.dumps(document.customer),
+        "better_offer": (
+            None if document.better_offer is None else json.dumps(document.better_offer)
+        ),
+        "usage": None if document.usage is None else json.dumps(document.usage),
     }
 
 
@@ -364,4 +372,6 @@ def _document(row: sa.Row[Any]) -> StoredDocument:
         plan_document=json.loads(row.plan_document),
         retailer=json.loads(row.retailer),
         customer=None if row.customer is None else json.loads(row.customer),
+        better_offer=None if row.better_offer is None else json.loads(row.better_offer),
+        usage=None if row.usage is None else json.loads(row.usage),
     )

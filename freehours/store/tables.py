@@ -467,6 +467,9 @@ documents = sa.Table(
     sa.Column("retailer", sa.Text, nullable=False),
     # JSON: the customer's name and addresses as printed (their contact then), or NULL.
     sa.Column("customer", sa.Text, nullable=True),
+    # An invoice's better offer check and usage compared, as JSON (docs/invoices.md).
+    sa.Column("better_offer", sa.Text, nullable=True),
+    sa.Column("usage", sa.Text, nullable=True),
     sa.CheckConstraint(f"series IN {SERIES}", name="series"),
     sa.CheckConstraint(f"document_type IN {DOCUMENT_TYPES}", name="document_type"),
     sa.CheckConstraint("(sequence = 0) = (corrects IS NULL)", name="corrects"),

@@ -288,7 +288,7 @@ def test_a_first_page_crowded_by_every_message_the_model_allows_keeps_its_tier_1
         "The chart of your daily use is at the top of page 2.",
         "Translating and Interpreting Service (TIS National): 131 450",
         "Energy & Water Ombudsman NSW (EWON): 1800 246 545",
-        "Are you on the right plan?",
+        "Could you save money on another plan?",
         "Page 1 of 2",
     ]:
         assert item in page, item

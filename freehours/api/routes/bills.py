@@ -13,7 +13,7 @@ from pydantic import (
 
 from freehours.api.auth import requires
 from freehours.api.keys import Scope
-from freehours.api.models import DecimalText, NemDate, NmiPath
+from freehours.api.models import BetterOfferOut, DecimalText, NemDate, NmiPath
 from freehours.api.openapi import problem
 from freehours.api.problems import Problem
 from freehours.api.services import AppServices
@@ -121,3 +121,42 @@ def get_bill(
         rating.add(day)
     bill = make_bill(plan, nmi, rating.days(local_dates).values())
     return JSONResponse(bill.as_json())
+
+
+@router.get(
+    "/v1/customers/{nmi}/better-offer",
+    response_model=BetterOfferOut,
+    response_description="The check, as an invoice issued on as_of would make it.",
+    openapi_extra={
+        "responses": {
+            "404": problem(
+                "No customer of this NMI, or their plan no longer parses (`detail` says which):"
+                " `/problems/customer-not-found`."
+            ),
+        }
+    },
+)
+def get_better_offer(
+    nmi: NmiPath,
+    services: AppServices,
+    as_of: Annotated[
+        NemDate | None,
+        Query(
+            description="the day an invoice would be issued, YYYY-MM-DD (default: today on the"
+            " customer's clock); the usage priced is the 12 months before it"
+        ),
+    ] = None,
+) -> JSONResponse:
+    """The better offer check on demand: the customer's usage of the 12 months before
+    ``as_of`` priced on their plan and on every offer that applies to them that day, as the
+    invoice run does for each invoice (docs/invoices.md, The better offer check)."""
+    bind_fields(nmi=nmi)
+    check = services.runtime.invoicing.better_offer(nmi, as_of)
+    if check is None:
+        raise Problem(
+            404,
+            "customer-not-found",
+            "No better offer check for this NMI",
+            f"NMI {nmi}: no customer, or their plan no longer parses",
+        )
+    return JSONResponse(check.as_json())

@@ -32,7 +32,7 @@ from pydantic import (
 from freehours.api.auth import requires
 from freehours.api.headers import NOSNIFF, page_headers
 from freehours.api.keys import Scope
-from freehours.api.models import DecimalText, NemDate
+from freehours.api.models import BetterOfferOut, DecimalText, NemDate, UsageOut
 from freehours.api.openapi import problem
 from freehours.api.problems import Problem
 from freehours.api.routes.bills import BillLineOut
@@ -122,6 +122,14 @@ class DocumentOut(DocumentSummaryOut):
     days: list[DocumentDayOut]
     plan: dict[str, Any] = Field(description="the plan as it was when the document was made")
     retailer: dict[str, Any] = Field(description="the retailer's details printed on it")
+    better_offer: BetterOfferOut | None = Field(
+        description="an invoice's better offer check, as made when it was finalised (null on"
+        " a correction)"
+    )
+    usage: list[UsageOut] | None = Field(
+        description="an invoice's usage compared: this period, the previous one and the same"
+        " period a year earlier, where there is data (null on a correction)"
+    )
 
 
 router = APIRouter(tags=["invoicing"], dependencies=[requires(Scope.READ)])

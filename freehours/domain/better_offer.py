@@ -1,0 +1,302 @@
+"""The better offer check of the AER's Better Bills Guideline, and usage compared on a bill
+(docs/invoices.md, "The better offer check" and "Usage compared").
+
+**The check.** A customer's usage over the last 12 months (the local days up to the day checked,
+or from their first day of data where that is later: then an estimate, the cost scaled to a
+year) is priced on their current plan and on every offer of the retailer that applies to them,
+each by the exact engine that makes their bills. The cheapest offer is *better* when its yearly
+saving is more than the retailer's threshold; else the customer is on the best offer for them.
+Every figure behind the message is kept (``BetterOfferCheck.as_json``) so that a message can be
+reproduced and explained later.
+
+**Usage compared.** Average daily use and the free window's share of it, for the period billed,
+the one before it and the same period a year earlier, wherever there is data.
+
+Pure: the invoicing core reads the data and the offers, and rates them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+from enum import StrEnum
+from typing import Any
+
+from freehours.domain.bill import Bill, decimal_text, kwh_text, money_text
+from freehours.domain.rating import ZERO, DayRating
+
+#: The days of the usage a check prices: the last 12 months.
+YEAR_DAYS = 365
+_CENT = Decimal("0.01")
+_TENTH = Decimal("0.1")
+_PERCENT = Decimal(100)
+
+
+class Outcome(StrEnum):
+    """What a check found."""
+
+    BETTER_OFFER = "better_offer"  # an offer saves more than the threshold a year
+    BEST_OFFER = "best_offer"  # no offer does: the customer is on the best offer for them
+    NO_OFFERS = "no_offers"  # the retailer has no offer that applies to the customer
+    NO_DATA = "no_data"  # no usage to price
+
+
+@dataclass(frozen=True, slots=True)
+class Costed:
+    """A plan's cost of the usage a check prices: its bill's total (GST included where the plan
+    charges it), and the yearly figure."""
+
+    plan_id: str
+    name: str
+    total: Decimal
+    per_year: Decimal
+    gst_inclusive: bool
+    offer_id: str | None = None  # None: the customer's current plan
+    offer_version: int | None = None
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "offer_id": self.offer_id,
+            "offer_version": self.offer_version,
+            "plan_id": self.plan_id,
+            "name": self.name,
+            "cost": money_text(self.total),
+            "cost_per_year": money_text(self.per_year),
+            "gst_inclusive": self.gst_inclusive,
+        }
+
+    @classmethod
+    def from_json(cls, values: dict[str, Any]) -> Costed:
+        version = values["offer_version"]
+        return cls(
+            plan_id=str(values["plan_id"]),
+            name=str(values["name"]),
+            total=Decimal(str(values["cost"])),
+            per_year=Decimal(str(values["cost_per_year"])),
+            gst_inclusive=bool(values["gst_inclusive"]),
+            offer_id=None if values["offer_id"] is None else str(values["offer_id"]),
+            offer_version=None if version is None else int(str(version)),
+        )
+
+
+def costed(
+    bill: Bill,
+    name: str,
+    gst_rate: Decimal,
+    *,
+    offer_id: str | None = None,
+    offer_version: int | None = None,
+) -> Costed:
+    """``bill`` (of the check's days, under a plan named ``name``) as a check's figure."""
+    return Costed(
+        plan_id=bill.plan_id,
+        name=name,
+        total=bill.total,
+        per_year=per_year(bill.total, len(bill.days)),
+        gst_inclusive=gst_rate > 0,
+        offer_id=offer_id,
+        offer_version=offer_version,
+    )
+
+
+def per_year(amount: Decimal, days: int) -> Decimal:
+    """``amount`` over ``days`` days, scaled to a year of ``YEAR_DAYS``, to the cent."""
+    return (amount * YEAR_DAYS / days).quantize(_CENT, ROUND_HALF_UP)
+
+
+def check_window(day: date, first_data: date | None) -> tuple[date, date] | None:
+    """The local days a check on ``day`` prices: the 12 months to ``day``, from the first day
+    of data where that is later; None when there is no data by then."""
+    start = day - timedelta(days=YEAR_DAYS - 1)
+    if first_data is None or first_data > day:
+        return None
+    return max(start, first_data), day
+
+
+@dataclass(frozen=True, slots=True)
+class BetterOfferCheck:
+    """One better offer check: what was priced, on which days, and what it found."""
+
+    outcome: Outcome
+    checked_on: date
+    data_from: date | None
+    data_to: date | None
+    threshold: Decimal
+    offers_checked: int
+    current: Costed | None = None
+    #: The cheapest offer that applies (whether or not it is a better one).
+    offer: Costed | None = None
+    #: What the offer saves a year (its yearly cost less the current plan's): positive, zero or
+    #: negative; None without an offer or data.
+    saving_per_year: Decimal | None = None
+
+    @property
+    def days(self) -> int:
+        if self.data_from is None or self.data_to is None:
+            return 0
+        return (self.data_to - self.data_from).days + 1
+
+    @property
+    def estimated(self) -> bool:
+        """Whether the usage priced is less than a year (the cost scaled up to one)."""
+        return 0 < self.days < YEAR_DAYS
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "outcome": self.outcome.value,
+            "checked_on": self.checked_on.isoformat(),
+            "data_from": None if self.data_from is None else self.data_from.isoformat(),
+            "data_to": None if self.data_to is None else self.data_to.isoformat(),
+            "days": self.days,
+            "estimated": self.estimated,
+            "threshold": money_text(self.threshold),
+            "offers_checked": self.offers_checked,
+            "current": None if self.current is None else self.current.as_json(),
+            "offer": None if self.offer is None else self.offer.as_json(),
+            "saving_per_year": (
+                None if self.saving_per_year is None else money_text(self.saving_per_year)
+            ),
+        }
+
+    @classmethod
+    def from_json(cls, values: dict[str, Any]) -> BetterOfferCheck:
+        def day(key: str) -> date | None:
+            text = values[key]
+            return None if text is None else date.fromisoformat(str(text))
+
+        def money(key: str) -> Decimal | None:
+            text = values[key]
+            return None if text is None else Decimal(str(text))
+
+        current, offer = values["current"], values["offer"]
+        checked_on = day("checked_on")
+        threshold = money("threshold")
+        assert checked_on is not None
+        assert threshold is not None
+        return cls(
+            outcome=Outcome(str(values["outcome"])),
+            checked_on=checked_on,
+            data_from=day("data_from"),
+            data_to=day("data_to"),
+            threshold=threshold,
+            offers_checked=int(str(values["offers_checked"])),
+            current=None if current is None else Costed.from_json(current),
+            offer=None if offer is None else Costed.from_json(offer),
+            saving_per_year=money("saving_per_year"),
+        )
+
+
+def decide(
+    checked_on: date,
+    window: tuple[date, date] | None,
+    current: Costed | None,
+    offers: Sequence[Costed],
+    threshold: Decimal,
+) -> BetterOfferCheck:
+    """The check's finding from its figures: the cheapest of ``offers`` (a tie by offer id) is
+    better when it saves more than ``threshold`` a year on ``current``."""
+    if window is None or current is None:
+        return BetterOfferCheck(Outcome.NO_DATA, checked_on, None, None, threshold, len(offers))
+    data_from, data_to = window
+    if not offers:
+        return BetterOfferCheck(
+            Outcome.NO_OFFERS, checked_on, data_from, data_to, threshold, 0, current
+        )
+    best = min(offers, key=lambda offer: (offer.total, offer.offer_id or ""))
+    days = (data_to - data_from).days + 1
+    saving = per_year(current.total - best.total, days)
+    outcome = Outcome.BETTER_OFFER if saving > threshold else Outcome.BEST_OFFER
+    return BetterOfferCheck(
+        outcome, checked_on, data_from, data_to, threshold, len(offers), current, best, saving
+    )
+
+
+# --- usage compared -------------------------------------------------------------------------
+
+
+class UsageKind(StrEnum):
+    """Which period a row of usage compared is."""
+
+    THIS_PERIOD = "this_period"
+    PREVIOUS_PERIOD = "previous_period"
+    YEAR_EARLIER = "year_earlier"
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSummary:
+    """One period's use: the days it has data for, the energy used and the free energy in it."""
+
+    kind: UsageKind
+    start: date
+    end: date
+    days: int
+    consumption_kwh: Decimal
+    free_kwh: Decimal
+
+    @property
+    def average_daily_kwh(self) -> Decimal:
+        """The energy used a day, to 0.1 kWh."""
+        return (self.consumption_kwh / self.days).quantize(_TENTH, ROUND_HALF_UP)
+
+    @property
+    def free_share(self) -> Decimal | None:
+        """The free window's share of the energy used, in whole percent; None with no use."""
+        if not self.consumption_kwh:
+            return None
+        return (self.free_kwh * _PERCENT / self.consumption_kwh).quantize(Decimal(1), ROUND_HALF_UP)
+
+    def as_json(self) -> dict[str, object]:
+        share = self.free_share
+        return {
+            "kind": self.kind.value,
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "days": self.days,
+            "consumption_kwh": kwh_text(self.consumption_kwh),
+            "free_kwh": kwh_text(self.free_kwh),
+            "average_daily_kwh": decimal_text(self.average_daily_kwh),
+            "free_share_percent": None if share is None else decimal_text(share),
+        }
+
+    @classmethod
+    def from_json(cls, values: dict[str, Any]) -> UsageSummary:
+        return cls(
+            kind=UsageKind(str(values["kind"])),
+            start=date.fromisoformat(str(values["start"])),
+            end=date.fromisoformat(str(values["end"])),
+            days=int(str(values["days"])),
+            consumption_kwh=Decimal(str(values["consumption_kwh"])),
+            free_kwh=Decimal(str(values["free_kwh"])),
+        )
+
+
+def summarise(
+    kind: UsageKind,
+    start: date,
+    end: date,
+    days: Iterable[DayRating],
+    unread: Collection[date],
+) -> UsageSummary | None:
+    """The use of the rated ``days`` from ``start`` to ``end`` that have a meter value (not in
+    ``unread``); None when none has."""
+    read = [day for day in days if start <= day.local_date <= end and day.local_date not in unread]
+    if not read:
+        return None
+    return UsageSummary(
+        kind,
+        start,
+        end,
+        len(read),
+        sum((day.consumption_kwh for day in read), ZERO),
+        sum((day.free_kwh for day in read), ZERO),
+    )
+
+
+def year_before(day: date) -> date:
+    """The same day a year earlier (28 February for 29 February)."""
+    try:
+        return day.replace(year=day.year - 1)
+    except ValueError:
+        return day.replace(year=day.year - 1, day=28)

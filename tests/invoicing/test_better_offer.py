@@ -1,0 +1,224 @@
+"""The better offer check on every invoice, and usage compared: each invoice run prices the
+customer's settled usage on their plan and on every offer that applies to them, by the engine that
+bills them, keeps what it found with the invoice and prints the guideline's message on page 1."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from freehours.documents.html import render_html
+from freehours.domain.better_offer import BetterOfferCheck, Outcome, UsageKind, per_year
+from freehours.domain.bill import make_bill
+from freehours.domain.offers import OfferSource, OfferTerms
+from freehours.domain.profiles import DayProfiles
+from freehours.domain.rating import MeterRating
+from freehours.domain.time import Region
+from freehours.invoicing.documents import document_of
+from freehours.plans import builtin_document
+from freehours.plans.document import parse_plan
+from freehours.store.catalog import NewOffer
+from freehours.store.database import Store
+from tests.invoicing.support import JULY, System, consumption, export, halved
+
+JUNE = [date(2026, 6, 1) + timedelta(days=n) for n in range(30)]
+
+
+def offer_document(offer_id: str, supply: str, shoulder: str = "0.3300") -> dict[str, Any]:
+    """The built-in NSW plan with another supply charge and shoulder price."""
+    document = builtin_document("sso-nsw")
+    document["id"] = offer_id
+    document["description"] = f"Offer {offer_id}"
+    document["daily_supply_charge"] = supply
+    for band in document["time_of_use"]:
+        if band["type"] == "SHOULDER":
+            band["unit_price"] = shoulder
+    return document
+
+
+def put_offers(system: System, *offers: tuple[str, str, dict[str, Any]]) -> None:
+    with system.store.write() as unit:
+        unit.catalog.put_offers(
+            [
+                NewOffer(offer_id, name, OfferSource.PLAN, OfferTerms(Region.NSW), document)
+                for offer_id, name, document in offers
+            ],
+            at=system.clock.now(),
+        )
+
+
+def cost(document: dict[str, Any], meter: str, days: list[date]) -> Decimal:
+    """What ``freehours bill`` charges ``meter``'s data of ``days`` under ``document``."""
+    plan = parse_plan(document, source="test")
+    rating = MeterRating(meter, DayProfiles(plan))
+    for day in days:
+        rating.add(consumption(meter, day))
+        rating.add(export(meter, day))
+    return make_bill(plan, meter, rating.days(days).values()).total
+
+
+def check_of(system: System, meter: str) -> BetterOfferCheck:
+    (invoice,) = [d for d in system.documents() if d.nmi == meter]
+    assert invoice.better_offer is not None
+    return BetterOfferCheck.from_json(invoice.better_offer)
+
+
+def test_an_invoice_names_the_cheapest_offer_and_its_saving(store: Store) -> None:
+    system = System.on(store)
+    (meter,) = system.customers(1)
+    cheap = offer_document("cheap-nsw", "0.9000", "0.3000")
+    dear = offer_document("dear-nsw", "1.5000")
+    put_offers(system, ("cheap-nsw", "Cheap Saver", cheap), ("dear-nsw", "Dear Flex", dear))
+    system.month([meter])
+    system.run()
+
+    check = check_of(system, meter)
+    assert check.outcome is Outcome.BETTER_OFFER
+    assert (check.data_from, check.data_to, check.days) == (JULY[0], JULY[-1], 31)
+    assert check.estimated  # 31 days, not a year
+    assert check.offers_checked == 2
+    current = cost(builtin_document("sso-nsw"), meter, JULY)
+    offered = cost(cheap, meter, JULY)
+    assert check.current is not None
+    assert check.offer is not None
+    assert check.current.total == current
+    assert check.offer.total == offered
+    assert (check.offer.offer_id, check.offer.offer_version) == ("cheap-nsw", 1)
+    assert check.saving_per_year == per_year(current - offered, 31)
+    assert check.saving_per_year > 0
+
+    (invoice,) = system.documents()
+    page = render_html(document_of(invoice))
+    assert "Could you save money on another plan?" in page
+    saving = f"${check.saving_per_year:,.2f}"
+    assert f"You could save {saving} a year (including GST) on our Cheap Saver plan" in page
+    assert "estimated from your use since 1 July 2026" in page
+
+
+def test_no_cheaper_offer_says_the_customer_is_on_the_best_plan(store: Store) -> None:
+    system = System.on(store)
+    (meter,) = system.customers(1)
+    put_offers(system, ("dear-nsw", "Dear Flex", offer_document("dear-nsw", "1.5000")))
+    system.month([meter])
+    system.run()
+
+    check = check_of(system, meter)
+    assert check.outcome is Outcome.BEST_OFFER
+    assert check.saving_per_year is not None
+    assert check.saving_per_year < 0
+    (invoice,) = system.documents()
+    assert "You are on our best plan for you" in render_html(document_of(invoice))
+
+
+def test_a_saving_at_or_under_the_threshold_is_no_better_offer(store: Store) -> None:
+    system = System.on(store)
+    (meter,) = system.customers(1)
+    put_offers(system, ("cheap-nsw", "Cheap Saver", offer_document("cheap-nsw", "1.0900")))
+    system.month([meter])
+    # 1 cent a day cheaper: 31 days, $0.31, $0.34 with GST, $4.00 a year.
+    system.invoicing.policy = type(system.invoicing.policy)(
+        data_deadline=system.invoicing.policy.data_deadline,
+        better_offer_threshold=Decimal("4.00"),
+    )
+    system.run()
+    check = check_of(system, meter)
+    assert check.saving_per_year == Decimal("4.00")
+    assert check.outcome is Outcome.BEST_OFFER
+
+
+def test_offers_of_another_region_or_not_in_effect_do_not_count(store: Store) -> None:
+    system = System.on(store)
+    (meter,) = system.customers(1)
+    cheap = offer_document("cheap-nsw", "0.5000")
+    with store.write() as unit:
+        unit.catalog.put_offers(
+            [
+                NewOffer(
+                    "ended",
+                    "Ended",
+                    OfferSource.PLAN,
+                    OfferTerms(Region.NSW, effective_to=date(2026, 7, 31)),
+                    cheap,
+                ),
+                NewOffer(
+                    "load",
+                    "Controlled load",
+                    OfferSource.PLAN,
+                    OfferTerms(Region.NSW, controlled_load=True),
+                    cheap,
+                ),
+            ],
+            at=system.clock.now(),
+        )
+    system.month([meter])
+    system.run()  # issued 5 August 2026
+    check = check_of(system, meter)
+    assert check.outcome is Outcome.NO_OFFERS
+    assert check.offers_checked == 0
+    (invoice,) = system.documents()
+    assert "You are on our best plan for you" in render_html(document_of(invoice))
+
+
+def test_usage_compared_and_a_year_of_data(store: Store) -> None:
+    system = System.on(store)
+    (meter,) = system.customers(1)
+    put_offers(system, ("cheap-nsw", "Cheap Saver", offer_document("cheap-nsw", "0.9000")))
+    year = [date(2025, 7, 1) + timedelta(days=n) for n in range(396)]  # to 31 July 2026
+    system.month([meter], days=year)
+    system.run()
+
+    invoices = sorted(system.documents(), key=lambda d: d.period_start)
+    july = invoices[-1]
+    assert july.period_start == JULY[0]
+    check = BetterOfferCheck.from_json(july.better_offer or {})
+    assert (check.data_from, check.data_to) == (date(2025, 8, 1), JULY[-1])
+    assert not check.estimated
+    assert check.current is not None
+    assert check.current.total == check.current.per_year  # a whole year: no scaling
+    last_year = [date(2025, 8, 1) + timedelta(days=n) for n in range(365)]
+    assert check.current.total == cost(builtin_document("sso-nsw"), meter, last_year)
+
+    usage = {row["kind"]: row for row in july.usage or []}
+    assert set(usage) == {kind.value for kind in UsageKind}
+    assert usage["previous_period"]["start"] == "2026-06-01"
+    assert usage["year_earlier"]["start"] == "2025-07-01"
+    # 0.25 kWh x 42 intervals + 0.5 x 6 = 13.5 kWh a day, 3 of them free.
+    assert usage["this_period"]["average_daily_kwh"] == "13.5"
+    assert usage["this_period"]["free_share_percent"] == "22"
+    page = render_html(document_of(july))
+    assert "Your use compared" in page
+    assert "Same time last year" in page
+    assert "based on your use over the last 12 months" in page
+
+
+def test_a_correction_has_no_check(store: Store) -> None:
+    system = System.on(store)
+    (meter,) = system.customers(1)
+    system.month([meter])
+    system.run()
+    system.revise(halved(meter))
+    correction = next(d for d in system.documents() if d.sequence == 1)
+    assert correction.better_offer is None
+    assert correction.usage is None
+
+
+@pytest.mark.parametrize("as_of", [date(2026, 8, 1), None])
+def test_the_check_on_demand_is_the_invoices(store: Store, as_of: date | None) -> None:
+    system = System.on(store)
+    (meter,) = system.customers(1)
+    put_offers(system, ("cheap-nsw", "Cheap Saver", offer_document("cheap-nsw", "0.9000")))
+    system.month([meter])
+    system.run()
+    on_demand = system.invoicing.better_offer(meter, as_of)
+    assert on_demand is not None
+    invoiced = check_of(system, meter)
+    if as_of is None:  # today, 5 August: the days to 4 August, of which July has data
+        assert on_demand.checked_on == date(2026, 8, 4)
+        assert on_demand.data_to == JULY[-1]
+        assert on_demand.saving_per_year == invoiced.saving_per_year
+    else:
+        assert on_demand == invoiced
+    assert system.invoicing.better_offer("4103099999", as_of) is None
