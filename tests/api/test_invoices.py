@@ -21,8 +21,12 @@ import pytest
 from freehours.api.routes.documents import DocumentOut, DocumentPageOut
 from freehours.api.routes.invoice_runs import InvoiceRunOut
 from freehours.domain.invoicing import BillingCycle, DocumentType, Frequency, Series
+from freehours.domain.offers import OfferSource, OfferTerms
+from freehours.domain.time import Region
 from freehours.invoicing.journal import HEADER
+from freehours.plans import builtin_document
 from freehours.settings import Settings
+from freehours.store.catalog import NewOffer
 from freehours.store.database import Store
 from tests.api.conftest import Api, serving
 from tests.console.conftest import sign_in
@@ -593,3 +597,39 @@ def test_a_documents_html_loads_nothing_and_is_not_sniffed_in_the_api_and_the_co
         assert "<script" not in page.text
     pdf = api.client.get("/v1/invoices/INV-00000001.pdf", headers=api.auth("read"))
     assert pdf.headers["x-content-type-options"] == "nosniff"
+
+
+def test_an_invoice_keeps_its_better_offer_check_and_the_api_answers_it_on_demand(
+    api: Api,
+) -> None:
+    document = {**builtin_document("sso-nsw"), "id": "cheap-nsw", "daily_supply_charge": "0.50"}
+    with api.services.store.write() as unit:
+        unit.catalog.put_offers(
+            [
+                NewOffer(
+                    "cheap-nsw", "Cheap Saver", OfferSource.PLAN, OfferTerms(Region.NSW), document
+                )
+            ],
+            at=api.clock.now(),
+        )
+    (meter,) = put_customers(api, 1)
+    invoiced(api, [meter])
+    listed = api.client.get("/v1/invoices", headers=api.auth("read")).json()["items"]
+    whole = api.client.get(listed[0]["links"]["document"], headers=api.auth("read")).json()
+    DocumentOut.model_validate(whole)
+    check = whole["better_offer"]
+    assert check["outcome"] == "better_offer"
+    assert check["offer"]["offer_id"] == "cheap-nsw"
+    assert check["data_from"] == "2026-07-01"
+    assert [row["kind"] for row in whole["usage"]] == ["this_period"]
+
+    path = f"/v1/customers/{meter}/better-offer"
+    answer = api.client.get(path, params={"as_of": "2026-08-01"}, headers=api.auth("read"))
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == check  # the invoice's check, made again
+    assert api.client.get(path).status_code == 401
+    missing = api.client.get("/v1/customers/4103099999/better-offer", headers=api.auth("read"))
+    assert missing.status_code == 404
+    assert missing.json()["type"].endswith("/problems/customer-not-found")
+    bad = api.client.get(path, params={"as_of": "2026-13-01"}, headers=api.auth("read"))
+    assert bad.status_code == 422
