@@ -286,4 +286,18 @@ def _invoicing_lines(result: DemoResult) -> list[tuple[str, str]]:
         + (f"; {corrections}" if corrections else "")
         + f"; PDF and HTML of each in {result.config.out / 'documents'}"
     )
-    return [("invoice runs", runs), ("documents", documents)]
+    invoices = [d for d in kinds[DocumentType.INVOICE] if d.offer_outcome is not None]
+    outcomes = {
+        outcome: [d for d in invoices if d.offer_outcome == outcome]
+        for outcome in ("better_offer", "best_offer", "no_offers", "no_data")
+    }
+    checked = (
+        f"{len(outcomes['better_offer'])} of {counted(len(invoices), 'invoice')} name a better"
+        f" offer, {len(outcomes['best_offer']) + len(outcomes['no_offers'])} say the customer is"
+        f" on the best plan for them"
+    )
+    for outcome in ("better_offer", "best_offer"):
+        if outcomes[outcome]:
+            example = outcomes[outcome][0]
+            checked += f'; {example.number}: "{example.offer_message}"'
+    return [("invoice runs", runs), ("documents", documents), ("better offer check", checked)]

@@ -142,6 +142,7 @@ def documents_section(documents: Sequence[DemoDocument]) -> str:
         f"<td>{d.nmi}</td><td>{d.period.start} to {d.period.end}</td>"
         f'<td class="n">{d.total}</td><td class="n">{d.free_kwh}</td>'
         f"<td>{html.escape(d.corrects or '')}</td>"
+        f"<td>{html.escape(d.offer_message)}</td>"
         f'<td><a href="{html.escape(d.pdf)}">PDF</a> <a href="{html.escape(d.html)}">HTML</a></td>'
         "</tr>"
         for d in documents
@@ -152,7 +153,7 @@ def documents_section(documents: Sequence[DemoDocument]) -> str:
 {counted(counts[DocumentType.ADJUSTMENT_INVOICE], "adjustment invoice")}: each as the household
 reads it, in PDF and HTML.</p>
 <table><thead><tr><th>number</th><th>type</th><th>NMI</th><th>period</th><th>total (AUD)</th>
-<th>free kWh</th><th>corrects</th><th>document</th></tr></thead>
+<th>free kWh</th><th>corrects</th><th>better offer message</th><th>document</th></tr></thead>
 <tbody>
 {rows}
 </tbody></table>

@@ -102,7 +102,8 @@ def test_db_upgrade_makes_the_default_database_and_the_commands_then_use_it(
     bare_directory: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert run_command(monkeypatch, "db", "upgrade") == 0
-    assert "database at sqlite:///./freehours.db is at schema revision" in capsys.readouterr().out
+    said = " ".join(capsys.readouterr().out.split())  # as one line, however the terminal wraps
+    assert "database at sqlite:///./freehours.db is at schema revision" in said
     assert (bare_directory / "freehours.db").is_file()
     assert run_command(monkeypatch, "keys", "create", "--scope", "read", "--name", "ops") == 0
     secret = capsys.readouterr().out.strip()

@@ -43,11 +43,16 @@ def test_the_demo_settles_every_customer_day_under_its_faults_and_writes_its_rep
     )
     assert "0 bad signatures; 0 deliveries pending, 0 failed" in text
     # The retailer's offers compared on a customer's data, cheapest first, in the report too.
-    compared = re.search(r"plans compared NMI (\w+)'s data under the 4 offers: (.*?) AUD", text)
+    compared = re.search(r"plans compared NMI (\w+)'s data under the 5 offers: (.*?) AUD", text)
     assert compared is not None
     totals = [Decimal(part.split()[1]) for part in compared.group(2).split(", ")]
     assert totals == sorted(totals)
     assert "<h2>Plans compared</h2>" in report
+    # The better offer check: NSW's saver is a better offer for NSW customers, the others are on
+    # the best plan for them.
+    assert re.search(r"better offer check [1-9]\d* of 4 invoices name a better offer", text)
+    assert "You could save $" in text
+    assert "You are on our best plan for you" in text
     # The customers' contacts are printed on their invoices.
     assert "Sam Citizen" in (tmp_path / "documents" / "INV-00000001.html").read_text()
     documents = sorted(path.name for path in (tmp_path / "documents").iterdir())

@@ -190,7 +190,7 @@ def test_the_report_links_each_document_by_its_relative_path() -> None:
     assert "2 invoices,\n1 credit note,\n0 adjustment invoices" in section
     assert section.count("<tr><td>") == 3
     assert (
-        '<td class="n">-0.62</td><td class="n">-0.500</td><td>INV-00000001</td>'
+        '<td class="n">-0.62</td><td class="n">-0.500</td><td>INV-00000001</td><td></td>'
         '<td><a href="documents/CN-00000001.pdf">PDF</a>'
         ' <a href="documents/CN-00000001.html">HTML</a></td>' in section
     )

@@ -12,6 +12,7 @@ import httpx
 
 from freehours.documents.html import render_html
 from freehours.documents.pdf import render_pdf
+from freehours.documents.wording import better_offer
 from freehours.domain.invoicing import DocumentType, Period, Series
 from freehours.invoicing.documents import document_of
 from freehours.operations.runtime import Runtime
@@ -120,6 +121,8 @@ def _write_documents(
                 document.corrects,
                 pdf,
                 page,
+                None if document.better_offer is None else document.better_offer["outcome"],
+                better_offer(readable) if document.better_offer is not None else "",
             )
         )
         progress.update(n, document.number)
@@ -202,3 +205,12 @@ def _check_invoices(
     for series, numbers in serials.items():
         if numbers != list(range(1, len(numbers) + 1)):
             result.failures.append(f"{series.value} numbers are not 1 to {len(numbers)}: {numbers}")
+
+
+def _check_better_offers(stored: list[StoredDocument], result: DemoResult) -> None:
+    """The demo's offers make at least one invoice name a better offer (its NSW customers have
+    a cheaper one) and one say the customer is on the best plan for them (the others)."""
+    outcomes = {d.better_offer["outcome"] for d in stored if d.better_offer is not None}
+    for wanted in ("better_offer", "best_offer"):
+        if wanted not in outcomes:
+            result.failures.append(f"no invoice's better offer check found {wanted}")

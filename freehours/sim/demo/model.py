@@ -366,6 +366,9 @@ class DemoDocument:
     corrects: str | None
     pdf: str
     html: str
+    #: An invoice's better offer check: its outcome, and the message page 1 prints.
+    offer_outcome: str | None = None
+    offer_message: str = ""
 
 
 @dataclass

@@ -34,8 +34,10 @@ from freehours.jobs.job import JobState
 from freehours.meterdata.writer import write_nem12
 from freehours.operations.runtime import Runtime
 from freehours.plans import builtin_document, builtin_plan
+from freehours.plans.document import parse_plan
 from freehours.settings import Settings
 from freehours.sim.demo.invoices import (
+    _check_better_offers,
     _check_invoices,
     _explain_as_of,
     _invoice_run,
@@ -126,6 +128,7 @@ def run_demo(config: DemoConfig, settings: Settings, progress: DemoProgress) -> 
         ):
             progress.phase(f"API on {server.url}; plans and customers in every region")
             _catalogue(api, customers)
+            _offers(runtime)
             _register_receiver(api, receiver)
             _deliver(
                 config,
@@ -204,16 +207,22 @@ def run_demo(config: DemoConfig, settings: Settings, progress: DemoProgress) -> 
                 after=after,
                 result=result,
             )
+            _check_better_offers(stored, result)
     finally:
         runtime.close()
     result.elapsed = time.monotonic() - started
     return result
 
 
-def _compare_offers(runtime: Runtime, nmi: str, days: list[date], result: DemoResult) -> None:
-    """The retailer's offers (the built-in plans, stored as offers) and ``nmi``'s stored data
-    compared under them, as ``freehours compare --offers`` compares a file."""
-    now = runtime.clock.now()
+#: The demo's one offer beyond the built-in plans: NSW's plan with a lower supply charge and
+#: shoulder price, so that its NSW customers' invoices name a better offer and the others' say
+#: they are on the best plan for them.
+SAVER_ID = "sso-nsw-saver"
+SAVER_NAME = "Solar Saver Plus"
+
+
+def _offers(runtime: Runtime) -> None:
+    """The retailer's offers: each built-in plan, and NSW's saver."""
     offers = []
     for plan_id in REGION_PLANS.values():
         plan = builtin_plan(plan_id)
@@ -221,11 +230,23 @@ def _compare_offers(runtime: Runtime, nmi: str, days: list[date], result: DemoRe
         offers.append(
             NewOffer(plan_id, plan.name, OfferSource.PLAN, terms, builtin_document(plan_id))
         )
+    saver = builtin_document("sso-nsw")
+    saver.update(id=SAVER_ID, description=SAVER_NAME, daily_supply_charge="0.9500")
+    for band in saver["time_of_use"]:
+        if band["type"] == "SHOULDER":
+            band["unit_price"] = "0.3000"
+    offers.append(NewOffer(SAVER_ID, SAVER_NAME, OfferSource.PLAN, OfferTerms(Region.NSW), saver))
     with runtime.store.write() as unit:
-        stored = unit.catalog.put_offers(offers, at=now)
+        unit.catalog.put_offers(offers, at=runtime.clock.now())
+
+
+def _compare_offers(runtime: Runtime, nmi: str, days: list[date], result: DemoResult) -> None:
+    """``nmi``'s stored data compared under every offer of the retailer, as ``freehours
+    compare --offers`` compares a file."""
     with runtime.store.read() as unit:
+        stored = unit.catalog.current_offers()
         read = unit.meter.days_for(nmi, days)
-    plans = [builtin_plan(offer.offer_id) for offer in stored]
+    plans = [parse_plan(offer.document, source=f"offer {offer.offer_id}") for offer in stored]
     compared, _ = compare_days(plans, read, None, None, Path(f"NMI {nmi}"))
     result.compared = (nmi, [row.as_json(n) for n, row in enumerate(compared[nmi], 1)])
 
