@@ -227,6 +227,13 @@ class Settings(BaseSettings):
         le=10_000,
         description="Accounts one invoice batch job finalises in one transaction",
     )
+    better_offer_check: bool = Field(
+        default=True,
+        description=(
+            "Each invoice carries the better offer check and usage compared (docs/invoices.md);"
+            " false: neither"
+        ),
+    )
     better_offer_threshold: Decimal = Field(
         default=Decimal("0.00"),
         ge=0,

@@ -91,7 +91,6 @@ class OfferChecks:
             priced
             for priced in self.offers(customer.region)
             if priced.offer.terms.applies(customer.region, None, controlled, day)
-            and priced.plan.zone_name == customer.plan.zone_name
         ]
 
     def rows(self, nmis: Sequence[str], first: date, last: date) -> dict[str, list[IntervalDay]]:
@@ -102,34 +101,34 @@ class OfferChecks:
         )
         return {nmi: [day for day, _ in rows] for nmi, rows in found.items()}
 
-    def first_days(self, nmis: Sequence[str]) -> dict[str, date]:
-        return self.unit.invoices.first_days(nmis)
-
     def check(
         self,
         customer: Customer,
         rows: Sequence[IntervalDay],
-        first_data: date | None,
         *,
         checked_on: date,
         offered_on: date,
         period: Period | None = None,
     ) -> tuple[BetterOfferCheck, tuple[UsageSummary, ...]]:
-        """The check of ``customer``'s usage to ``checked_on`` against the offers that apply
-        on ``offered_on``; and, for an invoice of ``period``, its usage compared."""
+        """The check of ``customer``'s usage to ``checked_on`` (``rows``: their day rows from a
+        year before it, and from the period a year before ``period``) against the offers that
+        apply on ``offered_on``; and, for an invoice of ``period``, its usage compared. The
+        usage priced starts on the first local day of ``rows`` where that is later than a year
+        before."""
         offers = self.applying(customer, offered_on)
-        window = check_window(checked_on, first_data)
         rating = MeterRating(customer.nmi, customer.profiles)
         for day in rows:
             rating.add(day)
-        usage: tuple[UsageSummary, ...] = ()
-        if period is not None and rating.rated:
-            usage = _usage(customer, rating, period)
-        if window is not None and rating.rated:
+        if not rating.rated:
+            return decide(checked_on, None, None, [], self.threshold), ()
+        usage = () if period is None else _usage(customer, rating, period)
+        data_first, data_last = rating.local_date_range()
+        window = check_window(checked_on, data_first)
+        if window is not None:
             # To the last day of data: days not read yet would cost only their supply charge.
-            last = min(window[1], rating.local_date_range()[1])
+            last = min(window[1], data_last)
             window = (window[0], last) if last >= window[0] else None
-        if window is None or not rating.rated:
+        if window is None:
             return decide(checked_on, None, None, [], self.threshold), usage
         dates = _dates(*window)
         current = costed(

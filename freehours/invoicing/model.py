@@ -69,6 +69,9 @@ class InvoicingPolicy:
     #: The better offer check: what an offer must save a year, more than this, to be a better
     #: one (``FREEHOURS_BETTER_OFFER_THRESHOLD``).
     better_offer_threshold: Decimal = Decimal("0.00")
+    #: Whether each invoice carries a better offer check and usage compared
+    #: (``FREEHOURS_BETTER_OFFER_CHECK``).
+    better_offer_check: bool = True
 
     def number(self, series: Series, serial: int) -> str:
         prefix = self.invoice_prefix if series is Series.INVOICE else self.credit_note_prefix

@@ -271,7 +271,8 @@ class Invoicing:
                 self._draft_invoice(result, candidate, now)
             else:
                 self._draft_correction(result, unit, candidate, now)
-        self._check_offers(unit, run, result, first_days)
+        if self.policy.better_offer_check:
+            self._check_offers(unit, run, result)
         showable = []
         for draft in result.drafts:
             why = self._unshowable(run, draft, now)
@@ -289,9 +290,7 @@ class Invoicing:
         result.drafts = showable
         return result
 
-    def _check_offers(
-        self, unit: Unit, run: InvoiceRun, result: BatchResult, first_days: dict[str, date]
-    ) -> None:
+    def _check_offers(self, unit: Unit, run: InvoiceRun, result: BatchResult) -> None:
         """Each drafted invoice's better offer check and usage compared (a correction has
         neither: it bills a difference, not a period's use)."""
         invoices = [d for d in result.drafts if d.document_type is DocumentType.INVOICE]
@@ -309,14 +308,19 @@ class Invoicing:
             plan, profiles = parsed
             account = draft.account
             customer = Customer(account.nmi, account.region, account.cycle, plan, profiles)
-            check, usage = checks.check(
-                customer,
-                rows.get(account.nmi, []),
-                first_days.get(account.nmi),
-                checked_on=draft.period.end,
-                offered_on=run.as_of.astimezone(plan.zone).date(),
-                period=draft.period,
-            )
+            try:
+                check, usage = checks.check(
+                    customer,
+                    rows.get(account.nmi, []),
+                    checked_on=draft.period.end,
+                    offered_on=run.as_of.astimezone(plan.zone).date(),
+                    period=draft.period,
+                )
+            except (ArithmeticError, ValueError) as exc:
+                # The invoice goes out without a check (its box points to the comparator)
+                # rather than not at all; the reason is logged, never the customer's data.
+                log.warning("better_offer_check_failed", plan_id=plan.id, error=type(exc).__name__)
+                continue
             result.drafts[index] = replace(draft, better_offer=check, usage=usage)
 
     def better_offer(self, nmi: str, as_of: date | None = None) -> BetterOfferCheck | None:
@@ -341,13 +345,7 @@ class Invoicing:
             first = first_needed(account.cycle, None, checked_on)
             rows = checks.rows([nmi], first, checked_on).get(nmi, [])
             customer = Customer(nmi, account.region, account.cycle, plan, profiles)
-            check, _ = checks.check(
-                customer,
-                rows,
-                checks.first_days([nmi]).get(nmi),
-                checked_on=checked_on,
-                offered_on=day,
-            )
+            check, _ = checks.check(customer, rows, checked_on=checked_on, offered_on=day)
         return check
 
     def _revisable(self, unit: Unit, wanted: list[_Wanted]) -> list[_Wanted]:

@@ -115,6 +115,7 @@ def invoicing_policy(settings: Settings) -> InvoicingPolicy:
         batch_size=settings.invoice_batch_size,
         retailer=retailer(settings),
         better_offer_threshold=settings.better_offer_threshold,
+        better_offer_check=settings.better_offer_check,
     )
 
 

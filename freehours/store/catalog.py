@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from freehours.domain import reads
 from freehours.domain.contacts import Contact, Delivery
+from freehours.domain.fields import MAX_PLAN_NAME
 from freehours.domain.offers import Offer, OfferSource, OfferTerms
 from freehours.domain.time import Region
 from freehours.errors import InputError
@@ -370,6 +371,13 @@ class NewOffer:
     source: OfferSource
     terms: OfferTerms
     document: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        if not self.name.strip() or len(self.name) > MAX_PLAN_NAME:
+            raise ValueError(
+                f"offer {self.offer_id}: name: {len(self.name)} characters; an invoice prints"
+                f" it whole, 1 to {MAX_PLAN_NAME}"
+            )
 
 
 def _canonical(document: Mapping[str, Any]) -> str:

@@ -95,6 +95,11 @@ def test_what_cannot_be_an_offer_is_refused_naming_where_and_nothing_is_stored(a
     assert put(api, "EXA-SEQ-SR", backwards).status_code == 422
     bad_date = put(api, "EXA-SEQ-SR", {**document, "effectiveFrom": "soon"})
     assert "effectiveFrom" in bad_date.json()["detail"]
+    # A name no invoice could print whole: refused here, not found when an invoice names it.
+    long_name = put(api, "EXA-SEQ-SR", {**document, "displayName": "Saver " * 30})
+    assert long_name.status_code == 422
+    assert "displayName" in long_name.json()["detail"]
+    assert "at most 120" in long_name.json()["detail"]
     as_json = api.client.put("/v1/offers/EXA-SEQ-SR", json=document, headers=api.auth("admin"))
     assert as_json.status_code == 415
     assert api.client.get("/v1/offers", headers=api.auth("read")).json() == {"items": []}

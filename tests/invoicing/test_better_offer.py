@@ -222,3 +222,20 @@ def test_the_check_on_demand_is_the_invoices(store: Store, as_of: date | None) -
     else:
         assert on_demand == invoiced
     assert system.invoicing.better_offer("4103099999", as_of) is None
+
+
+def test_a_retailer_may_turn_the_check_off(store: Store) -> None:
+    system = System.on(store)
+    (meter,) = system.customers(1)
+    put_offers(system, ("cheap-nsw", "Cheap Saver", offer_document("cheap-nsw", "0.9000")))
+    system.month([meter])
+    system.invoicing.policy = type(system.invoicing.policy)(
+        data_deadline=system.invoicing.policy.data_deadline, better_offer_check=False
+    )
+    system.run()
+    (invoice,) = system.documents()
+    assert invoice.better_offer is None
+    assert invoice.usage is None
+    page = render_html(document_of(invoice))
+    assert "Compare offers from all retailers" in page
+    assert "You could save" not in page

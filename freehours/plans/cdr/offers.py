@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
 
+from freehours.domain.fields import MAX_PLAN_NAME
 from freehours.domain.offers import OfferTerms
 from freehours.domain.time import NEM_TIME, Region
 from freehours.plans.cdr.common import _object, _Path
@@ -61,7 +62,15 @@ def offer_from_cdr(
     except ValueError as exc:
         raise (root / "effectiveTo").error(str(exc).partition(": ")[2]) from None
     name = body.get("displayName")
-    return plan, terms, name if isinstance(name, str) and name.strip() else plan["id"]
+    if not isinstance(name, str) or not name.strip():
+        return plan, terms, plan["id"]
+    name = " ".join(name.split())  # one line, as an invoice prints it
+    if len(name) > MAX_PLAN_NAME:
+        raise (root / "displayName").error(
+            f"{len(name)} characters; an invoice prints an offer's name whole, at most"
+            f" {MAX_PLAN_NAME}"
+        )
+    return plan, terms, name
 
 
 def _day(body: Mapping[str, Any], name: str, root: _Path) -> date | None:
