@@ -157,8 +157,11 @@ def _export(day: date) -> IntervalDay:
     return IntervalDay("4000000000", "B1", day, 30, values, "A" * INTERVALS, STAMP)
 
 
-def _load(store: Store, url: str, accounts: int) -> dict[str, float]:
-    """Load ``accounts`` settled accounts; the seconds each table took."""
+def _load(
+    store: Store, url: str, accounts: int, meter_dates: list[date] = JULY
+) -> dict[str, float]:
+    """Load ``accounts`` settled accounts (July settled; meter data on ``meter_dates``, each
+    date's rows the pattern's July ones); the seconds each table took."""
     took: dict[str, float] = {}
     now = datetime.now(UTC)
     with store.write() as unit:
@@ -189,9 +192,9 @@ def _load(store: Store, url: str, accounts: int) -> dict[str, float]:
             day: [
                 f"{row.suffix}\t{day.isoformat()}\t30\tKWH\t{encode_values(row.values)}\t"
                 f"{row.qualities}\t{stamp}\t{received}\n"
-                for row in pattern[day]
+                for row in pattern[JULY[0]]
             ]
-            for day in JULY
+            for day in meter_dates
         }
         for pattern in rows
     ]
@@ -214,7 +217,7 @@ def _load(store: Store, url: str, accounts: int) -> dict[str, float]:
         for n in range(accounts):
             nmi = _nmi(n)
             pattern = meter_text[n % len(PATTERNS)]
-            for day in JULY:
+            for day in meter_dates:
                 for line in pattern[day]:
                     yield f"{nmi}\t{line}"
 

@@ -24,7 +24,8 @@ from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
 from typing import Any
 
-from freehours.domain.bill import Bill, decimal_text, kwh_text, money_text
+from freehours.domain.bill import Bill, decimal_text, kwh_text, money_text, total_of, usage_lines
+from freehours.domain.plan import Plan
 from freehours.domain.rating import ZERO, DayRating
 
 #: The days of the usage a check prices: the last 12 months.
@@ -104,6 +105,70 @@ def costed(
 def per_year(amount: Decimal, days: int) -> Decimal:
     """``amount`` over ``days`` days, scaled to a year of ``YEAR_DAYS``, to the cent."""
     return (amount * YEAR_DAYS / days).quantize(_CENT, ROUND_HALF_UP)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageTotals:
+    """What pricing needs of consecutive rated local days, ``first`` to ``last``, under one
+    plan: the consumption charged at each of its bands, the export and the controlled load. A
+    year's cost is priced from its billing periods' totals (``cost_of``) exactly as a bill of
+    all its days would be (``make_bill``): every line is a price times a sum of these."""
+
+    first: date
+    last: date
+    charged: tuple[Decimal, ...]
+    export: Decimal
+    controlled: Decimal
+
+    @property
+    def days(self) -> int:
+        return (self.last - self.first).days + 1
+
+    def text(self) -> str:
+        """One line of text, as a billing period's usage keeps it (``parse`` reads it back)."""
+        charged = ",".join(str(kwh) for kwh in self.charged)
+        return f"{self.first}|{self.last}|{charged}|{self.export}|{self.controlled}"
+
+    @classmethod
+    def parse(cls, text: str) -> UsageTotals:
+        first, last, charged, export, controlled = text.split("|")
+        return cls(
+            date.fromisoformat(first),
+            date.fromisoformat(last),
+            tuple(Decimal(kwh) for kwh in charged.split(",")) if charged else (),
+            Decimal(export),
+            Decimal(controlled),
+        )
+
+
+def totals_of(days: Sequence[DayRating]) -> UsageTotals:
+    """The totals of rated local days, consecutive and in order (at least one)."""
+    charged = tuple(sum(kwh, ZERO) for kwh in zip(*(day.charged_kwh for day in days), strict=True))
+    return UsageTotals(
+        days[0].local_date,
+        days[-1].local_date,
+        charged,
+        sum((day.export_kwh for day in days), ZERO),
+        sum((day.controlled_load_kwh for day in days), ZERO),
+    )
+
+
+def cost_of(plan: Plan, parts: Sequence[UsageTotals]) -> Decimal:
+    """What ``plan`` charges for the days of ``parts`` (apart, in order: a year of billing
+    periods), GST included where it charges it: the total of the bill of all those days."""
+    charged = [sum(kwh, ZERO) for kwh in zip(*(part.charged for part in parts), strict=True)]
+    if len(charged) != len(plan.bands):
+        raise ValueError(f"totals of {len(charged)} bands priced under a plan of {len(plan.bands)}")
+    dates = [part.first + timedelta(days=n) for part in parts for n in range(part.days)]
+    lines = usage_lines(
+        plan,
+        charged_by_band=charged,
+        export_kwh=sum((part.export for part in parts), ZERO),
+        controlled_kwh=sum((part.controlled for part in parts), ZERO),
+        free_kwh=ZERO,  # its line is always 0.00: free energy costs nothing on any plan
+        dates=dates,
+    )
+    return total_of(plan, lines)[2]
 
 
 def check_window(day: date, first_data: date | None) -> tuple[date, date] | None:

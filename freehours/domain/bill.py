@@ -28,7 +28,7 @@ freehours writes a bill's figures in: the bill, and invoices and credit notes
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
@@ -197,48 +197,20 @@ def make_bill(plan: Plan, nmi: str, days: Iterable[DayRating]) -> Bill:
     free_by_band = [sum(kwh, ZERO) for kwh in zip(*columns["free_kwh_by_band"], strict=True)]
     free_total = sum(columns["free_kwh"], ZERO)
     export_total = sum(columns["export_kwh"], ZERO)
-    charged: dict[str, Decimal] = {}
-    bands: dict[str, Band] = {}
-    free_value = ZERO
-    for band, charged_kwh, free_kwh in zip(plan.bands, charged_by_band, free_by_band, strict=True):
-        charged[band.type] = charged.get(band.type, ZERO) + charged_kwh
-        bands.setdefault(band.type, band)
-        free_value += free_kwh * band.unit_price
-    lines = [
-        line
-        for band_type, kwh in charged.items()
-        for line in _energy_lines(bands[band_type], kwh, len(rated))
-    ]
-    lines.extend(_supply_lines(plan, rated))
-    if plan.controlled_load is not None:
-        lines.extend(_controlled_load_lines(plan.controlled_load, columns, len(rated)))
-    if plan.feed_in is not None:
-        lines.append(
-            BillLine(
-                code="FEED_IN",
-                description="Solar feed-in credit",
-                quantity=export_total,
-                unit="kWh",
-                unit_price=plan.feed_in.unit_price,
-                amount=ZERO - to_cent(export_total * plan.feed_in.unit_price),  # never -0.00
-            )
-        )
-    if plan.free_window is not None:
-        window = plan.free_window
-        lines.append(
-            BillLine(
-                code="FREE_ENERGY",
-                description=(
-                    f"Free energy {window.label}, up to {kwh_text(window.cap_kwh)} kWh a day"
-                ),
-                quantity=free_total,
-                unit="kWh",
-                unit_price=ZERO,
-                amount=to_cent(ZERO),
-            )
-        )
-    subtotal = sum((line.amount for line in lines), ZERO)
-    gst = to_cent(subtotal * plan.gst_rate)
+    controlled = sum(cast("tuple[Decimal, ...]", columns["controlled_load_kwh"]), ZERO)
+    lines = usage_lines(
+        plan,
+        charged_by_band=charged_by_band,
+        export_kwh=export_total,
+        controlled_kwh=controlled,
+        free_kwh=free_total,
+        dates=[day.local_date for day in rated],
+    )
+    free_value = sum(
+        (kwh * band.unit_price for band, kwh in zip(plan.bands, free_by_band, strict=True)),
+        ZERO,
+    )
+    subtotal, gst, total = total_of(plan, lines)
     return Bill(
         nmi=nmi,
         plan_id=plan.id,
@@ -253,23 +225,85 @@ def make_bill(plan: Plan, nmi: str, days: Iterable[DayRating]) -> Bill:
         lines=tuple(lines),
         subtotal=subtotal,
         gst=gst,
-        total=subtotal + gst,
+        total=total,
         free_energy_value=to_cent(free_value),
     )
 
 
-def _supply_lines(plan: Plan, rated: tuple[DayRating, ...]) -> list[BillLine]:
+def usage_lines(
+    plan: Plan,
+    *,
+    charged_by_band: Sequence[Decimal],
+    export_kwh: Decimal,
+    controlled_kwh: Decimal,
+    free_kwh: Decimal,
+    dates: Sequence[date],
+) -> list[BillLine]:
+    """A bill's lines (the module docstring's, in its order) from what its days add up to:
+    the consumption charged at each of the plan's bands, the export, the controlled load and
+    the free energy, over the local ``dates`` billed. ``make_bill`` prices a bill's days with
+    it, and the better offer check a year of billing periods' totals."""
+    charged: dict[str, Decimal] = {}
+    bands: dict[str, Band] = {}
+    for band, charged_kwh in zip(plan.bands, charged_by_band, strict=True):
+        charged[band.type] = charged.get(band.type, ZERO) + charged_kwh
+        bands.setdefault(band.type, band)
+    lines = [
+        line
+        for band_type, kwh in charged.items()
+        for line in _energy_lines(bands[band_type], kwh, len(dates))
+    ]
+    lines.extend(_supply_lines(plan, dates))
+    if plan.controlled_load is not None:
+        lines.extend(_controlled_load_lines(plan.controlled_load, controlled_kwh, len(dates)))
+    if plan.feed_in is not None:
+        lines.append(
+            BillLine(
+                code="FEED_IN",
+                description="Solar feed-in credit",
+                quantity=export_kwh,
+                unit="kWh",
+                unit_price=plan.feed_in.unit_price,
+                amount=ZERO - to_cent(export_kwh * plan.feed_in.unit_price),  # never -0.00
+            )
+        )
+    if plan.free_window is not None:
+        window = plan.free_window
+        lines.append(
+            BillLine(
+                code="FREE_ENERGY",
+                description=(
+                    f"Free energy {window.label}, up to {kwh_text(window.cap_kwh)} kWh a day"
+                ),
+                quantity=free_kwh,
+                unit="kWh",
+                unit_price=ZERO,
+                amount=to_cent(ZERO),
+            )
+        )
+    return lines
+
+
+def total_of(plan: Plan, lines: Sequence[BillLine]) -> tuple[Decimal, Decimal, Decimal]:
+    """The subtotal of ``lines``, its GST at ``plan``'s rate and the total, as a bill adds
+    them."""
+    subtotal = sum((line.amount for line in lines), ZERO)
+    gst = to_cent(subtotal * plan.gst_rate)
+    return subtotal, gst, subtotal + gst
+
+
+def _supply_lines(plan: Plan, dates: Sequence[date]) -> list[BillLine]:
     """``SUPPLY``: the days billed at the plan's daily charge; with seasonal charges, the days of
     each season at its own, as ``SUPPLY_2``, ``SUPPLY_3``, ... (the second, third, ... charge of
     the plan: the first seasonal one is number 2), and ``SUPPLY`` the days outside every season.
     A charge no day billed is at has no line (``SUPPLY`` included: a bill of summer days only
     under a plan with a summer charge has ``SUPPLY_2`` alone); the lines' days add up to the days
     billed."""
-    days: dict[int, int] = {0: len(rated)}
+    days: dict[int, int] = {0: len(dates)}
     if plan.supply_charges:
         days = {}
-        for day in rated:
-            number, _ = plan.supply_charge_on(day.local_date)
+        for local_date in dates:
+            number, _ = plan.supply_charge_on(local_date)
             days[number] = days.get(number, 0) + 1
     lines = []
     for number in sorted(days):
@@ -342,11 +376,8 @@ def _energy_lines(band: Band, kwh: Decimal, days: int) -> list[BillLine]:
     return lines
 
 
-def _controlled_load_lines(
-    load: ControlledLoad, columns: dict[str, tuple[object, ...]], days: int
-) -> list[BillLine]:
+def _controlled_load_lines(load: ControlledLoad, kwh: Decimal, days: int) -> list[BillLine]:
     """The controlled load's energy line, and its supply line where it has a charge."""
-    kwh = sum(cast("tuple[Decimal, ...]", columns["controlled_load_kwh"]), ZERO)
     lines = [
         BillLine(
             code="CONTROLLED_LOAD",
