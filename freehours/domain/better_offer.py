@@ -171,6 +171,39 @@ def cost_of(plan: Plan, parts: Sequence[UsageTotals]) -> Decimal:
     return total_of(plan, lines)[2]
 
 
+@dataclass(frozen=True, slots=True)
+class PeriodUsage:
+    """What a billing period's invoice keeps of its usage for later checks: the days it has a
+    meter value for, the energy used and the free energy under the plan it was invoiced on (for
+    usage compared), and its usage totals under that plan and each offer it was checked against
+    (``totals``: by plan key, the ``UsageTotals`` text)."""
+
+    start: date
+    end: date
+    read_days: int
+    consumption_kwh: Decimal
+    free_kwh: Decimal
+    totals: dict[str, str]
+
+    def text(self) -> str:
+        head = f"{self.read_days}|{self.consumption_kwh}|{self.free_kwh}"
+        return "\n".join([head, *(f"{key}\t{text}" for key, text in sorted(self.totals.items()))])
+
+    @classmethod
+    def parse(cls, start: date, end: date, text: str) -> PeriodUsage:
+        head, *lines = text.split("\n")
+        read_days, consumption, free = head.split("|")
+        totals = dict(line.split("\t", 1) for line in lines)
+        return cls(start, end, int(read_days), Decimal(consumption), Decimal(free), totals)
+
+    def summary(self, kind: UsageKind) -> UsageSummary | None:
+        if not self.read_days:
+            return None
+        return UsageSummary(
+            kind, self.start, self.end, self.read_days, self.consumption_kwh, self.free_kwh
+        )
+
+
 def check_window(day: date, first_data: date | None) -> tuple[date, date] | None:
     """The local days a check on ``day`` prices: the 12 months to ``day``, from the first day
     of data where that is later; None when there is no data by then."""

@@ -1,74 +1,117 @@
 """The better offer check and usage compared, for a batch's invoices and on demand
 (``freehours.domain.better_offer``; docs/invoices.md, "The better offer check").
 
-Each customer's meter data of the last 12 months (and of the same period a year earlier, for
-usage compared) is read once and rated, by the engine that makes their bills, under their plan
-and under every offer of the retailer that applies to them on the day of the invoice: the offers
-of their region, for premises with or without a controlled load as their plan prices one, in
-effect that day (their distributor is not known, so an offer on any network of the region
-counts).
+The usage a check prices is the customer's last 12 months of billing periods, to the period
+invoiced (from their first day of data where that is later). Each period is priced from its
+usage totals under the customer's plan and each offer: the period invoiced is rated now, by the
+engine that bills it, under every one of them, and what its invoice keeps of them
+(``PeriodUsage``, with its billing period) serves the next 11 checks; a period that kept none,
+or none for a plan (an offer new since), is rated from its stored meter data. Either way the
+totals are the engine's, and a year is priced from them exactly as a bill of all its days.
+
+The offers that apply to a customer on the day of the invoice are those of their region, for
+premises with a controlled load exactly when their plan prices one, in effect that day (their
+distributor is not known, so an offer on any network of the region counts).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, timedelta
 from decimal import Decimal
+from operator import attrgetter
 
 from freehours.domain.better_offer import (
     BetterOfferCheck,
     Costed,
+    PeriodUsage,
     UsageKind,
     UsageSummary,
-    check_window,
-    costed,
+    UsageTotals,
+    cost_of,
     decide,
-    summarise,
+    per_year,
+    totals_of,
     year_before,
 )
-from freehours.domain.bill import make_bill
 from freehours.domain.invoicing import BillingCycle, Period
 from freehours.domain.offers import Offer
 from freehours.domain.plan import Plan
 from freehours.domain.profiles import DayProfiles
-from freehours.domain.rating import MeterRating
+from freehours.domain.rating import ZERO, MeterRating
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import Region
 from freehours.plans.cache import PlanCache
+from freehours.store.catalog import StoredPlan
 from freehours.store.database import Unit
 
 
 @dataclass(frozen=True, slots=True)
-class Customer:
-    """What a check needs of one customer: their NMI, region, cycle and plan."""
+class Priced:
+    """A plan a check prices: the customer's own (``offer`` None) or an offer's."""
+
+    key: str
+    name: str
+    plan: Plan
+    profiles: DayProfiles
+    offer: Offer | None = None
+
+
+def plan_key(stored: StoredPlan) -> str:
+    """The key of a customer's plan's totals: a new one whenever the plan is put again."""
+    return f"plan:{stored.plan_id}:{stored.updated_at.isoformat()}"
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One check: a customer, on their plan, for the billing period ``period`` (the invoice's,
+    or on demand the last one ended), against the offers of ``offered_on``; ``rows`` the
+    period's day rows where the caller has them (an invoice run has read them), ``first_data``
+    the customer's first day of data."""
 
     nmi: str
     region: Region
     cycle: BillingCycle
-    plan: Plan
-    profiles: DayProfiles
+    plan: Priced
+    period: Period
+    offered_on: date
+    first_data: date | None
+    rows: Sequence[IntervalDay] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class PricedOffer:
-    """An offer of the catalogue, its plan parsed."""
+@dataclass(slots=True)
+class Answer:
+    """A check's finding, the usage compared, and what the period keeps of its usage."""
 
-    offer: Offer
-    plan: Plan
-    profiles: DayProfiles
+    check: BetterOfferCheck
+    usage: tuple[UsageSummary, ...] = ()
+    kept: PeriodUsage | None = None
+
+
+@dataclass(slots=True)
+class _Work:
+    """A request, its plans and the periods of its year, as the check is worked out."""
+
+    request: Request
+    priced: list[Priced]
+    year: list[Period]  # the 12 months of periods to ``period``, from the first with data
+    earlier: Period  # the same period a year before, for usage compared
+    stored: dict[date, PeriodUsage] = field(default_factory=dict)
+    totals: dict[tuple[date, str], UsageTotals] = field(default_factory=dict)
+    usages: dict[date, PeriodUsage] = field(default_factory=dict)
 
 
 class OfferChecks:
-    """The checks of one transaction's customers: the offers read and parsed once."""
+    """The checks of one transaction: the offers read and parsed once."""
 
     def __init__(self, unit: Unit, plans: PlanCache, threshold: Decimal) -> None:
         self.unit = unit
         self.plans = plans
         self.threshold = threshold
-        self._offers: dict[Region, list[PricedOffer]] = {}
+        self._offers: dict[Region, list[Priced]] = {}
 
-    def offers(self, region: Region) -> list[PricedOffer]:
+    def offers(self, region: Region) -> list[Priced]:
         """The latest version of each offer of ``region`` whose plan parses."""
         found = self._offers.get(region)
         if found is None:
@@ -80,114 +123,179 @@ class OfferChecks:
                     lambda offer=offer: offer.document,  # type: ignore[misc]
                 )
                 if parsed is not None:
-                    found.append(PricedOffer(offer, parsed.plan, parsed.profiles))
+                    found.append(
+                        Priced(
+                            f"offer:{offer.offer_id}:{offer.version}",
+                            offer.name,
+                            parsed.plan,
+                            parsed.profiles,
+                            offer,
+                        )
+                    )
             self._offers[region] = found
         return found
 
-    def applying(self, customer: Customer, day: date) -> list[PricedOffer]:
-        """The offers that apply to ``customer`` on ``day``."""
-        controlled = customer.plan.controlled_load is not None
+    def applying(self, region: Region, plan: Plan, day: date) -> list[Priced]:
+        """The offers that apply on ``day`` to a customer of ``region`` on ``plan``."""
+        controlled = plan.controlled_load is not None
         return [
             priced
-            for priced in self.offers(customer.region)
-            if priced.offer.terms.applies(customer.region, None, controlled, day)
+            for priced in self.offers(region)
+            if priced.offer is not None
+            and priced.offer.terms.applies(region, None, controlled, day)
         ]
 
-    def rows(self, nmis: Sequence[str], first: date, last: date) -> dict[str, list[IntervalDay]]:
-        """The stored day rows of ``nmis`` on the NEM dates that cover local dates ``first`` to
-        ``last`` (a NEM date either side)."""
-        found = self.unit.invoices.meter_days(
-            nmis, first - timedelta(days=1), last + timedelta(days=1)
-        )
-        return {nmi: [day for day, _ in rows] for nmi, rows in found.items()}
+    def check_all(self, requests: Sequence[Request]) -> list[Answer]:
+        """Each request's check, its usage compared and what its period keeps: the stored
+        usage of the periods read in one statement, the meter data of those without in one
+        more."""
+        work = [self._work(request) for request in requests]
+        if not work:
+            return []
+        nmis = sorted({item.request.nmi for item in work})
+        first = min(min(item.year[0].start, item.earlier.start) for item in work)
+        last = max(item.request.period.start for item in work)
+        stored = self.unit.invoices.period_usages(nmis, first, last)
+        for item in work:
+            item.stored = stored.get(item.request.nmi, {})
+        self._rate_unkept(work)
+        return [self._answer(item) for item in work]
 
-    def check(
-        self,
-        customer: Customer,
-        rows: Sequence[IntervalDay],
-        *,
-        checked_on: date,
-        offered_on: date,
-        period: Period | None = None,
-    ) -> tuple[BetterOfferCheck, tuple[UsageSummary, ...]]:
-        """The check of ``customer``'s usage to ``checked_on`` (``rows``: their day rows from a
-        year before it, and from the period a year before ``period``) against the offers that
-        apply on ``offered_on``; and, for an invoice of ``period``, its usage compared. The
-        usage priced starts on the first local day of ``rows`` where that is later than a year
-        before."""
-        offers = self.applying(customer, offered_on)
-        rating = MeterRating(customer.nmi, customer.profiles)
-        for day in rows:
-            rating.add(day)
-        if not rating.rated:
-            return decide(checked_on, None, None, [], self.threshold), ()
-        usage = () if period is None else _usage(customer, rating, period)
-        data_first, data_last = rating.local_date_range()
-        window = check_window(checked_on, data_first)
-        if window is not None:
-            # To the last day of data: days not read yet would cost only their supply charge.
-            last = min(window[1], data_last)
-            window = (window[0], last) if last >= window[0] else None
-        if window is None:
-            return decide(checked_on, None, None, [], self.threshold), usage
-        dates = _dates(*window)
-        current = costed(
-            make_bill(customer.plan, customer.nmi, rating.days(dates).values()),
-            customer.plan.name,
-            customer.plan.gst_rate,
-        )
-        first_nem, last_nem = window[0] - timedelta(days=1), window[1] + timedelta(days=1)
-        wanted = [day for day in rows if first_nem <= day.day <= last_nem]
-        priced: list[Costed] = []
-        for candidate in offers:
-            offer_rating = MeterRating(customer.nmi, candidate.profiles)
+    # --- the parts ---------------------------------------------------------------------------
+
+    def _work(self, request: Request) -> _Work:
+        offers = self.applying(request.region, request.plan.plan, request.offered_on)
+        priced = [request.plan, *offers]
+        cycle, period = request.cycle, request.period
+        start = cycle.period_of(year_before(period.start)).end + timedelta(days=1)
+        year = cycle.periods(start, period.end + timedelta(days=1))
+        if request.first_data is not None:
+            year = [p for p in year if p.end >= request.first_data] or [period]
+        earlier = cycle.period_of(year_before(period.start))
+        return _Work(request, priced, year, earlier)
+
+    def _rate_unkept(self, work: list[_Work]) -> None:
+        """Rate what no period kept: the period of a request that brought its rows, and each
+        period (of the year, the one before and the one a year earlier) whose usage, or whose
+        totals under one of the plans, were not kept; from the meter data, read once."""
+        unkept = [[p for p in _periods(item) if _unkept(item, p)] for item in work]
+        spans: dict[str, tuple[date, date]] = {}
+        for item, periods in zip(work, unkept, strict=True):
+            for period in periods:
+                first, last = spans.get(item.request.nmi, (period.start, period.end))
+                spans[item.request.nmi] = (min(first, period.start), max(last, period.end))
+        rows: dict[str, list[IntervalDay]] = {}
+        if spans:
+            found = self.unit.invoices.meter_days(
+                sorted(spans),
+                min(first for first, _ in spans.values()) - timedelta(days=1),
+                max(last for _, last in spans.values()) + timedelta(days=1),
+            )
+            rows = {nmi: [day for day, _ in days] for nmi, days in found.items()}
+        for item, periods in zip(work, unkept, strict=True):
+            request = item.request
+            if request.rows is not None:
+                self._rate_period(item, request.period, request.rows)
+            for period in periods:
+                self._rate_period(item, period, rows.get(request.nmi, []))
+
+    def _rate_period(self, item: _Work, period: Period, rows: Sequence[IntervalDay]) -> None:
+        """``period`` rated under each of the request's plans, from ``rows``: its totals and
+        what it keeps."""
+        request = item.request
+        first = max(period.start, request.first_data or period.start)
+        dates = [first + timedelta(days=n) for n in range((period.end - first).days + 1)]
+        before, after = period.start - timedelta(days=1), period.end + timedelta(days=1)
+        wanted = [day for day in rows if before <= day.day <= after]
+        totals: dict[str, str] = {}
+        read_days, consumption, free = 0, ZERO, ZERO
+        for priced in item.priced:
+            rating = MeterRating(request.nmi, priced.profiles)
             for day in wanted:
-                offer_rating.add(day)
-            if not offer_rating.rated:
-                continue
-            bill = make_bill(candidate.plan, customer.nmi, offer_rating.days(dates).values())
-            priced.append(
-                costed(
-                    bill,
-                    candidate.offer.name,
-                    candidate.plan.gst_rate,
-                    offer_id=candidate.offer.offer_id,
-                    offer_version=candidate.offer.version,
+                rating.add(day)
+            rated = rating.days(dates)
+            part = totals_of(list(rated.values()))
+            item.totals[(period.start, priced.key)] = part
+            totals[priced.key] = part.text()
+            if priced is request.plan:
+                read = [day for day in rated.values() if not rating.unread(day.local_date)]
+                read_days = len(read)
+                consumption = sum((day.consumption_kwh for day in read), ZERO)
+                free = sum((day.free_kwh for day in read), ZERO)
+        item.usages[period.start] = PeriodUsage(
+            period.start, period.end, read_days, consumption, free, totals
+        )
+
+    def _totals(self, item: _Work, period: Period, key: str) -> UsageTotals:
+        found = item.totals.get((period.start, key))
+        if found is None:
+            found = UsageTotals.parse(item.stored[period.start].totals[key])
+        return found
+
+    def _usage_of(self, item: _Work, period: Period) -> PeriodUsage | None:
+        return item.usages.get(period.start) or item.stored.get(period.start)
+
+    def _answer(self, item: _Work) -> Answer:
+        request = item.request
+        period = request.period
+        kept = item.usages.get(period.start) if request.rows is not None else None
+        usage = self._usage(item)
+        if request.first_data is None or self._usage_of(item, period) is None:
+            return Answer(decide(period.end, None, None, [], self.threshold), usage, kept)
+        year = [p for p in item.year if self._usage_of(item, p) is not None]
+        costs: list[Costed] = []
+        for priced in item.priced:
+            parts = [self._totals(item, p, priced.key) for p in year]
+            total = cost_of(priced.plan, parts)
+            days = sum(part.days for part in parts)
+            offer = priced.offer
+            costs.append(
+                Costed(
+                    plan_id=priced.plan.id,
+                    name=priced.name,
+                    total=total,
+                    per_year=per_year(total, days),
+                    gst_inclusive=priced.plan.gst_rate > 0,
+                    offer_id=None if offer is None else offer.offer_id,
+                    offer_version=None if offer is None else offer.version,
                 )
             )
-        return decide(checked_on, window, current, priced, self.threshold), usage
+        first_part = self._totals(item, year[0], request.plan.key)
+        window = (first_part.first, period.end)
+        check = decide(period.end, window, costs[0], costs[1:], self.threshold)
+        return Answer(check, usage, kept)
+
+    def _usage(self, item: _Work) -> tuple[UsageSummary, ...]:
+        request = item.request
+        previous = request.cycle.period_of(request.period.start - timedelta(days=1))
+        rows = []
+        for kind, period in (
+            (UsageKind.THIS_PERIOD, request.period),
+            (UsageKind.PREVIOUS_PERIOD, previous),
+            (UsageKind.YEAR_EARLIER, item.earlier),
+        ):
+            kept = self._usage_of(item, period)
+            summary = None if kept is None else kept.summary(kind)
+            if summary is not None:
+                rows.append(summary)
+        return tuple(rows)
 
 
-def first_needed(cycle: BillingCycle, period: Period | None, checked_on: date) -> date:
-    """The first local date a check on ``checked_on`` (and usage compared of ``period``)
-    reads."""
-    first = checked_on - timedelta(days=365)
-    if period is not None:
-        first = min(first, cycle.period_of(year_before(period.start)).start)
-    return first
+def _periods(item: _Work) -> list[Period]:
+    """Every period a request's answer reads: its year, the one before and a year earlier."""
+    request = item.request
+    previous = request.cycle.period_of(request.period.start - timedelta(days=1))
+    return sorted({*item.year, previous, item.earlier}, key=attrgetter("start"))
 
 
-def _usage(customer: Customer, rating: MeterRating, period: Period) -> tuple[UsageSummary, ...]:
-    """This period's use, the previous period's and the same period's a year earlier, where
-    the data has them."""
-    cycle = customer.cycle
-    previous = cycle.period_of(period.start - timedelta(days=1))
-    earlier = cycle.period_of(year_before(period.start))
-    rows: list[UsageSummary] = []
-    for kind, wanted in (
-        (UsageKind.THIS_PERIOD, period),
-        (UsageKind.PREVIOUS_PERIOD, previous),
-        (UsageKind.YEAR_EARLIER, earlier),
-    ):
-        dates = wanted.dates()
-        unread = {day for day in dates if rating.unread(day)}
-        if len(unread) == len(dates):
-            continue
-        summary = summarise(kind, wanted.start, wanted.end, rating.days(dates).values(), unread)
-        if summary is not None:
-            rows.append(summary)
-    return tuple(rows)
-
-
-def _dates(first: date, last: date) -> list[date]:
-    return [first + timedelta(days=n) for n in range((last - first).days + 1)]
+def _unkept(item: _Work, period: Period) -> bool:
+    """Whether ``period`` must be rated from its meter data: it has data, and kept no usage
+    or no totals under one of the request's plans (the request's own period, when it brought
+    its rows, is rated from them)."""
+    request = item.request
+    if request.rows is not None and period == request.period:
+        return False
+    if request.first_data is None or period.end < request.first_data:
+        return False
+    kept = item.stored.get(period.start)
+    return kept is None or any(priced.key not in kept.totals for priced in item.priced)

@@ -109,6 +109,8 @@ class Draft:
     #: An invoice's better offer check and usage compared (none on a correction).
     better_offer: BetterOfferCheck | None = None
     usage: tuple[UsageSummary, ...] = ()
+    #: What an invoice's period keeps of its usage (``PeriodUsage.text``).
+    kept_usage: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

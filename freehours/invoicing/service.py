@@ -67,7 +67,7 @@ from freehours.domain.rating import MeterRating
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import QuotaStatus, data_deadline_of, has_quota
 from freehours.faults import NoFaults
-from freehours.invoicing.better_offer import Customer, OfferChecks, first_needed
+from freehours.invoicing.better_offer import OfferChecks, Priced, Request, plan_key
 from freehours.invoicing.documents import (
     _document,
     _retailer_json,
@@ -272,7 +272,7 @@ class Invoicing:
             else:
                 self._draft_correction(result, unit, candidate, now)
         if self.policy.better_offer_check:
-            self._check_offers(unit, run, result)
+            self._check_offers(unit, run, result, first_days, meter)
         showable = []
         for draft in result.drafts:
             why = self._unshowable(run, draft, now)
@@ -290,43 +290,60 @@ class Invoicing:
         result.drafts = showable
         return result
 
-    def _check_offers(self, unit: Unit, run: InvoiceRun, result: BatchResult) -> None:
-        """Each drafted invoice's better offer check and usage compared (a correction has
-        neither: it bills a difference, not a period's use)."""
-        invoices = [d for d in result.drafts if d.document_type is DocumentType.INVOICE]
+    def _check_offers(
+        self,
+        unit: Unit,
+        run: InvoiceRun,
+        result: BatchResult,
+        first_days: dict[str, date],
+        meter: dict[str, list[tuple[IntervalDay, str]]],
+    ) -> None:
+        """Each drafted invoice's better offer check and usage compared, and what its period
+        keeps of its usage (a correction has none of them: it bills a difference, not a
+        period's use)."""
+        invoices = [
+            (index, draft)
+            for index, draft in enumerate(result.drafts)
+            if draft.document_type is DocumentType.INVOICE
+        ]
         if not invoices:
             return
-        checks = OfferChecks(unit, self.plans, self.policy.better_offer_threshold)
-        first = min(first_needed(d.account.cycle, d.period, d.period.end) for d in invoices)
-        last = max(d.period.end for d in invoices)
-        rows = checks.rows(sorted({d.account.nmi for d in invoices}), first, last)
-        for index, draft in enumerate(result.drafts):
-            if draft.document_type is not DocumentType.INVOICE:
-                continue
+        requests = []
+        for _, draft in invoices:
             parsed = self._plan(draft.plan)
             assert parsed is not None, "a draft's plan parsed when it was drafted"
             plan, profiles = parsed
             account = draft.account
-            customer = Customer(account.nmi, account.region, account.cycle, plan, profiles)
-            try:
-                check, usage = checks.check(
-                    customer,
-                    rows.get(account.nmi, []),
-                    checked_on=draft.period.end,
-                    offered_on=run.as_of.astimezone(plan.zone).date(),
-                    period=draft.period,
+            requests.append(
+                Request(
+                    account.nmi,
+                    account.region,
+                    account.cycle,
+                    Priced(plan_key(draft.plan), plan.name, plan, profiles),
+                    draft.period,
+                    run.as_of.astimezone(plan.zone).date(),
+                    first_days.get(account.nmi),
+                    [day for day, _ in meter.get(account.nmi, [])],
                 )
-            except (ArithmeticError, ValueError) as exc:
-                # The invoice goes out without a check (its box points to the comparator)
-                # rather than not at all; the reason is logged, never the customer's data.
-                log.warning("better_offer_check_failed", plan_id=plan.id, error=type(exc).__name__)
-                continue
-            result.drafts[index] = replace(draft, better_offer=check, usage=usage)
+            )
+        checks = OfferChecks(unit, self.plans, self.policy.better_offer_threshold)
+        try:
+            answers = checks.check_all(requests)
+        except (ArithmeticError, ValueError) as exc:
+            # The invoices go out without a check (their box points to the comparator) rather
+            # than not at all; the reason is logged, never a customer's data.
+            log.warning("better_offer_check_failed", error=type(exc).__name__, reason=str(exc))
+            return
+        for (index, draft), answer in zip(invoices, answers, strict=True):
+            kept = None if answer.kept is None else answer.kept.text()
+            result.drafts[index] = replace(
+                draft, better_offer=answer.check, usage=answer.usage, kept_usage=kept
+            )
 
     def better_offer(self, nmi: str, as_of: date | None = None) -> BetterOfferCheck | None:
-        """The better offer check of ``nmi``'s usage to the day before ``as_of`` (default:
-        today on the customer's clock), against the offers that apply that day: what an
-        invoice issued then would say (``GET /v1/customers/{nmi}/better-offer``). None when
+        """The better offer check an invoice issued on ``as_of`` (default: today on the
+        customer's clock) would make: for the last billing period that ended before it, against
+        the offers that apply that day (``GET /v1/customers/{nmi}/better-offer``). None when
         there is no such customer or their plan does not parse."""
         with self.store.read() as unit:
             accounts = unit.invoices.accounts([nmi])
@@ -340,13 +357,21 @@ class Invoicing:
                 return None
             plan, profiles = parsed
             day = as_of or self.clock.now().astimezone(plan.zone).date()
-            checked_on = day - timedelta(days=1)
+            period = account.cycle.period_of(day - timedelta(days=1))
+            if period.end >= day:  # not over by then: the one before
+                period = account.cycle.period_of(period.start - timedelta(days=1))
+            request = Request(
+                nmi,
+                account.region,
+                account.cycle,
+                Priced(plan_key(stored), plan.name, plan, profiles),
+                period,
+                day,
+                unit.invoices.first_days([nmi]).get(nmi),
+            )
             checks = OfferChecks(unit, self.plans, self.policy.better_offer_threshold)
-            first = first_needed(account.cycle, None, checked_on)
-            rows = checks.rows([nmi], first, checked_on).get(nmi, [])
-            customer = Customer(nmi, account.region, account.cycle, plan, profiles)
-            check, _ = checks.check(customer, rows, checked_on=checked_on, offered_on=day)
-        return check
+            (answer,) = checks.check_all([request])
+        return answer.check
 
     def _revisable(self, unit: Unit, wanted: list[_Wanted]) -> list[_Wanted]:
         """``wanted`` without the invoiced periods that no day row received since they were
@@ -588,6 +613,9 @@ class Invoicing:
                         row.documents + 1,
                         {**row.versions, **draft.versions},
                         draft.stamp,
+                        # An invoice keeps its usage; a correction forgets it (the next check
+                        # rates the revised data).
+                        usage=draft.kept_usage,
                     )
                 )
             for checked in drafted.checked:
@@ -601,6 +629,7 @@ class Invoicing:
                             row.documents,
                             {**row.versions, **checked.versions},
                             checked.stamp,
+                            usage=row.usage,
                         )
                     )
             unit.invoices.save_periods(saved, now=now)

@@ -51,6 +51,8 @@ class BillingPeriodRow:
     versions: dict[date, int | None]
     data_stamp: str = ""
     checked_at: datetime | None = None
+    #: What the invoice keeps of the period's usage (``PeriodUsage.text``), or None.
+    usage: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +209,7 @@ def _period(row: sa.Row[Any]) -> BillingPeriodRow:
         versions,
         row.data_stamp,
         row.checked_at,
+        row.usage,
     )
 
 

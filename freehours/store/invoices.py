@@ -19,6 +19,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from freehours.domain.better_offer import PeriodUsage
 from freehours.domain.invoicing import (
     BillingCycle,
     Frequency,
@@ -323,6 +324,25 @@ class Invoices(Repository):
             if (row.nmi, row.period_start) in wanted
         }
 
+    def period_usages(
+        self, nmis: Collection[str], first: date, last: date
+    ) -> dict[str, dict[date, PeriodUsage]]:
+        """What the invoiced billing periods of ``nmis`` starting ``first`` to ``last`` keep of
+        their usage, by NMI and period start (the periods without it left out)."""
+        b = billing_periods.c
+        rows = self._conn.execute(
+            sa.select(b.nmi, b.period_start, b.period_end, b.usage).where(
+                b.nmi.in_(list(nmis)),
+                b.period_start >= first,
+                b.period_start <= last,
+                b.usage.is_not(None),
+            )
+        )
+        found: dict[str, dict[date, PeriodUsage]] = defaultdict(dict)
+        for nmi, start, end, text in rows:
+            found[nmi][start] = PeriodUsage.parse(start, end, text)
+        return found
+
     def save_periods(self, periods: Sequence[BillingPeriodRow], *, now: datetime) -> None:
         """Write what each of the locked ``periods`` has billed so far, in one statement run
         for them all (one round trip, not one each)."""
@@ -337,6 +357,7 @@ class Invoices(Repository):
                 versions=sa.bindparam("versions"),
                 data_stamp=sa.bindparam("data_stamp"),
                 checked_at=sa.bindparam("checked_at", type_=b.checked_at.type),
+                usage=sa.bindparam("usage"),
             ),
             [
                 {
@@ -346,6 +367,7 @@ class Invoices(Repository):
                     "versions": _versions_text(period.versions),
                     "data_stamp": period.data_stamp,
                     "checked_at": now,
+                    "usage": period.usage,
                 }
                 for period in periods
             ],

@@ -423,6 +423,10 @@ billing_periods = sa.Table(
     # When a run last looked at the period: revisions received since (less a margin) are looked
     # at again.
     sa.Column("checked_at", UtcDateTime, nullable=False),
+    # What the period's invoice keeps of its usage for later better offer checks and usage
+    # compared (``freehours.domain.better_offer.PeriodUsage``); null until invoiced, and again
+    # once corrected (a later check rates the revised data).
+    sa.Column("usage", sa.Text, nullable=True),
 )
 
 # Invoices, credit notes and adjustment invoices, finalised: inserted once and never changed or

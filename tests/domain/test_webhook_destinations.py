@@ -98,6 +98,7 @@ URL_TEXT = st.one_of(
 @example("http://" + "a" * 64 + "/")
 @example("http://ä.example/ä?ä#")
 @example("http://2130706433/")
+@example("HTTP://\u00b9")  # IDNA makes the superscript one a 1: the address 0.0.0.1
 def test_a_url_is_refused_or_sendable(url: str) -> None:
     refused: InvalidEndpoint | None = None
     try:
@@ -217,3 +218,14 @@ def test_attempts_in_flight_are_capped() -> None:
     closed = Circuit()
     assert closed.postponed(in_flight=MAX_IN_FLIGHT - 1, now=T0) is None
     assert closed.postponed(in_flight=MAX_IN_FLIGHT, now=T0) == ("in_flight", IN_FLIGHT_WAIT)
+
+
+@pytest.mark.parametrize(
+    ("url", "sent"),
+    [
+        ("http://\uff11\uff12\uff17.\uff10.\uff10.\uff11/", "http://127.0.0.1/"),  # fullwidth
+        ("http://\u00b9/", "http://0.0.0.1/"),
+    ],
+)
+def test_a_host_that_idna_makes_an_address_is_that_address(url: str, sent: str) -> None:
+    assert check_url(url) == sent

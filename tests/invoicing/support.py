@@ -74,9 +74,14 @@ class System:
 
     @classmethod
     def on(
-        cls, store: Store, *, faults: InvoicingFaults | None = None, batch_size: int = 500
+        cls,
+        store: Store,
+        *,
+        faults: InvoicingFaults | None = None,
+        batch_size: int = 500,
+        at: datetime = AFTER_JULY,
     ) -> System:
-        clock = ManualClock(AFTER_JULY)
+        clock = ManualClock(at)
         policy = SettlementPolicy(data_deadline=DEADLINE)
         settlements = Settlements(store, MemoryQuotaCache(clock), clock, policy)
         ingestion = Ingestion(store, settlements, clock, schedule=SettlementJobs(settlements))

@@ -4,7 +4,7 @@ bills them, keeps what it found with the invoice and prints the guideline's mess
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -22,7 +22,8 @@ from freehours.plans import builtin_document
 from freehours.plans.document import parse_plan
 from freehours.store.catalog import NewOffer
 from freehours.store.database import Store
-from tests.invoicing.support import JULY, System, consumption, export, halved
+from freehours.store.tables import billing_periods
+from tests.invoicing.support import AFTER_JULY, JULY, System, consumption, export, halved
 
 JUNE = [date(2026, 6, 1) + timedelta(days=n) for n in range(30)]
 
@@ -215,12 +216,9 @@ def test_the_check_on_demand_is_the_invoices(store: Store, as_of: date | None) -
     on_demand = system.invoicing.better_offer(meter, as_of)
     assert on_demand is not None
     invoiced = check_of(system, meter)
-    if as_of is None:  # today, 5 August: the days to 4 August, of which July has data
-        assert on_demand.checked_on == date(2026, 8, 4)
-        assert on_demand.data_to == JULY[-1]
-        assert on_demand.saving_per_year == invoiced.saving_per_year
-    else:
-        assert on_demand == invoiced
+    # As of 1 August, or today (5 August): an invoice issued then bills July, the last
+    # period ended.
+    assert on_demand == invoiced
     assert system.invoicing.better_offer("4103099999", as_of) is None
 
 
@@ -239,3 +237,43 @@ def test_a_retailer_may_turn_the_check_off(store: Store) -> None:
     page = render_html(document_of(invoice))
     assert "Compare offers from all retailers" in page
     assert "You could save" not in page
+
+
+def test_a_period_priced_from_what_its_invoice_kept_is_priced_as_its_meter_data(
+    store: Store,
+) -> None:
+    system = System.on(store, at=datetime(2026, 7, 5, tzinfo=UTC))
+    (meter,) = system.customers(1)
+    put_offers(system, ("cheap-nsw", "Cheap Saver", offer_document("cheap-nsw", "0.9000")))
+    system.month([meter], days=JUNE)
+    system.run()  # June's invoice, which keeps June's usage
+    with store.read() as unit:
+        kept = unit.invoices.period_usages([meter], JUNE[0], JUNE[0])[meter][JUNE[0]]
+    assert kept.read_days == 30
+    assert set(kept.totals) == {"plan:sso-nsw:2026-07-05T00:00:00+00:00", "offer:cheap-nsw:1"}
+    system.clock.set(AFTER_JULY)
+    system.month([meter])
+    system.run()  # July's: June priced from what its invoice kept
+    july = check_of_period(system, meter, JULY[0])
+    assert (july.data_from, july.data_to) == (JUNE[0], JULY[-1])
+    june_and_july = JUNE + JULY
+    assert july.current is not None
+    assert july.current.total == cost(builtin_document("sso-nsw"), meter, june_and_july)
+
+    # Made again from the meter data alone (nothing kept), the check is the same.
+    with store.write() as unit:
+        unit.invoices._conn.execute(billing_periods.update().values(usage=None))
+    assert system.invoicing.better_offer(meter, date(2026, 8, 1)) == july
+    # A new offer has nothing kept for June: June is rated for it from its meter data.
+    put_offers(system, ("new-nsw", "New Saver", offer_document("new-nsw", "0.8000")))
+    again = system.invoicing.better_offer(meter, date(2026, 8, 1))
+    assert again is not None
+    assert again.offer is not None
+    assert again.offer.offer_id == "new-nsw"
+    assert again.offer.total == cost(offer_document("new-nsw", "0.8000"), meter, june_and_july)
+
+
+def check_of_period(system: System, meter: str, start: date) -> BetterOfferCheck:
+    (invoice,) = [d for d in system.documents() if d.nmi == meter and d.period_start == start]
+    assert invoice.better_offer is not None
+    return BetterOfferCheck.from_json(invoice.better_offer)

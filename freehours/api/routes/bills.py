@@ -143,13 +143,15 @@ def get_better_offer(
         NemDate | None,
         Query(
             description="the day an invoice would be issued, YYYY-MM-DD (default: today on the"
-            " customer's clock); the usage priced is the 12 months before it"
+            " customer's clock); the usage priced is the 12 months of billing periods to the"
+            " last one ended before it"
         ),
     ] = None,
 ) -> JSONResponse:
-    """The better offer check on demand: the customer's usage of the 12 months before
-    ``as_of`` priced on their plan and on every offer that applies to them that day, as the
-    invoice run does for each invoice (docs/invoices.md, The better offer check)."""
+    """The better offer check on demand, as an invoice issued on ``as_of`` would make it: the
+    customer's usage of the 12 months of billing periods to the last one ended before it,
+    priced on their plan and on every offer that applies to them that day
+    (docs/invoices.md, The better offer check)."""
     bind_fields(nmi=nmi)
     check = services.runtime.invoicing.better_offer(nmi, as_of)
     if check is None:
