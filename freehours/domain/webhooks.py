@@ -211,7 +211,7 @@ def _ascii_host(hostname: str, *, bracketed: bool) -> str:
         name = hostname.encode("idna").decode("ascii").lower()
     except UnicodeError as exc:
         raise InvalidEndpoint("url", f"the host is not a valid IDNA name ({exc})") from None
-    # IDNA maps some characters to digits ("¹", fullwidth "１２７.０.０.１"): a name that
+    # IDNA maps some characters to digits (a superscript one, fullwidth digits): a name that
     # becomes an address is that address, so that a private one is seen as such.
     numeric = legacy_ipv4(name)
     if numeric is not None:
