@@ -6,10 +6,14 @@ against 20 offers, adds at most 25% to the invoice run at 100,000 accounts.
 ``ACCOUNTS`` customers (``FREEHOURS_BENCH_OFFER_ACCOUNTS``, default 2,000) are loaded as the
 invoicing benchmark loads them (``bench_invoicing._load``: July 2026 settled, E1 and B1
 half-hourly), with meter data for the whole year to July (1 August 2025 to 31 July 2026), and 20
-offers of their region (the NSW plan with other supply charges and shoulder prices). Then, batch
-by batch as a run's jobs draft them, each batch is drafted twice in a read transaction, without
-the check and with it (``Invoicing._draft``: the check reads each customer's 13 months and rates
-them under their plan and each offer); the difference is the check's cost. Last the whole run is
+offers of their region (the NSW plan with other supply charges and shoulder prices). The year's
+first 11 months are as the runs before this one left them: each billing period invoiced, keeping
+its usage under the plan and every offer (``billing_periods.usage``, made by the check's own
+``rate_period`` for each consumption pattern and shared by its accounts, as the load shares its
+rows). Then, batch by batch as a run's jobs draft them, each batch is drafted twice in a read
+transaction, without the check and with it (``Invoicing._draft``: the check rates July under the
+plan and each offer, and prices the year from what the 11 periods kept); the difference is the
+check's cost. Last the whole run is
 made in this process without the check (``Invoicing.run_once``): the run the check is added to.
 The ratio printed is the check's time over that run's.
 
@@ -21,19 +25,37 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from logging import WARNING
 
+import psycopg
+import sqlalchemy as sa
 import structlog
 
-from benchmarks.bench_invoicing import AS_OF, DEFAULT_ADMIN_URL, PLAN_ID, _load
+from benchmarks.bench_day import copy_lines
+from benchmarks.bench_invoicing import (
+    AS_OF,
+    DEFAULT_ADMIN_URL,
+    JULY,
+    PATTERNS,
+    PLAN_ID,
+    _consumption,
+    _export,
+    _load,
+    _nmi,
+)
 from freehours.clock import SystemClock
-from freehours.domain.offers import OfferSource, OfferTerms
+from freehours.domain.invoicing import BillingCycle
+from freehours.domain.offers import Offer, OfferSource, OfferTerms
+from freehours.domain.profiles import DayProfiles
 from freehours.domain.time import Region
+from freehours.invoicing.better_offer import Priced, plan_key, rate_period
 from freehours.invoicing.model import InvoicingPolicy
 from freehours.invoicing.service import Invoicing
 from freehours.plans import builtin_document
+from freehours.plans.document import parse_plan
 from freehours.store.catalog import NewOffer
 from freehours.store.database import Store
 from tests.databases import fresh_postgres_database
@@ -71,6 +93,72 @@ def _offers() -> list[NewOffer]:
     return offers
 
 
+def _steady(store: Store, url: str, accounts: int, offers: list[Offer]) -> None:
+    """The year before July as earlier runs left it: a first quota on its first day (where each
+    customer's billing starts), and each of its 11 billing periods invoiced, with what it keeps
+    of its usage."""
+    with store.read() as unit:
+        stored = unit.catalog.get_plan(PLAN_ID)
+    assert stored is not None
+    plan = parse_plan(stored.document, source=PLAN_ID)
+    own = Priced(plan_key(stored), plan.name, plan, DayProfiles(plan))
+    priced = [own]
+    for offer in offers:
+        parsed = parse_plan(offer.document, source=offer.offer_id)
+        key = f"offer:{offer.offer_id}:{offer.version}"
+        priced.append(Priced(key, offer.name, parsed, DayProfiles(parsed), offer))
+    cycle = BillingCycle()
+    periods = cycle.periods(YEAR[0], JULY[0])
+    kept: list[dict[date, str]] = []
+    for scale in PATTERNS:
+        texts = {}
+        for period in periods:
+            days = [period.start + timedelta(days=n) for n in range(-1, period.days + 1)]
+            rows = [row for day in days for row in (_consumption(day, scale), _export(day))]
+            usage, _ = rate_period("4000000000", own, priced, period, first_data=YEAR[0], rows=rows)
+            texts[period.start] = _copy_text(usage.text())
+        kept.append(texts)
+    checked = (datetime.now(UTC) + timedelta(days=2)).isoformat()  # no revision to look for
+    received = datetime.now(UTC).isoformat()
+
+    def quota_lines() -> Iterator[str]:
+        for n in range(accounts):
+            yield (f"{_nmi(n)}\t{YEAR[0]}\t1\tCOMPLETED\t1\t0\t\\N\t0\t0\t{received}\t\\N\t2\n")
+
+    def period_lines() -> Iterator[str]:
+        for n in range(accounts):
+            texts = kept[n % len(PATTERNS)]
+            for period in periods:
+                yield (
+                    f"{_nmi(n)}\t{period.start}\t{period.end}\t1\t{{}}\t\t{checked}\t"
+                    f"{texts[period.start]}\n"
+                )
+
+    conninfo = sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(conninfo) as conn:
+        copy_lines(
+            conn,
+            "quotas",
+            "nmi, day, version, status, fence, attempts, locked_until, free_kwh, free_value,"
+            " completed_at, reason, revision",
+            quota_lines(),
+        )
+        copy_lines(
+            conn,
+            "billing_periods",
+            "nmi, period_start, period_end, documents, versions, data_stamp, checked_at, usage",
+            period_lines(),
+        )
+        conn.commit()
+        conn.autocommit = True
+        conn.execute("VACUUM ANALYZE")
+
+
+def _copy_text(text: str) -> str:
+    """``text`` as a field of COPY's text format."""
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t")
+
+
 def _measure(admin_url: str, accounts: int) -> None:
     with (
         fresh_postgres_database(admin_url, prefix="freehours_bench") as url,
@@ -78,7 +166,8 @@ def _measure(admin_url: str, accounts: int) -> None:
     ):
         _load(store, url, accounts, meter_dates=YEAR)
         with store.write() as unit:
-            unit.catalog.put_offers(_offers(), at=datetime.now(UTC))
+            offers = unit.catalog.put_offers(_offers(), at=datetime.now(UTC))
+        _steady(store, url, accounts, offers)
         clock = SystemClock()
         without = InvoicingPolicy(better_offer_check=False)
         invoicing = Invoicing(store, clock, without)

@@ -200,31 +200,19 @@ class OfferChecks:
                 self._rate_period(item, period, rows.get(request.nmi, []))
 
     def _rate_period(self, item: _Work, period: Period, rows: Sequence[IntervalDay]) -> None:
-        """``period`` rated under each of the request's plans, from ``rows``: its totals and
-        what it keeps."""
+        """``period`` rated under each of the request's plans, from ``rows``."""
         request = item.request
-        first = max(period.start, request.first_data or period.start)
-        dates = [first + timedelta(days=n) for n in range((period.end - first).days + 1)]
-        before, after = period.start - timedelta(days=1), period.end + timedelta(days=1)
-        wanted = [day for day in rows if before <= day.day <= after]
-        totals: dict[str, str] = {}
-        read_days, consumption, free = 0, ZERO, ZERO
-        for priced in item.priced:
-            rating = MeterRating(request.nmi, priced.profiles)
-            for day in wanted:
-                rating.add(day)
-            rated = rating.days(dates)
-            part = totals_of(list(rated.values()))
-            item.totals[(period.start, priced.key)] = part
-            totals[priced.key] = part.text()
-            if priced is request.plan:
-                read = [day for day in rated.values() if not rating.unread(day.local_date)]
-                read_days = len(read)
-                consumption = sum((day.consumption_kwh for day in read), ZERO)
-                free = sum((day.free_kwh for day in read), ZERO)
-        item.usages[period.start] = PeriodUsage(
-            period.start, period.end, read_days, consumption, free, totals
+        kept, totals = rate_period(
+            request.nmi,
+            request.plan,
+            item.priced,
+            period,
+            first_data=request.first_data,
+            rows=rows,
         )
+        item.usages[period.start] = kept
+        for key, part in totals.items():
+            item.totals[(period.start, key)] = part
 
     def _totals(self, item: _Work, period: Period, key: str) -> UsageTotals:
         found = item.totals.get((period.start, key))
@@ -279,6 +267,46 @@ class OfferChecks:
             if summary is not None:
                 rows.append(summary)
         return tuple(rows)
+
+
+def rate_period(
+    nmi: str,
+    own: Priced,
+    priced: Sequence[Priced],
+    period: Period,
+    *,
+    first_data: date | None,
+    rows: Sequence[IntervalDay],
+) -> tuple[PeriodUsage, dict[str, UsageTotals]]:
+    """``period`` of ``nmi`` (from ``first_data`` where that is later than its start) rated
+    from ``rows`` under each of ``priced`` (``own``, the customer's plan, among them): what it
+    keeps of its usage, and its totals by plan key."""
+    first = max(period.start, first_data or period.start)
+    dates = [first + timedelta(days=n) for n in range((period.end - first).days + 1)]
+    before, after = period.start - timedelta(days=1), period.end + timedelta(days=1)
+    wanted = [day for day in rows if before <= day.day <= after]
+    totals: dict[str, UsageTotals] = {}
+    read_days, consumption, free = 0, ZERO, ZERO
+    for plan in priced:
+        rating = MeterRating(nmi, plan.profiles)
+        for day in wanted:
+            rating.add(day)
+        rated = rating.days(dates)
+        totals[plan.key] = totals_of(list(rated.values()))
+        if plan is own:
+            read = [day for day in rated.values() if not rating.unread(day.local_date)]
+            read_days = len(read)
+            consumption = sum((day.consumption_kwh for day in read), ZERO)
+            free = sum((day.free_kwh for day in read), ZERO)
+    kept = PeriodUsage(
+        period.start,
+        period.end,
+        read_days,
+        consumption,
+        free,
+        {key: part.text() for key, part in totals.items()},
+    )
+    return kept, totals
 
 
 def _periods(item: _Work) -> list[Period]:
