@@ -17,12 +17,12 @@ Pure: the invoicing core reads the data and the offers, and rates them.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
-from typing import Any
+from typing import Any, overload
 
 from freehours.domain.bill import Bill, decimal_text, kwh_text, money_text, total_of, usage_lines
 from freehours.domain.plan import Plan
@@ -159,7 +159,7 @@ def cost_of(plan: Plan, parts: Sequence[UsageTotals]) -> Decimal:
     charged = [sum(kwh, ZERO) for kwh in zip(*(part.charged for part in parts), strict=True)]
     if len(charged) != len(plan.bands):
         raise ValueError(f"totals of {len(charged)} bands priced under a plan of {len(plan.bands)}")
-    dates = [part.first + timedelta(days=n) for part in parts for n in range(part.days)]
+    dates = _Dates(parts)
     lines = usage_lines(
         plan,
         charged_by_band=charged,
@@ -202,6 +202,30 @@ class PeriodUsage:
         return UsageSummary(
             kind, self.start, self.end, self.read_days, self.consumption_kwh, self.free_kwh
         )
+
+
+class _Dates(Sequence[date]):
+    """The dates of consecutive runs of days, made only when read (a plan without seasonal
+    supply charges only counts them)."""
+
+    def __init__(self, parts: Sequence[UsageTotals]) -> None:
+        self._parts = parts
+        self._length = sum(part.days for part in parts)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __iter__(self) -> Iterator[date]:
+        for part in self._parts:
+            for n in range(part.days):
+                yield part.first + timedelta(days=n)
+
+    @overload
+    def __getitem__(self, index: int) -> date: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[date]: ...
+    def __getitem__(self, index: int | slice) -> date | Sequence[date]:
+        return list(self)[index]
 
 
 def check_window(day: date, first_data: date | None) -> tuple[date, date] | None:

@@ -79,6 +79,9 @@ class DayProfile:
     consumption_takes: tuple[tuple[int, int, Take], ...]
     export_takes: tuple[tuple[int, int, Take], ...]
     controlled_takes: tuple[tuple[int, int, Take], ...]  # the export picks, one slot on
+    #: The runs of whole intervals with one place (``splits`` are the rest), in order: one
+    #: object for every NEM date of a shape (``freehours.domain.many_plans`` keys on it).
+    runs: tuple[Run, ...] = ()
 
     def intervals_on(self, local_date: date) -> int:
         """How many intervals of this NEM date start on ``local_date``."""
@@ -255,6 +258,7 @@ class DayProfiles:
             controlled_takes=tuple(
                 (pick.local_day, pick.slot + 1, pick.take) for pick in export_picks
             ),
+            runs=tuple(runs),
         )
 
 

@@ -36,6 +36,7 @@ from freehours.domain.better_offer import (
     year_before,
 )
 from freehours.domain.invoicing import BillingCycle, Period
+from freehours.domain.many_plans import ManyPlans
 from freehours.domain.offers import Offer
 from freehours.domain.plan import Plan
 from freehours.domain.profiles import DayProfiles
@@ -110,6 +111,8 @@ class OfferChecks:
         self.plans = plans
         self.threshold = threshold
         self._offers: dict[Region, list[Priced]] = {}
+        #: The offers' plans rated together (``ManyPlans``), by the keys of a set of them.
+        self._many: dict[tuple[str, ...], ManyPlans] = {}
 
     def offers(self, region: Region) -> list[Priced]:
         """The latest version of each offer of ``region`` whose plan parses."""
@@ -202,6 +205,10 @@ class OfferChecks:
     def _rate_period(self, item: _Work, period: Period, rows: Sequence[IntervalDay]) -> None:
         """``period`` rated under each of the request's plans, from ``rows``."""
         request = item.request
+        offers = tuple(priced.key for priced in item.priced[1:])
+        many = self._many.get(offers)
+        if many is None:
+            many = self._many[offers] = ManyPlans([p.profiles for p in item.priced[1:]])
         kept, totals = rate_period(
             request.nmi,
             request.plan,
@@ -209,6 +216,7 @@ class OfferChecks:
             period,
             first_data=request.first_data,
             rows=rows,
+            many=many,
         )
         item.usages[period.start] = kept
         for key, part in totals.items():
@@ -277,33 +285,41 @@ def rate_period(
     *,
     first_data: date | None,
     rows: Sequence[IntervalDay],
+    many: ManyPlans | None = None,
 ) -> tuple[PeriodUsage, dict[str, UsageTotals]]:
     """``period`` of ``nmi`` (from ``first_data`` where that is later than its start) rated
-    from ``rows`` under each of ``priced`` (``own``, the customer's plan, among them): what it
-    keeps of its usage, and its totals by plan key."""
+    from ``rows`` under each of ``priced`` (``own``, the customer's plan, first): what it keeps
+    of its usage, and its totals by plan key. The customer's plan is rated by the engine (its
+    days give the usage kept); the others by ``many`` (of their profiles, in order) where given,
+    each it leaves to the engine by the engine."""
     first = max(period.start, first_data or period.start)
     dates = [first + timedelta(days=n) for n in range((period.end - first).days + 1)]
     before, after = period.start - timedelta(days=1), period.end + timedelta(days=1)
     wanted = [day for day in rows if before <= day.day <= after]
-    totals: dict[str, UsageTotals] = {}
-    read_days, consumption, free = 0, ZERO, ZERO
-    for plan in priced:
-        rating = MeterRating(nmi, plan.profiles)
+    rating = MeterRating(nmi, own.profiles)
+    for day in wanted:
+        rating.add(day)
+    rated = rating.days(dates)
+    totals = {own.key: totals_of(list(rated.values()))}
+    read = [day for day in rated.values() if not rating.unread(day.local_date)]
+    others = [plan for plan in priced if plan is not own]
+    answers: Sequence[UsageTotals | None] = [None] * len(others)
+    if many is not None and others:
+        answers = many.totals(nmi, wanted, first, period.end)
+    for plan, answer in zip(others, answers, strict=True):
+        if answer is not None:
+            totals[plan.key] = answer
+            continue
+        engine = MeterRating(nmi, plan.profiles)
         for day in wanted:
-            rating.add(day)
-        rated = rating.days(dates)
-        totals[plan.key] = totals_of(list(rated.values()))
-        if plan is own:
-            read = [day for day in rated.values() if not rating.unread(day.local_date)]
-            read_days = len(read)
-            consumption = sum((day.consumption_kwh for day in read), ZERO)
-            free = sum((day.free_kwh for day in read), ZERO)
+            engine.add(day)
+        totals[plan.key] = totals_of(list(engine.days(dates).values()))
     kept = PeriodUsage(
         period.start,
         period.end,
-        read_days,
-        consumption,
-        free,
+        len(read),
+        sum((day.consumption_kwh for day in read), ZERO),
+        sum((day.free_kwh for day in read), ZERO),
         {key: part.text() for key, part in totals.items()},
     )
     return kept, totals
