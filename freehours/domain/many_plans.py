@@ -75,7 +75,7 @@ class ManyPlans:
         groups: dict[tuple[object, ...], list[int]] = {}
         for index, plan in enumerate(self.plans):
             window = plan.free_window
-            if window is not None:
+            if window is not None and self._same_clock[index]:
                 groups.setdefault((plan.zone_name, window.start, window.end), []).append(index)
         self._window_groups = [(members[0], members) for members in groups.values()]
 
