@@ -167,6 +167,7 @@ def cost_of(plan: Plan, parts: Sequence[UsageTotals]) -> Decimal:
         controlled_kwh=sum((part.controlled for part in parts), ZERO),
         free_kwh=ZERO,  # its line is always 0.00: free energy costs nothing on any plan
         dates=dates,
+        describe=False,
     )
     return total_of(plan, lines)[2]
 

@@ -238,11 +238,13 @@ def usage_lines(
     controlled_kwh: Decimal,
     free_kwh: Decimal,
     dates: Sequence[date],
+    describe: bool = True,
 ) -> list[BillLine]:
     """A bill's lines (the module docstring's, in its order) from what its days add up to:
     the consumption charged at each of the plan's bands, the export, the controlled load and
     the free energy, over the local ``dates`` billed. ``make_bill`` prices a bill's days with
-    it, and the better offer check a year of billing periods' totals."""
+    it, and the better offer check a year of billing periods' totals (``describe`` False: the
+    lines' descriptions left empty, for a total alone)."""
     charged: dict[str, Decimal] = {}
     bands: dict[str, Band] = {}
     for band, charged_kwh in zip(plan.bands, charged_by_band, strict=True):
@@ -251,11 +253,13 @@ def usage_lines(
     lines = [
         line
         for band_type, kwh in charged.items()
-        for line in _energy_lines(bands[band_type], kwh, len(dates))
+        for line in _energy_lines(bands[band_type], kwh, len(dates), describe)
     ]
-    lines.extend(_supply_lines(plan, dates))
+    lines.extend(_supply_lines(plan, dates, describe))
     if plan.controlled_load is not None:
-        lines.extend(_controlled_load_lines(plan.controlled_load, controlled_kwh, len(dates)))
+        lines.extend(
+            _controlled_load_lines(plan.controlled_load, controlled_kwh, len(dates), describe)
+        )
     if plan.feed_in is not None:
         lines.append(
             BillLine(
@@ -274,6 +278,8 @@ def usage_lines(
                 code="FREE_ENERGY",
                 description=(
                     f"Free energy {window.label}, up to {kwh_text(window.cap_kwh)} kWh a day"
+                    if describe
+                    else ""
                 ),
                 quantity=free_kwh,
                 unit="kWh",
@@ -292,7 +298,7 @@ def total_of(plan: Plan, lines: Sequence[BillLine]) -> tuple[Decimal, Decimal, D
     return subtotal, gst, subtotal + gst
 
 
-def _supply_lines(plan: Plan, dates: Sequence[date]) -> list[BillLine]:
+def _supply_lines(plan: Plan, dates: Sequence[date], describe: bool = True) -> list[BillLine]:
     """``SUPPLY``: the days billed at the plan's daily charge; with seasonal charges, the days of
     each season at its own, as ``SUPPLY_2``, ``SUPPLY_3``, ... (the second, third, ... charge of
     the plan: the first seasonal one is number 2), and ``SUPPLY`` the days outside every season.
@@ -310,7 +316,8 @@ def _supply_lines(plan: Plan, dates: Sequence[date]) -> list[BillLine]:
         description, price = "Daily supply charge", plan.daily_supply_charge
         if number:
             charge = plan.supply_charges[number - 1]
-            description += f", {_season_text(charge.dates)}"
+            if describe:
+                description += f", {_season_text(charge.dates)}"
             price = charge.unit_price
         lines.append(
             BillLine(
@@ -330,18 +337,18 @@ def _season_text(dates: tuple[int, int]) -> str:
     return f"{first // 100:02d}-{first % 100:02d} to {last // 100:02d}-{last % 100:02d}"
 
 
-def _energy_lines(band: Band, kwh: Decimal, days: int) -> list[BillLine]:
+def _energy_lines(band: Band, kwh: Decimal, days: int, describe: bool = True) -> list[BillLine]:
     """A band type's charged energy: one line at its price, or with steps, its line (the first
     step, there even at 0 kWh, as a band's always is) and one line per further step that energy
     goes into. The steps' thresholds are pro rata to the days billed (``StepRates``); a step that
     no energy reaches, or of no width (two thresholds equal once rounded), has no line: never a
     0 kWh step line."""
-    name = band.type.replace("_", " ").capitalize()
+    name = band.type.replace("_", " ").capitalize() if describe else ""
     if band.steps is None:
         return [
             BillLine(
                 code=band.type,
-                description=f"{name} energy",
+                description=f"{name} energy" if describe else "",
                 quantity=kwh,
                 unit="kWh",
                 unit_price=band.unit_price,
@@ -366,6 +373,8 @@ def _energy_lines(band: Band, kwh: Decimal, days: int) -> list[BillLine]:
                     f"{name} energy"
                     + (f", up to {kwh_text(end)} kWh" if number == 1 and end is not None else "")
                     + (f", step {number} from {kwh_text(start)} kWh" if number > 1 else "")
+                    if describe
+                    else ""
                 ),
                 quantity=max(quantity, ZERO),
                 unit="kWh",
@@ -376,7 +385,9 @@ def _energy_lines(band: Band, kwh: Decimal, days: int) -> list[BillLine]:
     return lines
 
 
-def _controlled_load_lines(load: ControlledLoad, kwh: Decimal, days: int) -> list[BillLine]:
+def _controlled_load_lines(
+    load: ControlledLoad, kwh: Decimal, days: int, describe: bool = True
+) -> list[BillLine]:
     """The controlled load's energy line, and its supply line where it has a charge."""
     lines = [
         BillLine(

@@ -40,7 +40,7 @@ from freehours.domain.many_plans import ManyPlans
 from freehours.domain.offers import Offer
 from freehours.domain.plan import Plan
 from freehours.domain.profiles import DayProfiles
-from freehours.domain.rating import ZERO, MeterRating
+from freehours.domain.rating import ZERO, DayRating, MeterRating
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import Region
 from freehours.plans.cache import PlanCache
@@ -65,6 +65,15 @@ def plan_key(stored: StoredPlan) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Rated:
+    """A period as the invoice's bill rated it under the customer's plan: its days, and those
+    without a meter value."""
+
+    days: tuple[DayRating, ...]
+    unread: frozenset[date]
+
+
+@dataclass(frozen=True, slots=True)
 class Request:
     """One check: a customer, on their plan, for the billing period ``period`` (the invoice's,
     or on demand the last one ended), against the offers of ``offered_on``; ``rows`` the
@@ -79,6 +88,7 @@ class Request:
     offered_on: date
     first_data: date | None
     rows: Sequence[IntervalDay] | None = None
+    rated: Rated | None = None
 
 
 @dataclass(slots=True)
@@ -217,6 +227,7 @@ class OfferChecks:
             first_data=request.first_data,
             rows=rows,
             many=many,
+            rated=request.rated if period == request.period else None,
         )
         item.usages[period.start] = kept
         for key, part in totals.items():
@@ -286,6 +297,7 @@ def rate_period(
     first_data: date | None,
     rows: Sequence[IntervalDay],
     many: ManyPlans | None = None,
+    rated: Rated | None = None,
 ) -> tuple[PeriodUsage, dict[str, UsageTotals]]:
     """``period`` of ``nmi`` (from ``first_data`` where that is later than its start) rated
     from ``rows`` under each of ``priced`` (``own``, the customer's plan, first): what it keeps
@@ -296,12 +308,17 @@ def rate_period(
     dates = [first + timedelta(days=n) for n in range((period.end - first).days + 1)]
     before, after = period.start - timedelta(days=1), period.end + timedelta(days=1)
     wanted = [day for day in rows if before <= day.day <= after]
-    rating = MeterRating(nmi, own.profiles)
-    for day in wanted:
-        rating.add(day)
-    rated = rating.days(dates)
-    totals = {own.key: totals_of(list(rated.values()))}
-    read = [day for day in rated.values() if not rating.unread(day.local_date)]
+    if rated is not None:  # the invoice's bill: the period's days, every one
+        days = [day for day in rated.days if day.local_date >= first]
+        unread = rated.unread
+    else:
+        rating = MeterRating(nmi, own.profiles)
+        for day in wanted:
+            rating.add(day)
+        days = list(rating.days(dates).values())
+        unread = frozenset(day.local_date for day in days if rating.unread(day.local_date))
+    totals = {own.key: totals_of(days)}
+    read = [day for day in days if day.local_date not in unread]
     others = [plan for plan in priced if plan is not own]
     answers: Sequence[UsageTotals | None] = [None] * len(others)
     if many is not None and others:

@@ -25,6 +25,7 @@ from freehours.domain.invoicing import (
 )
 from freehours.domain.plan import Plan
 from freehours.domain.profiles import DayProfiles
+from freehours.domain.rating import DayRating
 from freehours.domain.reads import IntervalDay
 from freehours.faults import Faults
 from freehours.store.catalog import StoredPlan
@@ -111,6 +112,10 @@ class Draft:
     usage: tuple[UsageSummary, ...] = ()
     #: What an invoice's period keeps of its usage (``PeriodUsage.text``).
     kept_usage: str | None = None
+    #: An invoice's days as its bill rated them, and those without a meter value: what its
+    #: better offer check takes of the customer's plan rather than rating the period again.
+    rated_days: tuple[DayRating, ...] = ()
+    unread: frozenset[date] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,7 +67,7 @@ from freehours.domain.rating import MeterRating
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import QuotaStatus, data_deadline_of, has_quota
 from freehours.faults import NoFaults
-from freehours.invoicing.better_offer import OfferChecks, Priced, Request, plan_key
+from freehours.invoicing.better_offer import OfferChecks, Priced, Rated, Request, plan_key
 from freehours.invoicing.documents import (
     _document,
     _retailer_json,
@@ -324,6 +324,7 @@ class Invoicing:
                     run.as_of.astimezone(plan.zone).date(),
                     first_days.get(account.nmi),
                     [day for day, _ in meter.get(account.nmi, [])],
+                    Rated(draft.rated_days, draft.unread),
                 )
             )
         checks = OfferChecks(unit, self.plans, self.policy.better_offer_threshold)
@@ -463,7 +464,7 @@ class Invoicing:
         plan: Plan,
         profiles: DayProfiles,
         now: datetime,
-    ) -> tuple[Figures, dict[date, int | None], str] | str:
+    ) -> tuple[Figures, dict[date, int | None], str, Bill, frozenset[date]] | str:
         """A ready period rated under ``plan`` (its figures), each day's quota version and the
         rows' digest; or why it waits or is held (counted in ``result``)."""
         rows, stamp = _period_rows(plan, candidate.period, candidate.days)
@@ -471,10 +472,10 @@ class Invoicing:
         if why is None:
             bill, unread = self._rate(candidate.account.nmi, plan, profiles, candidate.period, rows)
             if plan.free_window is None:
-                return figures_of(bill, versions, unread), versions, stamp
+                return figures_of(bill, versions, unread), versions, stamp, bill, unread
             why = self._free_mismatch(bill, candidate.quotas)
             if why is None:
-                return figures_of(bill, versions, unread), versions, stamp
+                return figures_of(bill, versions, unread), versions, stamp, bill, unread
         if hold:
             result.held += 1
         else:
@@ -493,7 +494,7 @@ class Invoicing:
         if isinstance(rated, str):
             result.notes.append(f"{account.nmi} {period.start}..{period.end}: {rated}")
             return
-        figures, versions, stamp = rated
+        figures, versions, stamp, bill, unread = rated
         result.drafts.append(
             Draft(
                 account,
@@ -506,6 +507,8 @@ class Invoicing:
                 stored,
                 versions,
                 stamp,
+                rated_days=bill.days,
+                unread=unread,
             )
         )
 
@@ -539,7 +542,7 @@ class Invoicing:
         if isinstance(rated, str):
             result.notes.append(f"{original.number} revision: {rated}")
             return
-        figures, versions, stamp = rated
+        figures, versions, stamp, _, _ = rated
         change = difference(billed_so_far(d.figures for d in documents), figures)
         if change is None:
             result.checked.append(Checked(account.nmi, period, len(documents), versions, stamp))
