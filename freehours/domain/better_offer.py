@@ -18,10 +18,11 @@ Pure: the invoicing core reads the data and the offers, and rates them.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
+from operator import add, sub
 from typing import Any, overload
 
 from freehours.domain.bill import Bill, decimal_text, kwh_text, money_text, total_of, usage_lines
@@ -141,6 +142,32 @@ class UsageTotals:
         )
 
 
+def joined(first: UsageTotals, then: UsageTotals) -> UsageTotals:
+    """The totals of ``first``'s days and then ``then``'s, which start the day after."""
+    if then.first != first.last + timedelta(days=1):
+        raise ValueError(f"totals to {first.last} joined to totals from {then.first}")
+    return UsageTotals(
+        first.first,
+        then.last,
+        tuple(map(add, first.charged, then.charged)),
+        first.export + then.export,
+        first.controlled + then.controlled,
+    )
+
+
+def without_head(totals: UsageTotals, head: UsageTotals) -> UsageTotals:
+    """``totals`` without its first days, ``head``'s."""
+    if head.first != totals.first or head.last >= totals.last:
+        raise ValueError(f"totals of {head.first} to {head.last} are not the head of {totals}")
+    return UsageTotals(
+        head.last + timedelta(days=1),
+        totals.last,
+        tuple(map(sub, totals.charged, head.charged)),
+        totals.export - head.export,
+        totals.controlled - head.controlled,
+    )
+
+
 def totals_of(days: Sequence[DayRating]) -> UsageTotals:
     """The totals of rated local days, consecutive and in order (at least one)."""
     charged = tuple(sum(kwh, ZERO) for kwh in zip(*(day.charged_kwh for day in days), strict=True))
@@ -185,17 +212,34 @@ class PeriodUsage:
     consumption_kwh: Decimal
     free_kwh: Decimal
     totals: dict[str, str]
+    #: By plan key, the totals (text) of the 12 months of periods to this one that its
+    #: invoice's check priced: the next period's check adds itself to them and takes off the
+    #: period that leaves its year, rather than adding up 12 periods' totals.
+    year: dict[str, str] = field(default_factory=dict)
 
     def text(self) -> str:
         head = f"{self.read_days}|{self.consumption_kwh}|{self.free_kwh}"
-        return "\n".join([head, *(f"{key}\t{text}" for key, text in sorted(self.totals.items()))])
+        return "\n".join(
+            [
+                head,
+                *(f"{key}\t{text}" for key, text in sorted(self.totals.items())),
+                *(f"*{key}\t{text}" for key, text in sorted(self.year.items())),
+            ]
+        )
 
     @classmethod
     def parse(cls, start: date, end: date, text: str) -> PeriodUsage:
         head, *lines = text.split("\n")
         read_days, consumption, free = head.split("|")
-        totals = dict(line.split("\t", 1) for line in lines)
-        return cls(start, end, int(read_days), Decimal(consumption), Decimal(free), totals)
+        totals: dict[str, str] = {}
+        year: dict[str, str] = {}
+        for line in lines:
+            key, value = line.split("\t", 1)
+            if key.startswith("*"):
+                year[key[1:]] = value
+            else:
+                totals[key] = value
+        return cls(start, end, int(read_days), Decimal(consumption), Decimal(free), totals, year)
 
     def summary(self, kind: UsageKind) -> UsageSummary | None:
         if not self.read_days:

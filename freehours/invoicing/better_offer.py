@@ -17,9 +17,10 @@ distributor is not known, so an offer on any network of the region counts).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 from decimal import Decimal
+from functools import reduce
 from operator import attrgetter
 
 from freehours.domain.better_offer import (
@@ -31,8 +32,10 @@ from freehours.domain.better_offer import (
     UsageTotals,
     cost_of,
     decide,
+    joined,
     per_year,
     totals_of,
+    without_head,
     year_before,
 )
 from freehours.domain.invoicing import BillingCycle, Period
@@ -245,32 +248,63 @@ class OfferChecks:
     def _answer(self, item: _Work) -> Answer:
         request = item.request
         period = request.period
-        kept = item.usages.get(period.start) if request.rows is not None else None
         usage = self._usage(item)
-        if request.first_data is None or self._usage_of(item, period) is None:
+        own = self._usage_of(item, period)
+        if request.first_data is None or own is None:
+            kept = own if request.rows is not None else None
             return Answer(decide(period.end, None, None, [], self.threshold), usage, kept)
         year = [p for p in item.year if self._usage_of(item, p) is not None]
+        years: dict[str, UsageTotals] = {}
         costs: list[Costed] = []
         for priced in item.priced:
-            parts = [self._totals(item, p, priced.key) for p in year]
-            total = cost_of(priced.plan, parts)
-            days = sum(part.days for part in parts)
+            whole = years[priced.key] = self._year(item, year, priced.key)
+            total = cost_of(priced.plan, [whole])
             offer = priced.offer
             costs.append(
                 Costed(
                     plan_id=priced.plan.id,
                     name=priced.name,
                     total=total,
-                    per_year=per_year(total, days),
+                    per_year=per_year(total, whole.days),
                     gst_inclusive=priced.plan.gst_rate > 0,
                     offer_id=None if offer is None else offer.offer_id,
                     offer_version=None if offer is None else offer.version,
                 )
             )
-        first_part = self._totals(item, year[0], request.plan.key)
-        window = (first_part.first, period.end)
+        window = (years[request.plan.key].first, period.end)
         check = decide(period.end, window, costs[0], costs[1:], self.threshold)
+        kept = None
+        if request.rows is not None:  # an invoice's: it keeps its year for the next check
+            kept = replace(own, year={key: whole.text() for key, whole in years.items()})
         return Answer(check, usage, kept)
+
+    def _year(self, item: _Work, year: list[Period], key: str) -> UsageTotals:
+        """The totals under plan ``key`` of the periods of ``year``: the previous period's
+        year, where it kept one, less the periods that have left it and with this period;
+        else each period's totals added up."""
+        current = self._totals(item, year[-1], key)
+        first = max(year[0].start, item.request.first_data or year[0].start)
+        previous = item.stored.get(year[-2].start) if len(year) > 1 else None
+        text = None if previous is None else previous.year.get(key)
+        if text is not None:
+            whole: UsageTotals | None = UsageTotals.parse(text)
+            cycle = item.request.cycle
+            while whole is not None and whole.first < first:
+                leaving = cycle.period_of(whole.first)
+                found = self._found(item, leaving, key)
+                whole = None if found is None else without_head(whole, found)
+            if whole is not None and whole.first == first and whole.last == year[-2].end:
+                return joined(whole, current)
+        return reduce(joined, [self._totals(item, p, key) for p in year])
+
+    def _found(self, item: _Work, period: Period, key: str) -> UsageTotals | None:
+        """``period``'s totals under ``key`` where rated or kept, else None."""
+        found = item.totals.get((period.start, key))
+        if found is None:
+            kept = item.stored.get(period.start)
+            text = None if kept is None else kept.totals.get(key)
+            found = None if text is None else UsageTotals.parse(text)
+        return found
 
     def _usage(self, item: _Work) -> tuple[UsageSummary, ...]:
         request = item.request

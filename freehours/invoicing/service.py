@@ -636,6 +636,13 @@ class Invoicing:
                         )
                     )
             unit.invoices.save_periods(saved, now=now)
+            unit.invoices.forget_later_usage(
+                [
+                    (draft.account.nmi, draft.period.start)
+                    for draft in result.drafts
+                    if draft.document_type is not DocumentType.INVOICE
+                ]
+            )
             counts = RunCounts(
                 accounts=accounts,
                 invoices=sum(d.document_type is DocumentType.INVOICE for d in result.drafts),

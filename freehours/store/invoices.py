@@ -343,6 +343,23 @@ class Invoices(Repository):
             found[nmi][start] = PeriodUsage.parse(start, end, text)
         return found
 
+    def forget_later_usage(self, periods: Sequence[tuple[str, date]]) -> None:
+        """Forget what the billing periods after each of ``periods`` (NMI, start) keep of their
+        usage: their year's totals added up a period that a correction has since revised."""
+        if not periods:
+            return
+        b = billing_periods.c
+        self._conn.execute(
+            billing_periods.update()
+            .where(
+                b.nmi == sa.bindparam("key_nmi"),
+                b.period_start > sa.bindparam("key_start"),
+                b.usage.is_not(None),
+            )
+            .values(usage=None),
+            [{"key_nmi": nmi, "key_start": start} for nmi, start in periods],
+        )
+
     def save_periods(self, periods: Sequence[BillingPeriodRow], *, now: datetime) -> None:
         """Write what each of the locked ``periods`` has billed so far, in one statement run
         for them all (one round trip, not one each)."""

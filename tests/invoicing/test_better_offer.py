@@ -4,6 +4,7 @@ bills them, keeps what it found with the invoice and prints the guideline's mess
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -11,7 +12,13 @@ from typing import Any
 import pytest
 
 from freehours.documents.html import render_html
-from freehours.domain.better_offer import BetterOfferCheck, Outcome, UsageKind, per_year
+from freehours.domain.better_offer import (
+    BetterOfferCheck,
+    Outcome,
+    UsageKind,
+    UsageTotals,
+    per_year,
+)
 from freehours.domain.bill import make_bill
 from freehours.domain.offers import OfferSource, OfferTerms
 from freehours.domain.profiles import DayProfiles
@@ -23,7 +30,15 @@ from freehours.plans.document import parse_plan
 from freehours.store.catalog import NewOffer
 from freehours.store.database import Store
 from freehours.store.tables import billing_periods
-from tests.invoicing.support import AFTER_JULY, JULY, System, consumption, export, halved
+from tests.invoicing.support import (
+    AFTER_JULY,
+    JULY,
+    REVISION_STAMP,
+    System,
+    consumption,
+    export,
+    halved,
+)
 
 JUNE = [date(2026, 6, 1) + timedelta(days=n) for n in range(30)]
 
@@ -277,3 +292,62 @@ def check_of_period(system: System, meter: str, start: date) -> BetterOfferCheck
     (invoice,) = [d for d in system.documents() if d.nmi == meter and d.period_start == start]
     assert invoice.better_offer is not None
     return BetterOfferCheck.from_json(invoice.better_offer)
+
+
+def test_a_year_of_monthly_runs_carries_the_year_forward_as_its_meter_data_prices_it(
+    store: Store,
+) -> None:
+    system = System.on(store)
+    (meter,) = system.customers(1)
+    put_offers(system, ("cheap-nsw", "Cheap Saver", offer_document("cheap-nsw", "0.9000")))
+    days = [date(2025, 6, 1) + timedelta(days=n) for n in range(426)]  # to 31 July 2026
+    system.month([meter], days=days)
+    for month in range(14):  # a run each month, each as of the 5th: July 2025 on
+        as_of = datetime(2025 + (6 + month) // 12, (6 + month) % 12 + 1, 5, tzinfo=UTC)
+        system.invoicing.start_run(as_of=as_of)
+        system.settle()
+    with store.read() as unit:
+        kept = unit.invoices.period_usages([meter], JUNE[0], JULY[0])[meter]
+    key = "plan:sso-nsw:2026-08-05T00:00:00+00:00"
+    june = BetterOfferCheck.from_json(
+        next(d for d in system.documents() if d.period_start == JUNE[0]).better_offer or {}
+    )
+    # June's year is July 2025 to June 2026, carried from May's: what June kept.
+    assert UsageTotals.parse(kept[JUNE[0]].year[key]).first == date(2025, 7, 1)
+    july = check_of_period(system, meter, JULY[0])
+    assert (july.data_from, july.data_to) == (date(2025, 8, 1), JULY[-1])
+    assert not july.estimated
+    assert july.current is not None
+    year = [date(2025, 8, 1) + timedelta(days=n) for n in range(365)]
+    assert july.current.total == cost(builtin_document("sso-nsw"), meter, year)
+    assert june.data_from == date(2025, 7, 1)
+
+    # On demand, July's check is carried from what June kept (so a changed June shows).
+    assert system.invoicing.better_offer(meter, date(2026, 8, 1)) == july
+    carried = UsageTotals.parse(kept[JUNE[0]].year[key])
+    more_export = replace(carried, export=carried.export + 1000)
+    changed = replace(kept[JUNE[0]], year={**kept[JUNE[0]].year, key: more_export.text()})
+    b = billing_periods.c
+    with store.write() as unit:
+        unit.invoices._conn.execute(
+            billing_periods.update()
+            .where(b.nmi == meter, b.period_start == JUNE[0])
+            .values(usage=changed.text())
+        )
+    moved = system.invoicing.better_offer(meter, date(2026, 8, 1))
+    assert moved is not None
+    assert moved.current is not None
+    assert moved.current.total < july.current.total  # 1,000 kWh more feed-in credited
+
+    # A revision of May corrects May and forgets what the periods after it carried: the next
+    # check prices them from the meter data, revised.
+    system.revise(consumption(meter, date(2026, 5, 12), scale=Decimal("0.5"), stamp=REVISION_STAMP))
+    with store.read() as unit:
+        after = unit.invoices.period_usages([meter], date(2026, 5, 1), JULY[0])[meter]
+    assert set(after) == set()  # May was corrected; June and July carried May
+    with store.write() as unit:
+        unit.invoices._conn.execute(billing_periods.update().values(usage=None))
+    raw = system.invoicing.better_offer(meter, date(2026, 8, 1))
+    assert raw is not None
+    assert raw.current is not None
+    assert raw.current.total < july.current.total  # May's 12th revised down
