@@ -68,7 +68,8 @@ class ManyPlans:
         # (shape key, suffix, mask, plan) -> (slot, atom indices) to add, slot -1 export and
         # -2 controlled load
         self._takes: dict[tuple[object, ...], tuple[tuple[int, tuple[int, ...]], ...]] = {}
-        self._windows: dict[tuple[object, ...], tuple[tuple[int, tuple[int, ...]], ...]] = {}
+        self._windows: dict[tuple[object, ...], tuple[tuple[int, slice], ...]] = {}
+        self._masks: dict[tuple[int, date, date], tuple[bool, ...]] = {}
         self._classes: dict[str, tuple[int, ...]] = {}
         # Plans whose free window is the same (and on the same clock) see the same energy in it
         # every day: one of them stands for all, whatever their bands.
@@ -86,11 +87,12 @@ class ManyPlans:
         local days ``first`` to ``last``; None for a plan left to the engine."""
         count = len(self.plans)
         usable = list(self._same_clock)
-        # (shape key, suffix, mask) -> atom sums over every NEM date of that shape
-        sums: dict[_SumKey, list[Decimal]] = {}
+        # (shape key, suffix, mask) -> the values of every NEM date of that shape, added up
+        added: dict[_SumKey, list[Decimal]] = {}
         shapes: dict[tuple[int, ...], _Shape] = {}
         suffixes: set[str] = set()
         window: list[dict[date, Decimal]] = [{} for _ in self._window_groups]
+        masks = self._masks
         for row in rows:
             if row.uom != "KWH" or row.nmi != nmi:
                 continue
@@ -98,27 +100,37 @@ class ManyPlans:
             if all(part == _IGNORED for part in classes):
                 continue
             shape = self._shapes.get((row.day, row.interval_minutes)) or self._shape(row)
-            values = cast("Sequence[Decimal]", row.values)
-            try:
-                atom_sums = [sum(values[atom], ZERO) for atom in shape.atoms]
-            except TypeError:  # a missing value: the engine counts it
-                return [None] * count
-            mask = tuple(first <= day <= last for day in shape.local_dates)
+            values = cast("list[Decimal]", row.values)
+            mask = masks.get((id(shape), first, last))
+            if mask is None:
+                mask = masks[(id(shape), first, last)] = tuple(
+                    first <= day <= last for day in shape.local_dates
+                )
             if not any(mask):
                 continue
             suffixes.add(row.suffix)
             shapes[shape.key] = shape
             key = (shape.key, row.suffix, mask)
-            known = sums.get(key)
-            sums[key] = atom_sums if known is None else list(map(add, known, atom_sums))
-            for group, (stand_in, _) in enumerate(self._window_groups):
-                if classes[stand_in] != _CONSUMPTION:
-                    continue
-                for local_day, atoms in self._window_of(shape, stand_in):
-                    if mask[local_day]:
-                        day = shape.local_dates[local_day]
-                        energy = sum([atom_sums[i] for i in atoms], ZERO)
-                        window[group][day] = window[group].get(day, ZERO) + energy
+            known = added.get(key)
+            try:
+                added[key] = list(values) if known is None else list(map(add, known, values))
+                for group, (stand_in, _) in enumerate(self._window_groups):
+                    if classes[stand_in] != _CONSUMPTION:
+                        continue
+                    for local_day, inside in self._window_of(shape, stand_in):
+                        if mask[local_day]:
+                            day = shape.local_dates[local_day]
+                            energy = sum(values[inside], ZERO)
+                            window[group][day] = window[group].get(day, ZERO) + energy
+            except TypeError:  # a missing value: the engine counts it
+                return [None] * count
+        try:
+            sums = {
+                key: [sum(values[atom], ZERO) for atom in shapes[key[0]].atoms]
+                for key, values in added.items()
+            }
+        except TypeError:  # a missing value on a shape's only row
+            return [None] * count
         for shape in shapes.values():
             for index in range(count):
                 if shape.places[index] is None:
@@ -228,8 +240,9 @@ class ManyPlans:
             found = self._takes[key] = tuple((slot, tuple(atoms)) for slot, atoms in slots.items())
         return found
 
-    def _window_of(self, shape: _Shape, index: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
-        """The atoms inside plan ``index``'s free window, by local day."""
+    def _window_of(self, shape: _Shape, index: int) -> tuple[tuple[int, slice], ...]:
+        """The intervals inside plan ``index``'s free window, by local day (one run of them
+        a day: the window is one span of the day)."""
         key = (shape.key, index)
         found = self._windows.get(key)
         if found is None:
@@ -239,6 +252,7 @@ class ManyPlans:
                 if inside:
                     by_day.setdefault(local_day, []).append(atom)
             found = self._windows[key] = tuple(
-                (local_day, tuple(atoms)) for local_day, atoms in by_day.items()
+                (local_day, slice(shape.atoms[atoms[0]].start, shape.atoms[atoms[-1]].stop))
+                for local_day, atoms in by_day.items()
             )
         return found
