@@ -111,6 +111,10 @@ class _Work:
     priced: list[Priced]
     year: list[Period]  # the 12 months of periods to ``period``, from the first with data
     earlier: Period  # the same period a year before, for usage compared
+    previous: Period  # the period before, for usage compared and its year's totals
+    #: Whether the year is carried from the one the previous period kept (then only the
+    #: previous period and the one a year earlier are read).
+    carried: bool = False
     stored: dict[date, PeriodUsage] = field(default_factory=dict)
     totals: dict[tuple[date, str], UsageTotals] = field(default_factory=dict)
     usages: dict[date, PeriodUsage] = field(default_factory=dict)
@@ -168,12 +172,25 @@ class OfferChecks:
         work = [self._work(request) for request in requests]
         if not work:
             return []
+        # First what the period before each request's kept, and the one a year earlier: all
+        # a check needs where the period before carried its year.
+        starts = {p.start for item in work for p in (item.previous, item.earlier)}
+        starts |= {item.request.period.start for item in work if item.request.rows is None}
         nmis = sorted({item.request.nmi for item in work})
-        first = min(min(item.year[0].start, item.earlier.start) for item in work)
-        last = max(item.request.period.start for item in work)
-        stored = self.unit.invoices.period_usages(nmis, first, last)
+        stored = self.unit.invoices.period_usages_on(nmis, sorted(starts))
         for item in work:
             item.stored = stored.get(item.request.nmi, {})
+            item.carried = self._carries(item)
+        # Then every period of the year of a request whose year is not carried.
+        rest = [item for item in work if not item.carried]
+        if rest:
+            first = min(min(item.year[0].start, item.earlier.start) for item in rest)
+            last = max(item.request.period.start for item in rest)
+            more = self.unit.invoices.period_usages(
+                sorted({item.request.nmi for item in rest}), first, last
+            )
+            for item in rest:
+                item.stored = more.get(item.request.nmi, {})
         self._rate_unkept(work)
         return [self._answer(item) for item in work]
 
@@ -188,7 +205,30 @@ class OfferChecks:
         if request.first_data is not None:
             year = [p for p in year if p.end >= request.first_data] or [period]
         earlier = cycle.period_of(year_before(period.start))
-        return _Work(request, priced, year, earlier)
+        previous = cycle.period_of(period.start - timedelta(days=1))
+        return _Work(request, priced, year, earlier, previous)
+
+    def _carries(self, item: _Work) -> bool:
+        """Whether ``item``'s year can be carried from what the period before kept: its year's
+        totals under every plan, the period it began with being the one a year earlier (whose
+        totals under every plan were kept too) or still in this year."""
+        year = item.year
+        if len(year) < 2 or year[-2] != item.previous:
+            return False
+        kept = item.stored.get(item.previous.start)
+        if kept is None or any(priced.key not in kept.year for priced in item.priced):
+            return False
+        began = date.fromisoformat(kept.year[item.priced[0].key].split("|", 1)[0])
+        first = max(year[0].start, item.request.first_data or year[0].start)
+        if began == first:
+            return True
+        earlier = item.stored.get(item.earlier.start)
+        return (
+            began == item.earlier.start
+            and item.earlier.end + timedelta(days=1) == first
+            and earlier is not None
+            and all(priced.key in earlier.totals for priced in item.priced)
+        )
 
     def _rate_unkept(self, work: list[_Work]) -> None:
         """Rate what no period kept: the period of a request that brought its rows, and each
@@ -253,7 +293,9 @@ class OfferChecks:
         if request.first_data is None or own is None:
             kept = own if request.rows is not None else None
             return Answer(decide(period.end, None, None, [], self.threshold), usage, kept)
-        year = [p for p in item.year if self._usage_of(item, p) is not None]
+        year = item.year
+        if not item.carried:  # the periods with data, each rated or kept
+            year = [p for p in item.year if self._usage_of(item, p) is not None]
         years: dict[str, UsageTotals] = {}
         costs: list[Costed] = []
         for priced in item.priced:
@@ -377,10 +419,12 @@ def rate_period(
 
 
 def _periods(item: _Work) -> list[Period]:
-    """Every period a request's answer reads: its year, the one before and a year earlier."""
-    request = item.request
-    previous = request.cycle.period_of(request.period.start - timedelta(days=1))
-    return sorted({*item.year, previous, item.earlier}, key=attrgetter("start"))
+    """Every period a request's answer reads: its own, the one before and a year earlier, and
+    where its year is not carried, every period of it."""
+    wanted = {item.request.period, item.previous, item.earlier}
+    if not item.carried:
+        wanted.update(item.year)
+    return sorted(wanted, key=attrgetter("start"))
 
 
 def _unkept(item: _Work, period: Period) -> bool:

@@ -271,10 +271,14 @@ class Invoices(Repository):
     # --- billing periods ---------------------------------------------------------------------
 
     def periods(self, nmis: Collection[str]) -> dict[tuple[str, date], BillingPeriodRow]:
-        """Every billing period of ``nmis`` that a run has locked before, by (NMI, start)."""
-        rows = self._conn.execute(
-            sa.select(billing_periods).where(billing_periods.c.nmi.in_(list(nmis)))
+        """Every billing period of ``nmis`` that a run has locked before, by (NMI, start);
+        without what each keeps of its usage (``usage`` None: the better offer check reads it
+        for the periods it wants, ``period_usages``)."""
+        columns = [c for c in billing_periods.c if c.name != "usage"]
+        query = sa.select(*columns, sa.null().label("usage")).where(
+            billing_periods.c.nmi.in_(list(nmis))
         )
+        rows: Iterable[sa.Row[Any]] = self._conn.execute(query)
         return {(row.nmi, row.period_start): _period(row) for row in rows}
 
     def lock_periods(
@@ -336,6 +340,21 @@ class Invoices(Repository):
                 b.period_start >= first,
                 b.period_start <= last,
                 b.usage.is_not(None),
+            )
+        )
+        found: dict[str, dict[date, PeriodUsage]] = defaultdict(dict)
+        for nmi, start, end, text in rows:
+            found[nmi][start] = PeriodUsage.parse(start, end, text)
+        return found
+
+    def period_usages_on(
+        self, nmis: Collection[str], starts: Collection[date]
+    ) -> dict[str, dict[date, PeriodUsage]]:
+        """``period_usages`` of the periods of ``nmis`` that start on one of ``starts``."""
+        b = billing_periods.c
+        rows = self._conn.execute(
+            sa.select(b.nmi, b.period_start, b.period_end, b.usage).where(
+                b.nmi.in_(list(nmis)), b.period_start.in_(list(starts)), b.usage.is_not(None)
             )
         )
         found: dict[str, dict[date, PeriodUsage]] = defaultdict(dict)
