@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 from operator import attrgetter
-from typing import cast
+from typing import NamedTuple, cast
 
 from freehours.domain.plan import Band, ControlledLoad, Plan
 from freehours.domain.rating import ZERO, DayRating
@@ -77,9 +77,9 @@ def kwh_text(value: Decimal) -> str:
 _PLAIN_DIGITS = 28
 
 
-@dataclass(frozen=True, slots=True)
-class BillLine:
-    """One line of a bill."""
+class BillLine(NamedTuple):
+    """One line of a bill. Immutable; a named tuple, as ``DayRating`` is, because a bill makes
+    several and the better offer check prices a year under each offer with them."""
 
     code: str
     description: str

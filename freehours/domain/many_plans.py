@@ -71,6 +71,7 @@ class ManyPlans:
         self._windows: dict[tuple[object, ...], tuple[tuple[int, slice], ...]] = {}
         self._masks: dict[tuple[int, date, date], tuple[bool, ...]] = {}
         self._classes: dict[str, tuple[int, ...]] = {}
+        self._interned: dict[tuple[_Place, ...], tuple[_Place, ...]] = {}
         # Plans whose free window is the same (and on the same clock) see the same energy in it
         # every day: one of them stands for all, whatever their bands.
         groups: dict[tuple[object, ...], list[int]] = {}
@@ -145,10 +146,24 @@ class ManyPlans:
                 )
                 if not usable[stand_in] or not same_channels or cap is None or worst > cap.cap_kwh:
                     usable[index] = False
-        return [
-            self._plan_totals(index, sums, shapes, first, last) if usable[index] else None
-            for index in range(count)
-        ]
+        # Plans that place every atom alike (offers on one network's tariff periods, say) and
+        # read the channels alike have the same totals: worked out once.
+        answers: list[UsageTotals | None] = []
+        alike: dict[tuple[object, ...], UsageTotals] = {}
+        for index in range(count):
+            if not usable[index]:
+                answers.append(None)
+                continue
+            signature = (
+                len(self.plans[index].bands),
+                *(id(shape.places[index]) for shape in shapes.values()),
+                *(self._classes[suffix][index] for suffix in sorted(suffixes)),
+            )
+            found = alike.get(signature)
+            if found is None:
+                found = alike[signature] = self._plan_totals(index, sums, shapes, first, last)
+            answers.append(found)
+        return answers
 
     # --- the parts ---------------------------------------------------------------------------
 
@@ -210,7 +225,8 @@ class ManyPlans:
             for atom in atoms:
                 run = next(r for r in profile.runs if r.first <= atom.start < r.stop)
                 found.append((run.local_day, run.band, run.in_window))
-            places.append(tuple(found))
+            # One object for equal places, so that plans placing atoms alike are seen to.
+            places.append(self._interned.setdefault(tuple(found), tuple(found)))
         shape = _Shape(key, profiles[0].local_dates, atoms, tuple(places))
         self._shapes[(row.day, row.interval_minutes)] = shape
         return shape

@@ -50,6 +50,10 @@ from freehours.plans.cache import PlanCache
 from freehours.store.catalog import StoredPlan
 from freehours.store.database import Unit
 
+#: Sets of offers rated together that a process keeps (a set for each region and meter
+#: configuration of the offers of the day).
+MANY_KEPT = 32
+
 
 @dataclass(frozen=True, slots=True)
 class Priced:
@@ -123,13 +127,21 @@ class _Work:
 class OfferChecks:
     """The checks of one transaction: the offers read and parsed once."""
 
-    def __init__(self, unit: Unit, plans: PlanCache, threshold: Decimal) -> None:
+    def __init__(
+        self,
+        unit: Unit,
+        plans: PlanCache,
+        threshold: Decimal,
+        many: dict[tuple[str, ...], ManyPlans] | None = None,
+    ) -> None:
         self.unit = unit
         self.plans = plans
         self.threshold = threshold
         self._offers: dict[Region, list[Priced]] = {}
-        #: The offers' plans rated together (``ManyPlans``), by the keys of a set of them.
-        self._many: dict[tuple[str, ...], ManyPlans] = {}
+        #: The offers' plans rated together (``ManyPlans``), by the keys of a set of them:
+        #: the invoicing service's, kept from batch to batch (a NEM date's shape is worked out
+        #: once a process).
+        self._many = {} if many is None else many
 
     def offers(self, region: Region) -> list[Priced]:
         """The latest version of each offer of ``region`` whose plan parses."""
@@ -261,6 +273,8 @@ class OfferChecks:
         offers = tuple(priced.key for priced in item.priced[1:])
         many = self._many.get(offers)
         if many is None:
+            if len(self._many) >= MANY_KEPT:  # offers changed: start again
+                self._many.clear()
             many = self._many[offers] = ManyPlans([p.profiles for p in item.priced[1:]])
         kept, totals = rate_period(
             request.nmi,

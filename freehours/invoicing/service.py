@@ -61,6 +61,7 @@ from freehours.domain.invoicing import (
     figures_of,
     revised_days,
 )
+from freehours.domain.many_plans import ManyPlans
 from freehours.domain.plan import Plan
 from freehours.domain.profiles import DayProfiles
 from freehours.domain.rating import MeterRating
@@ -125,6 +126,8 @@ class Invoicing:
         self.faults: InvoicingFaults = faults or NoFaults()
         #: Stored plans parsed once per version (shared with the settlement by ``Runtime``).
         self.plans = plans or PlanCache()
+        #: The better offer check's sets of offers rated together (``OfferChecks``).
+        self._many: dict[tuple[str, ...], ManyPlans] = {}
 
     # --- runs --------------------------------------------------------------------------------
 
@@ -327,7 +330,7 @@ class Invoicing:
                     Rated(draft.rated_days, draft.unread),
                 )
             )
-        checks = OfferChecks(unit, self.plans, self.policy.better_offer_threshold)
+        checks = OfferChecks(unit, self.plans, self.policy.better_offer_threshold, self._many)
         try:
             answers = checks.check_all(requests)
         except (ArithmeticError, ValueError) as exc:
@@ -370,7 +373,7 @@ class Invoicing:
                 day,
                 unit.invoices.first_days([nmi]).get(nmi),
             )
-            checks = OfferChecks(unit, self.plans, self.policy.better_offer_threshold)
+            checks = OfferChecks(unit, self.plans, self.policy.better_offer_threshold, self._many)
             (answer,) = checks.check_all([request])
         return answer.check
 
