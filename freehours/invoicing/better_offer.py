@@ -16,6 +16,7 @@ distributor is not known, so an offer on any network of the region counts).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
@@ -138,6 +139,7 @@ class OfferChecks:
         self.plans = plans
         self.threshold = threshold
         self._offers: dict[Region, list[Priced]] = {}
+        self._applying: dict[tuple[Region, bool, date], list[Priced]] = {}
         #: The offers' plans rated together (``ManyPlans``), by the keys of a set of them:
         #: the invoicing service's, kept from batch to batch (a NEM date's shape is worked out
         #: once a process).
@@ -209,16 +211,17 @@ class OfferChecks:
     # --- the parts ---------------------------------------------------------------------------
 
     def _work(self, request: Request) -> _Work:
-        offers = self.applying(request.region, request.plan.plan, request.offered_on)
-        priced = [request.plan, *offers]
-        cycle, period = request.cycle, request.period
-        start = cycle.period_of(year_before(period.start)).end + timedelta(days=1)
-        year = cycle.periods(start, period.end + timedelta(days=1))
-        if request.first_data is not None:
-            year = [p for p in year if p.end >= request.first_data] or [period]
-        earlier = cycle.period_of(year_before(period.start))
-        previous = cycle.period_of(period.start - timedelta(days=1))
-        return _Work(request, priced, year, earlier, previous)
+        controlled = request.plan.plan.controlled_load is not None
+        key = (request.region, controlled, request.offered_on)
+        offers = self._applying.get(key)
+        if offers is None:
+            offers = self._applying[key] = self.applying(
+                request.region, request.plan.plan, request.offered_on
+            )
+        year, earlier, previous = _year_of(request.cycle, request.period)
+        if request.first_data is not None and year[0].end < request.first_data:
+            year = [p for p in year if p.end >= request.first_data] or [request.period]
+        return _Work(request, [request.plan, *offers], year, earlier, previous)
 
     def _carries(self, item: _Work) -> bool:
         """Whether ``item``'s year can be carried from what the period before kept: its year's
@@ -430,6 +433,18 @@ def rate_period(
         {key: part.text() for key, part in totals.items()},
     )
     return kept, totals
+
+
+@functools.lru_cache(maxsize=4096)
+def _year_of(cycle: BillingCycle, period: Period) -> tuple[list[Period], Period, Period]:
+    """The 12 months of periods of ``cycle`` to ``period``, the period a year before it and
+    the one before it (the same for every customer of one cycle: worked out once). The list
+    is shared: read, never changed."""
+    start = cycle.period_of(year_before(period.start)).end + timedelta(days=1)
+    year = cycle.periods(start, period.end + timedelta(days=1))
+    earlier = cycle.period_of(year_before(period.start))
+    previous = cycle.period_of(period.start - timedelta(days=1))
+    return year, earlier, previous
 
 
 def _periods(item: _Work) -> list[Period]:
