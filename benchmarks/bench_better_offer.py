@@ -6,7 +6,9 @@ against 20 offers, adds at most 25% to the invoice run at 100,000 accounts.
 ``ACCOUNTS`` customers (``FREEHOURS_BENCH_OFFER_ACCOUNTS``, default 2,000) are loaded as the
 invoicing benchmark loads them (``bench_invoicing._load``: July 2026 settled, E1 and B1
 half-hourly), with meter data for the 13 months to July (1 July 2025 to 31 July 2026), and 20
-offers of their region (the NSW plan with other supply charges and shoulder prices). The 12
+offers of their region (the NSW plan with other supply charges and shoulder prices, half of
+them with peak hours of their own: the half that only prices differently shares the customer's
+plan's totals, the other half is rated by ``ManyPlans``). The 12
 months before July are as the runs before this one left them: each billing period invoiced,
 keeping its usage under the plan and every offer, and June its year's totals
 (``billing_periods.usage``, made by the check's own ``rate_period`` for each consumption pattern
@@ -92,6 +94,9 @@ def _offers() -> list[NewOffer]:
         for band in document["time_of_use"]:
             if band["type"] == "SHOULDER":
                 band["unit_price"] = f"{0.28 + n * 0.005:.4f}"
+            if band["type"] == "PEAK" and n % 2:  # half of them on other peak hours
+                band["periods"][0]["start"] = "16:00"
+                band["periods"][0]["end"] = "20:00"
         offers.append(
             NewOffer(offer_id, f"Offer {n}", OfferSource.PLAN, OfferTerms(Region.NSW), document)
         )

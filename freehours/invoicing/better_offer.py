@@ -17,12 +17,14 @@ distributor is not known, so an offer on any network of the region counts).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 from decimal import Decimal
 from functools import reduce
 from operator import attrgetter
+from typing import Any
 
 from freehours.domain.better_offer import (
     BetterOfferCheck,
@@ -65,6 +67,41 @@ class Priced:
     plan: Plan
     profiles: DayProfiles
     offer: Offer | None = None
+    #: Its document without what only prices energy (``rating_shape``): plans of one shape
+    #: rate every day alike. Empty: not known, shared with none.
+    shape: str = ""
+
+
+#: The fields of a plan document that price energy, name the plan or say more about it, and
+#: never where a meter's energy falls (its band, the window, which channel): two plans that
+#: differ only in them rate every meter's days alike, to the last kWh of each band.
+_PRICE_FIELDS = frozenset(
+    {
+        "id",
+        "description",
+        "information",
+        "unit_price",
+        "daily_supply_charge",
+        "gst_rate",
+        "supply_charges",
+        "feed_in",
+        "steps",
+        "step_period",
+    }
+)
+
+
+def rating_shape(document: Mapping[str, Any]) -> str:
+    """``document`` without its ``_PRICE_FIELDS``, as canonical JSON."""
+
+    def placing(value: object) -> object:
+        if isinstance(value, Mapping):
+            return {k: placing(v) for k, v in value.items() if k not in _PRICE_FIELDS}
+        if isinstance(value, list):
+            return [placing(item) for item in value]
+        return value
+
+    return json.dumps(placing(document), sort_keys=True, default=str)
 
 
 def plan_key(stored: StoredPlan) -> str:
@@ -164,6 +201,7 @@ class OfferChecks:
                             parsed.plan,
                             parsed.profiles,
                             offer,
+                            rating_shape(offer.document),
                         )
                     )
             self._offers[region] = found
@@ -273,12 +311,14 @@ class OfferChecks:
     def _rate_period(self, item: _Work, period: Period, rows: Sequence[IntervalDay]) -> None:
         """``period`` rated under each of the request's plans, from ``rows``."""
         request = item.request
-        offers = tuple(priced.key for priced in item.priced[1:])
+        own = request.plan
+        rest = [p for p in item.priced[1:] if not own.shape or p.shape != own.shape]
+        offers = tuple(priced.key for priced in rest)
         many = self._many.get(offers)
         if many is None:
             if len(self._many) >= MANY_KEPT:  # offers changed: start again
                 self._many.clear()
-            many = self._many[offers] = ManyPlans([p.profiles for p in item.priced[1:]])
+            many = self._many[offers] = ManyPlans([p.profiles for p in rest])
         kept, totals = rate_period(
             request.nmi,
             request.plan,
@@ -395,8 +435,9 @@ def rate_period(
     """``period`` of ``nmi`` (from ``first_data`` where that is later than its start) rated
     from ``rows`` under each of ``priced`` (``own``, the customer's plan, first): what it keeps
     of its usage, and its totals by plan key. The customer's plan is rated by the engine (its
-    days give the usage kept); the others by ``many`` (of their profiles, in order) where given,
-    each it leaves to the engine by the engine."""
+    days give the usage kept), and a plan of its shape (``rating_shape``: only its prices
+    differ) has its totals; the others are rated by ``many`` (of their profiles, in order)
+    where given, each it leaves to the engine by the engine."""
     first = max(period.start, first_data or period.start)
     dates = [first + timedelta(days=n) for n in range((period.end - first).days + 1)]
     before, after = period.start - timedelta(days=1), period.end + timedelta(days=1)
@@ -412,7 +453,14 @@ def rate_period(
         unread = frozenset(day.local_date for day in days if rating.unread(day.local_date))
     totals = {own.key: totals_of(days)}
     read = [day for day in days if day.local_date not in unread]
-    others = [plan for plan in priced if plan is not own]
+    others = []
+    for plan in priced:
+        if plan is own:
+            continue
+        if own.shape and plan.shape == own.shape:
+            totals[plan.key] = totals[own.key]
+        else:
+            others.append(plan)
     answers: Sequence[UsageTotals | None] = [None] * len(others)
     if many is not None and others:
         answers = many.totals(nmi, wanted, first, period.end)

@@ -68,7 +68,15 @@ from freehours.domain.rating import MeterRating
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import QuotaStatus, data_deadline_of, has_quota
 from freehours.faults import NoFaults
-from freehours.invoicing.better_offer import OfferChecks, Priced, Rated, Request, plan_key
+from freehours.invoicing.better_offer import (
+    MANY_KEPT,
+    OfferChecks,
+    Priced,
+    Rated,
+    Request,
+    plan_key,
+    rating_shape,
+)
 from freehours.invoicing.documents import (
     _document,
     _retailer_json,
@@ -128,6 +136,7 @@ class Invoicing:
         self.plans = plans or PlanCache()
         #: The better offer check's sets of offers rated together (``OfferChecks``).
         self._many: dict[tuple[str, ...], ManyPlans] = {}
+        self._shapes: dict[str, str] = {}
 
     # --- runs --------------------------------------------------------------------------------
 
@@ -322,7 +331,7 @@ class Invoicing:
                     account.nmi,
                     account.region,
                     account.cycle,
-                    Priced(plan_key(draft.plan), plan.name, plan, profiles),
+                    self._priced(draft.plan, plan, profiles),
                     draft.period,
                     run.as_of.astimezone(plan.zone).date(),
                     first_days.get(account.nmi),
@@ -343,6 +352,17 @@ class Invoicing:
             result.drafts[index] = replace(
                 draft, better_offer=answer.check, usage=answer.usage, kept_usage=kept
             )
+
+    def _priced(self, stored: StoredPlan, plan: Plan, profiles: DayProfiles) -> Priced:
+        """A customer's plan as the better offer check prices it (its shape worked out once
+        per version)."""
+        key = plan_key(stored)
+        shape = self._shapes.get(key)
+        if shape is None:
+            if len(self._shapes) >= MANY_KEPT * 32:
+                self._shapes.clear()
+            shape = self._shapes[key] = rating_shape(stored.document)
+        return Priced(key, plan.name, plan, profiles, shape=shape)
 
     def better_offer(self, nmi: str, as_of: date | None = None) -> BetterOfferCheck | None:
         """The better offer check an invoice issued on ``as_of`` (default: today on the
@@ -368,7 +388,7 @@ class Invoicing:
                 nmi,
                 account.region,
                 account.cycle,
-                Priced(plan_key(stored), plan.name, plan, profiles),
+                self._priced(stored, plan, profiles),
                 period,
                 day,
                 unit.invoices.first_days([nmi]).get(nmi),

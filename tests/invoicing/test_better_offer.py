@@ -18,12 +18,16 @@ from freehours.domain.better_offer import (
     UsageKind,
     UsageTotals,
     per_year,
+    totals_of,
 )
 from freehours.domain.bill import make_bill
+from freehours.domain.invoicing import BillingCycle
+from freehours.domain.many_plans import ManyPlans
 from freehours.domain.offers import OfferSource, OfferTerms
 from freehours.domain.profiles import DayProfiles
 from freehours.domain.rating import MeterRating
 from freehours.domain.time import Region
+from freehours.invoicing.better_offer import Priced, rate_period, rating_shape
 from freehours.invoicing.documents import document_of
 from freehours.plans import builtin_document
 from freehours.plans.document import parse_plan
@@ -351,3 +355,44 @@ def test_a_year_of_monthly_runs_carries_the_year_forward_as_its_meter_data_price
     assert raw is not None
     assert raw.current is not None
     assert raw.current.total < july.current.total  # May's 12th revised down
+
+
+def test_plans_that_differ_only_in_prices_have_one_rating_shape_and_the_engines_totals() -> None:
+    own_document = builtin_document("sso-nsw")
+    priced_only = offer_document("cheap-nsw", "0.9000", "0.2000")
+    priced_only["gst_rate"] = "0.05"
+    priced_only["feed_in"] = {"unit_price": "0.0100"}
+    later_peak = offer_document("late-nsw", "0.9000")
+    for band in later_peak["time_of_use"]:
+        if band["type"] == "PEAK":
+            band["periods"][0]["start"] = "16:00"
+    smaller_cap = {**builtin_document("sso-nsw"), "id": "cap-nsw"}
+    smaller_cap["free_window"] = {**smaller_cap.get("free_window", {}), "cap_kwh": "2"}
+    assert rating_shape(priced_only) == rating_shape(own_document)
+    assert rating_shape(later_peak) != rating_shape(own_document)
+    assert rating_shape(smaller_cap) != rating_shape(own_document)
+
+    documents = [own_document, priced_only, later_peak, smaller_cap]
+    priced = []
+    for document in documents:
+        plan = parse_plan(document, source="test")
+        priced.append(
+            Priced(document["id"], plan.name, plan, DayProfiles(plan), shape=rating_shape(document))
+        )
+    meter = "4103000001"
+    rows = [row for day in JULY for row in (consumption(meter, day), export(meter, day))]
+    period = BillingCycle().period_of(JULY[0])
+    _, totals = rate_period(
+        meter,
+        priced[0],
+        priced,
+        period,
+        first_data=JULY[0],
+        rows=rows,
+        many=ManyPlans([p.profiles for p in priced[2:]]),
+    )
+    for each in priced:
+        rating = MeterRating(meter, each.profiles)
+        for row in rows:
+            rating.add(row)
+        assert totals[each.key] == totals_of(list(rating.days(JULY).values()))
