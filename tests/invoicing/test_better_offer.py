@@ -329,7 +329,7 @@ def test_a_year_of_monthly_runs_carries_the_year_forward_as_its_meter_data_price
     # On demand, July's check is carried from what June kept (so a changed June shows).
     assert system.invoicing.better_offer(meter, date(2026, 8, 1)) == july
     carried = UsageTotals.parse(kept[JUNE[0]].year[key])
-    more_export = replace(carried, export=carried.export + 1000)
+    more_export = carried._replace(export=carried.export + 1000)
     changed = replace(kept[JUNE[0]], year={**kept[JUNE[0]].year, key: more_export.text()})
     b = billing_periods.c
     with store.write() as unit:
