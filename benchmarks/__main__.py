@@ -21,6 +21,7 @@ BENCHMARKS = [
     "processes",
     "jobs",
     "invoicing",
+    "better_offer",
     "customers",
     "bulkheads",
     "hostile",

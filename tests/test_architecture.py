@@ -73,7 +73,8 @@ ROWS: list[tuple[tuple[str, ...], str, str]] = [
         ("domain",),
         "NEM time, meter-data rules (`reads.py`: NMI, suffix, interval lengths, quality, kWh, the"
         " interval-day types, the read-merge rule), plans and the free window, rating (its day"
-        " profiles in `profiles.py`), bills and billing a file, plans compared, the settlement"
+        " profiles in `profiles.py`), bills and billing a file, plans compared, the better offer"
+        " check's totals and many plans' totals in one pass (`many_plans.py`), the settlement"
         " state machine, the rules of invoices and webhooks, customers' contacts, the retailer's"
         " offers",
         "nothing: the standard library only",
