@@ -218,14 +218,16 @@ class PeriodUsage:
     year: dict[str, str] = field(default_factory=dict)
 
     def text(self) -> str:
-        head = f"{self.read_days}|{self.consumption_kwh}|{self.free_kwh}"
-        return "\n".join(
-            [
-                head,
-                *(f"{key}\t{text}" for key, text in sorted(self.totals.items())),
-                *(f"*{key}\t{text}" for key, text in sorted(self.year.items())),
-            ]
-        )
+        """One text: a head line, then a line per plan key of its totals, and of its year's
+        (``*key``); totals equal to an earlier line's are written as that line's key
+        (``@key``), as offers that differ from the customer's plan only in prices have its."""
+        lines = [f"{self.read_days}|{self.consumption_kwh}|{self.free_kwh}"]
+        for mark, texts in (("", self.totals), ("*", self.year)):
+            seen: dict[str, str] = {}
+            for key, text in sorted(texts.items()):
+                same = seen.setdefault(text, key)
+                lines.append(f"{mark}{key}\t{text if same == key else '@' + same}")
+        return "\n".join(lines)
 
     @classmethod
     def parse(cls, start: date, end: date, text: str) -> PeriodUsage:
@@ -235,10 +237,10 @@ class PeriodUsage:
         year: dict[str, str] = {}
         for line in lines:
             key, value = line.split("\t", 1)
+            texts = totals
             if key.startswith("*"):
-                year[key[1:]] = value
-            else:
-                totals[key] = value
+                key, texts = key[1:], year
+            texts[key] = texts[value[1:]] if value.startswith("@") else value
         return cls(start, end, int(read_days), Decimal(consumption), Decimal(free), totals, year)
 
     def summary(self, kind: UsageKind) -> UsageSummary | None:

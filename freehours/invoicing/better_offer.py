@@ -355,8 +355,13 @@ class OfferChecks:
             year = [p for p in item.year if self._usage_of(item, p) is not None]
         years: dict[str, UsageTotals] = {}
         costs: list[Costed] = []
+        customers = request.plan
         for priced in item.priced:
-            whole = years[priced.key] = self._year(item, year, priced.key)
+            if priced is not customers and customers.shape and priced.shape == customers.shape:
+                # Only its prices differ: every period's totals are the customer's plan's.
+                whole = years[priced.key] = years[customers.key]
+            else:
+                whole = years[priced.key] = self._year(item, year, priced.key)
             total = cost_of(priced.plan, [whole])
             offer = priced.offer
             costs.append(

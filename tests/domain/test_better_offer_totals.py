@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from freehours.domain.better_offer import UsageTotals, cost_of, totals_of
+from freehours.domain.better_offer import PeriodUsage, UsageTotals, cost_of, totals_of
 from freehours.domain.bill import make_bill
 from freehours.domain.rating import rate
 from freehours.plans.document import parse_plan
@@ -75,3 +75,21 @@ def test_totals_of_a_plan_priced_under_another_are_refused() -> None:
     totals = UsageTotals(day, day, (Decimal(1),) * 9, Decimal(0), Decimal(0))
     with pytest.raises(ValueError, match="bands"):
         cost_of(one_band, [totals])
+
+
+def test_what_a_period_keeps_reads_back_as_it_was_equal_totals_written_once() -> None:
+    day = date(2026, 7, 1)
+    one = UsageTotals(day, day, (Decimal("1.5"), Decimal(0)), Decimal("0.25"), Decimal(0))
+    other = one._replace(export=Decimal(3))
+    kept = PeriodUsage(
+        day,
+        date(2026, 7, 31),
+        31,
+        Decimal("418.5"),
+        Decimal(93),
+        {"plan:a": one.text(), "offer:b:1": one.text(), "offer:c:2": other.text()},
+        {"plan:a": other.text(), "offer:b:1": other.text()},
+    )
+    text = kept.text()
+    assert text.count(one.text()) == 1  # the second plan's line names the first's
+    assert PeriodUsage.parse(kept.start, kept.end, text) == kept

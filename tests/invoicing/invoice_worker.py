@@ -25,12 +25,19 @@ from tests.invoicing.support import DEADLINE
 
 
 class HangAt:
+    """The first batch to reach ``point`` hangs there; from then on every other batch hangs at
+    the next point it reaches, so that none finalises while the test kills the worker (its
+    other thread would otherwise commit a second batch in the meantime)."""
+
     def __init__(self, point: InvoicingFaultPoint | None) -> None:
         self.point = point
+        self.hanging = threading.Event()
 
     def check(self, point: InvoicingFaultPoint, batch: str) -> None:
-        if point is self.point:
-            print("hanging", flush=True)
+        if self.hanging.is_set() or point is self.point:
+            if not self.hanging.is_set():
+                self.hanging.set()
+                print("hanging", flush=True)
             threading.Event().wait()
 
 
