@@ -25,7 +25,7 @@ from enum import StrEnum
 from operator import add, sub
 from typing import Any, NamedTuple, overload
 
-from freehours.domain.bill import Bill, decimal_text, kwh_text, money_text, total_of, usage_lines
+from freehours.domain.bill import Bill, decimal_text, kwh_text, money_text, usage_total
 from freehours.domain.plan import Plan
 from freehours.domain.rating import ZERO, DayRating
 
@@ -186,17 +186,13 @@ def cost_of(plan: Plan, parts: Sequence[UsageTotals]) -> Decimal:
     charged = [sum(kwh, ZERO) for kwh in zip(*(part.charged for part in parts), strict=True)]
     if len(charged) != len(plan.bands):
         raise ValueError(f"totals of {len(charged)} bands priced under a plan of {len(plan.bands)}")
-    dates = _Dates(parts)
-    lines = usage_lines(
+    return usage_total(
         plan,
         charged_by_band=charged,
         export_kwh=sum((part.export for part in parts), ZERO),
         controlled_kwh=sum((part.controlled for part in parts), ZERO),
-        free_kwh=ZERO,  # its line is always 0.00: free energy costs nothing on any plan
-        dates=dates,
-        describe=False,
+        dates=_Dates(parts),
     )
-    return total_of(plan, lines)[2]
 
 
 @dataclass(frozen=True, slots=True)

@@ -290,6 +290,47 @@ def usage_lines(
     return lines
 
 
+def usage_total(
+    plan: Plan,
+    *,
+    charged_by_band: Sequence[Decimal],
+    export_kwh: Decimal,
+    controlled_kwh: Decimal,
+    dates: Sequence[date],
+) -> Decimal:
+    """The total, GST included, of ``usage_lines``' lines, without making those that are one
+    price times one figure: the same amounts, each rounded as its line is, added up as
+    ``total_of`` adds them (the better offer check prices a year under each offer with it;
+    ``tests/domain/test_better_offer_totals.py`` holds it to ``make_bill``)."""
+    days = len(dates)
+    charged: dict[str, Decimal] = {}
+    bands: dict[str, Band] = {}
+    for band, kwh in zip(plan.bands, charged_by_band, strict=True):
+        charged[band.type] = charged.get(band.type, ZERO) + kwh
+        bands.setdefault(band.type, band)
+    subtotal = ZERO
+    for band_type, kwh in charged.items():
+        band = bands[band_type]
+        if band.steps is None:
+            subtotal += to_cent(kwh * band.unit_price)
+        else:
+            lines = _energy_lines(band, kwh, days, describe=False)
+            subtotal += sum((line.amount for line in lines), ZERO)
+    if plan.supply_charges:
+        lines = _supply_lines(plan, dates, describe=False)
+        subtotal += sum((line.amount for line in lines), ZERO)
+    else:
+        subtotal += to_cent(days * plan.daily_supply_charge)
+    load = plan.controlled_load
+    if load is not None:
+        subtotal += to_cent(controlled_kwh * load.unit_price)
+        if load.daily_supply_charge is not None:
+            subtotal += to_cent(days * load.daily_supply_charge)
+    if plan.feed_in is not None:
+        subtotal -= to_cent(export_kwh * plan.feed_in.unit_price)
+    return subtotal + to_cent(subtotal * plan.gst_rate)
+
+
 def total_of(plan: Plan, lines: Sequence[BillLine]) -> tuple[Decimal, Decimal, Decimal]:
     """The subtotal of ``lines``, its GST at ``plan``'s rate and the total, as a bill adds
     them."""

@@ -40,6 +40,11 @@ _CONSUMPTION, _EXPORT, _CONTROLLED, _IGNORED = range(4)
 _Place = tuple[int, int, bool]
 #: Where atom sums are kept: (shape key, suffix, which of the shape's local days are wanted).
 _SumKey = tuple[tuple[int, ...], str, tuple[bool, ...]]
+#: What a row does (``ManyPlans._row_plan``): its shape (None: nothing), where its values are
+#: added up, and (window group, local date, its intervals in the window) for each window.
+_RowPlan = tuple["_Shape | None", "_SumKey | None", tuple[tuple[int, date, slice], ...]]
+#: Rows' plans kept (a batch's NEM dates, channels and periods: a few hundred).
+_ROW_PLANS_KEPT = 100_000
 #: The slots of export and controlled load (a band's is its index).
 _EXPORT_SLOT, _CONTROLLED_SLOT = -1, -2
 
@@ -69,7 +74,7 @@ class ManyPlans:
         # -2 controlled load
         self._takes: dict[tuple[object, ...], tuple[tuple[int, tuple[int, ...]], ...]] = {}
         self._windows: dict[tuple[object, ...], tuple[tuple[int, slice], ...]] = {}
-        self._masks: dict[tuple[int, date, date], tuple[bool, ...]] = {}
+        self._row_plans: dict[tuple[date, int, str, date, date], _RowPlan] = {}
         self._classes: dict[str, tuple[int, ...]] = {}
         self._interned: dict[tuple[_Place, ...], tuple[_Place, ...]] = {}
         # Plans whose free window is the same (and on the same clock) see the same energy in it
@@ -93,36 +98,27 @@ class ManyPlans:
         shapes: dict[tuple[int, ...], _Shape] = {}
         suffixes: set[str] = set()
         window: list[dict[date, Decimal]] = [{} for _ in self._window_groups]
-        masks = self._masks
+        plans_of = self._row_plans
         for row in rows:
-            if row.uom != "KWH" or row.nmi != nmi:
+            known_row = plans_of.get((row.day, row.interval_minutes, row.suffix, first, last))
+            if known_row is None:
+                if row.uom != "KWH":
+                    continue
+                known_row = self._row_plan(row, first, last)
+            if row.nmi != nmi or row.uom != "KWH":
                 continue
-            classes = self._classes.get(row.suffix) or self._classify(row.suffix)
-            if all(part == _IGNORED for part in classes):
+            shape, key, windows = known_row
+            if shape is None or key is None:  # not rated under any plan, or no day wanted
                 continue
-            shape = self._shapes.get((row.day, row.interval_minutes)) or self._shape(row)
             values = cast("list[Decimal]", row.values)
-            mask = masks.get((id(shape), first, last))
-            if mask is None:
-                mask = masks[(id(shape), first, last)] = tuple(
-                    first <= day <= last for day in shape.local_dates
-                )
-            if not any(mask):
-                continue
             suffixes.add(row.suffix)
             shapes[shape.key] = shape
-            key = (shape.key, row.suffix, mask)
             known = added.get(key)
             try:
                 added[key] = list(values) if known is None else list(map(add, known, values))
-                for group, (stand_in, _) in enumerate(self._window_groups):
-                    if classes[stand_in] != _CONSUMPTION:
-                        continue
-                    for local_day, inside in self._window_of(shape, stand_in):
-                        if mask[local_day]:
-                            day = shape.local_dates[local_day]
-                            energy = sum(values[inside], ZERO)
-                            window[group][day] = window[group].get(day, ZERO) + energy
+                for group, day, inside in windows:
+                    energy = sum(values[inside], ZERO)
+                    window[group][day] = window[group].get(day, ZERO) + energy
             except TypeError:  # a missing value: the engine counts it
                 return [None] * count
         try:
@@ -188,6 +184,28 @@ class ManyPlans:
                 else:
                     controlled += energy
         return UsageTotals(first, last, tuple(charged), export, controlled)
+
+    def _row_plan(self, row: IntervalDay, first: date, last: date) -> _RowPlan:
+        """What a row of its NEM date, interval length and suffix does when the days wanted are
+        ``first`` to ``last``: its shape and where its values are added up, and the window
+        energy it gives each group's days; made once and kept."""
+        classes = self._classes.get(row.suffix) or self._classify(row.suffix)
+        shape = self._shapes.get((row.day, row.interval_minutes)) or self._shape(row)
+        mask = tuple(first <= day <= last for day in shape.local_dates)
+        plan: _RowPlan = (None, None, ())
+        if any(mask) and not all(part == _IGNORED for part in classes):
+            windows = tuple(
+                (group, shape.local_dates[local_day], inside)
+                for group, (stand_in, _) in enumerate(self._window_groups)
+                if classes[stand_in] == _CONSUMPTION
+                for local_day, inside in self._window_of(shape, stand_in)
+                if mask[local_day]
+            )
+            plan = (shape, (shape.key, row.suffix, mask), windows)
+        if len(self._row_plans) >= _ROW_PLANS_KEPT:
+            self._row_plans.clear()
+        self._row_plans[(row.day, row.interval_minutes, row.suffix, first, last)] = plan
+        return plan
 
     def _classify(self, suffix: str) -> tuple[int, ...]:
         """What ``suffix`` is under each plan, as ``MeterRating`` decides it."""
