@@ -45,8 +45,7 @@ class Outcome(StrEnum):
     NO_DATA = "no_data"  # no usage to price
 
 
-@dataclass(frozen=True, slots=True)
-class Costed:
+class Costed(NamedTuple):
     """A plan's cost of the usage a check prices: its bill's total (GST included where the plan
     charges it), and the yearly figure."""
 

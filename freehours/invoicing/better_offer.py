@@ -379,7 +379,7 @@ class OfferChecks:
         check = decide(period.end, window, costs[0], costs[1:], self.threshold)
         kept = None
         if request.rows is not None:  # an invoice's: it keeps its year for the next check
-            kept = replace(own, year={key: whole.text() for key, whole in years.items()})
+            kept = replace(own, year=texts_of(years))
         return Answer(check, usage, kept)
 
     def _year(self, item: _Work, year: list[Period], key: str) -> UsageTotals:
@@ -483,7 +483,7 @@ def rate_period(
         len(read),
         sum((day.consumption_kwh for day in read), ZERO),
         sum((day.free_kwh for day in read), ZERO),
-        {key: part.text() for key, part in totals.items()},
+        texts_of(totals),
     )
     return kept, totals
 
@@ -498,6 +498,19 @@ def _year_of(cycle: BillingCycle, period: Period) -> tuple[list[Period], Period,
     earlier = cycle.period_of(year_before(period.start))
     previous = cycle.period_of(period.start - timedelta(days=1))
     return year, earlier, previous
+
+
+def texts_of(totals: dict[str, UsageTotals]) -> dict[str, str]:
+    """Each of ``totals`` as text, once for totals that are one object (plans that differ only
+    in prices share the customer's)."""
+    made: dict[int, str] = {}
+    texts = {}
+    for key, part in totals.items():
+        text = made.get(id(part))
+        if text is None:
+            text = made[id(part)] = part.text()
+        texts[key] = text
+    return texts
 
 
 def _periods(item: _Work) -> list[Period]:
