@@ -159,6 +159,9 @@ class _Work:
     carried: bool = False
     stored: dict[date, PeriodUsage] = field(default_factory=dict)
     totals: dict[tuple[date, str], UsageTotals] = field(default_factory=dict)
+    #: Years carried, by the ids of the previous year's text, this period's totals and the
+    #: leaving period's.
+    carried_years: dict[tuple[int, int, int], UsageTotals] = field(default_factory=dict)
     usages: dict[date, PeriodUsage] = field(default_factory=dict)
 
 
@@ -387,19 +390,37 @@ class OfferChecks:
         year, where it kept one, less the periods that have left it and with this period;
         else each period's totals added up."""
         current = self._totals(item, year[-1], key)
-        first = max(year[0].start, item.request.first_data or year[0].start)
         previous = item.stored.get(year[-2].start) if len(year) > 1 else None
         text = None if previous is None else previous.year.get(key)
         if text is not None:
-            whole: UsageTotals | None = UsageTotals.parse(text)
-            cycle = item.request.cycle
-            while whole is not None and whole.first < first:
-                leaving = cycle.period_of(whole.first)
-                found = self._found(item, leaving, key)
-                whole = None if found is None else without_head(whole, found)
-            if whole is not None and whole.first == first and whole.last == year[-2].end:
-                return joined(whole, current)
+            # Plans placing energy alike kept one text (``PeriodUsage.text``): one object, so
+            # their years are worked out once.
+            earlier = item.earlier.start
+            kept = item.stored.get(earlier)
+            leaving = item.totals.get((earlier, key)) or (kept and kept.totals.get(key))
+            memo = (id(text), id(current), id(leaving))
+            carried = item.carried_years.get(memo)
+            if carried is None:
+                carried = item.carried_years[memo] = self._carry(item, year, key, text, current)
+            if carried is not _NOT_CARRIED:
+                return carried
         return reduce(joined, [self._totals(item, p, key) for p in year])
+
+    def _carry(
+        self, item: _Work, year: list[Period], key: str, text: str, current: UsageTotals
+    ) -> UsageTotals:
+        """The previous period's year (``text``), less the periods that have left it, with
+        this period's ``current``; ``_NOT_CARRIED`` where a period that left kept nothing."""
+        first = max(year[0].start, item.request.first_data or year[0].start)
+        whole: UsageTotals | None = UsageTotals.parse(text)
+        cycle = item.request.cycle
+        while whole is not None and whole.first < first:
+            leaving = cycle.period_of(whole.first)
+            found = self._found(item, leaving, key)
+            whole = None if found is None else without_head(whole, found)
+        if whole is not None and whole.first == first and whole.last == year[-2].end:
+            return joined(whole, current)
+        return _NOT_CARRIED
 
     def _found(self, item: _Work, period: Period, key: str) -> UsageTotals | None:
         """``period``'s totals under ``key`` where rated or kept, else None."""
@@ -498,6 +519,10 @@ def _year_of(cycle: BillingCycle, period: Period) -> tuple[list[Period], Period,
     earlier = cycle.period_of(year_before(period.start))
     previous = cycle.period_of(period.start - timedelta(days=1))
     return year, earlier, previous
+
+
+#: ``_carry``'s answer where the year cannot be carried.
+_NOT_CARRIED = UsageTotals(date.min, date.min, (), ZERO, ZERO)
 
 
 def texts_of(totals: dict[str, UsageTotals]) -> dict[str, str]:
