@@ -25,7 +25,7 @@ from datetime import date
 from decimal import Decimal
 from itertools import pairwise
 from operator import add
-from typing import cast
+from typing import NamedTuple, cast
 
 from freehours.domain.better_offer import UsageTotals
 from freehours.domain.plan import Plan
@@ -35,6 +35,7 @@ from freehours.domain.reads import IntervalDay
 
 #: A channel's part under a plan: consumption, export, controlled load, or not rated.
 _CONSUMPTION, _EXPORT, _CONTROLLED, _IGNORED = range(4)
+_FLAT = (_EXPORT, _CONTROLLED)
 
 #: A place: (local day, band, inside the free window).
 _Place = tuple[int, int, bool]
@@ -42,7 +43,7 @@ _Place = tuple[int, int, bool]
 _SumKey = tuple[tuple[int, ...], str, tuple[bool, ...]]
 #: What a row does (``ManyPlans._row_plan``): its shape (None: nothing), where its values are
 #: added up, and (window group, local date, its intervals in the window) for each window.
-_RowPlan = tuple["_Shape | None", "_SumKey | None", tuple[tuple[int, date, slice], ...]]
+
 #: Rows' plans kept (a batch's NEM dates, channels and periods: a few hundred).
 _ROW_PLANS_KEPT = 100_000
 #: The slots of export and controlled load (a band's is its index).
@@ -58,6 +59,16 @@ class _Shape:
     local_dates: tuple[date, ...]
     atoms: tuple[slice, ...]
     places: tuple[tuple[_Place, ...] | None, ...]
+
+
+class _RowPlan(NamedTuple):
+    shape: _Shape | None
+    key: _SumKey | None
+    windows: tuple[tuple[int, date, slice], ...]
+    #: ``_EXPORT`` or ``_CONTROLLED`` where the row is that for every plan (then only its
+    #: wanted days' sum matters, the slices ``wanted``), else -1.
+    flat: int = -1
+    wanted: tuple[slice, ...] = ()
 
 
 class ManyPlans:
@@ -98,6 +109,7 @@ class ManyPlans:
         shapes: dict[tuple[int, ...], _Shape] = {}
         suffixes: set[str] = set()
         window: list[dict[date, Decimal]] = [{} for _ in self._window_groups]
+        flats = {_EXPORT: ZERO, _CONTROLLED: ZERO}
         plans_of = self._row_plans
         for row in rows:
             known_row = plans_of.get((row.day, row.interval_minutes, row.suffix, first, last))
@@ -107,14 +119,18 @@ class ManyPlans:
                 known_row = self._row_plan(row, first, last)
             if row.nmi != nmi or row.uom != "KWH":
                 continue
-            shape, key, windows = known_row
+            shape, key, windows, flat, wanted = known_row
             if shape is None or key is None:  # not rated under any plan, or no day wanted
                 continue
             values = cast("list[Decimal]", row.values)
             suffixes.add(row.suffix)
             shapes[shape.key] = shape
-            known = added.get(key)
             try:
+                if flat >= 0:
+                    for part in wanted:
+                        flats[flat] += sum(values[part], ZERO)
+                    continue
+                known = added.get(key)
                 added[key] = list(values) if known is None else list(map(add, known, values))
                 for group, day, inside in windows:
                     energy = sum(values[inside], ZERO)
@@ -157,7 +173,9 @@ class ManyPlans:
             )
             found = alike.get(signature)
             if found is None:
-                found = alike[signature] = self._plan_totals(index, sums, shapes, first, last)
+                found = alike[signature] = self._plan_totals(
+                    index, sums, shapes, flats, first=first, last=last
+                )
             answers.append(found)
         return answers
 
@@ -168,12 +186,14 @@ class ManyPlans:
         index: int,
         sums: dict[_SumKey, list[Decimal]],
         shapes: dict[tuple[int, ...], _Shape],
+        flats: dict[int, Decimal],
+        *,
         first: date,
         last: date,
     ) -> UsageTotals:
         charged = [ZERO] * len(self.plans[index].bands)
-        export = ZERO
-        controlled = ZERO
+        export = flats[_EXPORT]
+        controlled = flats[_CONTROLLED]
         for (shape_key, suffix, mask), atom_sums in sums.items():
             for slot, atoms in self._takes_of(shapes[shape_key], suffix, mask, index):
                 energy = sum([atom_sums[i] for i in atoms], ZERO)
@@ -192,7 +212,7 @@ class ManyPlans:
         classes = self._classes.get(row.suffix) or self._classify(row.suffix)
         shape = self._shapes.get((row.day, row.interval_minutes)) or self._shape(row)
         mask = tuple(first <= day <= last for day in shape.local_dates)
-        plan: _RowPlan = (None, None, ())
+        plan = _RowPlan(None, None, ())
         if any(mask) and not all(part == _IGNORED for part in classes):
             windows = tuple(
                 (group, shape.local_dates[local_day], inside)
@@ -201,7 +221,28 @@ class ManyPlans:
                 for local_day, inside in self._window_of(shape, stand_in)
                 if mask[local_day]
             )
-            plan = (shape, (shape.key, row.suffix, mask), windows)
+            plan = _RowPlan(shape, (shape.key, row.suffix, mask), windows)
+            places = next(
+                (
+                    p
+                    for p, same in zip(shape.places, self._same_clock, strict=True)
+                    if same and p is not None
+                ),
+                None,
+            )
+            if places is not None and len(set(classes)) == 1 and classes[0] in _FLAT:
+                # Export or controlled load under every plan: where in the day it falls does
+                # not matter, only which local days are wanted.
+                spans: list[slice] = []
+                for atom, (local_day, _, _) in zip(shape.atoms, places, strict=True):
+                    if not mask[local_day]:
+                        continue
+                    if spans and spans[-1].stop == atom.start:
+                        spans[-1] = slice(spans[-1].start, atom.stop)
+                    else:
+                        spans.append(atom)
+                wanted = tuple(spans)
+                plan = plan._replace(flat=classes[0], wanted=wanted)
         if len(self._row_plans) >= _ROW_PLANS_KEPT:
             self._row_plans.clear()
         self._row_plans[(row.day, row.interval_minutes, row.suffix, first, last)] = plan
