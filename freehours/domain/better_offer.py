@@ -252,7 +252,10 @@ class _Dates(Sequence[date]):
 
     def __init__(self, parts: Sequence[UsageTotals]) -> None:
         self._parts = parts
-        self._length = sum(part.days for part in parts)
+        length = 0
+        for part in parts:
+            length += (part.last - part.first).days + 1
+        self._length = length
 
     def __len__(self) -> int:
         return self._length
