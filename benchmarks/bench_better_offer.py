@@ -189,8 +189,10 @@ def _measure(admin_url: str, accounts: int) -> None:
         clock = SystemClock()
         without = InvoicingPolicy(better_offer_check=False)
         invoicing = Invoicing(store, clock, without)
-        checking = Invoicing(store, clock, replace(without, better_offer_check=True))
-        checking.plans = invoicing.plans  # parsed once, as a worker's runtime shares them
+        # Plans parsed once, as a worker's runtime shares them.
+        checking = Invoicing(
+            store, clock, replace(without, better_offer_check=True), plans=invoicing.plans
+        )
         run = invoicing.start_run(as_of=AS_OF)
         drafting = {False: 0.0, True: 0.0}
         drafted = 0

@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from functools import reduce
 from operator import attrgetter
 from typing import Any
+
+import structlog
 
 from freehours.domain.better_offer import (
     BetterOfferCheck,
@@ -41,7 +43,7 @@ from freehours.domain.better_offer import (
     without_head,
     year_before,
 )
-from freehours.domain.invoicing import BillingCycle, Period
+from freehours.domain.invoicing import BillingCycle, DocumentType, Period
 from freehours.domain.many_plans import ManyPlans
 from freehours.domain.offers import Offer
 from freehours.domain.plan import Plan
@@ -49,9 +51,13 @@ from freehours.domain.profiles import DayProfiles
 from freehours.domain.rating import ZERO, DayRating, MeterRating
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import Region
+from freehours.invoicing.model import Draft
 from freehours.plans.cache import PlanCache
 from freehours.store.catalog import StoredPlan
 from freehours.store.database import Unit
+from freehours.store.invoices import Account
+
+log = structlog.get_logger("freehours.invoicing")
 
 #: Sets of offers rated together that a process keeps (a set for each region and meter
 #: configuration of the offers of the day).
@@ -445,6 +451,108 @@ class OfferChecks:
             if summary is not None:
                 rows.append(summary)
         return tuple(rows)
+
+
+class BetterOffers:
+    """The better offer check as the invoicing service makes it: for a batch's drafted
+    invoices, and on demand; with what it keeps from batch to batch (the sets of offers rated
+    together, the shapes of customers' plans)."""
+
+    def __init__(self, plans: PlanCache) -> None:
+        self.plans = plans
+        self._many: dict[tuple[str, ...], ManyPlans] = {}
+        self._shapes: dict[str, str] = {}
+
+    def priced(self, stored: StoredPlan, plan: Plan, profiles: DayProfiles) -> Priced:
+        """A customer's plan as the check prices it (its shape worked out once a version)."""
+        key = plan_key(stored)
+        shape = self._shapes.get(key)
+        if shape is None:
+            if len(self._shapes) >= MANY_KEPT * 32:
+                self._shapes.clear()
+            shape = self._shapes[key] = rating_shape(stored.document)
+        return Priced(key, plan.name, plan, profiles, shape=shape)
+
+    def check_drafts(
+        self,
+        unit: Unit,
+        as_of: datetime,
+        drafts: list[Draft],
+        *,
+        threshold: Decimal,
+        first_days: dict[str, date],
+        meter: dict[str, list[tuple[IntervalDay, str]]],
+        parsed: Callable[[StoredPlan], tuple[Plan, DayProfiles]],
+    ) -> list[Draft]:
+        """``drafts`` with each invoice's check, usage compared and what its period keeps (a
+        correction has none of them: it bills a difference, not a period's use); ``meter``
+        the batch's day rows, ``parsed`` a draft's plan as it was parsed."""
+        invoices = [
+            (index, draft)
+            for index, draft in enumerate(drafts)
+            if draft.document_type is DocumentType.INVOICE
+        ]
+        if not invoices:
+            return drafts
+        requests = []
+        for _, draft in invoices:
+            plan, profiles = parsed(draft.plan)
+            account = draft.account
+            requests.append(
+                Request(
+                    account.nmi,
+                    account.region,
+                    account.cycle,
+                    self.priced(draft.plan, plan, profiles),
+                    draft.period,
+                    as_of.astimezone(plan.zone).date(),
+                    first_days.get(account.nmi),
+                    [day for day, _ in meter.get(account.nmi, [])],
+                    Rated(draft.rated_days, draft.unread),
+                )
+            )
+        checks = OfferChecks(unit, self.plans, threshold, self._many)
+        try:
+            answers = checks.check_all(requests)
+        except (ArithmeticError, ValueError) as exc:
+            # The invoices go out without a check (their box points to the comparator) rather
+            # than not at all; the reason is logged, never a customer's data.
+            log.warning("better_offer_check_failed", error=type(exc).__name__, reason=str(exc))
+            return drafts
+        checked = list(drafts)
+        for (index, draft), answer in zip(invoices, answers, strict=True):
+            kept = None if answer.kept is None else answer.kept.text()
+            checked[index] = replace(
+                draft, better_offer=answer.check, usage=answer.usage, kept_usage=kept
+            )
+        return checked
+
+    def on_demand(
+        self,
+        unit: Unit,
+        account: Account,
+        stored: StoredPlan,
+        parsed: tuple[Plan, DayProfiles],
+        *,
+        day: date,
+        threshold: Decimal,
+    ) -> BetterOfferCheck:
+        """The check an invoice of ``account`` issued on ``day`` would make: for the last
+        billing period that ended before it."""
+        period = account.cycle.period_of(day - timedelta(days=1))
+        if period.end >= day:  # not over by then: the one before
+            period = account.cycle.period_of(period.start - timedelta(days=1))
+        request = Request(
+            account.nmi,
+            account.region,
+            account.cycle,
+            self.priced(stored, *parsed),
+            period,
+            day,
+            unit.invoices.first_days([account.nmi]).get(account.nmi),
+        )
+        (answer,) = OfferChecks(unit, self.plans, threshold, self._many).check_all([request])
+        return answer.check
 
 
 def rate_period(

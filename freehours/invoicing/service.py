@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Hashable, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -61,22 +61,13 @@ from freehours.domain.invoicing import (
     figures_of,
     revised_days,
 )
-from freehours.domain.many_plans import ManyPlans
 from freehours.domain.plan import Plan
 from freehours.domain.profiles import DayProfiles
 from freehours.domain.rating import MeterRating
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import QuotaStatus, data_deadline_of, has_quota
 from freehours.faults import NoFaults
-from freehours.invoicing.better_offer import (
-    MANY_KEPT,
-    OfferChecks,
-    Priced,
-    Rated,
-    Request,
-    plan_key,
-    rating_shape,
-)
+from freehours.invoicing.better_offer import BetterOffers
 from freehours.invoicing.documents import (
     _document,
     _retailer_json,
@@ -134,9 +125,8 @@ class Invoicing:
         self.faults: InvoicingFaults = faults or NoFaults()
         #: Stored plans parsed once per version (shared with the settlement by ``Runtime``).
         self.plans = plans or PlanCache()
-        #: The better offer check's sets of offers rated together (``OfferChecks``).
-        self._many: dict[tuple[str, ...], ManyPlans] = {}
-        self._shapes: dict[str, str] = {}
+        #: The better offer check, what it keeps from batch to batch.
+        self.offers = BetterOffers(self.plans)
 
     # --- runs --------------------------------------------------------------------------------
 
@@ -284,7 +274,16 @@ class Invoicing:
             else:
                 self._draft_correction(result, unit, candidate, now)
         if self.policy.better_offer_check:
-            self._check_offers(unit, run, result, first_days, meter)
+            # Each invoice's better offer check, usage compared and what its period keeps.
+            result.drafts = self.offers.check_drafts(
+                unit,
+                run.as_of,
+                result.drafts,
+                threshold=self.policy.better_offer_threshold,
+                first_days=first_days,
+                meter=meter,
+                parsed=self._parsed,
+            )
         showable = []
         for draft in result.drafts:
             why = self._unshowable(run, draft, now)
@@ -302,67 +301,10 @@ class Invoicing:
         result.drafts = showable
         return result
 
-    def _check_offers(
-        self,
-        unit: Unit,
-        run: InvoiceRun,
-        result: BatchResult,
-        first_days: dict[str, date],
-        meter: dict[str, list[tuple[IntervalDay, str]]],
-    ) -> None:
-        """Each drafted invoice's better offer check and usage compared, and what its period
-        keeps of its usage (a correction has none of them: it bills a difference, not a
-        period's use)."""
-        invoices = [
-            (index, draft)
-            for index, draft in enumerate(result.drafts)
-            if draft.document_type is DocumentType.INVOICE
-        ]
-        if not invoices:
-            return
-        requests = []
-        for _, draft in invoices:
-            parsed = self._plan(draft.plan)
-            assert parsed is not None, "a draft's plan parsed when it was drafted"
-            plan, profiles = parsed
-            account = draft.account
-            requests.append(
-                Request(
-                    account.nmi,
-                    account.region,
-                    account.cycle,
-                    self._priced(draft.plan, plan, profiles),
-                    draft.period,
-                    run.as_of.astimezone(plan.zone).date(),
-                    first_days.get(account.nmi),
-                    [day for day, _ in meter.get(account.nmi, [])],
-                    Rated(draft.rated_days, draft.unread),
-                )
-            )
-        checks = OfferChecks(unit, self.plans, self.policy.better_offer_threshold, self._many)
-        try:
-            answers = checks.check_all(requests)
-        except (ArithmeticError, ValueError) as exc:
-            # The invoices go out without a check (their box points to the comparator) rather
-            # than not at all; the reason is logged, never a customer's data.
-            log.warning("better_offer_check_failed", error=type(exc).__name__, reason=str(exc))
-            return
-        for (index, draft), answer in zip(invoices, answers, strict=True):
-            kept = None if answer.kept is None else answer.kept.text()
-            result.drafts[index] = replace(
-                draft, better_offer=answer.check, usage=answer.usage, kept_usage=kept
-            )
-
-    def _priced(self, stored: StoredPlan, plan: Plan, profiles: DayProfiles) -> Priced:
-        """A customer's plan as the better offer check prices it (its shape worked out once
-        per version)."""
-        key = plan_key(stored)
-        shape = self._shapes.get(key)
-        if shape is None:
-            if len(self._shapes) >= MANY_KEPT * 32:
-                self._shapes.clear()
-            shape = self._shapes[key] = rating_shape(stored.document)
-        return Priced(key, plan.name, plan, profiles, shape=shape)
+    def _parsed(self, stored: StoredPlan) -> tuple[Plan, DayProfiles]:
+        parsed = self._plan(stored)
+        assert parsed is not None, "a draft's plan parsed when it was drafted"
+        return parsed
 
     def better_offer(self, nmi: str, as_of: date | None = None) -> BetterOfferCheck | None:
         """The better offer check an invoice issued on ``as_of`` (default: today on the
@@ -373,29 +315,20 @@ class Invoicing:
             accounts = unit.invoices.accounts([nmi])
             if not accounts:
                 return None
-            account = accounts[0]
-            stored = unit.catalog.get_plan(account.plan_id)
+            stored = unit.catalog.get_plan(accounts[0].plan_id)
             assert stored is not None, "a customer's plan is kept by its foreign key"
             parsed = self._plan(stored)
             if parsed is None:
                 return None
-            plan, profiles = parsed
-            day = as_of or self.clock.now().astimezone(plan.zone).date()
-            period = account.cycle.period_of(day - timedelta(days=1))
-            if period.end >= day:  # not over by then: the one before
-                period = account.cycle.period_of(period.start - timedelta(days=1))
-            request = Request(
-                nmi,
-                account.region,
-                account.cycle,
-                self._priced(stored, plan, profiles),
-                period,
-                day,
-                unit.invoices.first_days([nmi]).get(nmi),
+            day = as_of or self.clock.now().astimezone(parsed[0].zone).date()
+            return self.offers.on_demand(
+                unit,
+                accounts[0],
+                stored,
+                parsed,
+                day=day,
+                threshold=self.policy.better_offer_threshold,
             )
-            checks = OfferChecks(unit, self.plans, self.policy.better_offer_threshold, self._many)
-            (answer,) = checks.check_all([request])
-        return answer.check
 
     def _revisable(self, unit: Unit, wanted: list[_Wanted]) -> list[_Wanted]:
         """``wanted`` without the invoiced periods that no day row received since they were
