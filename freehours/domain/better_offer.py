@@ -25,7 +25,7 @@ from enum import StrEnum
 from operator import add, sub
 from typing import Any, NamedTuple, overload
 
-from freehours.domain.bill import Bill, decimal_text, kwh_text, money_text, usage_total
+from freehours.domain.bill import decimal_text, kwh_text, money_text, usage_total
 from freehours.domain.plan import Plan
 from freehours.domain.rating import ZERO, DayRating
 
@@ -80,26 +80,6 @@ class Costed(NamedTuple):
             offer_id=None if values["offer_id"] is None else str(values["offer_id"]),
             offer_version=None if version is None else int(str(version)),
         )
-
-
-def costed(
-    bill: Bill,
-    name: str,
-    gst_rate: Decimal,
-    *,
-    offer_id: str | None = None,
-    offer_version: int | None = None,
-) -> Costed:
-    """``bill`` (of the check's days, under a plan named ``name``) as a check's figure."""
-    return Costed(
-        plan_id=bill.plan_id,
-        name=name,
-        total=bill.total,
-        per_year=per_year(bill.total, len(bill.days)),
-        gst_inclusive=gst_rate > 0,
-        offer_id=offer_id,
-        offer_version=offer_version,
-    )
 
 
 def per_year(amount: Decimal, days: int) -> Decimal:
@@ -271,15 +251,6 @@ class _Dates(Sequence[date]):
     def __getitem__(self, index: slice) -> Sequence[date]: ...
     def __getitem__(self, index: int | slice) -> date | Sequence[date]:
         return list(self)[index]
-
-
-def check_window(day: date, first_data: date | None) -> tuple[date, date] | None:
-    """The local days a check on ``day`` prices: the 12 months to ``day``, from the first day
-    of data where that is later; None when there is no data by then."""
-    start = day - timedelta(days=YEAR_DAYS - 1)
-    if first_data is None or first_data > day:
-        return None
-    return max(start, first_data), day
 
 
 @dataclass(frozen=True, slots=True)
