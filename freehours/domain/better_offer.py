@@ -4,8 +4,9 @@
 **The check.** A customer's usage over the last 12 months of billing periods (from their first
 day of data where that is later: then an estimate, the cost scaled to a year) is priced on their
 current plan and on every offer of the retailer that applies to them, from the periods' usage
-totals (``UsageTotals``, ``cost_of``): exactly what the engine that makes their bills charges. The cheapest offer is *better* when its yearly
-saving is more than the retailer's threshold; else the customer is on the best offer for them.
+totals (``UsageTotals``, ``cost_of``): exactly what the engine that makes their bills charges.
+The cheapest offer is *better* when its yearly saving is more than the retailer's threshold; else
+the customer is on the best offer for them.
 Every figure behind the message is kept (``BetterOfferCheck.as_json``) so that a message can be
 reproduced and explained later.
 
