@@ -103,3 +103,11 @@ def test_what_cannot_be_an_offer_is_refused_naming_where_and_nothing_is_stored(a
     as_json = api.client.put("/v1/offers/EXA-SEQ-SR", json=document, headers=api.auth("admin"))
     assert as_json.status_code == 415
     assert api.client.get("/v1/offers", headers=api.auth("read")).json() == {"items": []}
+
+
+def test_a_version_past_any_the_store_holds_is_refused_not_a_server_error(api: Api) -> None:
+    answer = api.client.get(
+        "/v1/offers/EXA-SEQ-SR", params={"version": 9720449419812978688}, headers=api.auth("read")
+    )
+    assert answer.status_code == 422
+    assert "version" in answer.text

@@ -154,7 +154,8 @@ def get_offer(
     offer_id: OfferIdPath,
     services: AppServices,
     version: Annotated[
-        int | None, Query(ge=1, description="a version (default: the latest)")
+        int | None,
+        Query(ge=1, le=2**31 - 1, description="a version (default: the latest)"),
     ] = None,
 ) -> dict[str, Any]:
     """One offer, its latest version or the one asked for, with its plan."""
