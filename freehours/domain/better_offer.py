@@ -163,14 +163,21 @@ def totals_of(days: Sequence[DayRating]) -> UsageTotals:
 def cost_of(plan: Plan, parts: Sequence[UsageTotals]) -> Decimal:
     """What ``plan`` charges for the days of ``parts`` (apart, in order: a year of billing
     periods), GST included where it charges it: the total of the bill of all those days."""
-    charged = [sum(kwh, ZERO) for kwh in zip(*(part.charged for part in parts), strict=True)]
+    if len(parts) == 1:  # a year priced from its totals, as the check prices every plan's
+        (part,) = parts
+        charged: Sequence[Decimal] = part.charged
+        export, controlled = part.export, part.controlled
+    else:
+        charged = [sum(kwh, ZERO) for kwh in zip(*(part.charged for part in parts), strict=True)]
+        export = sum((part.export for part in parts), ZERO)
+        controlled = sum((part.controlled for part in parts), ZERO)
     if len(charged) != len(plan.bands):
         raise ValueError(f"totals of {len(charged)} bands priced under a plan of {len(plan.bands)}")
     return usage_total(
         plan,
         charged_by_band=charged,
-        export_kwh=sum((part.export for part in parts), ZERO),
-        controlled_kwh=sum((part.controlled for part in parts), ZERO),
+        export_kwh=export,
+        controlled_kwh=controlled,
         dates=_Dates(parts),
     )
 

@@ -302,17 +302,19 @@ def usage_total(
     price times one figure: the same amounts, each rounded as its line is, added up as
     ``total_of`` adds them (the better offer check prices a year under each offer with it;
     ``tests/domain/test_better_offer_totals.py`` holds it to ``make_bill``)."""
+    if len(charged_by_band) != len(plan.bands):
+        raise ValueError(
+            f"usage of {len(charged_by_band)} bands priced under a plan of {len(plan.bands)}"
+        )
     days = len(dates)
-    charged: dict[str, Decimal] = {}
-    bands: dict[str, Band] = {}
-    for band, kwh in zip(plan.bands, charged_by_band, strict=True):
-        charged[band.type] = charged.get(band.type, ZERO) + kwh
-        bands.setdefault(band.type, band)
     subtotal = ZERO
-    for band_type, kwh in charged.items():
-        band = bands[band_type]
+    for band, indices in _band_types(plan):
+        if len(indices) == 1:
+            kwh = charged_by_band[indices[0]]
+        else:
+            kwh = sum([charged_by_band[index] for index in indices], ZERO)
         if band.steps is None:
-            subtotal += to_cent(kwh * band.unit_price)
+            subtotal += (kwh * band.unit_price).quantize(CENT, ROUND_HALF_UP)
         else:
             lines = _energy_lines(band, kwh, days, describe=False)
             subtotal += sum((line.amount for line in lines), ZERO)
@@ -329,6 +331,27 @@ def usage_total(
     if plan.feed_in is not None:
         subtotal -= to_cent(export_kwh * plan.feed_in.unit_price)
     return subtotal + to_cent(subtotal * plan.gst_rate)
+
+
+#: By plan (its id; the plan is kept with it, so the id is still its own): ``_band_types``.
+_BAND_TYPES: dict[int, tuple[Plan, tuple[tuple[Band, tuple[int, ...]], ...]]] = {}
+
+
+def _band_types(plan: Plan) -> tuple[tuple[Band, tuple[int, ...]], ...]:
+    """``plan``'s band types in the order its bands first name them, each as its first band
+    (whose prices every band of the type has) and the indices of its bands; worked out once a
+    plan (``usage_total`` prices a year under each offer for every invoice)."""
+    found = _BAND_TYPES.get(id(plan))
+    if found is not None and found[0] is plan:
+        return found[1]
+    types: dict[str, tuple[Band, list[int]]] = {}
+    for index, band in enumerate(plan.bands):
+        types.setdefault(band.type, (band, []))[1].append(index)
+    made = tuple((band, tuple(indices)) for band, indices in types.values())
+    if len(_BAND_TYPES) >= 1024:  # plans come and go with their versions: start again
+        _BAND_TYPES.clear()
+    _BAND_TYPES[id(plan)] = (plan, made)
+    return made
 
 
 def total_of(plan: Plan, lines: Sequence[BillLine]) -> tuple[Decimal, Decimal, Decimal]:

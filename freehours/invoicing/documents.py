@@ -59,8 +59,20 @@ def document_of(stored: StoredDocument) -> InvoiceDocument:
     return _document(stored, parse_plan(stored.plan_document, source=f"document {stored.number}"))
 
 
-def _document(stored: StoredDocument, plan: Plan) -> InvoiceDocument:
-    """``document_of``, its plan parsed already."""
+def _document(
+    stored: StoredDocument,
+    plan: Plan,
+    checked: tuple[BetterOfferCheck | None, tuple[UsageSummary, ...]] | None = None,
+) -> InvoiceDocument:
+    """``document_of``, its plan parsed already; ``checked`` its better offer check and usage
+    compared where the caller has them as they are (a draft's), rather than as stored."""
+    if checked is None:
+        check = (
+            None if stored.better_offer is None else BetterOfferCheck.from_json(stored.better_offer)
+        )
+        usage = tuple(UsageSummary.from_json(row) for row in stored.usage or ())
+    else:
+        check, usage = checked
     figures = stored.figures
     window = plan.free_window
     free = None
@@ -112,8 +124,8 @@ def _document(stored: StoredDocument, plan: Plan) -> InvoiceDocument:
         payment_methods=example_payment_methods(stored.number) if example else (),
         distributor=EXAMPLE_DISTRIBUTOR if example else None,
         gst_rate=plan.gst_rate,
-        better_offer=better_offer_of(stored.better_offer),
-        usage=tuple(UsageSummary.from_json(row) for row in stored.usage or ()),
+        better_offer=printed_offer(check),
+        usage=usage,
     )
 
 
@@ -121,9 +133,13 @@ def better_offer_of(values: dict[str, Any] | None) -> BetterOffer | None:
     """What a document prints of its stored better offer check: the offer and its saving, or
     that the customer is on the best offer for them; None without a check or data (the box
     then only points to the comparator)."""
-    if values is None:
+    return None if values is None else printed_offer(BetterOfferCheck.from_json(values))
+
+
+def printed_offer(check: BetterOfferCheck | None) -> BetterOffer | None:
+    """``better_offer_of``, from the check itself."""
+    if check is None:
         return None
-    check = BetterOfferCheck.from_json(values)
     since = check.data_from if check.estimated else None
     if check.outcome is Outcome.BETTER_OFFER:
         assert check.offer is not None

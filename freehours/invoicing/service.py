@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Hashable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -752,9 +752,11 @@ class Invoicing:
         series = draft.document_type.series
         plan, _ = self._plan(draft.plan, _plan_version(draft)) or (None, None)
         assert plan is not None, "a draft's plan parsed when it was drafted"
-        finalised = self._finalised(run, draft, series, serial, now=now, retailer=retailer)
+        # Its check and usage compared as they are, not turned into JSON and back: the same.
+        bare = replace(draft, better_offer=None, usage=())
+        finalised = self._finalised(run, bare, series, serial, now=now, retailer=retailer)
         try:
-            _document(finalised, plan)
+            _document(finalised, plan, (draft.better_offer, draft.usage))
         except DocumentError as exc:
             return str(exc)
         return None

@@ -16,6 +16,7 @@ from freehours.domain.better_offer import (
     BetterOfferCheck,
     Outcome,
     UsageKind,
+    UsageSummary,
     UsageTotals,
     per_year,
     totals_of,
@@ -28,7 +29,7 @@ from freehours.domain.profiles import DayProfiles
 from freehours.domain.rating import MeterRating
 from freehours.domain.time import Region
 from freehours.invoicing.better_offer import Priced, rate_period, rating_shape
-from freehours.invoicing.documents import document_of
+from freehours.invoicing.documents import _document, document_of, printed_offer
 from freehours.plans import builtin_document
 from freehours.plans.document import parse_plan
 from freehours.store.catalog import NewOffer
@@ -116,6 +117,13 @@ def test_an_invoice_names_the_cheapest_offer_and_its_saving(store: Store) -> Non
     saving = f"${check.saving_per_year:,.2f}"
     assert f"You could save {saving} a year (including GST) on our Cheap Saver plan" in page
     assert "estimated from your use since 1 July 2026" in page
+    # Before it is numbered, a draft's document is drawn from its check as it is (not as JSON):
+    # the same document.
+    usage = tuple(UsageSummary.from_json(row) for row in invoice.usage or ())
+    bare = replace(invoice, better_offer=None, usage=None)
+    plan = parse_plan(invoice.plan_document, source="test")
+    assert _document(bare, plan, (check, usage)) == document_of(invoice)
+    assert printed_offer(None) is None
 
 
 def test_no_cheaper_offer_says_the_customer_is_on_the_best_plan(store: Store) -> None:
