@@ -76,7 +76,7 @@ ROWS: list[tuple[tuple[str, ...], str, str]] = [
         " profiles in `profiles.py`), bills and billing a file, plans compared, the better offer"
         " check's totals and many plans' totals in one pass (`many_plans.py`), the settlement"
         " state machine, the rules of invoices and webhooks, customers' contacts, the retailer's"
-        " offers",
+        " offers, a household's days (`usage.py`: what each day left of its free allowance)",
         "nothing: the standard library only",
     ),
     (

@@ -48,6 +48,7 @@ from freehours.api.routes import (
     operations,
     plans,
     settlements,
+    usage,
     webhooks,
 )
 from freehours.api.services import Services
@@ -151,6 +152,7 @@ def assemble(lifespan: Lifespan[FastAPI] | None = None) -> FastAPI:
         meter_readings,
         settlements,
         bills,
+        usage,
         comparisons,
         invoice_runs,
         documents,

@@ -154,6 +154,7 @@ def test_each_route_documents_the_answers_it_can_give(document: dict[str, Any]) 
         ("post", "/v1/settlements/schedule"): {"200", "413", "422"} | access,
         ("get", "/v1/customers/{nmi}/bill"): {"200", "404", "422"} | access,
         ("get", "/v1/customers/{nmi}/better-offer"): {"200", "404", "422"} | access,
+        ("get", "/v1/customers/{nmi}/usage"): {"200", "404", "422"} | access,
         ("post", "/v1/invoice-runs"): {"202", "400", "409", "413", "422"} | access,
         ("get", "/v1/invoice-runs/{run_id}"): {"200", "404", "422"} | access,
         ("get", "/v1/invoice-runs/{run_id}/journal.csv"): {"200", "404", "422"} | access,
