@@ -34,7 +34,8 @@ WORKER_CONCURRENCY = 4
 SETTLE_QUEUE = "settle"
 INVOICE_QUEUE = "invoice"  # both kinds of an invoice run: its plan and its batches
 WEBHOOK_QUEUE = "webhook"
-WORKER_QUEUES = (SETTLE_QUEUE, INVOICE_QUEUE, WEBHOOK_QUEUE)
+MAIL_QUEUE = "mail"  # documents sent by email: its runners wait on the mail server
+WORKER_QUEUES = (SETTLE_QUEUE, INVOICE_QUEUE, WEBHOOK_QUEUE, MAIL_QUEUE)
 #: Queues that yield: while a worker holds jobs of its other queues (a day's settlements, an
 #: invoice run), it claims for these at most once every ``BACKGROUND_CLAIM_EVERY``. Runners of
 #: their own keep a silent receiver from holding a settlement's thread; yielding keeps the
@@ -42,7 +43,7 @@ WORKER_QUEUES = (SETTLE_QUEUE, INVOICE_QUEUE, WEBHOOK_QUEUE)
 #: database: on the 2-core machine, 50 endpoints' deliveries beside a day of settlements slowed
 #: it by half (``python -m benchmarks bulkheads``). Their jobs wait for the burst, never for
 #: ever: a claim every 5 s goes on meanwhile.
-BACKGROUND_QUEUES = frozenset({WEBHOOK_QUEUE})
+BACKGROUND_QUEUES = frozenset({WEBHOOK_QUEUE, MAIL_QUEUE})
 BACKGROUND_CLAIM_EVERY = timedelta(seconds=5)
 #: A claimed job's lease: renewed every third of it (a second: one UPDATE per worker per second,
 #: by a keeper thread that does nothing else), so two missed heartbeats in a row still keep it. A

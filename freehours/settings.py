@@ -7,7 +7,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from freehours import defaults
@@ -410,6 +410,43 @@ class Settings(BaseSettings):
         description=(
             "Webhook replays per endpoint, and per admin key (limits syntax); past it, 429"
         ),
+    )
+
+    # --- documents by email (docs/invoices.md, Delivery by email) ---
+    smtp_host: str = Field(
+        default="",
+        description=(
+            "The SMTP server documents are sent through (a mail relay, or an email provider's "
+            "SMTP endpoint); empty: documents are not emailed (their deliveries wait, queued)"
+        ),
+    )
+    smtp_port: int = Field(default=587, ge=1, le=65535, description="Its port")
+    smtp_security: Literal["starttls", "tls", "none"] = Field(
+        default="starttls",
+        description=(
+            "starttls: plain connection upgraded with STARTTLS (refused if the server does not "
+            "offer it); tls: TLS from the first byte (port 465); none: only for a relay on the "
+            "same host"
+        ),
+    )
+    smtp_username: str = Field(default="", description="Its user name; empty: no AUTH")
+    smtp_password: SecretStr = Field(default=SecretStr(""), description="Its password")
+    smtp_ca_file: str = Field(
+        default="",
+        description="A CA bundle to verify its certificate by; empty: the system's",
+    )
+    smtp_deadline_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        le=300,
+        description=(
+            "The whole of one attempt (connect, TLS, AUTH, the message sent, the answer read); "
+            "past it the attempt fails as timed out and is tried again later"
+        ),
+    )
+    mail_from: str = Field(
+        default="billing@example.com",
+        description="The address documents are sent from (its domain names each Message-ID)",
     )
 
     @field_validator("webhook_allowed_networks")

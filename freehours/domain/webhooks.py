@@ -43,6 +43,9 @@ class EventType(StrEnum):
     INVOICE_FINALISED = "invoice.finalised"
     #: A credit note was issued.
     CREDIT_NOTE_ISSUED = "credit_note.issued"
+    #: A document's email could not be delivered, for good (a permanent refusal, or out of
+    #: attempts): post it, or correct the address and resend it.
+    DOCUMENT_DELIVERY_FAILED = "document.delivery_failed"
 
 
 EVENT_TYPES: tuple[str, ...] = tuple(kind.value for kind in EventType)

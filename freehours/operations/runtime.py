@@ -24,8 +24,10 @@ from freehours.domain.contacts import Contact
 from freehours.domain.invoicing import BillingCycle
 from freehours.domain.time import Region
 from freehours.errors import ConfigurationError
+from freehours.invoicing.mail import DocumentMail, Sender
 from freehours.invoicing.model import InvoicingPolicy
 from freehours.invoicing.service import Invoicing
+from freehours.invoicing.smtp import SmtpServer
 from freehours.jobs.retry import RetryPolicy
 from freehours.observability.measured import Measurement
 from freehours.observability.metrics import JOBS_STUCK, SETTLEMENTS_UNSCHEDULED
@@ -43,6 +45,7 @@ from freehours.webhooks.sender import HttpSender
 from freehours.webhooks.service import Webhooks
 from freehours.workers import rescuer
 from freehours.workers.invoice import invoicing_tasks
+from freehours.workers.mail import mail_tasks
 from freehours.workers.settle import SettlementJobs, settlement_tasks
 from freehours.workers.webhook import webhook_tasks
 from freehours.workers.worker import Worker, WorkerConfig
@@ -159,6 +162,23 @@ def configured_webhooks(store: Store, settings: Settings, clock: Clock) -> Webho
     return Webhooks(store, clock, send=sender, destinations=destinations)
 
 
+def configured_mail(store: Store, settings: Settings, clock: Clock) -> DocumentMail:
+    """Documents by email as configured: the ``FREEHOURS_SMTP_*`` server (none where
+    ``smtp_host`` is empty) and the address they come from."""
+    server = None
+    if settings.smtp_host:
+        server = SmtpServer(
+            settings.smtp_host,
+            settings.smtp_port,
+            settings.smtp_security,
+            settings.smtp_username,
+            settings.smtp_password.get_secret_value(),
+            settings.smtp_ca_file,
+            settings.smtp_deadline_seconds,
+        )
+    return DocumentMail(store, clock, Sender(server, settings.mail_from))
+
+
 @dataclass
 class Runtime:
     """The database, the quota cache, the settlement service, ingestion (which schedules the
@@ -177,9 +197,12 @@ class Runtime:
     measured: tuple[Measurement, ...] = field(init=False)
     #: Webhook endpoints and the deliveries' attempts (docs/webhooks.md).
     webhooks: Webhooks = field(init=False)
+    #: Finalised documents sent by email (docs/invoices.md, Delivery by email).
+    mail: DocumentMail = field(init=False)
 
     def __post_init__(self) -> None:
         self.webhooks = configured_webhooks(self.store, self.settings, self.clock)
+        self.mail = configured_mail(self.store, self.settings, self.clock)
         stuck = partial(rescuer.count_stuck, self.store, self.clock)
         self.measured = (
             JOBS_STUCK.measured_by(stuck, clock=self.clock),
@@ -300,14 +323,17 @@ class Runtime:
     def worker(
         self, concurrency: int | None = None, queues: Mapping[str, int] | None = None
     ) -> Worker:
-        """A job worker over this runtime (settlements, invoice runs, webhook deliveries, each
-        kind in its queue), as configured (``worker_config``); ``start()`` it."""
+        """A job worker over this runtime (settlements, invoice runs, webhook deliveries and,
+        with an SMTP server set, documents by email, each kind in its queue), as configured
+        (``worker_config``); ``start()`` it."""
+        mail = mail_tasks(self.mail) if self.mail.sender.server is not None else {}
         return Worker(
             self.store,
             {
                 **settlement_tasks(self.settlements),
                 **invoicing_tasks(self.invoicing),
                 **webhook_tasks(self.webhooks),
+                **mail,
             },
             config=worker_config(self.settings, concurrency, queues),
             clock=self.clock,

@@ -26,6 +26,7 @@
     agents              what each meter agent last said of itself (``unit.agents``)
     partitions          PostgreSQL's partitioned history and its upkeep (``unit.partitions``)
     webhooks            endpoints, the outbox of events, deliveries, attempts (``unit.webhooks``)
+    mail                documents sent by email: each send, its outcome, resends (``unit.mail``)
     maintenance         the upkeep over them: retention and partitions, each step on its own
     locks               names of locks that order work sharing no row
     prepared            hot-path statements compiled once per dialect

@@ -35,6 +35,7 @@ from freehours.store.ingestions import Ingestions
 from freehours.store.invoices import Invoices
 from freehours.store.jobs import Jobs
 from freehours.store.keys import Keys
+from freehours.store.mail import Mail
 from freehours.store.meter import Meter
 from freehours.store.partitions import Partitions
 from freehours.store.quotas import Quotas
@@ -109,6 +110,10 @@ class Unit:
     @cached_property
     def webhooks(self) -> Webhooks:
         return Webhooks(self.connection, self._driver)
+
+    @cached_property
+    def mail(self) -> Mail:
+        return Mail(self.connection, self._driver)
 
     def hold_shared(self, names: Iterable[str]) -> None:
         """Hold the named locks (``freehours.store.locks``) shared until the transaction ends

@@ -46,6 +46,7 @@ from freehours.store.invoice_records import (
     _Stamps,
     _versions_text,
 )
+from freehours.store.mail import Mail
 from freehours.store.repository import Repository
 from freehours.store.tables import (
     UtcDateTime,
@@ -436,6 +437,11 @@ class Invoices(Repository):
             self._conn.execute(documents.insert(), rows)
             # The webhook outbox, in the same transaction: every document is finalised here.
             Webhooks(self._conn, self._driver).publish([_event(document) for document in stored])
+            # And the first send by email of each whose customer chose it.
+            Mail(self._conn, self._driver).queue_for(
+                [(document.number, document.nmi) for document in stored],
+                at=stored[0].finalised_at,
+            )
 
     def period_documents(self, nmi: str, start: date) -> list[StoredDocument]:
         """A period's documents, in order: the invoice, then its corrections."""

@@ -669,6 +669,42 @@ webhook_attempts = sa.Table(
     sa.Index(None, "delivery_id", "id"),
 )
 
+#: Each time a finalised document is sent by email (docs/invoices.md, Delivery by email): the
+#: first send, written in the document's own transaction for a customer who chose email, and
+#: each resend. No address: the customer's contact is read when it is sent.
+mail_deliveries = sa.Table(
+    "mail_deliveries",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True),
+    sa.Column(
+        "number",
+        sa.String(DOCUMENT_NUMBER_LENGTH),
+        sa.ForeignKey("documents.number"),
+        nullable=False,
+    ),
+    sa.Column("nmi", sa.String(NMI_LENGTH), nullable=False),
+    # 1 for the first send, then one more for each resend.
+    sa.Column("sequence", sa.Integer, nullable=False),
+    # ``queued``, ``sent`` or ``failed`` (for good: a permanent refusal, or out of attempts).
+    sa.Column("status", sa.String(6), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    # When the attempt in flight began (None: none is): an attempt that died after the server
+    # accepted the message, before its outcome was written, leaves it set.
+    sa.Column("attempt_started_at", UtcDateTime, nullable=True),
+    sa.Column("finished_at", UtcDateTime, nullable=True),
+    # The server's last reply (its code, and text with the recipient's address taken out).
+    sa.Column("last_code", sa.Integer, nullable=True),
+    sa.Column("last_error", sa.Text, nullable=True),
+    # Whether an earlier attempt may have been accepted before it died: sent perhaps twice.
+    sa.Column("possible_duplicate", sa.Boolean, nullable=False),
+    # Who asked for a resend (an audit actor); None for the first send.
+    sa.Column("requested_by", sa.String(200), nullable=True),
+    sa.CheckConstraint("status IN ('queued', 'sent', 'failed')", name="status"),
+    sa.UniqueConstraint("number", "sequence"),
+    sa.Index(None, "status", "id"),
+)
+
 # What the console's pages ask, by the indexes they walk (docs/console.md#speed).
 sa.Index("ix_quotas_day_nmi", quotas.c.day, quotas.c.nmi)
 sa.Index("ix_quotas_status_day_nmi", quotas.c.status, quotas.c.day, quotas.c.nmi)

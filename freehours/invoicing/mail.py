@@ -1,0 +1,192 @@
+"""Documents sent by email (docs/invoices.md, Delivery by email): the message (a short text and
+HTML body, the document's PDF attached) and one delivery's attempt.
+
+An attempt is two short transactions around the SMTP conversation, never one held open across
+it: ``begin`` (counted, marked in flight), the message sent, then ``sent`` or ``failed``. A
+worker that dies after the server accepted the message and before the second commit leaves the
+delivery in flight; run again, the attempt sends the message a second time, with the same
+Message-ID (a mail client shows one), and marks it ``possible_duplicate`` (counted:
+``freehours_mail_possible_duplicates_total``).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from datetime import datetime
+from email.message import EmailMessage
+from email.utils import format_datetime, formataddr
+
+import structlog
+from prometheus_client import Counter
+
+from freehours.clock import Clock
+from freehours.documents import wording
+from freehours.documents.model import DocumentKind, InvoiceDocument
+from freehours.domain.contacts import Contact, Delivery
+from freehours.invoicing.documents import document_of
+from freehours.invoicing.smtp import NotSent, Refused, SmtpServer, send
+from freehours.store.database import Store
+from freehours.store.invoices import StoredDocument
+from freehours.store.mail import MailDelivery
+
+log = structlog.get_logger(__name__)
+
+MAIL_ATTEMPTS_TOTAL = Counter(
+    "freehours_mail_attempts_total",
+    "Attempts to send a document by email, by outcome (sent, retry, refused)",
+    ["outcome"],
+)
+MAIL_POSSIBLE_DUPLICATES = Counter(
+    "freehours_mail_possible_duplicates_total",
+    "Documents sent again after an attempt died between the server's acceptance and its commit",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Sender:
+    """Who documents come from, and through which server."""
+
+    server: SmtpServer | None
+    address: str
+
+    @property
+    def domain(self) -> str:
+        return self.address.rpartition("@")[2] or "localhost"
+
+
+def message_id(delivery: MailDelivery, domain: str) -> str:
+    """The delivery's Message-ID: the same on every attempt of it."""
+    return f"<{delivery.number}.{delivery.sequence}@{domain}>"
+
+
+def compose(
+    stored: StoredDocument,
+    contact: Contact,
+    delivery: MailDelivery,
+    sender: Sender,
+    *,
+    at: datetime,
+) -> EmailMessage:
+    """The email of ``stored`` to ``contact``: a short text and HTML body (what the document is,
+    the amount, when it is due, the free energy it had) and its PDF attached."""
+    assert contact.email is not None
+    document = document_of(stored)
+    retailer = document.retailer
+    message = EmailMessage()
+    message["From"] = formataddr((retailer.name, sender.address))
+    message["To"] = formataddr((contact.name, contact.email))
+    message["Subject"] = subject(document)
+    message["Date"] = format_datetime(at)
+    message["Message-ID"] = message_id(delivery, sender.domain)
+    message["Auto-Submitted"] = "auto-generated"
+    paragraphs = body(document, contact.name)
+    message.set_content("\n\n".join(paragraphs) + "\n")
+    message.add_alternative(_html(paragraphs, document), subtype="html")
+    from freehours.documents.pdf import render_pdf  # noqa: PLC0415 - reportlab, only to send
+
+    message.add_attachment(
+        render_pdf(document),
+        maintype="application",
+        subtype="pdf",
+        filename=f"{document.number}.pdf",
+    )
+    return message
+
+
+def subject(document: InvoiceDocument) -> str:
+    what = "credit note" if document.kind is DocumentKind.CREDIT_NOTE else "bill"
+    return f"Your {document.retailer.name} {what} {document.number}"
+
+
+def body(document: InvoiceDocument, name: str) -> list[str]:
+    """The paragraphs of the email, in plain words."""
+    label = document.kind.label.lower()
+    headline = wording.headline(document)
+    lines = [
+        f"Dear {name},",
+        f"Your {label} {document.number} for {wording.period(document)} is attached as a PDF.",
+        f"{headline.label}: {headline.amount}. {headline.due}.",
+    ]
+    free = wording.free_energy(document)
+    if free is not None and not document.kind.corrects_another:
+        lines.append(f"{free[0]}, {free[1][0].lower()}{free[1][1:]}.")
+    retailer = document.retailer
+    lines.append(
+        f"Questions about this {label}? Call us on {retailer.phone} or visit {retailer.website}."
+    )
+    lines.append(f"{retailer.name}")
+    return lines
+
+
+def _html(paragraphs: list[str], document: InvoiceDocument) -> str:
+    parts = "".join(f"<p>{html.escape(p)}</p>" for p in paragraphs)
+    title = html.escape(subject(document))
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{title}</title></head>"
+        '<body style="font-family: sans-serif; font-size: 16px; line-height: 1.5">'
+        f"{parts}</body></html>"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """What one attempt did: ``retry_in`` None when it is over (sent, failed, or nothing to
+    send)."""
+
+    what: str
+    retry: bool = False
+
+
+class DocumentMail:
+    """Sends a finalised document's email: one delivery's attempt at a time."""
+
+    def __init__(self, store: Store, clock: Clock, sender: Sender) -> None:
+        self.store = store
+        self.clock = clock
+        self.sender = sender
+
+    def attempt(self, delivery_id: int, *, last: bool = False) -> Attempt:
+        """Try delivery ``delivery_id`` once; ``last``: its job has no attempt after this one,
+        so a temporary failure fails it for good."""
+        server = self.sender.server
+        if server is None:
+            return Attempt("no SMTP server configured (FREEHOURS_SMTP_HOST)", retry=True)
+        with self.store.write() as unit:
+            delivery = unit.mail.begin(delivery_id, at=self.clock.now())
+            if delivery is None:
+                return Attempt("not queued")
+            stored = unit.invoices.get_document(delivery.number)
+            contact = unit.catalog.contacts([delivery.nmi]).get(delivery.nmi)
+        assert stored is not None, "a delivery's document is kept by its foreign key"
+        if delivery.attempt_started_at is not None:
+            MAIL_POSSIBLE_DUPLICATES.inc()
+            log.warning("mail_possible_duplicate", delivery=delivery_id, number=delivery.number)
+        if contact is None or contact.email is None or contact.delivery is not Delivery.EMAIL:
+            return self._failed(delivery, None, "the customer has no email delivery now", True)
+        message = compose(stored, contact, delivery, self.sender, at=self.clock.now())
+        try:
+            code = send(server, message, contact.email)
+        except Refused as exc:
+            return self._failed(delivery, exc.code, exc.reply, True)
+        except NotSent as exc:
+            return self._failed(delivery, exc.code, exc.reply, last)
+        with self.store.write() as unit:
+            unit.mail.sent(delivery_id, code=code, at=self.clock.now())
+        MAIL_ATTEMPTS_TOTAL.labels("sent").inc()
+        log.info("mail_sent", delivery=delivery_id, number=delivery.number)
+        return Attempt(f"sent ({code})")
+
+    def _failed(self, delivery: MailDelivery, code: int | None, reply: str, final: bool) -> Attempt:
+        with self.store.write() as unit:
+            unit.mail.failed(delivery.id, code=code, error=reply, at=self.clock.now(), final=final)
+        MAIL_ATTEMPTS_TOTAL.labels("refused" if final else "retry").inc()
+        log.warning(
+            "mail_failed" if final else "mail_not_sent",
+            delivery=delivery.id,
+            number=delivery.number,
+            code=code,
+            reason=reply,
+        )
+        return Attempt(f"{'failed' if final else 'not sent'}: {reply}", retry=not final)
