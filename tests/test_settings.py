@@ -101,8 +101,8 @@ def test_no_worker_queues_leave_every_queue_the_concurrency(clean_env: pytest.Mo
     [
         ("settle", "'settle' is not QUEUE=RUNNERS"),
         (
-            "settle=4,mail=2",
-            "'mail=2': 'mail' is not a queue (the queues: settle, invoice, webhook)",
+            "settle=4,post=2",
+            "'post=2': 'post' is not a queue (the queues: settle, invoice, webhook, mail)",
         ),
         ("webhook=4,webhook=8", "'webhook=8': the queue webhook is sized twice"),
         ("invoice=0", "'invoice=0': runners must be a whole number from 1"),
@@ -124,9 +124,9 @@ def test_the_worker_commands_queues_option_names_the_bad_part_and_exits_2(
     fresh_settings: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fresh_settings.setenv("FREEHOURS_DATABASE_URL", f"sqlite:///{tmp_path / 'x.db'}")
-    assert run_command(fresh_settings, "worker", "--queues", "settle=4,mail=2") == 2
+    assert run_command(fresh_settings, "worker", "--queues", "settle=4,post=2") == 2
     err = " ".join(capsys.readouterr().err.replace("│", " ").split())
-    assert "Invalid value for '--queues': 'mail=2': 'mail' is not a queue" in err
+    assert "Invalid value for '--queues': 'post=2': 'post' is not a queue" in err
 
 
 def test_the_documented_defaults_hold(clean_env: pytest.MonkeyPatch) -> None:

@@ -41,6 +41,7 @@ from freehours.api.routes import (
     bills,
     comparisons,
     customers,
+    deliveries,
     documents,
     invoice_runs,
     meter_readings,
@@ -155,6 +156,7 @@ def assemble(lifespan: Lifespan[FastAPI] | None = None) -> FastAPI:
         usage,
         comparisons,
         invoice_runs,
+        deliveries,  # before documents: its paths would take ".../deliveries" for a number
         documents,
         operations,
         audit,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from email.message import EmailMessage
 from email.utils import format_datetime, formataddr
+from enum import StrEnum
 
 import structlog
 from prometheus_client import Counter
@@ -24,6 +25,7 @@ from freehours.clock import Clock
 from freehours.documents import wording
 from freehours.documents.model import DocumentKind, InvoiceDocument
 from freehours.domain.contacts import Contact, Delivery
+from freehours.faults import Faults, NoFaults
 from freehours.invoicing.documents import document_of
 from freehours.invoicing.smtp import NotSent, Refused, SmtpServer, send
 from freehours.store.database import Store
@@ -139,13 +141,27 @@ class Attempt:
     retry: bool = False
 
 
+class MailFaultPoint(StrEnum):
+    """Where a test makes an attempt fail or hang (``freehours.faults``)."""
+
+    #: The server has accepted the message; its outcome is not committed yet.
+    ACCEPTED = "accepted"
+
+
 class DocumentMail:
     """Sends a finalised document's email: one delivery's attempt at a time."""
 
-    def __init__(self, store: Store, clock: Clock, sender: Sender) -> None:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        sender: Sender,
+        faults: Faults[MailFaultPoint, int] | None = None,
+    ) -> None:
         self.store = store
         self.clock = clock
         self.sender = sender
+        self.faults: Faults[MailFaultPoint, int] = faults or NoFaults()
 
     def attempt(self, delivery_id: int, *, last: bool = False) -> Attempt:
         """Try delivery ``delivery_id`` once; ``last``: its job has no attempt after this one,
@@ -172,6 +188,7 @@ class DocumentMail:
             return self._failed(delivery, exc.code, exc.reply, True)
         except NotSent as exc:
             return self._failed(delivery, exc.code, exc.reply, last)
+        self.faults.check(MailFaultPoint.ACCEPTED, delivery_id)
         with self.store.write() as unit:
             unit.mail.sent(delivery_id, code=code, at=self.clock.now())
         MAIL_ATTEMPTS_TOTAL.labels("sent").inc()

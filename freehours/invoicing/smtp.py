@@ -3,9 +3,9 @@
 
 What can go wrong is sorted into two: ``Refused`` (the server refused the recipient or the
 message with a 5xx reply: sending it again will not help) and ``NotSent`` (anything else: no
-connection, a timeout, a 4xx reply, TLS, AUTH or the sender refused; tried again later). No reply text leaves
-here with the recipient's address in it: servers often echo it ("550 <jane@...>: no such user"),
-and it is personal data (docs/security.md).
+connection, a timeout, a 4xx reply, TLS, AUTH or the sender refused; tried again later). No
+reply text leaves here with the recipient's address in it: servers often echo it ("550
+<jane@...>: no such user"), and it is personal data (docs/security.md).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from datetime import date
 from typing import Any
 
 from freehours.clock import Clock
+from freehours.domain.contacts import Delivery
 from freehours.domain.settlement import Quota, QuotaStatus, new_quota, quota_key
 from freehours.errors import InputError
 from freehours.jobs.decisions import DEFAULT_DEADLINE
@@ -189,6 +190,32 @@ class Actions:
             )
         self.settlements.publish([successor])
         return outcome
+
+    def resend_document(self, operator: Operator, number: str) -> Outcome:
+        """Document ``number`` sent by email again (a new delivery, its job queued), to the
+        customer's email address as it is now; a conflict when they have no email delivery."""
+        target = f"document:{number}"
+        with self.store.write() as unit:
+            document = unit.invoices.get_document(number)
+            if document is None:
+                raise NotFound(f"number: no document {number}")
+            sent = unit.mail.of_document(number)
+            before = {"deliveries": len(sent), "statuses": [d.status.value for d in sent]}
+            record = self._recorder(unit, operator, "document.resend", target, before)
+            contact = unit.catalog.contacts([document.nmi]).get(document.nmi)
+            if contact is None or contact.delivery is not Delivery.EMAIL:
+                return record(
+                    f"document {number}: its customer has no email delivery (set an email"
+                    " address and delivery email on the customer first)"
+                )
+            delivery = unit.mail.resend(
+                number, document.nmi, actor=operator.key_name, at=self.clock.now()
+            )
+            return record(
+                f"document {number} queued to be sent again (delivery {delivery.id})",
+                after={"deliveries": len(sent) + 1, "delivery_id": delivery.id},
+                made={"delivery_id": delivery.id},
+            )
 
     def revoke_key(self, operator: Operator, key_id: str) -> Outcome:
         """A key revoked and its console sessions ended."""
