@@ -173,6 +173,18 @@ class Mail(Repository):
         )
         return [_delivery(row) for row in rows]
 
+    def latest_of(self, numbers: Sequence[str]) -> dict[str, MailDelivery]:
+        """The newest delivery of each of ``numbers`` that has one (one statement)."""
+        if not numbers:
+            return {}
+        d = mail_deliveries.c
+        rows = self._conn.execute(
+            sa.select(mail_deliveries)
+            .where(d.number.in_(sorted(set(numbers))))
+            .order_by(d.number, d.sequence)
+        )
+        return {row.number: _delivery(row) for row in rows}  # the last read is the newest
+
     def begin(self, ident: int, *, at: datetime) -> MailDelivery | None:
         """An attempt of delivery ``ident`` begins: counted, and marked in flight, the delivery
         as it was before (None: not queued any more, nothing to send). One found in flight

@@ -17,6 +17,8 @@ from freehours.jobs.retry import RetryAt
 from freehours.store.console import QuotaFilter, RegionDay
 from tests.api.conftest import Api
 from tests.console.browser import consumption
+from tests.invoicing.support import System
+from tests.mail.test_delivery import JANE, POSTED
 
 DAY = date(2026, 7, 1)
 AT = datetime(2026, 7, 1, 5, 0, tzinfo=UTC)
@@ -152,3 +154,35 @@ def test_a_day_when_daylight_saving_starts_names_both_clocks() -> None:
     start = datetime(2026, 10, 4, tzinfo=zone)
     assert day_clock(start, datetime(2026, 10, 5, tzinfo=zone)) == "ACST/ACDT"
     assert day_clock(datetime(2026, 7, 1, tzinfo=zone), datetime(2026, 7, 2, tzinfo=zone)) == "ACST"
+
+
+def test_the_invoices_page_shows_each_documents_email_and_a_refusal_without_its_address(
+    admin: Api,
+) -> None:
+    store = admin.services.store
+    system = System.on(store)
+    emailed, posted = system.customers(2)
+    with store.write() as unit:
+        unit.catalog.put_contacts({emailed: JANE, posted: POSTED}, updated_at=system.clock.now())
+    system.month([emailed, posted])
+    system.run()
+    numbers = {d.nmi: d.number for d in system.documents()}
+    with store.read() as unit:
+        (delivery,) = unit.mail.of_document(numbers[emailed])
+    with store.write() as unit:
+        unit.mail.begin(delivery.id, at=system.clock.now())
+        unit.mail.failed(
+            delivery.id,
+            code=550,
+            error="5.1.1 <recipient>: Recipient address rejected",
+            at=system.clock.now(),
+            final=True,
+        )
+    page = admin.client.get("/console/invoices").text
+    assert "0 queued, 0 sent, 1 failed for good" in page
+    row = next(line for line in page.splitlines() if numbers[emailed] in line and "<th" in line)
+    cells = page[page.index(row) :].split("</tr>")[0]
+    assert "failed: 5.1.1 &lt;recipient&gt;: Recipient address rejected" in cells
+    assert JANE.email not in page
+    posted_row = page[page.index(f">{numbers[posted]}<") :].split("</tr>")[0]
+    assert "<td>—</td>" in posted_row

@@ -488,6 +488,8 @@ def invoices(
             series=Series(the_series) if the_series else None,
             limit=PAGE,
         )
+        emails = unit.mail.latest_of([d.number for d in documents])
+        email_counts = unit.mail.counts()
     return render(
         request,
         "invoices.html",
@@ -500,6 +502,8 @@ def invoices(
         nmi=the_nmi,
         series=the_series,
         all_series=[s.value for s in Series],
+        emails=emails,
+        email_counts=email_counts,
     )
 
 
