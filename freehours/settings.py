@@ -449,6 +449,37 @@ class Settings(BaseSettings):
         description="The address documents are sent from (its domain names each Message-ID)",
     )
 
+    # --- each customer's page (docs/invoices.md, Each customer's page) ---
+    public_url: str = Field(
+        default="",
+        description=(
+            "Where households reach this API (https://bills.retailer.example): the links to "
+            "their page in their emails start with it; empty: emails carry no link"
+        ),
+    )
+    page_secret: SecretStr = Field(
+        default=SecretStr(""),
+        description=(
+            "The key links to customers' pages are signed with (at least 32 characters); "
+            "empty: no page opens. Changing it ends every link sent"
+        ),
+    )
+    page_link_days: int = Field(
+        default=90, ge=1, le=400, description="How long a link to a customer's page opens"
+    )
+    rate_limit_pages: str = Field(
+        default="60/minute",
+        description="Requests to customers' pages per client address (limits syntax); past it, 429",
+    )
+
+    @field_validator("page_secret")
+    @classmethod
+    def _page_secret(cls, value: SecretStr) -> SecretStr:
+        secret = value.get_secret_value()
+        if secret and len(secret) < 32:
+            raise ValueError("at least 32 characters (or empty: no page opens)")
+        return value
+
     @field_validator("webhook_allowed_networks")
     @classmethod
     def _networks(cls, value: str) -> str:

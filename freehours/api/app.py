@@ -24,7 +24,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Lifespan
 
-from freehours.api import console, openapi
+from freehours.api import console, household, openapi
 from freehours.api.docs import mount_docs
 from freehours.api.once import purge_keys, renew_leases
 from freehours.api.problems import (
@@ -166,5 +166,6 @@ def assemble(lifespan: Lifespan[FastAPI] | None = None) -> FastAPI:
         app.include_router(resource.router)
     app.include_router(plans.reader)
     app.include_router(offers.reader)
+    app.include_router(household.router)
     console.install(app)
     return app

@@ -156,9 +156,11 @@ class RateLimits:
         breaker: RedisBreaker | None = None,
         *,
         replays: str = "5/minute",
+        pages: str = "60/minute",
         clock: Clock | None = None,
     ) -> None:
         self.clock = clock or SystemClock()
+        self._pages: RateLimitItem = parse(pages)
         self._limiter = SlidingWindowCounterRateLimiter(storage)
         self._per_client: RateLimitItem = parse(per_client)
         self._per_nmi: RateLimitItem = parse(per_nmi)
@@ -179,6 +181,7 @@ class RateLimits:
         timeout: float = 0.1,
         breaker: RedisBreaker | None = None,
         replays: str = "5/minute",
+        pages: str = "60/minute",
         clock: Clock | None = None,
     ) -> RateLimits:
         """In memory, or in Redis (keys under ``prefix``) when a URL is configured, every call
@@ -191,6 +194,7 @@ class RateLimits:
                 per_nmi,
                 unknown_keys,
                 replays=replays,
+                pages=pages,
                 clock=clock,
             )
         storage = RedisStorage(
@@ -200,7 +204,14 @@ class RateLimits:
             **async_options(timeout),
         )
         return cls(
-            storage, per_client, per_nmi, unknown_keys, breaker, replays=replays, clock=clock
+            storage,
+            per_client,
+            per_nmi,
+            unknown_keys,
+            breaker,
+            replays=replays,
+            pages=pages,
+            clock=clock,
         )
 
     async def ping(self) -> str:
@@ -236,6 +247,11 @@ class RateLimits:
         (each replay sends the event again: a loop of them would flood a receiver)."""
         await self._check(self._replays, "webhook-endpoint", endpoint_id)
         await self._check(self._replays, "key", key_id)
+
+    async def check_page(self, address: str) -> None:
+        """429 for a client address past its requests to customers' pages (a link is a
+        secret: guessing one is what this slows)."""
+        await self._check(self._pages, "page-address", address)
 
     async def check_unknown_keys(self, address: str) -> None:
         """429 for a client address that sent too many unknown keys lately (not counted here:

@@ -83,6 +83,7 @@ class Services:
             timeout=settings.redis_timeout_seconds,
             breaker=runtime.redis_breaker,
             replays=settings.rate_limit_webhook_replays,
+            pages=settings.rate_limit_pages,
             clock=runtime.clock,
         )
         return cls(runtime, limits)

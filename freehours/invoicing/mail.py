@@ -25,6 +25,7 @@ from freehours.clock import Clock
 from freehours.documents import wording
 from freehours.documents.model import DocumentKind, InvoiceDocument
 from freehours.domain.contacts import Contact, Delivery
+from freehours.domain.page_links import sign
 from freehours.faults import Faults, NoFaults
 from freehours.invoicing.documents import document_of
 from freehours.invoicing.smtp import NotSent, Refused, SmtpServer, send
@@ -46,11 +47,26 @@ MAIL_POSSIBLE_DUPLICATES = Counter(
 
 
 @dataclass(frozen=True, slots=True)
+class PageLinks:
+    """Links to customers' own pages in their emails: under ``public_url``, signed with
+    ``secret``, opening for ``days``."""
+
+    public_url: str
+    secret: bytes
+    days: int
+
+    def link(self, page_id: str, now: datetime) -> str:
+        expires = int(now.timestamp()) + self.days * 86_400
+        return f"{self.public_url.rstrip('/')}/my/{sign(page_id, expires, self.secret)}"
+
+
+@dataclass(frozen=True, slots=True)
 class Sender:
-    """Who documents come from, and through which server."""
+    """Who documents come from, through which server, and the links to pages they carry."""
 
     server: SmtpServer | None
     address: str
+    links: PageLinks | None = None
 
     @property
     def domain(self) -> str:
@@ -69,6 +85,7 @@ def compose(
     sender: Sender,
     *,
     at: datetime,
+    link: str | None = None,
 ) -> EmailMessage:
     """The email of ``stored`` to ``contact``: a short text and HTML body (what the document is,
     the amount, when it is due, the free energy it had) and its PDF attached."""
@@ -82,9 +99,9 @@ def compose(
     message["Date"] = format_datetime(at)
     message["Message-ID"] = message_id(delivery, sender.domain)
     message["Auto-Submitted"] = "auto-generated"
-    paragraphs = body(document, contact.name)
+    paragraphs = body(document, contact.name, link)
     message.set_content("\n\n".join(paragraphs) + "\n")
-    message.add_alternative(_html(paragraphs, document), subtype="html")
+    message.add_alternative(_html(paragraphs, document, link), subtype="html")
     from freehours.documents.pdf import render_pdf  # noqa: PLC0415 - reportlab, only to send
 
     message.add_attachment(
@@ -101,7 +118,7 @@ def subject(document: InvoiceDocument) -> str:
     return f"Your {document.retailer.name} {what} {document.number}"
 
 
-def body(document: InvoiceDocument, name: str) -> list[str]:
+def body(document: InvoiceDocument, name: str, link: str | None = None) -> list[str]:
     """The paragraphs of the email, in plain words."""
     label = document.kind.label.lower()
     headline = wording.headline(document)
@@ -113,6 +130,8 @@ def body(document: InvoiceDocument, name: str) -> list[str]:
     free = wording.free_energy(document)
     if free is not None and not document.kind.corrects_another:
         lines.append(f"{free[0]}, {free[1][0].lower()}{free[1][1:]}.")
+    if link is not None:
+        lines.append(f"See each day's free energy, and all your bills, on your own page: {link}")
     retailer = document.retailer
     lines.append(
         f"Questions about this {label}? Call us on {retailer.phone} or visit {retailer.website}."
@@ -121,8 +140,15 @@ def body(document: InvoiceDocument, name: str) -> list[str]:
     return lines
 
 
-def _html(paragraphs: list[str], document: InvoiceDocument) -> str:
-    parts = "".join(f"<p>{html.escape(p)}</p>" for p in paragraphs)
+def _html(paragraphs: list[str], document: InvoiceDocument, link: str | None) -> str:
+    parts = ""
+    for paragraph in paragraphs:
+        text = html.escape(paragraph)
+        if link is not None and paragraph.endswith(link):
+            text = html.escape(paragraph[: -len(link)].rstrip(": ")) + (
+                f': <a href="{html.escape(link)}">open your page</a>'
+            )
+        parts += f"<p>{text}</p>"
     title = html.escape(subject(document))
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
@@ -169,19 +195,24 @@ class DocumentMail:
         server = self.sender.server
         if server is None:
             return Attempt("no SMTP server configured (FREEHOURS_SMTP_HOST)", retry=True)
+        links = self.sender.links
+        link = None
         with self.store.write() as unit:
-            delivery = unit.mail.begin(delivery_id, at=self.clock.now())
+            now = self.clock.now()
+            delivery = unit.mail.begin(delivery_id, at=now)
             if delivery is None:
                 return Attempt("not queued")
             stored = unit.invoices.get_document(delivery.number)
             contact = unit.catalog.contacts([delivery.nmi]).get(delivery.nmi)
+            if links is not None:
+                link = links.link(unit.pages.page_for(delivery.nmi, at=now), now)
         assert stored is not None, "a delivery's document is kept by its foreign key"
         if delivery.attempt_started_at is not None:
             MAIL_POSSIBLE_DUPLICATES.inc()
             log.warning("mail_possible_duplicate", delivery=delivery_id, number=delivery.number)
         if contact is None or contact.email is None or contact.delivery is not Delivery.EMAIL:
             return self._failed(delivery, None, "the customer has no email delivery now", True)
-        message = compose(stored, contact, delivery, self.sender, at=self.clock.now())
+        message = compose(stored, contact, delivery, self.sender, at=self.clock.now(), link=link)
         try:
             code = send(server, message, contact.email)
         except Refused as exc:

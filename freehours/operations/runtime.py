@@ -24,7 +24,7 @@ from freehours.domain.contacts import Contact
 from freehours.domain.invoicing import BillingCycle
 from freehours.domain.time import Region
 from freehours.errors import ConfigurationError
-from freehours.invoicing.mail import DocumentMail, Sender
+from freehours.invoicing.mail import DocumentMail, PageLinks, Sender
 from freehours.invoicing.model import InvoicingPolicy
 from freehours.invoicing.service import Invoicing
 from freehours.invoicing.smtp import SmtpServer
@@ -176,7 +176,11 @@ def configured_mail(store: Store, settings: Settings, clock: Clock) -> DocumentM
             settings.smtp_ca_file,
             settings.smtp_deadline_seconds,
         )
-    return DocumentMail(store, clock, Sender(server, settings.mail_from))
+    links = None
+    secret = settings.page_secret.get_secret_value()
+    if settings.public_url and secret:
+        links = PageLinks(settings.public_url, secret.encode(), settings.page_link_days)
+    return DocumentMail(store, clock, Sender(server, settings.mail_from, links))
 
 
 @dataclass

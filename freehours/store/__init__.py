@@ -27,6 +27,7 @@
     partitions          PostgreSQL's partitioned history and its upkeep (``unit.partitions``)
     webhooks            endpoints, the outbox of events, deliveries, attempts (``unit.webhooks``)
     mail                documents sent by email: each send, its outcome, resends (``unit.mail``)
+    pages               customers' own pages: the ids signed links name (``unit.pages``)
     maintenance         the upkeep over them: retention and partitions, each step on its own
     locks               names of locks that order work sharing no row
     prepared            hot-path statements compiled once per dialect

@@ -37,6 +37,7 @@ from freehours.store.jobs import Jobs
 from freehours.store.keys import Keys
 from freehours.store.mail import Mail
 from freehours.store.meter import Meter
+from freehours.store.pages import Pages
 from freehours.store.partitions import Partitions
 from freehours.store.quotas import Quotas
 from freehours.store.sessions import Sessions
@@ -114,6 +115,10 @@ class Unit:
     @cached_property
     def mail(self) -> Mail:
         return Mail(self.connection, self._driver)
+
+    @cached_property
+    def pages(self) -> Pages:
+        return Pages(self.connection, self._driver)
 
     def hold_shared(self, names: Iterable[str]) -> None:
         """Hold the named locks (``freehours.store.locks``) shared until the transaction ends

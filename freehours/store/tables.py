@@ -705,6 +705,19 @@ mail_deliveries = sa.Table(
     sa.Index(None, "status", "id"),
 )
 
+#: Each customer's own page (docs/invoices.md, Each customer's page): its id, random, is what a
+#: signed link names (never the NMI). Revoked, it opens no link signed for it; the next email
+#: makes a new one.
+customer_pages = sa.Table(
+    "customer_pages",
+    metadata,
+    sa.Column("page_id", sa.String(22), primary_key=True),
+    sa.Column("nmi", sa.String(NMI_LENGTH), sa.ForeignKey(customers.c.nmi), nullable=False),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("revoked_at", UtcDateTime, nullable=True),
+    sa.Index(None, "nmi"),
+)
+
 # What the console's pages ask, by the indexes they walk (docs/console.md#speed).
 sa.Index("ix_quotas_day_nmi", quotas.c.day, quotas.c.nmi)
 sa.Index("ix_quotas_status_day_nmi", quotas.c.status, quotas.c.day, quotas.c.nmi)

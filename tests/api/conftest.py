@@ -64,7 +64,9 @@ def serving(store: Store, settings: Settings) -> Iterator[Api]:
     clock = ManualClock(START)
     # Settlements per NMI counted per day: the sliding window's estimate lets one more through
     # when a test's 21 requests straddle the end of a window, which a minute's did now and then.
-    limits = RateLimits.open(None, "1000/minute", "20/day", clock=clock)
+    limits = RateLimits.open(
+        None, "1000/minute", "20/day", pages=settings.rate_limit_pages, clock=clock
+    )
     services = Services(Runtime.on(store, settings, clock), limits)
     keys = {}
     with store.write() as unit:
