@@ -24,6 +24,7 @@ from freehours.api.routes.usage import HouseholdDays, household_days
 from freehours.api.services import Services
 from freehours.documents import wording
 from freehours.documents.model import InvoiceDocument
+from freehours.domain.bill import kwh_text
 from freehours.domain.invoicing import DocumentType
 from freehours.domain.page_links import verify
 from freehours.invoicing.documents import document_of
@@ -168,10 +169,10 @@ def _rows(days: HouseholdDays) -> list[DayRow]:
         rows.append(
             DayRow(
                 day.day,
-                wording.kwh(day.use_kwh),
-                wording.kwh(day.free_kwh),
+                kwh_text(day.use_kwh),
+                kwh_text(day.free_kwh),
                 share,
-                "" if day.unused_free_kwh is None else wording.kwh(day.unused_free_kwh),
+                "" if day.unused_free_kwh is None else kwh_text(day.unused_free_kwh),
                 "" if day.could_have_saved is None else wording.dollars(day.could_have_saved),
                 day.missing_intervals > 0,
             )

@@ -24,7 +24,7 @@ def test_the_page_shows_the_periods_days_bills_and_how_the_saving_is_worked_out(
         invoice = seen.documents[seen.jane]
         assert "<h1>Your free energy</h1>" in text
         assert "1 July 2026 to 31 July 2026" in text
-        assert len(re.findall(r'<tr><th scope="row">\w{3} \d{1,2} Jul', text)) == 31
+        assert len(re.findall(r"<tr><th scope=\"row\">\w{3} \d{1,2}<", text)) == 31
         assert "How “could have saved” is worked out" in text
         assert f"/my/{token}/documents/{invoice.number}.pdf" in text
         assert "Could you save money on another plan?" in text
