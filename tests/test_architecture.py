@@ -122,15 +122,17 @@ ROWS: list[tuple[tuple[str, ...], str, str]] = [
         "the services: a quota settled exactly once (`settlement/service.py`: claim, complete,"
         " release) and the one path meter data takes in (`settlement/ingest.py`: store, reopen,"
         " enqueue); invoice runs, numbering, corrections ([invoices.md](invoices.md)) and a run's"
-        " documents as manual journals in Xero's import layout (`invoicing/journal.py`); webhook"
-        " endpoints and each delivery's attempts, an HTTP client of the standard library's"
-        " `http.client` (the outbox itself is the store's: [webhooks.md](webhooks.md))",
-        "",
+        " documents as manual journals in Xero's import layout (`invoicing/journal.py`), documents"
+        " sent by email (`invoicing/mail.py`, the standard library's `smtplib`) and a run's print"
+        " batch (`invoicing/print_batch.py`); webhook endpoints and each delivery's attempts, an"
+        " HTTP client of the standard library's `http.client` (the outbox itself is the store's:"
+        " [webhooks.md](webhooks.md))",
+        "pypdf (print batches)",
     ),
     (
         ("workers", "agent"),
-        "the worker, the rescuer and the tasks of each job kind (settle, invoice, webhook); the"
-        " meter agent (never imports the server's parts)",
+        "the worker, the rescuer and the tasks of each job kind (settle, invoice, webhook,"
+        " mail); the meter agent (never imports the server's parts)",
         "httpx, pybreaker, tenacity (agent)",
     ),
     (
@@ -191,6 +193,7 @@ OWNED: dict[str, set[str]] = {
     "typer": {"cli"},
     "matplotlib": {"sim"},
     "reportlab": {"documents"},
+    "pypdf": {"invoicing"},
 }
 
 #: Parts held to the standard library and a few libraries of their own: the domain uses nothing

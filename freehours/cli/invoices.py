@@ -304,6 +304,57 @@ def _print_list(found: list[StoredDocument]) -> None:
     print_table(title, columns, rows, counted=counted(len(found), "document"))
 
 
+@invoices_app.command("print-batch")
+@needs_database
+def print_batch_(
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="the invoice run's id")],
+    out: Annotated[
+        Path,
+        typer.Option("--out", metavar="DIR", help="where to write the batch", file_okay=False),
+    ] = Path("."),
+) -> None:
+    """The run's print batch: the documents of its customers who chose post, as PDFs of at most
+    500 documents each (print-RUN-1.pdf, ...) in print order, and the mail house's manifest
+    (print-RUN.csv: part, sequence, number, name, address lines). Exit status 1 for a run not
+    stored."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from freehours.errors import FreehoursError
+    from freehours.invoicing.print_batch import print_batch, render_part
+    from freehours.settings import get_settings
+    from freehours.store.database import Store
+
+    with Store.open(get_settings().database_url) as store:
+        with store.read() as unit:
+            if unit.invoices.get_run(run_id) is None:
+                raise FreehoursError(f"no invoice run {run_id!r}")
+        batch = print_batch(store, run_id)
+        out.mkdir(parents=True, exist_ok=True)
+        manifest = out / f"print-{run_id}.csv"
+        manifest.write_text(batch.manifest(), encoding="utf-8")
+        progress = Progress(
+            TextColumn("print batch: parts"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            console=err_console,
+            transient=True,
+        )
+        with progress:
+            task = progress.add_task("parts", total=batch.parts)
+            for part in range(1, batch.parts + 1):
+                path = out / f"print-{run_id}-{part}.pdf"
+                path.write_bytes(render_part(store, batch.part(part)))
+                progress.advance(task)
+    typer.echo(
+        f"{len(batch.posted)} document(s) to post in {batch.parts} part(s): {manifest}"
+        + (
+            f"; {batch.without_address} without an address to post to"
+            if batch.without_address
+            else ""
+        )
+    )
+
+
 @invoices_app.command("show")
 @needs_database
 def show(

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from uuid import uuid4
 
 import structlog
-from fastapi import APIRouter, Path, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import (
@@ -28,6 +28,7 @@ from pydantic import (
 
 from freehours.api.auth import requires
 from freehours.api.bodies import body_operation, bounded_body, parse_body
+from freehours.api.headers import NOSNIFF
 from freehours.api.keys import ApiKey, Scope
 from freehours.api.models import STRICT_BODY, Moment
 from freehours.api.once import IDEMPOTENT, IdempotencyKey, run_once
@@ -35,6 +36,7 @@ from freehours.api.openapi import TOO_LARGE, link, merged, problem
 from freehours.api.problems import Problem
 from freehours.api.services import AppServices, Services
 from freehours.invoicing.journal import journal_csv
+from freehours.invoicing.print_batch import print_batch, render_part
 from freehours.observability.logging import bind_fields
 from freehours.store.database import Unit
 from freehours.store.invoices import InvoiceRun
@@ -296,4 +298,75 @@ def get_invoice_run_journal(run_id: RunIdPath, services: AppServices) -> Respons
         rows(),
         media_type="text/csv",
         headers={"Content-Disposition": f'attachment; filename="journal-{run_id}.csv"'},
+    )
+
+
+@router.get(
+    f"{ROUTE}/{{run_id}}/print-batch.csv",
+    response_class=Response,
+    dependencies=[requires(Scope.ADMIN)],
+    responses={
+        200: {
+            "description": "The manifest: a row per document to post, in print order.",
+            "content": {"text/csv": {"schema": {"type": "string"}}},
+        },
+        404: RUN_NOT_FOUND,
+    },
+)
+def get_print_manifest(run_id: RunIdPath, services: AppServices) -> Response:
+    """The run's print batch manifest (docs/invoices.md, Post): the documents of its customers
+    who chose post, in print order, each with its part, the name and the address lines it is
+    posted to. An admin key: it lists names and addresses."""
+    _run(services, run_id)
+    batch = print_batch(services.store, run_id)
+    return Response(
+        batch.manifest(),
+        media_type="text/csv",
+        headers={
+            "Content-Disposition": f'attachment; filename="print-{run_id}.csv"',
+            "Cache-Control": "no-store",
+            "X-Print-Parts": str(batch.parts),
+        },
+    )
+
+
+@router.get(
+    f"{ROUTE}/{{run_id}}/print-batch.pdf",
+    response_class=Response,
+    dependencies=[requires(Scope.ADMIN)],
+    responses={
+        200: {
+            "description": "One part of the batch: its documents' PDFs, joined, in order.",
+            "content": {"application/pdf": {"schema": {"type": "string"}}},
+        },
+        404: problem(
+            "No invoice run of this id (`/problems/invoice-run-not-found`), or no such part"
+            " (`/problems/print-part-not-found`)."
+        ),
+    },
+)
+def get_print_part(
+    run_id: RunIdPath,
+    services: AppServices,
+    part: Annotated[int, Query(ge=1, le=100_000, description="the part, from 1")] = 1,
+) -> Response:
+    """Part ``part`` of the run's print batch: at most 500 documents in one PDF, in the
+    manifest's order."""
+    _run(services, run_id)
+    batch = print_batch(services.store, run_id)
+    if part > batch.parts:
+        raise Problem(
+            404,
+            "print-part-not-found",
+            "No such part",
+            f"part: the run's print batch has {batch.parts} part(s)",
+        )
+    return Response(
+        render_part(services.store, batch.part(part)),
+        media_type="application/pdf",
+        headers={
+            "Content-Disposition": f'attachment; filename="print-{run_id}-{part}.pdf"',
+            "Cache-Control": "no-store",
+            **NOSNIFF,
+        },
     )
