@@ -19,6 +19,7 @@ from freehours.clock import ManualClock
 from freehours.operations.runtime import Runtime
 from freehours.settings import Settings
 from freehours.store.database import Store
+from tests.mail.conftest import smtp
 from tests.servers import freehours
 from tests.test_settlement import PLAN
 
@@ -27,6 +28,7 @@ __all__ = [
     "START",
     "Api",
     "serving",
+    "smtp",
 ]  # PLAN: the settlement tests' plan, for the API's tests too
 
 #: The test client's address: a loopback one, as a client on the API's own host has.

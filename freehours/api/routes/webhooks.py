@@ -39,7 +39,12 @@ from freehours.webhooks.service import NotFound, TooManyEndpoints
 from freehours.webhooks.views import delivery_view, endpoint_view
 
 WebhookEventType = Literal[
-    "quota.completed", "quota.aborted", "quota.revised", "invoice.finalised", "credit_note.issued"
+    "quota.completed",
+    "quota.aborted",
+    "quota.revised",
+    "invoice.finalised",
+    "credit_note.issued",
+    "document.delivery_failed",
 ]
 
 
