@@ -155,6 +155,7 @@ def test_each_route_documents_the_answers_it_can_give(document: dict[str, Any]) 
         ("get", "/v1/customers/{nmi}/bill"): {"200", "404", "422"} | access,
         ("get", "/v1/customers/{nmi}/better-offer"): {"200", "404", "422"} | access,
         ("get", "/v1/customers/{nmi}/usage"): {"200", "404", "422"} | access,
+        ("delete", "/v1/customers/{nmi}/page"): {"200", "404", "422"} | access,
         ("get", "/v1/invoice-runs/{run_id}/print-batch.csv"): {"200", "404", "422"} | access,
         ("get", "/v1/invoice-runs/{run_id}/print-batch.pdf"): {"200", "404", "422"} | access,
         ("get", "/v1/invoices/{number}/deliveries"): {"200", "404", "422"} | access,

@@ -73,9 +73,16 @@ def test_a_link_that_does_not_open_names_no_one(store: Store) -> None:
             assert seen.pat not in answer.text, why
         assert client.get(f"/my/{other_page}").status_code == 200
         # Revoked by the retailer: the link stops opening; a new page id opens again.
-        with seen.api.services.store.write() as unit:
-            assert unit.pages.revoke(seen.jane, at=seen.api.clock.now()) == 1
+        url = f"/v1/customers/{seen.jane}/page"
+        assert client.delete(url, headers=seen.api.auth("read")).status_code == 403
+        revoked = client.delete(url, headers=seen.api.auth("admin"))
+        assert revoked.json() == {"nmi": seen.jane, "revoked": 1}
+        with seen.api.services.store.read() as unit:
+            (entry,) = unit.audit.page(limit=5, target=f"customer:{seen.jane}")
+        assert entry.action == "page.revoke"
         assert client.get(f"/my/{token}").status_code == 404
+        unknown = client.delete("/v1/customers/4109999999/page", headers=seen.api.auth("admin"))
+        assert unknown.status_code == 404
         assert client.get(f"/my/{seen.token(seen.jane)}").status_code == 200
 
 

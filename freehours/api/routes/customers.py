@@ -4,6 +4,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
 from pydantic import (
     BaseModel,
     Field,
@@ -11,9 +12,9 @@ from pydantic import (
 
 from freehours.api.auth import requires
 from freehours.api.bodies import body_operation, bounded_body, parse_body
-from freehours.api.keys import Scope
+from freehours.api.keys import ApiKey, Scope
 from freehours.api.models import STRICT_BODY, NmiPath
-from freehours.api.openapi import TOO_LARGE, link, merged
+from freehours.api.openapi import TOO_LARGE, link, merged, problem
 from freehours.api.problems import Problem, field_problem
 from freehours.api.services import AppServices, Services
 from freehours.domain.contacts import MAX_ADDRESS_LINES, MAX_EMAIL, Contact, contact
@@ -29,6 +30,7 @@ from freehours.domain.invoicing import (
 from freehours.domain.reads import RangeError
 from freehours.domain.time import Region
 from freehours.observability.logging import bind_fields
+from freehours.observability.trace_ids import current_trace_id
 from freehours.plans.document import PlanId
 from freehours.store.catalog import RegionMismatch, UnknownPlan
 
@@ -243,3 +245,43 @@ def _contact_fields(services: Services, nmi: str, given: Contact | None) -> dict
         "email": given.email,
         "delivery": given.delivery.value,
     }
+
+
+class PageRevokedOut(BaseModel):
+    nmi: str
+    revoked: int = Field(ge=0, description="pages whose links stopped opening (0 or 1)")
+
+
+@router.delete(
+    "/v1/customers/{nmi}/page",
+    response_model=PageRevokedOut,
+    response_description="Every link to the customer's page stops opening.",
+    responses={404: problem("No customer of this NMI: `/problems/customer-not-found`.")},
+)
+async def revoke_page(
+    nmi: NmiPath, key: Annotated[ApiKey, requires(Scope.ADMIN)], services: AppServices
+) -> JSONResponse:
+    """Every link sent to the customer's own page stops opening at once (docs/invoices.md, Each
+    customer's page): a lost phone, a forwarded email. Their next email carries a link to a new
+    page id. An audited action (``page.revoke``)."""
+    bind_fields(nmi=nmi)
+    return await run_in_threadpool(_revoke_page, services, nmi, key)
+
+
+def _revoke_page(services: Services, nmi: str, key: ApiKey) -> JSONResponse:
+    now = services.clock.now()
+    with services.store.write() as unit:
+        if unit.catalog.plan_version_of(nmi) is None:
+            raise Problem(404, "customer-not-found", "No such customer", f"nmi: no customer {nmi}")
+        revoked = unit.pages.revoke(nmi, at=now)
+        unit.audit.record(
+            at=now,
+            key_id=key.id,
+            key_name=key.name,
+            action="page.revoke",
+            target=f"customer:{nmi}",
+            outcome="done",
+            after={"revoked": revoked},
+            trace_id=current_trace_id(),
+        )
+    return JSONResponse({"nmi": nmi, "revoked": revoked})
