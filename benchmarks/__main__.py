@@ -26,6 +26,7 @@ BENCHMARKS = [
     "bulkheads",
     "hostile",
     "webhooks",
+    "mail",
     "faults",
     "day",
     "history",

@@ -28,7 +28,7 @@ from freehours.domain.contacts import Contact, Delivery
 from freehours.domain.page_links import sign
 from freehours.faults import Faults, NoFaults
 from freehours.invoicing.documents import document_of
-from freehours.invoicing.smtp import NotSent, Refused, SmtpServer, send
+from freehours.invoicing.smtp import NotSent, Refused, SmtpClient, SmtpServer
 from freehours.store.database import Store
 from freehours.store.invoices import StoredDocument
 from freehours.store.mail import MailDelivery
@@ -188,6 +188,8 @@ class DocumentMail:
         self.clock = clock
         self.sender = sender
         self.faults: Faults[MailFaultPoint, int] = faults or NoFaults()
+        #: Each mail runner's connection, kept for its next message.
+        self.client = None if sender.server is None else SmtpClient(sender.server)
 
     def attempt(self, delivery_id: int, *, last: bool = False) -> Attempt:
         """Try delivery ``delivery_id`` once; ``last``: its job has no attempt after this one,
@@ -214,7 +216,8 @@ class DocumentMail:
             return self._failed(delivery, None, "the customer has no email delivery now", True)
         message = compose(stored, contact, delivery, self.sender, at=self.clock.now(), link=link)
         try:
-            code = send(server, message, contact.email)
+            assert self.client is not None
+            code = self.client.send(message, contact.email)
         except Refused as exc:
             return self._failed(delivery, exc.code, exc.reply, True)
         except NotSent as exc:

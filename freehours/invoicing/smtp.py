@@ -57,59 +57,115 @@ class Refused(NotSent):
 
 
 def send(server: SmtpServer, message: EmailMessage, recipient: str) -> int:
-    """Send ``message`` to ``recipient`` through ``server``, the whole conversation within its
-    deadline: the code of the server's acceptance (250). ``NotSent`` or ``Refused``, their reply
-    without the recipient's address."""
-    deadline = time.monotonic() + server.deadline_seconds
-    try:
-        return _converse(server, message, recipient, deadline)
-    except smtplib.SMTPRecipientsRefused as exc:
-        code, reply = exc.recipients.get(recipient, (550, b"recipient refused"))
-        raise _failure(code, reply, recipient) from None
-    except smtplib.SMTPDataError as exc:  # the message itself refused (5xx) or deferred
-        raise _failure(exc.smtp_code, exc.smtp_error, recipient) from None
-    except smtplib.SMTPResponseException as exc:
-        # HELO, STARTTLS, AUTH or the sender refused: this side's set-up, not the recipient's
-        # (a relay that wants STARTTLS first answers MAIL FROM 530); tried again, never failed
-        # for good, so that mending the settings sends them all.
-        raise NotSent(exc.smtp_code, _clean(exc.smtp_error, recipient)) from None
-    except (smtplib.SMTPException, OSError) as exc:  # ssl.SSLError is an OSError
-        if time.monotonic() >= deadline:
-            raise NotSent(None, f"timed out after {server.deadline_seconds:g} s") from None
-        raise NotSent(None, _clean(f"{type(exc).__name__}: {exc}", recipient)) from None
+    """Send ``message`` to ``recipient`` through ``server`` in a connection of its own."""
+    return SmtpClient(server, reuse=False).send(message, recipient)
 
 
-def _converse(server: SmtpServer, message: EmailMessage, recipient: str, deadline: float) -> int:
-    timeout = server.deadline_seconds
-    if server.security == "tls":
-        client: smtplib.SMTP = smtplib.SMTP_SSL(
-            server.host, server.port, timeout=timeout, context=server.tls_context()
-        )
-    else:
-        client = smtplib.SMTP(server.host, server.port, timeout=timeout)
-    # Past the deadline the socket is shut: a server that answers a byte at a time cannot hold
-    # the attempt longer than that, whatever each read's own timeout.
-    timer = threading.Timer(max(deadline - time.monotonic(), 0), _shut, (client,))
-    timer.daemon = True
-    timer.start()
-    try:
+class SmtpClient:
+    """Sends messages through ``server``, each within its deadline. With ``reuse``, each thread
+    keeps its connection (TLS and AUTH done once) for its next message, reset between them with
+    RSET; a connection found closed is made again before anything of a message is sent, and one
+    that failed during a message is never used again."""
+
+    def __init__(self, server: SmtpServer, *, reuse: bool = True) -> None:
+        self.server = server
+        self.reuse = reuse
+        self._kept = threading.local()
+
+    def send(self, message: EmailMessage, recipient: str) -> int:
+        """Send ``message`` to ``recipient``: the code of the server's acceptance (250).
+        ``NotSent`` or ``Refused``, their reply without the recipient's address."""
+        deadline = time.monotonic() + self.server.deadline_seconds
+        try:
+            return self._send(message, recipient, deadline)
+        except smtplib.SMTPRecipientsRefused as exc:
+            code, reply = exc.recipients.get(recipient, (550, b"recipient refused"))
+            raise _failure(code, reply, recipient) from None
+        except smtplib.SMTPDataError as exc:  # the message itself refused (5xx) or deferred
+            raise _failure(exc.smtp_code, exc.smtp_error, recipient) from None
+        except smtplib.SMTPResponseException as exc:
+            # HELO, STARTTLS, AUTH or the sender refused: this side's set-up, not the
+            # recipient's (a relay that wants STARTTLS first answers MAIL FROM 530); tried
+            # again, never failed for good, so that mending the settings sends them all.
+            raise NotSent(exc.smtp_code, _clean(exc.smtp_error, recipient)) from None
+        except (smtplib.SMTPException, OSError) as exc:  # ssl.SSLError is an OSError
+            if time.monotonic() >= deadline:
+                seconds = self.server.deadline_seconds
+                raise NotSent(None, f"timed out after {seconds:g} s") from None
+            raise NotSent(None, _clean(f"{type(exc).__name__}: {exc}", recipient)) from None
+
+    def _send(self, message: EmailMessage, recipient: str, deadline: float) -> int:
+        client: smtplib.SMTP | None = getattr(self._kept, "client", None)
+        self._kept.client = None
+        if client is not None:
+            try:
+                client.rset()  # alive, and nothing of an earlier message left
+            except (smtplib.SMTPException, OSError):
+                _close(client)
+                client = None
+        # Past the deadline the socket is shut: a server that answers a byte at a time cannot
+        # hold the attempt longer than that, whatever each read's own timeout.
+        holder: list[smtplib.SMTP] = []
+        timer = threading.Timer(max(deadline - time.monotonic(), 0), _shut_held, (holder,))
+        timer.daemon = True
+        timer.start()
+        try:
+            if client is None:
+                client = self._connect()
+            holder.append(client)
+            # One recipient: refused, it raises SMTPRecipientsRefused.
+            client.send_message(message, to_addrs=[recipient])
+        except BaseException:
+            if client is not None:
+                _close(client)
+            raise
+        finally:
+            timer.cancel()
+        if self.reuse and time.monotonic() < deadline:
+            self._kept.client = client
+        else:
+            with contextlib.suppress(smtplib.SMTPException, OSError):
+                client.quit()  # accepted already: a QUIT unanswered changes nothing
+            _close(client)
+        return 250
+
+    def _connect(self) -> smtplib.SMTP:
+        server = self.server
+        timeout = server.deadline_seconds
+        if server.security == "tls":
+            client: smtplib.SMTP = smtplib.SMTP_SSL(
+                server.host, server.port, timeout=timeout, context=server.tls_context()
+            )
+        else:
+            client = smtplib.SMTP(server.host, server.port, timeout=timeout)
+        try:
+            _greet(client, server)
+        except BaseException:
+            _close(client)
+            raise
+        return client
+
+
+def _greet(client: smtplib.SMTP, server: SmtpServer) -> None:
+    """EHLO, STARTTLS where asked (refused where not offered), AUTH where a user is set."""
+    client.ehlo()
+    if server.security == "starttls":
+        if not client.has_extn("starttls"):
+            raise smtplib.SMTPNotSupportedError("the server does not offer STARTTLS")
+        client.starttls(context=server.tls_context())
         client.ehlo()
-        if server.security == "starttls":
-            if not client.has_extn("starttls"):
-                raise smtplib.SMTPNotSupportedError("the server does not offer STARTTLS")
-            client.starttls(context=server.tls_context())
-            client.ehlo()
-        if server.username:
-            client.login(server.username, server.password)
-        # One recipient: refused, it raises SMTPRecipientsRefused.
-        client.send_message(message, to_addrs=[recipient])
-        with contextlib.suppress(smtplib.SMTPException, OSError):
-            client.quit()  # accepted already: a QUIT unanswered changes nothing
-    finally:
-        timer.cancel()
-        with contextlib.suppress(OSError):
-            client.close()
-    return 250
+    if server.username:
+        client.login(server.username, server.password)
+
+
+def _close(client: smtplib.SMTP) -> None:
+    with contextlib.suppress(OSError):
+        client.close()
+
+
+def _shut_held(holder: list[smtplib.SMTP]) -> None:
+    for client in holder:
+        _shut(client)
 
 
 def _shut(client: smtplib.SMTP) -> None:

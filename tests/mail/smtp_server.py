@@ -18,6 +18,7 @@ import signal
 import ssl
 import subprocess
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,9 @@ def make_certificate(directory: Path) -> tuple[Path, Path]:
 
 
 class Handler:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, discard: bool = False) -> None:
         self.directory = directory
+        self.discard = discard
         self.count = 0
 
     def _scripted(self, stage: str) -> str | None:
@@ -88,9 +90,15 @@ class Handler:
         if scripted is not None:
             return scripted
         self.count += 1
+        if self.discard:  # a benchmark's: counted, not kept
+            (self.directory / "count").write_text(str(self.count))
+            return "250 Message accepted for delivery"
         content = envelope.original_content or b""
         name = self.directory / f"{time.time_ns()}-{self.count:04d}.eml"
-        envelope_line = f"X-Envelope-To: {', '.join(envelope.rcpt_tos)}\r\n".encode()
+        peer = ":".join(map(str, session.peer)) if session.peer else ""
+        envelope_line = (
+            f"X-Envelope-To: {', '.join(envelope.rcpt_tos)}\r\nX-Peer: {peer}\r\n".encode()
+        )
         name.write_bytes(envelope_line + content)
         return "250 Message accepted for delivery"
 
@@ -111,6 +119,7 @@ class Authenticator:
 
 
 def main() -> None:
+    warnings.filterwarnings("ignore", message=".*login_data is deprecated.*")
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--cert", required=True)
@@ -118,11 +127,12 @@ def main() -> None:
     parser.add_argument("--dir", required=True)
     parser.add_argument("--user", required=True)
     parser.add_argument("--password", required=True)
+    parser.add_argument("--discard", action="store_true", help="count messages, keep none")
     args = parser.parse_args()
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(args.cert, args.key)
     controller = Controller(
-        Handler(Path(args.dir)),
+        Handler(Path(args.dir), discard=args.discard),
         hostname="127.0.0.1",
         port=args.port,
         tls_context=context,

@@ -9,7 +9,7 @@ from email.message import EmailMessage
 
 import pytest
 
-from freehours.invoicing.smtp import NotSent, Refused, SmtpServer, send
+from freehours.invoicing.smtp import NotSent, Refused, SmtpClient, SmtpServer, send
 from tests.mail.conftest import Smtp
 from tests.servers import free_port
 
@@ -91,3 +91,25 @@ def test_a_slow_server_is_given_up_at_the_deadline(smtp: Smtp) -> None:
 def test_nothing_listening_is_not_sent() -> None:
     with pytest.raises(NotSent):
         send(SmtpServer("127.0.0.1", free_port(), deadline_seconds=2), message(), TO)
+
+
+def test_a_kept_connection_carries_the_next_message_and_one_found_closed_is_made_again(
+    smtp: Smtp,
+) -> None:
+    client = SmtpClient(smtp.server)
+    assert client.send(message(), TO) == 250
+    assert client.send(message(), TO) == 250
+    first, second = smtp.messages()
+    assert first["X-Peer"] == second["X-Peer"]  # one connection: TLS and AUTH done once
+    kept = client._kept.client
+    assert kept is not None
+    kept.close()  # the server, or the network, closed it meanwhile
+    assert client.send(message(), TO) == 250
+    third = smtp.messages()[2]
+    assert third["X-Peer"] != first["X-Peer"]
+    # After a refusal (its connection dropped, as after any failure) the next message goes.
+    smtp.reply_next("rcpt", "550 5.1.1 no such user")
+    with pytest.raises(Refused):
+        client.send(message(), TO)
+    assert client.send(message(), TO) == 250
+    assert len(smtp.messages()) == 4
