@@ -29,6 +29,7 @@ from freehours.domain.invoicing import DocumentType
 from freehours.domain.page_links import verify
 from freehours.invoicing.documents import document_of
 from freehours.observability.logging import bind_fields
+from freehours.observability.tracing import hide_path
 from freehours.store.invoices import StoredDocument
 
 PATH = "/my"
@@ -68,6 +69,9 @@ def _invalid() -> HTMLResponse:
 
 async def _opened(request: Request, token: str) -> tuple[Services, str] | HTMLResponse:
     """The customer's NMI the token opens, or the page saying the link does not open."""
+    # The token is a credential: the trace has the route's template, never the path asked for.
+    route = getattr(request.scope.get("route"), "path", PATH)
+    hide_path(str(route))
     services: Services = request.app.state.services
     address = request.client.host if request.client else ""
     try:

@@ -54,7 +54,8 @@ def demo(
         bool,
         typer.Option(
             "--serve",
-            help="Then serve the operations console over the demo's data until interrupted.",
+            help="Then serve the API, the operations console and the customers' pages over the"
+            " demo's data until interrupted.",
         ),
     ] = False,
     port: Annotated[
@@ -75,7 +76,7 @@ def demo(
     from freehours.sim.demo import DemoConfig, run_demo
     from freehours.sim.report import demo_plots, html_report
 
-    config = DemoConfig(out=out, customers=customers, days=days, seed=seed)
+    config = DemoConfig(out=out, customers=customers, days=days, seed=seed, port=port)
     out.mkdir(parents=True, exist_ok=True)
     console = Console()
     console.print(
@@ -120,6 +121,8 @@ def demo(
         " serving until interrupted (Ctrl-C)",
         highlight=False,
     )
+    if result.page_link:
+        console.print(f"[bold]a customer's page[/]: {result.page_link}", highlight=False)
     server.run()
 
 
@@ -300,4 +303,22 @@ def _invoicing_lines(result: DemoResult) -> list[tuple[str, str]]:
         if outcomes[outcome]:
             example = outcomes[outcome][0]
             checked += f'; {example.number}: "{example.offer_message}"'
-    return [("invoice runs", runs), ("documents", documents), ("better offer check", checked)]
+    lines = [("invoice runs", runs), ("documents", documents), ("better offer check", checked)]
+    if result.mail:
+        mail = result.mail
+        lines.append(
+            (
+                "documents by email",
+                f"{mail['sent']} sent once each, PDF attached, to the customers who chose email"
+                f" ({mail['received']} received by the demo's mail server: each message in"
+                f" {result.config.out / 'mail'}); the others go into each run's print batch",
+            )
+        )
+    if result.page_link:
+        lines.append(
+            (
+                "a customer's page",
+                f"{result.page_link} (as their email links it; `make demo SERVE=1` serves it)",
+            )
+        )
+    return lines

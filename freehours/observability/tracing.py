@@ -91,6 +91,14 @@ def child_span(tracer: trace.Tracer, name: str) -> AbstractContextManager[object
     return tracer.start_as_current_span(name)
 
 
+def hide_path(path: str) -> None:
+    """Record ``path`` as the current request span's ``url.path``, in place of the one asked
+    for: a path that carries a credential (a customer's page link) never reaches a trace."""
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.set_attribute("url.path", path)
+
+
 def _one_line(span: ReadableSpan) -> str:
     return f"{span.to_json(indent=None)}\n"
 

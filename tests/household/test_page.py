@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import re
 
+from structlog.contextvars import merge_contextvars
+from structlog.testing import capture_logs
+
 from freehours.invoicing.mail import DocumentMail, PageLinks, Sender
 from freehours.store.database import Store
 from tests.household.support import SECRET, households
 from tests.mail.conftest import Smtp
+from tests.tracing import Spans
 
 INVALID = "This link does not open"
 
@@ -120,3 +124,22 @@ def test_the_email_carries_the_link_that_opens_the_page(store: Store, smtp: Smtp
             html.get_content()
         )
         assert seen.api.client.get(f"/my/{token}").status_code == 200
+
+
+def test_the_links_token_is_in_no_span_or_log_line(store: Store, spans: Spans) -> None:
+    """A link is a credential: its token is kept out of traces and logs as a key is."""
+    with households(store) as seen:
+        token = seen.token(seen.jane)
+        with capture_logs(processors=[merge_contextvars]) as logs:
+            assert seen.api.client.get(f"/my/{token}").status_code == 200
+            number = seen.documents[seen.jane].number
+            assert seen.api.client.get(f"/my/{token}/documents/{number}.pdf").status_code == 200
+        recorded = "\n".join(
+            f"{span.name} {dict(span.attributes or {})} {[e.attributes for e in span.events]}"
+            for span in spans.finished()
+        )
+        assert spans.finished()
+        assert token not in recorded
+        assert token.split(".")[0] not in recorded  # not even its page id
+        assert logs
+        assert token.split(".")[0] not in "\n".join(str(line) for line in logs)

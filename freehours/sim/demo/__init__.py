@@ -30,7 +30,9 @@
    exactly the difference on a credit note that names the invoice.
 7. **Answers and bills**: every quota asked once more over HTTP (a replay, 200), every
    customer's bill fetched over HTTP.
-8. **Documents**: every invoice and credit note written as PDF and HTML to ``--out``/documents.
+8. **Documents**: every invoice and credit note written as PDF and HTML to ``--out``/documents;
+   each of a customer who chose email sent by the mail worker to the demo's own SMTP server
+   (``mailbox.py``; the messages in ``--out``/mail), with the link to the customer's page.
 
 A region whose customers had no free energy on a day is told why (``no_free_days``): what its
 meters imported and exported inside that day's window, read back from the store.

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
+from pydantic import SecretStr
 
 from freehours.api.app import create_app
 from freehours.api.keys import Scope as KeyScope
@@ -15,6 +16,7 @@ from freehours.api.services import Services
 from freehours.clock import SystemClock
 from freehours.operations.runtime import Runtime
 from freehours.settings import Settings
+from freehours.sim.demo.mail import DEMO_PAGE_SECRET
 
 #: Each region's built-in plan.
 
@@ -41,7 +43,12 @@ def console_server(out: Path, settings: Settings, port: int) -> ConsoleServer:
     a new admin key to sign in with (made as ``freehours keys create --scope admin`` makes one).
     Not started: ``run()`` serves until interrupted."""
     settings = settings.model_copy(
-        update={"database_url": f"sqlite:///{out / 'demo.db'}", "redis_url": None}
+        update={
+            "database_url": f"sqlite:///{out / 'demo.db'}",
+            "redis_url": None,
+            # The key the demo's emails signed their page links with.
+            "page_secret": SecretStr(DEMO_PAGE_SECRET),
+        }
     )
     runtime = Runtime.open(settings, SystemClock())
     with runtime.store.write() as unit:

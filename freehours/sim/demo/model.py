@@ -140,6 +140,8 @@ class DemoConfig:
     seed: int
     #: Jobs the worker pool runs at once.
     concurrency: int = 4
+    #: Where ``--serve`` serves the API, the console and the customers' pages.
+    port: int = 8765
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,6 +412,10 @@ class DemoResult:
     #: The retailer's offers (the demo stores its built-in plans as offers) compared on one
     #: customer's data, cheapest first: its NMI and each plan's row (``Rated.as_json``).
     compared: tuple[str, list[dict[str, object]]] | None = None
+    #: Documents by email: deliveries by status, and ``received`` by the demo's mailbox.
+    mail: dict[str, int] = field(default_factory=dict)
+    #: A customer's page, as the first email's link has it.
+    page_link: str | None = None
     failures: list[str] = field(default_factory=list)
     elapsed: float = 0.0
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from pydantic import SecretStr
 
 from freehours.agent.tally import Counts
 from freehours.api.app import create_app
@@ -44,6 +45,7 @@ from freehours.sim.demo.invoices import (
     _period_total,
     _write_documents,
 )
+from freehours.sim.demo.mail import DEMO_PAGE_SECRET, send_mail
 
 #: Each region's built-in plan.
 from freehours.sim.demo.model import (
@@ -97,6 +99,9 @@ def run_demo(config: DemoConfig, settings: Settings, progress: DemoProgress) -> 
             "lock_timeout_seconds": DEMO_LEASE_SECONDS,
             # The demo's webhook receiver runs beside it, on loopback: a private destination.
             "webhook_allowed_networks": RECEIVER_NETWORK,
+            # Its emails link to the customers' pages as --serve serves them.
+            "public_url": f"http://127.0.0.1:{config.port}",
+            "page_secret": SecretStr(DEMO_PAGE_SECRET),
         }
     )
     first_day = _first_day(config.days)
@@ -180,6 +185,9 @@ def run_demo(config: DemoConfig, settings: Settings, progress: DemoProgress) -> 
             finally:
                 pool.stop(settings.worker_grace_seconds)
             _drain_webhooks(runtime, receiver, result, progress)
+            if invoicing:
+                progress.phase("documents by email to the demo's mail server")
+                send_mail(runtime, result)
             after = _period_total(api, target[0], period) if invoicing else None
             progress.phase("every quota asked once more; every customer's bill", len(keys))
             _ask(api, keys, result, progress)
