@@ -16,6 +16,7 @@
     +-- RetryAfter              a job's attempt, not to be retried sooner         [jobs.job]
     +-- Unreachable             no answer from the API                          [agent.http]
     +-- Unsendable              a batch that cannot be made into a request      [agent.http]
+    +-- MailNotSent             a document's email not sent this time: retried  [workers.mail]
 
     ValueError                  a value that cannot be; names the field (in a model: a 422)
     +-- RangeError              a value outside its range; names the field   [domain.reads]
@@ -43,6 +44,8 @@
     +-- _AnsweredRefusal        a 4xx that resending cannot change           [agent.sender]
     +-- _NotFinal               a simulated client's answer to ask again on   [sim.clients]
     +-- WorkerDied              the legacy billing worker dying holding a lock [sim.legacy]
+    +-- NotSent                 a mail server did not take a message this time [invoicing.smtp]
+    |   +-- Refused             a mail server refused it for good (5xx)     [invoicing.smtp]
     BaseException
     +-- WorkerDied              a worker dying after its claim: nothing catches it [sim.replay]
 

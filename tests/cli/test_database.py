@@ -36,6 +36,7 @@ NEEDS_DATABASE = {
     "invoices run": [],
     "invoices list": [],
     "invoices show": ["INV-00000001"],
+    "invoices print-batch": ["a-run"],
     "customers put": ["4103035611", "--plan", "sso-nsw", "--region", "NSW"],
     "customers list": [],
     "customers import": ["customers.csv"],
