@@ -5,17 +5,11 @@ from __future__ import annotations
 import json
 
 from tests.api.conftest import Api
-from tests.invoicing.support import System
-from tests.mail.test_delivery import JANE, POSTED
+from tests.mail.test_delivery import JANE, invoiced
 
 
 def test_a_documents_deliveries_and_a_resend(api: Api) -> None:
-    system = System.on(api.services.store)
-    emailed, posted = system.customers(2)
-    with api.services.store.write() as unit:
-        unit.catalog.put_contacts({emailed: JANE, posted: POSTED}, updated_at=system.clock.now())
-    system.month([emailed, posted])
-    system.run()
+    system, emailed, posted = invoiced(api.services.store)
     numbers = {d.nmi: d.number for d in system.documents()}
     read, admin = api.auth("read"), api.auth("admin")
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -21,6 +23,7 @@ from freehours.operations.runtime import Runtime
 from freehours.settings import Settings
 from freehours.workers.settle import KIND as SETTLE_KIND
 from freehours.workers.settle import settlement_tasks
+from tests.conftest import _unavailable
 from tests.console.support import (
     DAY,
     LEASE,
@@ -155,6 +158,22 @@ def _run_settlement_jobs(runtime: Runtime, clock: ManualClock) -> int:
             unit.jobs.finish([Finish(job, Complete(done.outcome))], now=clock.now())
         ran += 1
         clock.advance(SETTLE_EVERY.total_seconds())
+
+
+@contextmanager
+def chromium() -> Iterator[Browser]:
+    """Debian's Chromium through Playwright; without either, the test skipped with one line
+    (failed under FREEHOURS_REQUIRE_SERVICES, as in ``make ci``)."""
+    if MISSING is not None:
+        _unavailable("Playwright", MISSING)
+    if not CHROMIUM.exists():
+        _unavailable("Chromium", f"{CHROMIUM} is missing (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright  # noqa: PLC0415 - present: checked above
+
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        yield browser
+        browser.close()
 
 
 def launch(playwright: Playwright) -> Browser:

@@ -25,14 +25,12 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import _unavailable
 from tests.console.browser import (
-    CHROMIUM,
     LAPTOP,
     MISSING,
     Console,
     Looker,
-    launch,
+    chromium,
     prepare,
 )
 from tests.console.browser import looker as console_looker
@@ -40,7 +38,7 @@ from tests.console.support import DAY, LEASE_EXPIRED, NMI
 from tests.servers import api_server, freehours
 
 if MISSING is None:
-    from playwright.sync_api import Browser, Page, expect, sync_playwright
+    from playwright.sync_api import Browser, Page, expect
 
 pytestmark = pytest.mark.slow
 
@@ -60,14 +58,8 @@ def url(console: Console) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    if MISSING is not None:
-        _unavailable("Playwright", MISSING)
-    if not CHROMIUM.exists():
-        _unavailable("Chromium", f"{CHROMIUM} is missing (apt-get install chromium)")
-    with sync_playwright() as playwright:
-        browser = launch(playwright)
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")

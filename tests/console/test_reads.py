@@ -17,8 +17,7 @@ from freehours.jobs.retry import RetryAt
 from freehours.store.console import QuotaFilter, RegionDay
 from tests.api.conftest import Api
 from tests.console.browser import consumption
-from tests.invoicing.support import System
-from tests.mail.test_delivery import JANE, POSTED
+from tests.mail.test_delivery import JANE, invoiced
 
 DAY = date(2026, 7, 1)
 AT = datetime(2026, 7, 1, 5, 0, tzinfo=UTC)
@@ -160,12 +159,7 @@ def test_the_invoices_page_shows_each_documents_email_and_a_refusal_without_its_
     admin: Api,
 ) -> None:
     store = admin.services.store
-    system = System.on(store)
-    emailed, posted = system.customers(2)
-    with store.write() as unit:
-        unit.catalog.put_contacts({emailed: JANE, posted: POSTED}, updated_at=system.clock.now())
-    system.month([emailed, posted])
-    system.run()
+    system, emailed, posted = invoiced(store)
     numbers = {d.nmi: d.number for d in system.documents()}
     with store.read() as unit:
         (delivery,) = unit.mail.of_document(numbers[emailed])

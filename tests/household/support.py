@@ -15,7 +15,7 @@ from freehours.store.database import Store
 from freehours.store.invoices import StoredDocument
 from tests.api.conftest import Api, serving
 from tests.invoicing.support import System
-from tests.mail.test_delivery import JANE, POSTED
+from tests.mail.test_delivery import invoiced
 
 SECRET = "a-page-secret-of-at-least-32-characters"
 
@@ -43,11 +43,6 @@ def households(store: Store, **settings: object) -> Iterator[Households]:
         **settings,  # type: ignore[arg-type]
     )
     with serving(store, configured) as api:
-        system = System.on(store)
-        jane, pat = system.customers(2)
-        with store.write() as unit:
-            unit.catalog.put_contacts({jane: JANE, pat: POSTED}, updated_at=system.clock.now())
-        system.month([jane, pat])
-        system.run()
+        system, jane, pat = invoiced(store)
         documents = {d.nmi: d for d in system.documents()}
         yield Households(api, system, jane, pat, documents)

@@ -20,16 +20,14 @@ import pytest
 
 from freehours.domain.page_links import sign
 from freehours.store.database import Store
-from tests.conftest import _unavailable
-from tests.console.browser import CHROMIUM, MISSING, PHONE, Looker, launch
+from tests.console.browser import MISSING, PHONE, Looker, chromium
 from tests.console.browser import looker as make_looker
 from tests.household.support import SECRET
-from tests.invoicing.support import System
-from tests.mail.test_delivery import JANE, POSTED
+from tests.mail.test_delivery import invoiced
 from tests.servers import api_server, freehours
 
 if MISSING is None:
-    from playwright.sync_api import Browser, Page, sync_playwright
+    from playwright.sync_api import Browser, Page
 
 pytestmark = pytest.mark.slow
 
@@ -56,12 +54,7 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Made]:
     database = f"sqlite:///{path}"
     freehours("db", "upgrade", env={"FREEHOURS_DATABASE_URL": database})
     with Store.open(database) as store:
-        system = System.on(store)
-        jane, pat = system.customers(2)
-        with store.write() as unit:
-            unit.catalog.put_contacts({jane: JANE, pat: POSTED}, updated_at=system.clock.now())
-        system.month([jane, pat])
-        system.run()
+        system, jane, pat = invoiced(store)
         numbers = {d.nmi: d.number for d in system.documents()}
     env = {"FREEHOURS_DATABASE_URL": database, "FREEHOURS_PAGE_SECRET": SECRET}
     with api_server(env) as url:
@@ -70,14 +63,8 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Made]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    if MISSING is not None:
-        _unavailable("Playwright", MISSING)
-    if not CHROMIUM.exists():
-        _unavailable("Chromium", f"{CHROMIUM} is missing (apt-get install chromium)")
-    with sync_playwright() as playwright:
-        browser = launch(playwright)
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")

@@ -74,6 +74,20 @@ class BillOut(BaseModel):
 
 router = APIRouter(tags=["billing"], dependencies=[requires(Scope.READ)])
 
+#: A span of local days a route reads: ``from`` to ``to``, at most ``MOST_DAYS``.
+FromDay = Annotated[NemDate, Query(alias="from", description="first local day, YYYY-MM-DD")]
+ToDay = Annotated[NemDate, Query(alias="to", description="last local day, YYYY-MM-DD")]
+#: The longest span one request reads (a year and a leap day).
+MOST_DAYS = 367
+
+
+def check_days(first: date, last: date) -> None:
+    """A 422 for ``from`` after ``to``, or a span over ``MOST_DAYS``."""
+    if first > last:
+        raise Problem(422, "validation-error", "Empty period", f"from: {first} is after {last}")
+    if (last - first).days >= MOST_DAYS:
+        raise Problem(422, "validation-error", "Period too long", f"to: at most {MOST_DAYS} days")
+
 
 @router.get(
     "/v1/customers/{nmi}/bill",
@@ -93,16 +107,13 @@ router = APIRouter(tags=["billing"], dependencies=[requires(Scope.READ)])
 def get_bill(
     nmi: NmiPath,
     services: AppServices,
-    first: Annotated[NemDate, Query(alias="from", description="first local day, YYYY-MM-DD")],
-    last: Annotated[NemDate, Query(alias="to", description="last local day, YYYY-MM-DD")],
+    first: FromDay,
+    last: ToDay,
 ) -> JSONResponse:
     """The customer's bill for local days ``from`` to ``to``: the same JSON as ``freehours
     bill``, rated from the stored meter data."""
     bind_fields(nmi=nmi)
-    if first > last:
-        raise Problem(422, "validation-error", "Empty period", f"from: {first} is after {last}")
-    if (last - first).days > 366:
-        raise Problem(422, "validation-error", "Period too long", "to: at most 367 days")
+    check_days(first, last)
     with services.store.read() as unit:
         customer = services.settlements.customer_plan(unit, nmi)
         if isinstance(customer, NoQuotas):

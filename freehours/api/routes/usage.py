@@ -5,17 +5,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import Annotated, Literal
+from typing import Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from freehours.api.auth import requires
 from freehours.api.keys import Scope
-from freehours.api.models import DecimalText, NemDate, NmiPath
+from freehours.api.models import DecimalText, NmiPath
 from freehours.api.openapi import problem
 from freehours.api.problems import Problem
+from freehours.api.routes.bills import FromDay, ToDay, check_days
 from freehours.api.services import AppServices, Services
 from freehours.domain.bill import kwh_text
 from freehours.domain.plan import Plan, clock_text
@@ -23,9 +24,6 @@ from freehours.domain.rating import MeterRating
 from freehours.domain.usage import DayUse, UseTotals, days_of_use
 from freehours.observability.logging import bind_fields
 from freehours.store.database import Unit
-
-#: The longest span one request reads (a year and a leap day).
-MOST_DAYS = 367
 
 
 class FreeWindowOut(BaseModel):
@@ -153,17 +151,14 @@ router = APIRouter(tags=["billing"], dependencies=[requires(Scope.READ)])
 def get_usage(
     nmi: NmiPath,
     services: AppServices,
-    first: Annotated[NemDate, Query(alias="from", description="first local day, YYYY-MM-DD")],
-    last: Annotated[NemDate, Query(alias="to", description="last local day, YYYY-MM-DD")],
+    first: FromDay,
+    last: ToDay,
 ) -> JSONResponse:
     """Each of the household's local days ``from`` to ``to``: its use, free energy, unused free
     energy, energy over the cap and what moving use into the window would have saved, as the
     customer's own page shows them."""
     bind_fields(nmi=nmi)
-    if first > last:
-        raise Problem(422, "validation-error", "Empty period", f"from: {first} is after {last}")
-    if (last - first).days >= MOST_DAYS:
-        raise Problem(422, "validation-error", "Period too long", f"to: at most {MOST_DAYS} days")
+    check_days(first, last)
     with services.store.read() as unit:
         found = household_days(services, unit, nmi, first, last)
     if found is None:
