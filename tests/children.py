@@ -7,9 +7,12 @@ from __future__ import annotations
 import logging
 import signal
 import subprocess
+import sys
 import threading
+from pathlib import Path
 from types import FrameType
 
+import pytest
 import structlog
 
 
@@ -25,11 +28,32 @@ def child_set_up() -> threading.Event:
     return stop
 
 
+#: The repository: where a child runs ``python -m tests....`` from.
+ROOT = Path(__file__).resolve().parents[1]
+
+
 class Children:
     """The child processes of one test: ``close`` kills those still running and reaps them."""
 
     def __init__(self) -> None:
         self.started: list[subprocess.Popen[str]] = []
+
+    def start_module(self, module: str, *args: str) -> subprocess.Popen[str]:
+        """``python -m module args``, its stdout read by ``wait_for``."""
+        process = subprocess.Popen(
+            [sys.executable, "-m", module, *args], cwd=ROOT, stdout=subprocess.PIPE, text=True
+        )
+        self.started.append(process)
+        return process
+
+    def wait_for(self, process: subprocess.Popen[str], marker: str) -> None:
+        """Until ``process`` prints a line with ``marker``; fails if it exits first."""
+        assert process.stdout is not None
+        for line in process.stdout:
+            if marker in line:
+                return
+        what = " ".join(map(str, process.args[:4]))
+        pytest.fail(f"{what} exited ({process.wait()}) before saying {marker!r}")
 
     def close(self) -> None:
         for process in self.started:

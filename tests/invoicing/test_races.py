@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -115,21 +114,7 @@ class WorkerProcess(Children):
         self.url = url
 
     def start(self, *options: str) -> subprocess.Popen[str]:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "tests.invoicing.invoice_worker", self.url, *options],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        self.started.append(process)
-        return process
-
-    def wait_for(self, process: subprocess.Popen[str], marker: str) -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if marker in line:
-                return
-        pytest.fail(f"invoice worker exited ({process.wait()}) before saying {marker!r}")
+        return self.start_module("tests.invoicing.invoice_worker", self.url, *options)
 
 
 @pytest.fixture

@@ -70,11 +70,7 @@ class Processes(Children):
         return process
 
     def ready(self, process: subprocess.Popen[str], marker: str = "ready") -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if marker in line:
-                return
-        pytest.fail(f"worker process exited ({process.wait()}) before saying {marker!r}")
+        self.wait_for(process, marker)
 
     def terminate(self, process: subprocess.Popen[str]) -> int:
         process.send_signal(signal.SIGTERM)

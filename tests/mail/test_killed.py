@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,32 +26,16 @@ ROOT = Path(__file__).resolve().parents[2]
 class MailWorkers(Children):
     def start(self, url: str, smtp: Smtp, *options: str) -> subprocess.Popen[str]:
         server = smtp.server
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.mail.mail_worker",
-                url,
-                server.host,
-                str(server.port),
-                server.ca_file,
-                server.username,
-                server.password,
-                *options,
-            ],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            text=True,
+        return self.start_module(
+            "tests.mail.mail_worker",
+            url,
+            server.host,
+            str(server.port),
+            server.ca_file,
+            server.username,
+            server.password,
+            *options,
         )
-        self.started.append(process)
-        return process
-
-    def wait_for(self, process: subprocess.Popen[str], marker: str) -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if marker in line:
-                return
-        pytest.fail(f"mail worker exited ({process.wait()}) before saying {marker!r}")
 
 
 @pytest.fixture
