@@ -5,10 +5,11 @@ the test SMTP server at 100 a second or more).
 address and July 2026 settled (``bench_invoicing._load``), are invoiced by a run in this process:
 each invoice's send is queued with it. Then the SMTP server of the tests (aiosmtpd as a process
 of its own, STARTTLS on a certificate made here, AUTH; counting each message, keeping none) takes
-them from a worker whose mail queue has ``RUNNERS`` runners (the default 4), on this machine's 2
-cores, each message rendered (its PDF) and sent, each runner keeping its connection (TLS and AUTH
-once). Loading and the run
-are not measured; the rate is the sends' alone, from the worker's start to the last one sent.
+them from two ``freehours worker`` processes (as the invoicing benchmark runs its batches), each
+with 4 mail runners (the default), on this machine's 2 cores: each message rendered (its PDF) and
+sent, each runner keeping its connection (TLS and AUTH once). Loading and the run are not
+measured; the rate is the sends' from the first one sent to the last (the workers' start-up
+left out), and the whole, from their start, is printed beside it.
 """
 
 from __future__ import annotations
@@ -25,20 +26,19 @@ from pathlib import Path
 import structlog
 
 from benchmarks.bench_invoicing import AS_OF, DEFAULT_ADMIN_URL, _load, _nmi
+from benchmarks.workers import start, stop_worker
 from freehours.clock import SystemClock
 from freehours.domain.contacts import Contact, Delivery
-from freehours.invoicing.mail import DocumentMail, Sender
 from freehours.invoicing.model import InvoicingPolicy
 from freehours.invoicing.service import Invoicing
-from freehours.invoicing.smtp import SmtpServer
 from freehours.store.database import Store
-from freehours.workers.mail import mail_tasks
-from freehours.workers.worker import Worker, WorkerConfig
 from tests.databases import fresh_postgres_database
 from tests.mail.smtp_server import make_certificate
 from tests.servers import free_port
 
 ACCOUNTS = 10_000
+#: ``freehours worker`` processes, each with its default 4 mail runners.
+WORKERS = 2
 RUNNERS = 4
 GOAL = 100.0  # emails a second
 
@@ -92,34 +92,47 @@ def _measure(admin_url: str, accounts: int) -> None:
             while not (directory / "ready").exists():
                 assert server.poll() is None, "the SMTP server did not start"
                 time.sleep(0.05)
-            smtp = SmtpServer("127.0.0.1", port, "starttls", "bench", "bench-password", str(cert))
-            mail = DocumentMail(store, clock, Sender(smtp, "billing@retailer.example"))
-            worker = Worker(
-                store,
-                mail_tasks(mail),
-                config=WorkerConfig(concurrency=RUNNERS),
-                clock=clock,
-            )
+            env = {
+                "FREEHOURS_SMTP_HOST": "127.0.0.1",
+                "FREEHOURS_SMTP_PORT": str(port),
+                "FREEHOURS_SMTP_SECURITY": "starttls",
+                "FREEHOURS_SMTP_USERNAME": "bench",
+                "FREEHOURS_SMTP_PASSWORD": "bench-password",
+                "FREEHOURS_SMTP_CA_FILE": str(cert),
+                "FREEHOURS_MAIL_FROM": "billing@retailer.example",
+            }
             started = time.perf_counter()
-            worker.start()
+            workers = [
+                start(["worker"], url, Path(scratch) / f"worker-{n}.log", env)
+                for n in range(WORKERS)
+            ]
             try:
                 while True:
                     with store.read() as unit:
                         counts = unit.mail.counts()
                     if counts["queued"] == 0:
                         break
+                    for worker in workers:
+                        if worker.poll() is not None:
+                            raise RuntimeError(f"worker exited with {worker.returncode}")
                     time.sleep(0.2)
             finally:
-                worker.stop(grace=5.0)
+                for worker in workers:
+                    stop_worker(worker)
             took = time.perf_counter() - started
+            with store.read() as unit:
+                first, last = unit.mail.sent_between()
             received = int((directory / "count").read_text())
         finally:
             server.terminate()
             server.wait(10)
+    steady = (counts["sent"] - 1) / max((last - first).total_seconds(), 1e-6)
     rate = counts["sent"] / took
     print(
         f"mail postgres {accounts:,} invoices emailed (PDF attached, STARTTLS and AUTH, each"
-        f" runner keeping its connection) by {RUNNERS} mail runners: {counts['sent']:,} sent,"
-        f" {counts['failed']:,} failed, {received:,} received by the server, in {took:.1f} s:"
-        f" {rate:.0f} a second (goal at least {GOAL:.0f}: {rate / GOAL:.2f}x the goal)"
+        f" runner keeping its connection) by {WORKERS} worker processes of {RUNNERS} mail runners:"
+        f" {counts['sent']:,} sent,"
+        f" {counts['failed']:,} failed, {received:,} received by the server: {steady:.0f} a second"
+        f" from the first sent to the last (goal at least {GOAL:.0f}: {steady / GOAL:.2f}x the"
+        f" goal); {took:.1f} s from the workers' start ({rate:.0f} a second)"
     )

@@ -257,6 +257,17 @@ class Mail(Repository):
                 ]
             )
 
+    def sent_between(self) -> tuple[datetime, datetime]:
+        """When the first delivery sent finished, and the last (a benchmark's rate)."""
+        d = mail_deliveries.c
+        first, last = self._conn.execute(
+            sa.select(
+                sa.func.min(d.finished_at, type_=d.finished_at.type),
+                sa.func.max(d.finished_at, type_=d.finished_at.type),
+            ).where(d.status == MailStatus.SENT.value)
+        ).one()
+        return first, last
+
     def counts(self) -> dict[str, int]:
         """Deliveries by status."""
         d = mail_deliveries.c
