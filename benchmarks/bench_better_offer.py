@@ -33,11 +33,9 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from functools import reduce
-from logging import WARNING
 
 import psycopg
 import sqlalchemy as sa
-import structlog
 
 from benchmarks.bench_day import copy_lines
 from benchmarks.bench_invoicing import (
@@ -51,6 +49,7 @@ from benchmarks.bench_invoicing import (
     _load,
     _nmi,
 )
+from benchmarks.workers import warnings_only
 from freehours.clock import SystemClock
 from freehours.domain.better_offer import UsageTotals, joined
 from freehours.domain.invoicing import BillingCycle
@@ -76,12 +75,8 @@ YEAR = [datetime(2025, 7, 1, tzinfo=UTC).date() + timedelta(days=n) for n in ran
 def run() -> None:
     admin_url = os.environ.get("FREEHOURS_BENCH_DATABASE_URL", DEFAULT_ADMIN_URL)
     accounts = int(os.environ.get("FREEHOURS_BENCH_OFFER_ACCOUNTS", ACCOUNTS))
-    logging = structlog.get_config()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(WARNING))
-    try:
+    with warnings_only():
         _measure(admin_url, accounts)
-    finally:
-        structlog.configure(**logging)
 
 
 def _offers() -> list[NewOffer]:

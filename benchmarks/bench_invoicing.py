@@ -42,15 +42,13 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from logging import WARNING
 from pathlib import Path
 
 import psycopg
 import sqlalchemy as sa
-import structlog
 
 from benchmarks.bench_day import copy_lines
-from benchmarks.workers import failures, peak_rss, start_worker, stop_worker
+from benchmarks.workers import failures, peak_rss, start_worker, stop_worker, warnings_only
 from freehours.clock import SystemClock
 from freehours.domain.invoicing import Series
 from freehours.domain.profiles import DayProfiles
@@ -87,14 +85,9 @@ def run() -> None:
     admin_url = os.environ.get("FREEHOURS_BENCH_DATABASE_URL", DEFAULT_ADMIN_URL)
     counts = _accounts()
     peaks = {}
-    # This process logs only warnings while it runs (``start_run`` logs each run it starts).
-    logging = structlog.get_config()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(WARNING))
-    try:
+    with warnings_only():  # ``start_run`` logs each run it starts
         for accounts in counts:
             peaks[accounts] = _measure(admin_url, accounts)
-    finally:
-        structlog.configure(**logging)
     if len(counts) > 1:
         low, high = peaks[counts[0]], peaks[counts[-1]]
         print(

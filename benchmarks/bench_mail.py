@@ -20,13 +20,10 @@ import sys
 import tempfile
 import time
 from datetime import UTC, datetime
-from logging import WARNING
 from pathlib import Path
 
-import structlog
-
 from benchmarks.bench_invoicing import AS_OF, DEFAULT_ADMIN_URL, _load, _nmi
-from benchmarks.workers import start, stop_worker
+from benchmarks.workers import start, stop_worker, warnings_only
 from freehours.clock import SystemClock
 from freehours.domain.contacts import Contact, Delivery
 from freehours.invoicing.model import InvoicingPolicy
@@ -46,12 +43,8 @@ GOAL = 100.0  # emails a second
 def run() -> None:
     admin_url = os.environ.get("FREEHOURS_BENCH_DATABASE_URL", DEFAULT_ADMIN_URL)
     accounts = int(os.environ.get("FREEHOURS_BENCH_MAIL_ACCOUNTS", ACCOUNTS))
-    logging = structlog.get_config()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(WARNING))
-    try:
+    with warnings_only():
         _measure(admin_url, accounts)
-    finally:
-        structlog.configure(**logging)
 
 
 def _measure(admin_url: str, accounts: int) -> None:
@@ -106,12 +99,16 @@ def _measure(admin_url: str, accounts: int) -> None:
                 start(["worker"], url, Path(scratch) / f"worker-{n}.log", env)
                 for n in range(WORKERS)
             ]
+            # Far more than the goal's rate needs: past it, the workers are stuck.
+            deadline = started + 60 + accounts / 10
             try:
                 while True:
                     with store.read() as unit:
                         counts = unit.mail.counts()
                     if counts["queued"] == 0:
                         break
+                    if time.perf_counter() > deadline:
+                        raise RuntimeError(f"mail: {counts} after {deadline - started:.0f} s")
                     for worker in workers:
                         if worker.poll() is not None:
                             raise RuntimeError(f"worker exited with {worker.returncode}")

@@ -10,11 +10,27 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from logging import WARNING
 from pathlib import Path
+
+import structlog
 
 #: Where the virtual environment's commands are.
 BIN = Path(sys.executable).parent
+
+
+@contextmanager
+def warnings_only() -> Iterator[None]:
+    """This process logs warnings and worse only while a benchmark measures (a run logs each
+    batch it starts), then as it did before."""
+    before = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(WARNING))
+    try:
+        yield
+    finally:
+        structlog.configure(**before)
 
 
 def start(
