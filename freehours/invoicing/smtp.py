@@ -17,8 +17,9 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from email.message import EmailMessage
+from email.message import Message
 
 #: Of a reply kept for the delivery's record.
 MAX_REPLY = 300
@@ -56,23 +57,23 @@ class Refused(NotSent):
     """The server refused the message for good (a 5xx reply to its sender, recipient or data)."""
 
 
-def send(server: SmtpServer, message: EmailMessage, recipient: str) -> int:
+def send(server: SmtpServer, message: Message, recipient: str) -> int:
     """Send ``message`` to ``recipient`` through ``server`` in a connection of its own."""
     return SmtpClient(server, reuse=False).send(message, recipient)
 
 
 class SmtpClient:
     """Sends messages through ``server``, each within its deadline. With ``reuse``, each thread
-    keeps its connection (TLS and AUTH done once) for its next message, reset between them with
-    RSET; a connection found closed is made again before anything of a message is sent, and one
-    that failed during a message is never used again."""
+    keeps its connection (TLS and AUTH done once) for its next message; one found closed at the
+    message's MAIL FROM (nothing of it sent) is made again, once, and one that failed during a
+    message is never used again."""
 
     def __init__(self, server: SmtpServer, *, reuse: bool = True) -> None:
         self.server = server
         self.reuse = reuse
         self._kept = threading.local()
 
-    def send(self, message: EmailMessage, recipient: str) -> int:
+    def send(self, message: Message, recipient: str) -> int:
         """Send ``message`` to ``recipient``: the code of the server's acceptance (250).
         ``NotSent`` or ``Refused``, their reply without the recipient's address."""
         deadline = time.monotonic() + self.server.deadline_seconds
@@ -94,15 +95,12 @@ class SmtpClient:
                 raise NotSent(None, f"timed out after {seconds:g} s") from None
             raise NotSent(None, _clean(f"{type(exc).__name__}: {exc}", recipient)) from None
 
-    def _send(self, message: EmailMessage, recipient: str, deadline: float) -> int:
-        client: smtplib.SMTP | None = getattr(self._kept, "client", None)
+    def _send(self, message: Message, recipient: str, deadline: float) -> int:
+        # A kept connection ended its last message cleanly (a failed one is never kept), so it
+        # needs no RSET: its MAIL FROM shows whether it is still open, and one found closed there
+        # (nothing of this message sent yet) is made again, once.
+        client: _Client | None = getattr(self._kept, "client", None)
         self._kept.client = None
-        if client is not None:
-            try:
-                client.rset()  # alive, and nothing of an earlier message left
-            except (smtplib.SMTPException, OSError):
-                _close(client)
-                client = None
         # Past the deadline the socket is shut: a server that answers a byte at a time cannot
         # hold the attempt longer than that, whatever each read's own timeout.
         holder: list[smtplib.SMTP] = []
@@ -110,11 +108,18 @@ class SmtpClient:
         timer.daemon = True
         timer.start()
         try:
+            if client is not None:
+                holder.append(client)
+                try:
+                    # One recipient: refused, it raises SMTPRecipientsRefused.
+                    client.send_message(message, to_addrs=[recipient])
+                except _Closed:
+                    _close(client)
+                    client = None
             if client is None:
                 client = self._connect()
-            holder.append(client)
-            # One recipient: refused, it raises SMTPRecipientsRefused.
-            client.send_message(message, to_addrs=[recipient])
+                holder.append(client)
+                client.send_message(message, to_addrs=[recipient])
         except BaseException:
             if client is not None:
                 _close(client)
@@ -122,6 +127,7 @@ class SmtpClient:
         finally:
             timer.cancel()
         if self.reuse and time.monotonic() < deadline:
+            client.kept = True
             self._kept.client = client
         else:
             with contextlib.suppress(smtplib.SMTPException, OSError):
@@ -129,15 +135,15 @@ class SmtpClient:
             _close(client)
         return 250
 
-    def _connect(self) -> smtplib.SMTP:
+    def _connect(self) -> _Client:
         server = self.server
         timeout = server.deadline_seconds
         if server.security == "tls":
-            client: smtplib.SMTP = smtplib.SMTP_SSL(
+            client: _Client = _SslClient(
                 server.host, server.port, timeout=timeout, context=server.tls_context()
             )
         else:
-            client = smtplib.SMTP(server.host, server.port, timeout=timeout)
+            client = _Client(server.host, server.port, timeout=timeout)
         try:
             _greet(client, server)
         except BaseException:
@@ -146,7 +152,34 @@ class SmtpClient:
         return client
 
 
-def _greet(client: smtplib.SMTP, server: SmtpServer) -> None:
+class _Closed(Exception):
+    """A kept connection was found closed at a message's MAIL FROM: nothing of it was sent."""
+
+
+class _Client(smtplib.SMTP):
+    """A connection that knows whether it was kept from an earlier message (``kept``): then a
+    MAIL FROM that finds it closed (no reply, or 421) raises ``_Closed``."""
+
+    kept = False
+
+    def mail(self, sender: str, options: Sequence[str] = ()) -> tuple[int, bytes]:
+        if not self.kept:
+            return super().mail(sender, options)
+        self.kept = False
+        try:
+            code, reply = super().mail(sender, options)
+        except (smtplib.SMTPServerDisconnected, OSError) as exc:
+            raise _Closed() from exc
+        if code == 421:  # the server's "closing" (an idle timeout, say): nothing sent
+            raise _Closed()
+        return code, reply
+
+
+class _SslClient(_Client, smtplib.SMTP_SSL):
+    pass
+
+
+def _greet(client: _Client, server: SmtpServer) -> None:
     """EHLO, STARTTLS where asked (refused where not offered), AUTH where a user is set."""
     client.ehlo()
     if server.security == "starttls":

@@ -2,10 +2,11 @@
 certificate made for the test) and AUTH (PLAIN and LOGIN, after TLS only), writing each message
 it accepts to ``DIR/NNNN.eml`` and reading its next answers from ``DIR/replies``.
 
-``DIR/replies`` holds lines ``STAGE CODE TEXT`` (STAGE ``rcpt`` or ``data``): the next time that
-stage is reached, the line is taken out and its reply sent instead of accepting, so a test can
-make the server answer 451 once, or 550 for good. ``DIR/delay`` holds seconds to wait before
-answering DATA (a slow server).
+``DIR/replies`` holds lines ``STAGE CODE TEXT`` (STAGE ``mail``, ``rcpt`` or ``data``): the next
+time that stage is reached, the line is taken out and its reply sent instead of accepting, so a
+test can make the server answer 451 once, or 550 for good; ``mail close`` closes the connection
+at the next MAIL FROM without a word (a server that dropped an idle connection). ``DIR/delay``
+holds seconds to wait before answering DATA (a slow server).
 
     python -m tests.mail.smtp_server --port P --cert C --key K --dir D --user U --password W
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import signal
 import ssl
 import subprocess
@@ -73,6 +75,20 @@ class Handler:
                 return line.split(" ", 1)[1]
         return None
 
+    async def handle_MAIL(
+        self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
+    ) -> str | None:
+        scripted = self._scripted("mail")
+        if scripted == "close":
+            assert server.transport is not None
+            server.transport.close()
+            return None
+        if scripted is not None:
+            return scripted
+        envelope.mail_from = address
+        envelope.mail_options.extend(options)
+        return "250 OK"
+
     async def handle_RCPT(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
     ) -> str:
@@ -120,6 +136,8 @@ class Authenticator:
 
 def main() -> None:
     warnings.filterwarnings("ignore", message=".*login_data is deprecated.*")
+    # aiosmtpd logs (not warns) that its own AUTH code sets a deprecated attribute: every login.
+    logging.getLogger("mail.log").addFilter(lambda record: "login_data" not in record.msg)
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--cert", required=True)

@@ -46,10 +46,20 @@ class DemoMailbox:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if self._server is not None:
-            self._server.close()
+        asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        self._loop.close()
+
+    async def _close(self) -> None:
+        """Stop listening, and end the sessions still open (the senders keep their connections
+        for a next message) while the loop still runs to close them."""
+        if self._server is not None:
+            self._server.close()
+        sessions = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in sessions:
+            task.cancel()
+        await asyncio.gather(*sessions, return_exceptions=True)
 
     async def _session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         async def reply(line: str) -> None:
