@@ -27,6 +27,7 @@ BENCHMARKS = [
     "hostile",
     "webhooks",
     "mail",
+    "household",
     "faults",
     "day",
     "history",

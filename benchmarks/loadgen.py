@@ -9,6 +9,7 @@ floor and for the endpoint measured against it, which are compared in one run.
 from __future__ import annotations
 
 import asyncio
+import random
 import statistics
 import time
 from collections.abc import Iterator
@@ -47,10 +48,18 @@ def request(method: str, path: str, headers: dict[str, str], body: bytes = b"") 
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
-async def _connection(host: str, port: int, requests: Iterator[bytes], result: LoadResult) -> None:
+async def _connection(
+    host: str, port: int, requests: Iterator[bytes], result: LoadResult, *, think: float, seed: int
+) -> None:
     reader, writer = await asyncio.open_connection(host, port)
+    pauses = random.Random(seed)
     try:
         for raw in requests:
+            if think:
+                await asyncio.sleep(pauses.expovariate(1 / think))
+                if reader.at_eof():  # the server closed it while idle (its keep-alive timeout)
+                    writer.close()
+                    reader, writer = await asyncio.open_connection(host, port)
             started = time.perf_counter()
             writer.write(raw)
             head = await reader.readuntil(b"\r\n\r\n")
@@ -67,14 +76,25 @@ async def _connection(host: str, port: int, requests: Iterator[bytes], result: L
         writer.close()
 
 
-async def _run(host: str, port: int, requests: Iterator[bytes], connections: int) -> LoadResult:
+async def _run(
+    host: str, port: int, requests: Iterator[bytes], connections: int, think: float
+) -> LoadResult:
     result = LoadResult(0, 0.0, [], {})
     started = time.perf_counter()
-    await asyncio.gather(*(_connection(host, port, requests, result) for _ in range(connections)))
+    await asyncio.gather(
+        *(
+            _connection(host, port, requests, result, think=think, seed=n)
+            for n in range(connections)
+        )
+    )
     seconds = time.perf_counter() - started
     return LoadResult(len(result.latencies), seconds, result.latencies, result.statuses)
 
 
-def load(host: str, port: int, requests: Iterator[bytes], connections: int = 32) -> LoadResult:
-    """Send every request in ``requests`` over ``connections`` keep-alive connections."""
-    return asyncio.run(_run(host, port, requests, connections))
+def load(
+    host: str, port: int, requests: Iterator[bytes], connections: int = 32, think: float = 0.0
+) -> LoadResult:
+    """Send every request in ``requests`` over ``connections`` keep-alive connections; with
+    ``think``, each connection pauses before each request for a time drawn from an exponential
+    distribution of that mean (seconds): users reading what they were sent, not flat out."""
+    return asyncio.run(_run(host, port, requests, connections, think))

@@ -90,6 +90,16 @@ class Settings(BaseSettings):
     database_pool_timeout_seconds: float = Field(
         default=5.0, gt=0, description="Longest wait for a free pooled connection"
     )
+    database_pool_size: int = Field(
+        default=16,
+        ge=1,
+        le=200,
+        description=(
+            "PostgreSQL connections each process keeps open (8 more are opened for a burst and "
+            "closed after it); an API process runs at most this many requests' blocking work "
+            "at once, the rest wait their turn, so its requests never open connections"
+        ),
+    )
     database_tcp_timeout_seconds: int = Field(
         default=15,
         ge=1,

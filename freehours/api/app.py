@@ -71,6 +71,11 @@ def create_app(services: Services, *, workers: int = 0, owned: bool = False) -> 
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # The requests' blocking work (each with a database connection) runs on at most as many
+        # threads as the pool keeps connections: past them a request waits for a thread, not
+        # for a connection opened and closed for it (docs/scale.md, Connections).
+        threads = anyio.to_thread.current_default_thread_limiter()
+        threads.total_tokens = services.settings.database_pool_size
         retention = Retention(
             services.store,
             services.clock,

@@ -22,7 +22,7 @@ from sqlalchemy.dialects import postgresql
 from freehours.store import locks, partitions
 from freehours.store.driver import Driver, Notifications, columns
 from freehours.store.prepared import Prepared, run_script
-from freehours.store.timeouts import Timeouts
+from freehours.store.timeouts import POOL_BURST, Timeouts
 
 _AUTOCOMMIT = "AUTOCOMMIT"
 
@@ -98,6 +98,8 @@ class PostgreSQL(Driver):
         keepalive_idle = max(1, timeouts.tcp // 3)
         engine = sa.create_engine(
             url,
+            pool_size=timeouts.pool_size,
+            max_overflow=POOL_BURST,
             pool_timeout=timeouts.pool,
             connect_args={
                 "connect_timeout": timeouts.connect,
