@@ -24,6 +24,7 @@ import httpx
 
 from benchmarks.bench_ingest import DEFAULT_SERVER
 from benchmarks.loadgen import LoadResult, load, request
+from benchmarks.scale import size
 from freehours.api.keys import Scope, create_key
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME, Region
@@ -33,9 +34,9 @@ from tests.databases import fresh_postgres_database
 from tests.servers import free_port
 
 GOAL = 0.5
-NMIS = 500
-DAYS = 6
-FLOOR_REQUESTS = 4000
+NMIS = size(500, 20)
+DAYS = size(6, 2)
+FLOOR_REQUESTS = size(4000, 100)
 CONNECTIONS = 32
 FIRST_DAY = date(2026, 7, 1)
 

@@ -49,6 +49,7 @@ from benchmarks.bench_invoicing import (
     _load,
     _nmi,
 )
+from benchmarks.scale import size
 from benchmarks.workers import warnings_only
 from freehours.clock import SystemClock
 from freehours.domain.better_offer import UsageTotals, joined
@@ -65,7 +66,7 @@ from freehours.store.catalog import NewOffer
 from freehours.store.database import Store
 from tests.databases import fresh_postgres_database
 
-ACCOUNTS = 2_000
+ACCOUNTS = size(2_000, 20)
 OFFERS = 20
 GOAL = 0.25
 #: The meter data: 13 months, so that July's check drops July 2025 from the year June kept.

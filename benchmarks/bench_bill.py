@@ -27,6 +27,7 @@ from typer.testing import CliRunner
 
 from benchmarks.bench_nem12 import bench_file
 from benchmarks.processes import against_nemreader, freehours
+from benchmarks.scale import size
 from freehours.cli import app
 from freehours.meterdata.nem12 import read_days
 
@@ -36,7 +37,7 @@ RATIO_GOAL = 0.5
 ADDED_GOAL = 1_200_000
 #: ``freehours bill`` as a whole process, against nemreader's reading the file.
 PROCESS_GOAL = 5.0
-RUNS = 2
+RUNS = size(2, 1)
 
 
 def run() -> None:

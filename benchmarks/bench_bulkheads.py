@@ -64,6 +64,7 @@ import structlog
 from benchmarks.bench_api import prepare, quotas
 from benchmarks.bench_invoicing import AS_OF, _load
 from benchmarks.bench_jobs import settle_job_rows
+from benchmarks.scale import size
 from benchmarks.workers import failures, start, stop_worker
 from freehours.clock import SystemClock
 from freehours.domain.webhooks import DeliveryStatus, Destinations
@@ -85,7 +86,7 @@ from freehours.workers import settle
 from tests.databases import fresh_postgres_database
 
 DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-SETTLEMENTS = 10_000
+SETTLEMENTS = size(10_000, 100)
 INVOICE_ACCOUNTS = 20
 ENDPOINTS = 50
 #: Endpoints subscribed to ``quota.completed`` as well (see the module's docstring).
@@ -93,7 +94,7 @@ QUOTA_SUBSCRIBERS = 1
 WORKERS = 2
 #: Rounds of the three runs: on the 2-core machine one run without endpoints took 5.5 s and the
 #: next 6.4 s, more than the goal's 10%; the medians of five hold still.
-ROUNDS = 5
+ROUNDS = size(5, 1)
 #: Worker processes started beside them once the receiver answers (see ``_variant``).
 DRAIN_WORKERS = 4
 TRICKLE = 3.0  # seconds between the trickling receiver's bytes

@@ -12,6 +12,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
+from benchmarks.scale import size
 from freehours.domain.reads import IntervalDay
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.writer import write_nem12
@@ -19,7 +20,7 @@ from freehours.plans import BUILTIN_IDS, builtin_document
 from freehours.plans.writer import plan_toml
 
 GOAL_SECONDS = 5.0
-PLANS = 50
+PLANS = size(50, 3)
 FOLDER = Path("bench-out") / "compare"
 
 

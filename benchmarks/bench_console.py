@@ -59,6 +59,7 @@ import httpx
 import psycopg
 import sqlalchemy as sa
 
+from benchmarks.scale import goal_missed, size
 from freehours.api.keys import Scope, create_key
 from freehours.domain.time import NEM_TIME, REGION_ZONES, Region
 from freehours.plans import builtin_document
@@ -68,16 +69,16 @@ from tests.databases import fresh_postgres_database
 from tests.servers import api_process
 
 DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-CUSTOMERS = 40_000
+CUSTOMERS = size(40_000, 400)
 DAYS = 25
-INGESTIONS = 20_000
-AUDIT_ENTRIES = 5_000
+INGESTIONS = size(20_000, 200)
+AUDIT_ENTRIES = size(5_000, 50)
 AGENTS = 6
 #: The accounts of an invoice batch job (``FREEHOURS_INVOICE_BATCH_SIZE``'s default).
 BATCH_SIZE = 500
 GOAL_MS = 200.0  # p95 of every page
-WARM_UP = 5
-REQUESTS = 60
+WARM_UP = size(5, 1)
+REQUESTS = size(60, 3)
 #: The statements of a slow page whose plans are printed, slowest first.
 EXPLAINED = 3
 #: Each region's built-in plan and the first digit of its NMIs (AEMO's allocation by state).
@@ -110,7 +111,7 @@ def run() -> None:
         )
         slow = _measure(url, seed)
     if slow:
-        raise SystemExit(
+        goal_missed(
             f"console postgres: FAIL: {len(slow)} pages over {GOAL_MS:.0f} ms p95: "
             + ", ".join(slow)
         )

@@ -56,6 +56,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from benchmarks.bench_ingest import DEFAULT_SERVER
+from benchmarks.scale import size
 from benchmarks.workers import BIN, peak_rss, start, start_worker, stop_worker
 from freehours.domain.invoicing import Period
 from freehours.domain.time import Region
@@ -133,7 +134,7 @@ class Figures:
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks day", description=__doc__)
-    parser.add_argument("--customers", type=int, nargs="+", default=[10_000])
+    parser.add_argument("--customers", type=int, nargs="+", default=[size(10_000, 100)])
     parser.add_argument("--importers", type=int, default=IMPORTERS)
     parser.add_argument("--workers", type=int, default=WORKERS)
     parser.add_argument(

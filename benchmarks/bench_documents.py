@@ -21,6 +21,7 @@ from dataclasses import replace
 from decimal import Decimal
 
 from benchmarks.processes import best_of
+from benchmarks.scale import size
 from freehours.documents.html import render_html
 from freehours.documents.model import InvoiceDocument, Line
 from freehours.documents.pdf import render_pdf
@@ -28,9 +29,9 @@ from freehours.documents.sample import sample_invoice
 
 #: PDF documents per second of one core's CPU time.
 PDF_GOAL = 20
-PDF_RUNS = 200
-HTML_RUNS = 500
-ROUNDS = 2
+PDF_RUNS = size(200, 5)
+HTML_RUNS = size(500, 5)
+ROUNDS = size(2, 1)
 
 
 def month_invoice() -> InvoiceDocument:

@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from benchmarks.bench_api import prepare, quotas, settle_requests
 from benchmarks.bench_ingest import DEFAULT_SERVER
 from benchmarks.loadgen import LoadResult, load
+from benchmarks.scale import size
 from freehours.api.keys import Scope
 from freehours.api.routes.operations import READY_TIMEOUT_SECONDS
 from freehours.settings import Settings
@@ -33,8 +34,8 @@ from tests.servers import api_server
 
 LIMIT_ADDED_MS = 250.0
 CONNECTIONS = 8
-PER_PHASE = 300
-NMIS = 100
+PER_PHASE = size(300, 30)
+NMIS = size(100, 10)
 DAYS = 20
 FIRST_DAY = date(2026, 7, 1)
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"

@@ -30,10 +30,12 @@ import sqlalchemy as sa
 
 from benchmarks import bench_day
 from benchmarks.bench_ingest import DEFAULT_SERVER
+from benchmarks.scale import size
 from freehours.store import partitions
 from tests.databases import fresh_postgres_database
 
 DAYS = 365
+CUSTOMERS = size(10_000, 50)
 FIRST = bench_day.DAY - timedelta(days=DAYS)
 LAST = bench_day.DAY - timedelta(days=1)
 GOAL = 1.2
@@ -79,7 +81,7 @@ HISTORY = [
 
 def run() -> None:
     server = os.environ.get("FREEHOURS_BENCH_DATABASE_URL", DEFAULT_SERVER)
-    customers = int(os.environ.get("FREEHOURS_BENCH_HISTORY_CUSTOMERS", "10000"))
+    customers = int(os.environ.get("FREEHOURS_BENCH_HISTORY_CUSTOMERS", CUSTOMERS))
     empty = bench_day.Figures(customers)
     with fresh_postgres_database(server, prefix="freehours_bench") as url:
         bench_day._measure(url, empty, importers=2, workers=2, bill=False)

@@ -37,6 +37,7 @@ import psutil
 import redis
 
 from benchmarks.bench_ingest import DEFAULT_SERVER
+from benchmarks.scale import size
 from freehours.meterdata.nem12 import ReadLimits
 from tests.bombs import (
     HEADER,
@@ -58,10 +59,10 @@ UNAUTHENTICATED_GOAL = 0.5  # seconds to the 401 of a 216 MB body
 GROWTH_GOAL = 50e6  # bytes of server RSS growth meanwhile
 HEALTHZ_GOAL = 0.1  # seconds, the slowest /healthz meanwhile
 CONCURRENT_BOMBS = 20
-CONCURRENT_SECONDS = 6.0
+CONCURRENT_SECONDS = size(6.0, 1.0)
 REFUSED_PAUSE = 0.05  # seconds a refused attacker waits before its next bomb
 HUGE = 216 * 1024 * 1024
-PLAN_BOMB_ROUNDS = 10  # each hostile plan body sent this many times
+PLAN_BOMB_ROUNDS = size(10, 1)  # each hostile plan body sent this many times
 LINEAR_GOAL = 2.0  # per-byte time at 256x an input over that at 16x
 FUZZ_INPUTS = [Path(__file__).parents[1] / "tests" / "fuzz" / kept for kept in ("seeds", "corpus")]
 REDIS = "redis://127.0.0.1:6379/0"

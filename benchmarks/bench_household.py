@@ -44,6 +44,7 @@ import sqlalchemy as sa
 from benchmarks import bench_day
 from benchmarks.bench_invoicing import AS_OF, DEFAULT_ADMIN_URL, JULY, PATTERNS, PLAN_ID, _load
 from benchmarks.loadgen import LoadResult, load, request
+from benchmarks.scale import size
 from benchmarks.workers import warnings_only
 from freehours.api.keys import Scope, create_key
 from freehours.clock import SystemClock
@@ -55,13 +56,13 @@ from freehours.store.database import Store
 from tests.databases import fresh_postgres_database
 from tests.servers import api_process
 
-CUSTOMERS = 1_000_000
-VISITED = 10_000
+CUSTOMERS = size(1_000_000, 200)
+VISITED = size(10_000, 20)
 USERS = 50
-REQUESTS = 3_000
-WARM_UP = 200
+REQUESTS = size(3_000, 100)
+WARM_UP = size(200, 10)
 #: Each user's mean pause between requests (exponential), in the first of the two runs of each.
-THINK = 1.0
+THINK = size(1.0, 0.05)
 PAGE = "the customer's page"
 USAGE = "GET /v1/customers/{nmi}/usage (July)"
 GOALS_MS = {PAGE: 200.0, USAGE: 100.0}

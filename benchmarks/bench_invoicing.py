@@ -48,6 +48,7 @@ import psycopg
 import sqlalchemy as sa
 
 from benchmarks.bench_day import copy_lines
+from benchmarks.scale import size
 from benchmarks.workers import failures, peak_rss, start_worker, stop_worker, warnings_only
 from freehours.clock import SystemClock
 from freehours.domain.invoicing import Series
@@ -65,7 +66,7 @@ from tests.databases import fresh_postgres_database
 
 DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 #: Accounts of each run: memory at the first and the last is compared.
-ACCOUNTS = (10_000, 100_000)
+ACCOUNTS = size((10_000, 100_000), (50, 100))
 GOAL_RATE = 500  # invoices/s
 WORKERS = 2
 PLAN_ID = "sso-nsw"

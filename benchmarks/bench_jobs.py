@@ -51,6 +51,7 @@ import structlog
 from rich.progress import Progress
 
 from benchmarks.bench_api import prepare, quotas
+from benchmarks.scale import size
 from freehours.jobs import decisions
 from freehours.jobs.job import Done, Job, JobState
 from freehours.store.database import Store
@@ -61,9 +62,9 @@ from freehours.workers.worker import Worker
 from tests.databases import fresh_postgres_database
 
 DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-PROCESSES = (1, 2, 4)
-JOBS = 10_000
-DELAYED = 1_000
+PROCESSES = size((1, 2, 4), (1,))
+JOBS = size(10_000, 200)
+DELAYED = size(1_000, 20)
 DELAY_SPAN = timedelta(seconds=4)
 GOAL_RATE = 1_000  # jobs/s
 GOAL_P99 = 1.0  # seconds
@@ -72,8 +73,8 @@ KIND = "noop"
 READY_TIMEOUT = 60.0
 #: A run that has not finished in this long is broken, not slow.
 RUN_TIMEOUT = 300.0
-SETTLE_QUOTAS = 20_000
-SETTLE_PROCESSES = (1, 2)
+SETTLE_QUOTAS = size(20_000, 200)
+SETTLE_PROCESSES = size((1, 2), (1,))
 SETTLE_GOAL = 1_700  # settlements/s: 1,000,000 in 10 minutes
 SETTLE_TIMEOUT = 600.0
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks.bench_invoicing import AS_OF, DEFAULT_ADMIN_URL, _load, _nmi
+from benchmarks.scale import size
 from benchmarks.workers import start, stop_worker, warnings_only
 from freehours.clock import SystemClock
 from freehours.domain.contacts import Contact, Delivery
@@ -33,7 +34,7 @@ from tests.databases import fresh_postgres_database
 from tests.mail.smtp_server import make_certificate
 from tests.servers import free_port
 
-ACCOUNTS = 10_000
+ACCOUNTS = size(10_000, 20)
 #: ``freehours worker`` processes, each with its default 4 mail runners.
 WORKERS = 2
 RUNNERS = 4

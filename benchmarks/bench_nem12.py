@@ -32,12 +32,13 @@ from decimal import Decimal
 from pathlib import Path
 
 from benchmarks.processes import against_nemreader, freehours
+from benchmarks.scale import size
 from freehours.domain.time import NEM_TIME
 from freehours.meterdata.nem12 import NEM12Reader
 from freehours.meterdata.writer import write_nem12
 from freehours.sim.meters import households, meter_days
 
-NMIS = 1_000
+NMIS = size(1_000, 20)
 DAYS = 31
 FIRST_DAY = date(2026, 7, 1)
 SEED = 2026

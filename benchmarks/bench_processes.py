@@ -17,10 +17,11 @@ from contextlib import contextmanager
 from benchmarks.bench_api import CONNECTIONS, _figures, prepare, quotas, settle_requests
 from benchmarks.bench_ingest import DEFAULT_SERVER
 from benchmarks.loadgen import load
+from benchmarks.scale import size
 from tests.databases import fresh_postgres_database
 from tests.servers import FREEHOURS, free_port, stop, wait_until_up
 
-PROCESSES = (1, 2)
+PROCESSES = size((1, 2), (1, 2))
 
 
 def run() -> None:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import sys
 
 from benchmarks.processes import best_of, freehours
+from benchmarks.scale import size
 
 #: ``freehours --help``, in seconds of wall-clock.
 GOAL = 0.3
-RUNS = 5
+RUNS = size(5, 1)
 
 
 def run() -> None:

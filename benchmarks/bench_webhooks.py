@@ -24,6 +24,7 @@ from pathlib import Path
 
 import structlog
 
+from benchmarks.scale import size
 from freehours import defaults
 from freehours.clock import SystemClock
 from freehours.domain.webhooks import MAX_IN_FLIGHT, Destinations
@@ -39,8 +40,8 @@ from tests.webhooks.receiver import Hostile, hostile
 
 TRICKLE = 3.0  # seconds between the trickling receiver's bytes
 DEADLINE = defaults.WEBHOOK_DEADLINE.total_seconds()
-QUEUED = 12  # events queued for the silent receiver
-UNRELATED = 40  # the unrelated jobs, each of
+QUEUED = size(12, 3)  # events queued for the silent receiver
+UNRELATED = size(40, 5)  # the unrelated jobs, each of
 UNRELATED_SECONDS = 0.1
 SLOWDOWN_GOAL = 2.5  # the unrelated batch beside a silent receiver, over it alone
 RUN_TIMEOUT = 120.0
