@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from logging import WARNING
@@ -58,11 +59,30 @@ def start_worker(url: str, log: Path) -> subprocess.Popen[bytes]:
 
 
 def stop_worker(worker: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, as a supervisor stops it; a worker that does not exit 0 breaks the bench."""
+    """SIGTERM, as a supervisor stops it, once the worker has started (it handles SIGTERM once
+    it has opened the database: before, the signal would kill it, as in a small run that ends
+    while a worker is still starting); a worker that does not exit 0 breaks the bench."""
+    deadline = time.monotonic() + 60
+    while worker.poll() is None and not _handles(worker.pid, signal.SIGTERM):
+        if time.monotonic() > deadline:
+            raise RuntimeError("worker process did not start within 60 s")
+        time.sleep(0.05)
     if worker.poll() is None:
         worker.send_signal(signal.SIGTERM)
     if worker.wait(timeout=60) != 0:
         raise RuntimeError(f"worker process exited with {worker.returncode}")
+
+
+def _handles(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has a handler of its own for ``signum`` (Linux: SigCgt)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    for line in status.splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
 
 
 def peak_rss(pid: int) -> int:

@@ -46,6 +46,7 @@
     +-- WorkerDied              the legacy billing worker dying holding a lock [sim.legacy]
     +-- NotSent                 a mail server did not take a message this time [invoicing.smtp]
     |   +-- Refused             a mail server refused it for good (5xx)     [invoicing.smtp]
+    +-- _Closed                 a kept SMTP connection found closed: made again [invoicing.smtp]
     BaseException
     +-- WorkerDied              a worker dying after its claim: nothing catches it [sim.replay]
 
