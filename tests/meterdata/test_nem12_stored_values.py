@@ -9,12 +9,13 @@ import dataclasses
 from datetime import date
 from decimal import Decimal
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from freehours.domain.reads import IntervalDay
 from freehours.errors import NEM12Error
-from freehours.meterdata.nem12 import read_days
+from freehours.meterdata.nem12 import common, read_days
 from freehours.store.meter import encode_values
 from tests.meterdata.nem12_text import channel, day, nem12
 
@@ -95,3 +96,37 @@ def test_a_day_copied_with_other_values_is_stored_from_its_values() -> None:
     assert encode_values(changed.values) == ",".join(["1.25"] * 48)
     # A copy that keeps the values keeps the text.
     assert dataclasses.replace(read_day, line=99).stored_text() == read_day.stored_text()
+
+
+def read_many(days: list[list[str]]) -> list[IntervalDay]:
+    records = [day(f"202607{n + 1:02d}", values) for n, values in enumerate(days)]
+    return list(read_days(nem12(channel(), *records).encode(), name="t.csv", today=TODAY))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(value_texts, min_size=48, max_size=48), min_size=2, max_size=4))
+@example([["00.5"] + ["1"] * 47, ["1"] * 47 + ["00.5"], ["1"] * 48])
+def test_the_fast_path_holds_across_the_days_of_a_file(days: list[list[str]]) -> None:
+    """The reader remembers which value texts it parsed are not written as stored, for every
+    later record: a text met unusual once is never taken as written as stored later."""
+    try:
+        read_back = read_many(days)
+    except NEM12Error:
+        return
+    for values, read_day in zip(days, read_back, strict=True):
+        if read_day.stored_text() is not None:
+            assert read_day.stored_text() == encode_values(read_day.values) == ",".join(values)
+        elif all(t == "" or str(v) == t for t, v in zip(values, read_day.values, strict=True)):
+            raise AssertionError(f"{values}: written as stored, not taken as such")
+
+
+def test_past_its_limit_of_unusual_texts_the_reader_checks_each_record_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(common, "_CACHE_LIMIT", 3)
+    unusual = [[f"0{n}.5"] + ["1"] * 47 for n in range(1, 6)]  # "01.5", "02.5", ...
+    usual = ["1"] * 48
+    read_back = read_many([*unusual, usual, ["05.5", *usual[1:]]])
+    assert [d.stored_text() for d in read_back[:5]] == [None] * 5
+    assert read_back[5].stored_text() == ",".join(usual)
+    assert read_back[6].stored_text() is None

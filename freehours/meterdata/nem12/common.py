@@ -80,6 +80,7 @@ _STORED_VALUE = r"(?:(?:0|[1-9][0-9]{0,5})(?:\.[0-9]{1,6})?)?"
 
 
 _STORED_VALUES = re.compile(f"{_STORED_VALUE}(?:,{_STORED_VALUE})*")
+_STORED_ONE = re.compile(_STORED_VALUE)
 
 
 _NAME = re.compile(r"[A-Za-z0-9]+")
@@ -236,13 +237,27 @@ class _Values(dict[str, Decimal | None]):
 
     Meter data repeats the same few thousand texts, so each is parsed once; an empty field is a
     missing value. Emptied past ``_CACHE_LIMIT`` entries, so it stays small whatever the file.
+
+    It also keeps the texts it parsed that the store writes otherwise (``unusual``: "00.5",
+    ".5", "1E3"), so that ``written_as_stored`` tells whether a record's texts can be stored as
+    they are with a set lookup, not a regular expression over the whole record: up to
+    ``_CACHE_LIMIT`` of them, past which it matches the expression again.
     """
 
-    __slots__ = ("scale",)
+    __slots__ = ("overflowed", "scale", "unusual")
 
     def __init__(self, scale: int) -> None:
         super().__init__({"": None})
         self.scale = scale
+        self.unusual: set[str] = set()
+        self.overflowed = False
+
+    def written_as_stored(self, texts: list[str]) -> bool:
+        """Whether each of ``texts`` (every one looked up here already) is written as the store
+        writes its value (``_STORED_VALUES``)."""
+        if self.overflowed:
+            return _STORED_VALUES.fullmatch(",".join(texts)) is not None
+        return self.unusual.isdisjoint(texts)
 
     def __missing__(self, text: str) -> Decimal:
         if _VALUE.fullmatch(text) is None:
@@ -261,6 +276,11 @@ class _Values(dict[str, Decimal | None]):
             raise _BadValue(text, f"interval value {text[:40]!r}: {exc.reason}") from None
         if value.as_tuple().exponent > 0:  # type: ignore[operator]
             value = value.quantize(_ONE)
+        if not self.overflowed and _STORED_ONE.fullmatch(text) is None:
+            if len(self.unusual) < _CACHE_LIMIT:
+                self.unusual.add(text)
+            else:
+                self.overflowed = True
         if len(self) > _CACHE_LIMIT:
             self.clear()
             self[""] = None

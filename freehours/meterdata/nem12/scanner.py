@@ -21,7 +21,6 @@ from freehours.meterdata.nem12.common import (
     _NAME,
     _QUALITY_METHODS,
     _RECORD_STARTS,
-    _STORED_VALUES,
     ENERGY_UNITS,
     MAX_LINE,
     ChannelStats,
@@ -84,7 +83,8 @@ class _Scanner:
         channel: _Channel | None = None
         channel_stats: ChannelStats | None = None
         waiting: _Waiting | None = None
-        value_of = self.value_cache(0).__getitem__
+        value_cache = self.value_cache(0)
+        value_of = value_cache.__getitem__
         plain = True
         count = 0
         uniform: dict[str, str] = {}  # flag -> that flag for every interval of a day
@@ -168,9 +168,8 @@ class _Scanner:
                     channel_stats.missing += texts.count("")
                     # Every value was parsed and checked above; where the texts are written as
                     # the store writes those values, they are stored as they are.
-                    stored = ",".join(texts) if plain else None
-                    if stored is not None and _STORED_VALUES.fullmatch(stored) is None:
-                        stored = None
+                    written = plain and value_cache.written_as_stored(texts)
+                    stored = ",".join(texts) if written else None
                 qualities = uniform[flag]
                 channel_stats.qualities[flag] += count
                 yield _interval_day(
@@ -210,7 +209,8 @@ class _Scanner:
                 uniform = self.uniform.get(count) or self.uniform.setdefault(
                     count, {flag: flag * count for flag in "AEFNS"}
                 )
-                value_of = self.value_cache(channel.scale or 0).__getitem__
+                value_cache = self.value_cache(channel.scale or 0)
+                value_of = value_cache.__getitem__
                 plain = not channel.scale  # values as written, not moved to kWh
             elif kind == "500":
                 if previous not in ("300", "400", "500"):
