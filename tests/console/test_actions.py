@@ -14,6 +14,7 @@ from freehours.operations.actions import Operator
 from tests.api.conftest import Api
 from tests.console.conftest import ORIGIN, csrf_of, sign_in
 from tests.console.support import DAY, NMI, aborted_quota, discarded_job, waiting_job
+from tests.mail.test_delivery import JANE, invoiced
 
 
 def _confirm_and_post(api: Api, path: str, **fields: str) -> tuple[str, int, str]:
@@ -172,6 +173,31 @@ def test_revoke_stops_the_key_and_ends_its_sessions(admin: Api) -> None:
     assert "revoked already" in said
 
 
+def test_a_document_is_resent_by_email_from_the_invoices_page(admin: Api) -> None:
+    system, emailed, posted = invoiced(admin.services.store)
+    numbers = {d.nmi: d.number for d in system.documents()}
+    with admin.services.store.write() as unit:  # the first send went: it may be sent again
+        (first,) = unit.mail.of_document(numbers[emailed])
+        unit.mail.sent(first.id, code=250, at=system.clock.now())
+    page = admin.client.get("/console/invoices")
+    assert f"/console/invoices/{numbers[emailed]}/resend" in page.text
+    assert f"/console/invoices/{numbers[posted]}/resend" not in page.text  # post: no email
+    _, status, text = _confirm_and_post(admin, f"/console/invoices/{numbers[emailed]}/resend")
+    assert status == 200, text
+    assert "queued to be sent again" in text
+    with admin.services.store.read() as unit:
+        sends = unit.mail.of_document(numbers[emailed])
+    assert [(d.sequence, d.status.value) for d in sends] == [(1, "sent"), (2, "queued")]
+    (entry,) = _audit(admin, f"document:{numbers[emailed]}")
+    assert (entry["action"], entry["outcome"]) == ("document.resend", "done")
+    assert JANE.email not in text
+    # A customer who chose post has no email to resend: nothing done, said why.
+    _, refused, said = _confirm_and_post(admin, f"/console/invoices/{numbers[posted]}/resend")
+    assert refused == 409
+    assert "no email delivery" in said
+    assert admin.client.get("/console/invoices/not%20a%20number/resend").status_code == 422
+
+
 @pytest.mark.parametrize("action", ["retry", "cancel"])
 def test_a_read_key_may_look_but_not_act(api: Api, action: str) -> None:
     runtime = api.services.runtime
@@ -257,6 +283,7 @@ def test_a_job_id_not_of_ascii_digits_is_a_404_page(admin: Api, job_id: str) -> 
         "/console/quotas/not-an-nmi/2026-07-01/reopen",
         "/console/quotas/4100000001/\u00b2/reopen",
         "/console/keys/not-a-key/revoke",
+        "/console/invoices/IN-00000001/resend",
         "/console/sign-out",
     ],
 )

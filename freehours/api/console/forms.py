@@ -237,6 +237,43 @@ async def reopen(request: Request, session: SignedIn, nmi: str, day: str) -> Res
     return await _act(request, session, run, f"{PATH}/quotas/{the_nmi}/{the_day}")
 
 
+@router.get(
+    "/invoices/{number}/resend", response_class=HTMLResponse, name="console_resend_document"
+)
+def confirm_resend(request: Request, session: SignedIn, number: str) -> HTMLResponse:
+    the_number = _document_number(number)
+    return _confirm(
+        request,
+        session,
+        title=f"Resend {the_number}",
+        action=f"{PATH}/invoices/{the_number}/resend",
+        question=f"Send {the_number} by email again, with its PDF, to the customer's email address"
+        " as it is now? Its earlier sends stay as they were; this one is a delivery of its own.",
+        hidden={},
+        back=f"{PATH}/invoices",
+    )
+
+
+@router.post("/invoices/{number}/resend", name="console_resend_document_post")
+async def resend(request: Request, session: SignedIn, number: str) -> Response:
+    the_number = _document_number(number)
+    actions = services_of(request).actions
+    return await _act(
+        request,
+        session,
+        lambda signed_in, _: actions.resend_document(signed_in.operator, the_number),
+        f"{PATH}/invoices",
+    )
+
+
+def _document_number(value: str) -> str:
+    if not (0 < len(value) <= 32 and value.replace("-", "").isalnum() and value.isascii()):
+        raise Problem(
+            422, "validation-error", "Invalid number", f"number: {value[:40]!r} is not a document"
+        )
+    return value
+
+
 @router.get("/keys/{key_id}/revoke", response_class=HTMLResponse, name="console_revoke_key")
 def confirm_revoke(request: Request, session: SignedIn, key_id: str) -> HTMLResponse:
     the_id = _key_id(key_id)
