@@ -3,8 +3,6 @@ renderers take it (``document_of``)."""
 
 from __future__ import annotations
 
-import functools
-import json
 from dataclasses import asdict
 from typing import Any
 
@@ -26,7 +24,6 @@ from freehours.documents.model import (
 from freehours.domain.better_offer import BetterOfferCheck, Outcome, UsageSummary
 from freehours.domain.contacts import Contact
 from freehours.domain.plan import Plan, clock_text
-from freehours.errors import PlanError
 from freehours.plans.document import parse_plan
 from freehours.store.invoices import (
     StoredDocument,
@@ -59,19 +56,7 @@ def printed_customer(contact: Contact | None) -> dict[str, Any] | None:
 def document_of(stored: StoredDocument) -> InvoiceDocument:
     """The document a household reads, from a finalised document as stored: its own figures,
     plan and retailer details, so that it renders the same whenever it is asked for."""
-    text = json.dumps(stored.plan_document, sort_keys=True, separators=(",", ":"))
-    try:
-        plan = _plan_of(text)
-    except PlanError:  # parsed again to say which document's plan it is
-        plan = parse_plan(stored.plan_document, source=f"document {stored.number}")
-    return _document(stored, plan)
-
-
-@functools.lru_cache(maxsize=256)
-def _plan_of(text: str) -> Plan:
-    """A plan as documents keep it, parsed once per distinct plan (many documents, few plans:
-    each email, page and PDF of a document would otherwise parse it again, 0.2 to 0.5 ms)."""
-    return parse_plan(json.loads(text), source="a document's plan")
+    return _document(stored, parse_plan(stored.plan_document, source=f"document {stored.number}"))
 
 
 def _document(

@@ -4,7 +4,6 @@ difference."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, replace
 from datetime import date
 from decimal import Decimal
@@ -21,8 +20,7 @@ from freehours.domain.profiles import DayProfiles
 from freehours.domain.rating import MeterRating
 from freehours.domain.settlement import QuotaStatus
 from freehours.domain.time import Region
-from freehours.errors import PlanError
-from freehours.invoicing.documents import _plan_of, document_of
+from freehours.invoicing.documents import document_of
 from freehours.invoicing.model import InvoicingFaultPoint
 from freehours.plans.document import parse_plan
 from freehours.store.database import Store
@@ -343,20 +341,3 @@ def test_documents_and_runs_are_counted(system: System) -> None:
     system.revise(halved(meter))
     after = finalised("invoice"), finalised("credit_note"), runs()
     assert [b - a for a, b in zip(before, after, strict=True)] == [1.0, 1.0, 2.0]
-
-
-def test_a_documents_plan_is_parsed_once_and_one_that_no_longer_parses_is_named(
-    system: System,
-) -> None:
-    [meter] = system.customers(1)
-    system.month([meter])
-    system.run()
-    (invoice,) = invoices(system)
-    first, again = document_of(invoice), document_of(invoice)
-    assert first.plan_name == again.plan_name
-    assert _plan_of.cache_info().hits >= 1  # the second read of the same plan parsed nothing
-    broken = dataclasses.replace(
-        invoice, plan_document={**invoice.plan_document, "timezone": "Not/AZone"}
-    )
-    with pytest.raises(PlanError, match=f"document {invoice.number}"):
-        document_of(broken)
