@@ -11,11 +11,14 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from datetime import date, datetime
 from typing import TypeVar
 
 import pytest
 
 from freehours.cli import main
+from freehours.domain.settlement import Quota, new_quota
+from freehours.store.database import Unit
 
 T = TypeVar("T")
 
@@ -84,3 +87,12 @@ def run_command(monkeypatch: pytest.MonkeyPatch, *args: str, width: int = 200) -
     with pytest.raises(SystemExit) as exited:
         main()
     return exited.value.code if isinstance(exited.value.code, int) else 1
+
+
+def stored_or_new(unit: Unit, nmi: str, day: date, *, at: datetime) -> Quota:
+    """The quota's newest version locked for ``unit``'s transaction, version 1 inserted (written
+    ``at``) when there is none: a quota to put in a state before a test settles it."""
+    unit.quotas.insert_if_absent([new_quota(nmi, day)], at=at)
+    quota = unit.quotas.latest(nmi, day, for_update=True)
+    assert quota is not None, "version 1 was just inserted or already existed"
+    return quota

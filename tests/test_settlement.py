@@ -34,7 +34,7 @@ from freehours.settlement.model import (
 from freehours.settlement.service import Settlements
 from freehours.store import quotas
 from freehours.store.database import Store
-from tests.support import eventually
+from tests.support import eventually, stored_or_new
 
 NMI = "4102000001"
 DAY = date(2026, 7, 1)  # winter: Sydney is on AEST, so the window 11:00-14:00 is 01:00-04:00 UTC
@@ -267,9 +267,9 @@ def test_a_stale_holder_cannot_complete_or_book_after_a_takeover(
 ) -> None:
     ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
     with store.write() as unit:
-        pending = unit.quotas.latest_or_new(NMI, DAY, at=clock.now())
+        pending = stored_or_new(unit, NMI, DAY, at=clock.now())
         first = claim(pending, clock.now(), POLICY.lock_timeout, POLICY.max_attempts)
-        unit.quotas.save(first.quota, at=clock.now())
+        unit.quotas.save([first.quota], at=clock.now())
     clock.advance(POLICY.lock_timeout.total_seconds())
     assert service.settle(NMI, DAY).outcome is Outcome.SETTLED  # the successor, fence 2
     with store.write() as unit:
@@ -323,12 +323,12 @@ def test_a_stale_non_terminal_cache_entry_is_re_read_from_the_database(
 ) -> None:
     ingest(store, day_row("0.500", stamp=STAMP), at=DUE)
     with store.write() as unit:
-        pending = unit.quotas.latest_or_new(NMI, DAY, at=clock.now())
+        pending = stored_or_new(unit, NMI, DAY, at=clock.now())
     service.cache.put(pending, 30)  # the incident: "pending" cached, then settled elsewhere
     with store.write() as unit:
         locked = claim(pending, clock.now(), POLICY.lock_timeout, 5).quota
         done = complete(locked, locked.fence, Decimal(3), Decimal("0.9"), clock.now())
-        unit.quotas.save(done, at=clock.now())
+        unit.quotas.save([done], at=clock.now())
     stale = _cache_count("stale")
     answer = service.settle(NMI, DAY)
     assert answer.outcome is Outcome.REPLAYED

@@ -30,7 +30,7 @@ from freehours.settlement.model import (
 )
 from freehours.settlement.service import Settlements
 from freehours.store.database import Store
-from tests.support import eventually
+from tests.support import eventually, stored_or_new
 from tests.test_settlement import DAY, DUE, PLAN, POLICY, STAMP, WINDOW_END, Death
 
 #: Quotas per batch in these tests: enough that each statement carries many rows.
@@ -164,15 +164,15 @@ def scenario(store: Store, service: Settlements, clock: ManualClock, group: str)
     ingest(store, reads(nmis[7], "0.500"), reads(nmis[8], "0.500"))
     with store.write() as unit:
         held = claim(
-            unit.quotas.latest_or_new(nmis[7], DAY, at=clock.now()),
+            stored_or_new(unit, nmis[7], DAY, at=clock.now()),
             clock.now(),
             POLICY.lock_timeout,
             POLICY.max_attempts,
         ).quota
-        unit.quotas.save(held, at=clock.now())
-        dead = unit.quotas.latest_or_new(nmis[8], DAY, at=clock.now())
+        unit.quotas.save([held], at=clock.now())
+        dead = stored_or_new(unit, nmis[8], DAY, at=clock.now())
         dead = claim(dead, clock.now() - POLICY.lock_timeout * 2, POLICY.lock_timeout, 10).quota
-        unit.quotas.save(dead, at=clock.now())
+        unit.quotas.save([dead], at=clock.now())
     return [*nmis, nmi_of(group + "X", 0)]  # and one with no customer
 
 
@@ -313,7 +313,7 @@ def test_a_stale_fence_in_a_batch_books_nothing_and_answers_the_successors_lock(
             assert ours.status is QuotaStatus.LOCKED
             later = clock.now() + POLICY.lock_timeout
             successor = claim(ours, later, POLICY.lock_timeout, POLICY.max_attempts).quota
-            unit.quotas.save(successor, at=later)
+            unit.quotas.save([successor], at=later)
 
     faults.add(FaultPoint.AFTER_CLAIM, f"{stale}:{DAY}", taken_over)
     got = answers_of(service.settle_many(requests(nmis)))

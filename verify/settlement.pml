@@ -262,7 +262,7 @@ inline settle(minver, trust) {
     :: true ->
        if
        :: newest == 0 ->
-          newest = 1; move(1, EV_NEW_QUOTA, PENDING); take(1)   /* _claim_new */
+          newest = 1; move(1, EV_NEW_QUOTA, PENDING); take(1)   /* _claim: inserted LOCKED */
        :: newest > 0 && TERMINAL(st[newest]) ->
           serve(newest, st[newest], true, false);
           outc = (st[newest] == ABORTED -> O_ABORTED : O_REPLAYED); answered(newest)
@@ -300,7 +300,7 @@ inline settle(minver, trust) {
   :: failed -> goto release
   :: else -> skip
   fi;
-  /* B: Settlements._complete: the day lock, then the row */
+  /* B: Settlements._complete_ready: the day lock, then the row */
 #ifdef MUTANT_NO_DAYLOCK
   atomic { !rowlock -> rowlock = true; rd = data }
 #else

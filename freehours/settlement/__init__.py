@@ -2,7 +2,8 @@
 
     model       what a settlement is asked and answers: ``SettleRequest``, ``Outcome``, ``Answer``
     energy      a day's free energy from its reads (``free_energy``, ``window_complete``)
-    service     ``Settlements``: settle a quota exactly once (one request, or a worker's batch)
+    days        ``QuotaDays``: which days have a quota, and how each stands, settling nothing
+    service     ``Settlements``: settle quotas exactly once (one request is a batch of one)
     ingest      ``Ingestion``: meter data stored, the quotas it affects reopened and scheduled
 
 The protocol, its states and the functions that perform each step: ``docs/protocol.md``.

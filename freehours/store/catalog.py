@@ -219,14 +219,16 @@ class Catalog(Repository):
     def plan_version_of(self, nmi: str) -> tuple[str, datetime] | None:
         """The id and last update of the plan of ``nmi``'s customer, or None without a customer:
         one round trip, for callers that keep parsed plans by version."""
-        row = _PLAN_OF.first(self._conn, {"nmi": nmi})
-        return None if row is None else (row[0], row[1])
+        return self.plan_versions_of([nmi]).get(nmi)
 
     def plan_versions_of(self, nmis: Collection[str]) -> dict[str, tuple[str, datetime]]:
         """``plan_version_of`` for many NMIs: one round trip per ``_IN_BATCH`` of them; an NMI
         without a customer is left out."""
         found: dict[str, tuple[str, datetime]] = {}
         wanted = sorted(set(nmis))
+        if len(wanted) == 1:  # a settlement request's: a statement prepared once
+            row = _PLAN_OF.first(self._conn, {"nmi": wanted[0]})
+            return {} if row is None else {wanted[0]: (row[0], row[1])}
         for start in range(0, len(wanted), _IN_BATCH):
             some = wanted[start : start + _IN_BATCH]
             rows: Sequence[Sequence[Any]]

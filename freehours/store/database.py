@@ -3,7 +3,7 @@
     store = Store.open(settings.database_url)   # migrates a new database, checks an old one
     with store.write() as unit:                  # BEGIN IMMEDIATE on SQLite
         quota = unit.quotas.latest(nmi, day, for_update=True)
-        unit.quotas.save_and_book(done, entry)
+        unit.quotas.save_and_book([(done, entry)])
     with store.read() as unit:
         days = unit.meter.days_for(nmi, dates)
 

@@ -495,36 +495,18 @@ class Meter(Repository):
         return _ingest_reads(self._conn, self._driver, reads, received_at)
 
     def days_for(self, nmi: str, nem_dates: Iterable[date]) -> list[IntervalDay]:
-        """The stored day rows of ``nmi`` (every suffix) on ``nem_dates``, by date, then
-        suffix."""
-        wanted = set(nem_dates)
-        if not wanted:
-            return []
-        rows = _DAYS_FOR.rows(self._conn, {"nmi": nmi, "first": min(wanted), "last": max(wanted)})
-        return [
-            IntervalDay(
-                nmi=nmi,
-                suffix=suffix,
-                day=day,
-                interval_minutes=interval_minutes,
-                values=decode_values(interval_values),
-                qualities=qualities,
-                update_datetime=update_datetime,
-                uom=uom,
-            )
-            for suffix, day, interval_minutes, interval_values, qualities, update_datetime, uom in (
-                rows
-            )
-            if day in wanted
-        ]
+        """The stored day rows of ``nmi`` (every suffix) on ``nem_dates``, by date, then suffix:
+        ``days_for_many`` of one NMI."""
+        return self.days_for_many({nmi: set(nem_dates)})[nmi]
 
     def days_for_many(
         self,
         wanted: Mapping[str, Collection[date]],
         keep: Callable[[str, str], bool] | None = None,
     ) -> dict[str, list[IntervalDay]]:
-        """``days_for`` of many NMIs (each with its NEM dates) in one round trip: by NMI, each
-        NMI's rows by date, then suffix (an NMI without rows on its dates maps to []). With
+        """The stored day rows (every suffix) of each NMI of ``wanted`` on its NEM dates, in one
+        round trip: by NMI, each NMI's rows by date, then suffix (an NMI without rows on its
+        dates maps to []). With
         ``keep``, only the rows of the (NMI, suffix) it accepts, the others not even decoded."""
         found: dict[str, list[IntervalDay]] = {nmi: [] for nmi in wanted}
         dates = {day for days in wanted.values() for day in days}
@@ -533,7 +515,15 @@ class Meter(Repository):
         c = meter_days.c
         nmis, days = sorted(wanted), sorted(dates)
         rows: Sequence[Sequence[Any]]
-        if self._driver.takes_arrays:
+        if len(nmis) == 1:  # a settlement's, a bill's: a range, by a statement prepared once
+            (nmi,) = nmis
+            rows = [
+                (nmi, *row)
+                for row in _DAYS_FOR.rows(
+                    self._conn, {"nmi": nmi, "first": days[0], "last": days[-1]}
+                )
+            ]
+        elif self._driver.takes_arrays:
             pairs = [(nmi, day) for nmi in nmis for day in sorted(wanted[nmi])]
             keys = {"nmis": [nmi for nmi, _ in pairs], "days": [day for _, day in pairs]}
             rows = _DAYS_FOR_MANY.rows(self._conn, keys)

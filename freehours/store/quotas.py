@@ -153,7 +153,7 @@ _SAVE_AND_BOOK = Prepared(
     .add_cte(_recorded(_SAVED).cte("recorded"))
     .returning(ledger_entries.c.version)
 )
-# A batch's writes (``save_many``, ``save_and_book_many``): the rows are held locked by the
+# The writes of many quotas (``save``, ``save_and_book``): the rows are held locked by the
 # caller. Where the database takes arrays (PostgreSQL), the whole batch is one statement over
 # its rows given column by column (``unnest``); elsewhere each statement runs once per row in
 # one ``executemany``, returning nothing.
@@ -290,10 +290,9 @@ class Quotas(Repository):
     __slots__ = ()
 
     def latest(self, nmi: str, day: date, *, for_update: bool = False) -> Quota | None:
-        """The quota's newest version, locked for the transaction when ``for_update``."""
-        statement = _LATEST_FOR_UPDATE if for_update else _LATEST
-        row = statement.first(self._conn, {"k_nmi": nmi, "k_day": day})
-        return None if row is None else _quota(row)
+        """The quota's newest version, locked for the transaction when ``for_update``:
+        ``latest_many`` of one key."""
+        return self.latest_many([(nmi, day)], for_update=for_update).get((nmi, day))
 
     def settled_among(self, keys: Collection[tuple[str, date]]) -> set[tuple[str, date]]:
         """Of the (NMI, day) quotas ``keys``, those whose newest version is COMPLETED: one
@@ -356,29 +355,6 @@ class Quotas(Repository):
             found.update((row.nmi, row.day) for row in rows if row.day in by_nmi[row.nmi])
         return found
 
-    def insert_if_absent(self, quota: Quota, *, at: datetime) -> bool:
-        """Insert ``quota`` unless its (nmi, date, version) exists; whether it was inserted (and
-        its event recorded, ``at``).
-
-        Two transactions inserting the same key at once: the key keeps one, the other waits for
-        it and inserts nothing.
-        """
-        return self._driver.write_and_insert(
-            self._conn,
-            _event_params(_values(quota), at),
-            together=self._driver.prepared(_insert_if_absent_recorded),
-            write=self._driver.prepared(_insert_if_absent),
-            inserts=(_RECORD,),
-        )
-
-    def latest_or_new(self, nmi: str, day: date, *, at: datetime) -> Quota:
-        """The newest version locked for this transaction, creating version 1 (written ``at``)
-        when there is none: two statements whatever there was."""
-        self.insert_if_absent(new_quota(nmi, day), at=at)
-        quota = self.latest(nmi, day, for_update=True)
-        assert quota is not None, "version 1 was just inserted or already existed"
-        return quota
-
     def insert(self, quota: Quota, *, at: datetime) -> None:
         """Insert a new version, and its event (``at``); its key must be new."""
         self._driver.write_and_insert(
@@ -389,38 +365,11 @@ class Quotas(Repository):
             inserts=(_RECORD,),
         )
 
-    def save(self, quota: Quota, *, at: datetime) -> None:
-        """Write a transition of an existing row (same nmi, date and version), and its event
-        (``at``, the time of the transition)."""
-        self._driver.write_and_insert(
-            self._conn,
-            _event_params(_save_params(quota), at),
-            together=_SAVE_RECORDED,
-            write=_SAVE,
-            inserts=(_RECORD,),
-        )
-        self._publish([(quota, None, at)])
-
-    def save_and_book(self, quota: Quota, entry: LedgerEntry) -> None:
-        """Write a transition of an existing row, its event (at the quota's ``completed_at``,
-        else the entry's ``booked_at``), and book its ledger entry (of the same nmi, date and
-        version): one statement where the database allows it (PostgreSQL), three where its
-        ``WITH`` takes no update (SQLite)."""
-        assert (entry.nmi, entry.date, entry.version) == (quota.nmi, quota.date, quota.version)
-        at = quota.completed_at or entry.booked_at
-        params = {**_event_params(_save_params(quota), at), **_entry_params(entry)}
-        booked = self._driver.write_and_insert(
-            self._conn, params, together=_SAVE_AND_BOOK, write=_SAVE, inserts=(_RECORD, _BOOK)
-        )
-        assert booked, f"quota {quota.key} version {quota.version} is not there to save"
-        self._publish([(quota, entry, at)])
-
-    # --- batches (Settlements.settle_many) ----------------------------------------------------
-
     def latest_many(
         self, keys: Collection[tuple[str, date]], *, for_update: bool = False
     ) -> dict[tuple[str, date], Quota]:
-        """The newest version of each quota (NMI, date) of ``keys`` that has one: one statement.
+        """The newest version of each quota (NMI, date) of ``keys`` that has one: one statement
+        (for one key, its newest version's row alone).
 
         ``for_update`` locks every version of them, in (NMI, date, version) order, so that two
         transactions locking overlapping batches take their rows in one order and never wait
@@ -430,7 +379,11 @@ class Quotas(Repository):
             return {}
         wanted = sorted(set(keys))
         rows: Sequence[Sequence[Any]]
-        if self._driver.takes_arrays:
+        if len(wanted) == 1:  # the API's one quota: a plain statement, prepared on the server
+            nmi, day = wanted[0]
+            single = _LATEST_FOR_UPDATE if for_update else _LATEST
+            rows = single.rows(self._conn, {"k_nmi": nmi, "k_day": day})
+        elif self._driver.takes_arrays:
             prepared = _LATEST_MANY_FOR_UPDATE if for_update else _LATEST_MANY
             rows = prepared.rows(self._conn, columns([{"k_nmi": n, "k_day": d} for n, d in wanted]))
         else:
@@ -444,63 +397,111 @@ class Quotas(Repository):
             newest[(quota.nmi, quota.date)] = quota  # ascending versions: the last one wins
         return newest
 
-    def insert_many_if_absent(
-        self, new: Sequence[Quota], *, at: datetime, trace_ids: Mapping[str, str | None]
+    def insert_if_absent(
+        self,
+        new: Sequence[Quota],
+        *,
+        at: datetime,
+        trace_ids: Mapping[str, str | None] | None = None,
     ) -> set[tuple[str, date]]:
-        """``insert_if_absent`` for many quotas, in key order: the (NMI, date) of those inserted
-        (each with its event, ``at``, in the trace ``trace_ids`` names by quota key). A key a
-        concurrent transaction inserts first waits for it and is not inserted."""
+        """Insert each of ``new`` unless its (NMI, date, version) exists, in key order: the
+        (NMI, date) of those inserted, each with its event (``at``, in the trace ``trace_ids``
+        names by quota key, else the current one). A key a concurrent transaction inserts first
+        waits for it and is not inserted. One statement where the database allows it."""
         if not new:
             return set()
+        traces = trace_ids or {}
         ordered = sorted(new, key=lambda quota: (quota.nmi, quota.date, quota.version))
+        if len(ordered) == 1:  # the API's one quota: plain statements, prepared on the server
+            quota = ordered[0]
+            inserted = self._driver.write_and_insert(
+                self._conn,
+                _event_params(_values(quota), at, traces.get(quota.key)),
+                together=self._driver.prepared(_insert_if_absent_recorded),
+                write=self._driver.prepared(_insert_if_absent),
+                inserts=(_RECORD,),
+            )
+            return {(quota.nmi, quota.date)} if inserted else set()
         if self._driver.takes_arrays:
             traced = [
-                {**_values(quota), "e_trace_id": trace_ids.get(quota.key) or current_trace_id()}
+                {**_values(quota), "e_trace_id": traces.get(quota.key) or current_trace_id()}
                 for quota in ordered
             ]
             rows = _INSERT_MANY.rows(self._conn, {**columns(traced), "e_at": at})
             return {(nmi, day) for nmi, day in rows}
         insert = self._driver.insert_or_ignore(quotas).returning(quotas.c.nmi, quotas.c.day)
-        inserted = {(row[0], row[1]) for row in self._conn.execute(insert, _rows(ordered))}
+        inserted_keys = {(row[0], row[1]) for row in self._conn.execute(insert, _rows(ordered))}
         events = [
-            _event_params(_values(quota), at, trace_ids.get(quota.key))
+            _event_params(_values(quota), at, traces.get(quota.key))
             for quota in ordered
-            if (quota.nmi, quota.date) in inserted
+            if (quota.nmi, quota.date) in inserted_keys
         ]
         _RECORD.many(self._conn, events)
-        return inserted
+        return inserted_keys
 
-    def save_many(
-        self, changed: Sequence[Quota], *, at: datetime, trace_ids: Mapping[str, str | None]
+    def save(
+        self,
+        changed: Sequence[Quota],
+        *,
+        at: datetime,
+        trace_ids: Mapping[str, str | None] | None = None,
     ) -> None:
-        """``save`` for many quotas whose rows this transaction holds locked (``latest_many``
-        with ``for_update``): each transition and its event (``at``, in its trace)."""
+        """Write transitions of existing rows (same NMI, date and version) that this
+        transaction holds locked (``latest_many`` with ``for_update``), each with its event
+        (``at``, the time of the transition, in its trace: ``trace_ids`` by quota key, else the
+        current one). A quota whose row is not there is not written, nor its event."""
+        traces = trace_ids or {}
         params = [
-            _event_params(_save_params(quota), at, trace_ids.get(quota.key)) for quota in changed
+            _event_params(_save_params(quota), at, traces.get(quota.key)) for quota in changed
         ]
-        self._driver.write_and_insert_many(
-            self._conn, params, arrays=_SAVE_MANY, separate=(_SAVE_PLAIN, _RECORD)
-        )
+        if len(params) == 1:  # the API's one quota: plain statements, prepared on the server
+            self._driver.write_and_insert(
+                self._conn, params[0], together=_SAVE_RECORDED, write=_SAVE, inserts=(_RECORD,)
+            )
+        else:
+            self._driver.write_and_insert_many(
+                self._conn, params, arrays=_SAVE_MANY, separate=(_SAVE_PLAIN, _RECORD)
+            )
         self._publish([(quota, None, at) for quota in changed])
 
-    def save_and_book_many(
-        self, booked: Sequence[tuple[Quota, LedgerEntry]], *, trace_ids: Mapping[str, str | None]
+    def save_and_book(
+        self,
+        booked: Sequence[tuple[Quota, LedgerEntry]],
+        *,
+        trace_ids: Mapping[str, str | None] | None = None,
     ) -> None:
-        """``save_and_book`` for many quotas whose rows this transaction holds locked: each
-        transition, its event and its ledger entry."""
+        """Write transitions of rows this transaction holds locked, each with its event (at the
+        quota's ``completed_at``, else the entry's ``booked_at``; in its trace, as ``save``),
+        and book each one's ledger entry (of the same NMI, date and version): one statement for
+        all where the database allows it (PostgreSQL), three where its ``WITH`` takes no
+        update (SQLite)."""
+        traces = trace_ids or {}
         params = []
         for quota, entry in booked:
             assert (entry.nmi, entry.date, entry.version) == (quota.nmi, quota.date, quota.version)
             at = quota.completed_at or entry.booked_at
             params.append(
                 {
-                    **_event_params(_save_params(quota), at, trace_ids.get(quota.key)),
+                    **_event_params(_save_params(quota), at, traces.get(quota.key)),
                     **_entry_params(entry),
                 }
             )
-        self._driver.write_and_insert_many(
-            self._conn, params, arrays=_SAVE_AND_BOOK_MANY, separate=(_SAVE_PLAIN, _RECORD, _BOOK)
-        )
+        if len(params) == 1:  # the API's one quota: plain statements, prepared on the server
+            written = self._driver.write_and_insert(
+                self._conn,
+                params[0],
+                together=_SAVE_AND_BOOK,
+                write=_SAVE,
+                inserts=(_RECORD, _BOOK),
+            )
+            assert written, f"quota {booked[0][0].key} is not there to save"
+        else:
+            self._driver.write_and_insert_many(
+                self._conn,
+                params,
+                arrays=_SAVE_AND_BOOK_MANY,
+                separate=(_SAVE_PLAIN, _RECORD, _BOOK),
+            )
         self._publish(
             [(quota, entry, quota.completed_at or entry.booked_at) for quota, entry in booked]
         )

@@ -28,6 +28,7 @@ from freehours.domain.webhooks import (
     payload,
 )
 from freehours.store.jobs import Jobs, NewJob
+from freehours.store.prepared import Prepared
 from freehours.store.repository import Repository
 from freehours.store.tables import (
     webhook_attempts,
@@ -131,7 +132,8 @@ _E = webhook_endpoints.c
 _D = webhook_deliveries.c
 _A = webhook_attempts.c
 _V = webhook_events.c
-_SUBSCRIBERS = sa.select(_E.id, _E.events).where(_E.enabled.is_(True))
+#: On the settlement's hot path (every quota settled asks it): ``freehours.store.prepared``.
+_SUBSCRIBERS = Prepared(sa.select(_E.id, _E.events).where(_E.enabled.is_(True)))
 _DELIVERY_COLUMNS = (*webhook_deliveries.c, _V.type)
 
 
@@ -148,7 +150,7 @@ class Webhooks(Repository):
         ids of the events written."""
         if not events:
             return []
-        subscribers = self._conn.execute(_SUBSCRIBERS).all()
+        subscribers = _SUBSCRIBERS.rows(self._conn, {})
         if not subscribers:
             return []
         by_type: dict[str, list[str]] = {}

@@ -26,6 +26,7 @@ from freehours.settings import Settings
 from freehours.store.database import Store
 from freehours.store.tables import jobs, ledger_entries, quotas
 from tests.api.conftest import PLAN, Api
+from tests.support import stored_or_new
 
 NMI = "4102000001"
 DAY = date(2026, 7, 1)
@@ -115,9 +116,9 @@ def held_for_12_of_30_seconds(api: Api) -> None:
     """The day's quota LOCKED by another holder, 12 s into its 30 s lock."""
     set_up(api)
     with api.services.store.write() as unit:
-        pending = unit.quotas.latest_or_new(NMI, DAY, at=api.clock.now())
+        pending = stored_or_new(unit, NMI, DAY, at=api.clock.now())
         held = claim(pending, api.clock.now(), timedelta(seconds=30), 5).quota
-        unit.quotas.save(held, at=api.clock.now())
+        unit.quotas.save([held], at=api.clock.now())
     api.clock.advance(12)
 
 

@@ -140,7 +140,7 @@ def test_an_aborted_quota_holds_the_period(system: System) -> None:
         quota = unit.quotas.latest(meter, JULY[9], for_update=True)
         assert quota is not None
         aborted = replace(quota, status=QuotaStatus.ABORTED, reason="test")
-        unit.quotas.save(aborted, at=system.clock.now())
+        unit.quotas.save([aborted], at=system.clock.now())
     run = system.invoicing.run_once()
     assert (run.counts.invoices, run.counts.held) == (0, 1)
     assert "2026-07-10: quota version 1 ABORTED" in run.notes[0]

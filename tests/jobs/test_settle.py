@@ -32,6 +32,7 @@ from freehours.store.database import Store
 from freehours.workers import rescuer
 from freehours.workers.settle import KIND, SETTLEMENT_JOB_SLACK, SettlementJobs, settlement_tasks
 from freehours.workers.worker import Worker
+from tests.support import stored_or_new
 from tests.test_settlement import DAY, NMI, STAMP, WINDOW_END, add_customer, day_row
 from tests.tracing import Spans
 
@@ -176,10 +177,10 @@ def test_a_quota_locked_by_another_holder_snoozes_the_job_until_the_lock_expires
 ) -> None:
     due.ingest(day_row("0.500", stamp=STAMP))
     with due.store.write() as unit:
-        pending = unit.quotas.latest_or_new(NMI, DAY, at=DUE)
+        pending = stored_or_new(unit, NMI, DAY, at=DUE)
         held = claim(pending, DUE, POLICY.lock_timeout, POLICY.max_attempts)
         assert isinstance(held, Claimed)
-        unit.quotas.save(held.quota, at=DUE)  # another holder: its lock lasts a lock timeout
+        unit.quotas.save([held.quota], at=DUE)  # another holder: its lock lasts a lock timeout
     assert due.run_due() == 1
     snoozed = due.job()
     assert (snoozed.state, snoozed.run_at, snoozed.attempts) == (

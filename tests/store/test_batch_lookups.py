@@ -63,9 +63,7 @@ def test_a_batch_reads_its_own_customers_rows_of_the_day(store: Store) -> None:
             ],
             received_at=AT,
         )
-        unit.quotas.insert_many_if_absent(
-            [new_quota(nmi, DAY) for nmi in nmis], at=AT, trace_ids={}
-        )
+        unit.quotas.insert_if_absent([new_quota(nmi, DAY) for nmi in nmis], at=AT, trace_ids={})
     batch = nmis[1_000:1_064]
     # As the batch runs them: the rows' (NMI, date) keys, one array per column.
     meter = _scans(store, _DAYS_FOR_MANY, {"nmis": batch, "days": [DAY] * len(batch)})

@@ -50,6 +50,7 @@ from freehours.store.webhooks import (
     FANOUT_KIND,
     NewEvent,
 )
+from tests.support import stored_or_new
 
 NMI = "4102000001"
 OTHER = "4102000002"
@@ -76,18 +77,18 @@ def nem12_day(nmi: str, value: str, stamp: datetime = STAMP, suffix: str = "E1")
 def test_quotas(store: Store) -> None:
     first = new_quota(NMI, DAY)
     with store.autocommit() as unit:
-        assert unit.quotas.insert_if_absent(first, at=NOW) is True
-        assert unit.quotas.insert_if_absent(first, at=NOW) is False
+        assert unit.quotas.insert_if_absent([first], at=NOW) == {(NMI, DAY)}
+        assert unit.quotas.insert_if_absent([first], at=NOW) == set()
     with store.write() as unit:
         assert unit.quotas.latest(NMI, DAY) == first
         assert unit.quotas.latest(OTHER, DAY) is None
-        assert unit.quotas.latest_or_new(NMI, DAY, at=NOW) == first
-        assert unit.quotas.latest_or_new(OTHER, DAY, at=NOW) == new_quota(OTHER, DAY)
+        assert stored_or_new(unit, NMI, DAY, at=NOW) == first
+        assert stored_or_new(unit, OTHER, DAY, at=NOW) == new_quota(OTHER, DAY)
         held = claim(first, NOW, timedelta(seconds=30), 5)
-        unit.quotas.save(held.quota, at=NOW)
+        unit.quotas.save([held.quota], at=NOW)
         done = complete(held.quota, held.quota.fence, Decimal("1.5"), Decimal("0.75"), NOW)
         unit.quotas.save_and_book(
-            done, LedgerEntry(NMI, DAY, 1, Decimal("1.5"), Decimal("0.75"), NOW)
+            [(done, LedgerEntry(NMI, DAY, 1, Decimal("1.5"), Decimal("0.75"), NOW))]
         )
         assert unit.quotas.latest(NMI, DAY, for_update=True) == done
     with store.write() as unit:
@@ -140,17 +141,17 @@ def test_every_quota_state_written_is_an_event(store: Store) -> None:
     later, last = NOW + timedelta(seconds=5), NOW + timedelta(seconds=9)
     held = claim(new_quota(NMI, DAY), NOW, timedelta(seconds=30), 5).quota
     with store.autocommit() as unit, in_trace():
-        assert unit.quotas.insert_if_absent(held, at=NOW) is True
-        assert unit.quotas.insert_if_absent(held, at=later) is False  # no write, no event
+        assert unit.quotas.insert_if_absent([held], at=NOW) == {(NMI, DAY)}
+        assert unit.quotas.insert_if_absent([held], at=later) == set()  # no write, no event
     released = release(held, held.fence, "attempt failed", later, 5)
     with store.write() as unit:
-        unit.quotas.save(released, at=later)
+        unit.quotas.save([released], at=later)
         again = claim(released, later, timedelta(seconds=30), 5).quota
-        unit.quotas.save(again, at=later)
+        unit.quotas.save([again], at=later)
         done = complete(again, again.fence, Decimal(1), Decimal("0.5"), last)
         entry = LedgerEntry(NMI, DAY, 1, Decimal(1), Decimal("0.5"), last)
         with in_trace(TRACE + 1):
-            unit.quotas.save_and_book(done, entry)
+            unit.quotas.save_and_book([(done, entry)])
             assert unit.quotas.reopen_if_settled(NMI, DAY, at=last) is not None
         unit.quotas.insert(new_quota(OTHER, DAY), at=NOW)
     trace_id = "0af7651916cd43dd8448eb211c80319c"
@@ -171,7 +172,7 @@ def test_every_quota_state_written_is_an_event(store: Store) -> None:
 
 def test_a_save_of_no_row_records_no_event(store: Store) -> None:
     with store.write() as unit:
-        unit.quotas.save(new_quota(NMI, DAY), at=NOW)
+        unit.quotas.save([new_quota(NMI, DAY)], at=NOW)
         assert unit.quotas.latest(NMI, DAY) is None
         assert unit.quotas.events(NMI, DAY) == []
 
@@ -183,7 +184,7 @@ def test_a_transition_and_its_entry_stand_or_fall_together(store: Store) -> None
         unit.quotas.insert(held, at=NOW)
     done = complete(held, held.fence, Decimal(1), Decimal("0.5"), NOW)
     entry = LedgerEntry(NMI, DAY, 1, Decimal(1), Decimal("0.5"), NOW)
-    write_then_fail(store, lambda unit: unit.quotas.save_and_book(done, entry))
+    write_then_fail(store, lambda unit: unit.quotas.save_and_book([(done, entry)]))
     with store.read() as unit:
         assert unit.quotas.latest(NMI, DAY) == held
         assert unit.quotas.ledger(NMI) == []

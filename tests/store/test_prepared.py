@@ -44,7 +44,7 @@ _SELECT = Prepared(
 def _book(store: Store) -> None:
     """The ledger entry, after the quota its key refers to."""
     with store.write() as unit:
-        unit.quotas.insert_if_absent(new_quota("NMI0000001", DAY), at=BOOKED)
+        unit.quotas.insert_if_absent([new_quota("NMI0000001", DAY)], at=BOOKED)
         assert _INSERT.rows(unit.connection, _ENTRY) == []
 
 
@@ -92,8 +92,8 @@ def test_a_type_rule_refuses_as_it_does_through_execute(store: Store) -> None:
 def test_insert_if_absent_says_whether_it_inserted(store: Store) -> None:
     first = new_quota("NMI0000001", DAY)
     with store.write() as unit:
-        assert unit.quotas.insert_if_absent(first, at=BOOKED)
-        assert not unit.quotas.insert_if_absent(first, at=BOOKED)
+        assert unit.quotas.insert_if_absent([first], at=BOOKED)
+        assert not unit.quotas.insert_if_absent([first], at=BOOKED)
         stored = unit.quotas.latest("NMI0000001", DAY, for_update=True)
     assert stored == first
     assert stored.status is QuotaStatus.PENDING
@@ -110,7 +110,7 @@ def test_autocommit_commits_each_statement_on_its_own(store: Store) -> None:
 
     def insert_then_insert_again() -> None:
         with store.autocommit() as unit:
-            assert unit.quotas.insert_if_absent(new_quota("NMI0000001", DAY), at=BOOKED)
+            assert unit.quotas.insert_if_absent([new_quota("NMI0000001", DAY)], at=BOOKED)
             with store.read() as other:  # another connection sees it before the block ends
                 assert other.quotas.latest("NMI0000001", DAY) == new_quota("NMI0000001", DAY)
             unit.quotas.insert(new_quota("NMI0000001", DAY), at=BOOKED)  # its key again
@@ -123,7 +123,7 @@ def test_autocommit_commits_each_statement_on_its_own(store: Store) -> None:
 
 def test_a_connection_back_from_autocommit_is_transactional_again(store: Store) -> None:
     with store.autocommit() as unit:
-        unit.quotas.insert_if_absent(new_quota("NMI0000001", DAY), at=BOOKED)
+        unit.quotas.insert_if_absent([new_quota("NMI0000001", DAY)], at=BOOKED)
     # The pool hands the same connection out again (one is enough): a write transaction on it
     # still rolls back as a whole.
 
@@ -157,7 +157,7 @@ def test_save_and_book_writes_the_transition_and_its_entry_together(store: Store
     )
     entry = quotas.LedgerEntry("NMI0000001", DAY, 1, Decimal("1.2340"), Decimal("0.37"), BOOKED)
     with store.write() as unit:
-        unit.quotas.save_and_book(done, entry)
+        unit.quotas.save_and_book([(done, entry)])
     with store.read() as unit:
         assert unit.quotas.latest("NMI0000001", DAY) == done
         assert unit.quotas.ledger("NMI0000001") == [entry]

@@ -20,6 +20,7 @@ from freehours.webhooks.service import Webhooks
 from freehours.workers.webhook import webhook_tasks
 from freehours.workers.worker import Worker
 from tests.invoicing.support import JULY, System, consumption, halved
+from tests.support import stored_or_new
 from tests.webhooks.receiver import LOOPBACK, Receiver
 
 EVERY = [
@@ -127,9 +128,9 @@ def test_an_aborted_quota_arrives_once(store: Store, receiver: Receiver) -> None
     hooks.register(receiver.url, ["quota.aborted"])
     system.ingestion.file([consumption(meter, JULY[0])])
     with store.write() as unit:
-        quota = unit.quotas.latest_or_new(meter, JULY[0], at=system.clock.now())
+        quota = stored_or_new(unit, meter, JULY[0], at=system.clock.now())
         aborted = replace(quota, status=QuotaStatus.ABORTED, reason="gave up after 5 attempts")
-        unit.quotas.save(aborted, at=system.clock.now())
+        unit.quotas.save([aborted], at=system.clock.now())
     Worker(store, webhook_tasks(hooks), clock=system.clock).run_due()
     (event,) = delivered(receiver)
     assert event["type"] == "quota.aborted"
