@@ -61,6 +61,24 @@ from freehours.store.tables import (
 )
 from freehours.store.webhooks import Webhooks
 
+_ACCOUNT = sa.select(
+    customers.c.nmi,
+    customers.c.plan_id,
+    customers.c.region,
+    customers.c.billing_frequency,
+    customers.c.anchor_day,
+    customers.c.payment_term_days,
+)
+
+
+def _account(row: Any) -> Account:
+    return Account(
+        row.nmi,
+        row.plan_id,
+        Region(row.region),
+        BillingCycle(Frequency(row.billing_frequency), row.anchor_day, row.payment_term_days),
+    )
+
 
 class Invoices(Repository):
     """Invoicing's tables, in the unit of work's transaction."""
@@ -81,7 +99,8 @@ class Invoices(Repository):
         wanted = sorted(set(nmis))
         found: list[Account] = []
         for start in range(0, len(wanted), 5_000):
-            found += self._accounts(customers.c.nmi.in_(wanted[start : start + 5_000]))
+            rows = self._each_nmi(_ACCOUNT, customers.c.nmi, wanted[start : start + 5_000], ["nmi"])
+            found += [_account(row) for row in rows]
         return found
 
     def accounts_after(
@@ -105,26 +124,8 @@ class Invoices(Repository):
         return self._accounts(sa.and_(*where), limit)
 
     def _accounts(self, where: sa.ColumnElement[bool], limit: int | None = None) -> list[Account]:
-        c = customers.c
-        rows = self._conn.execute(
-            sa.select(
-                c.nmi, c.plan_id, c.region, c.billing_frequency, c.anchor_day, c.payment_term_days
-            )
-            .where(where)
-            .order_by(c.nmi)
-            .limit(limit)
-        )
-        return [
-            Account(
-                row.nmi,
-                row.plan_id,
-                Region(row.region),
-                BillingCycle(
-                    Frequency(row.billing_frequency), row.anchor_day, row.payment_term_days
-                ),
-            )
-            for row in rows
-        ]
+        rows = self._conn.execute(_ACCOUNT.where(where).order_by(customers.c.nmi).limit(limit))
+        return [_account(row) for row in rows]
 
     def set_cycle(self, nmi: str, cycle: BillingCycle) -> bool:
         """Set the billing cycle of ``nmi``'s customer; whether there is one."""
@@ -164,12 +165,15 @@ class Invoices(Repository):
             missing = [nmi for nmi in nmis if nmi not in found]
             if not missing:
                 break
-            rows = self._conn.execute(
-                sa.select(table.c.nmi, sa.func.min(table.c.day))
-                .where(table.c.nmi.in_(missing))
-                .group_by(table.c.nmi)
-            )
-            found.update({nmi: first for nmi, first in rows if first is not None})
+            first = sa.func.min(table.c.day).label("first")
+            if self._driver.takes_arrays:
+                # NMI by NMI, two aggregates and no GROUP BY: each is an index's first entry of
+                # the NMI (in each partition), where grouping would read every row of it.
+                query = sa.select(sa.func.min(table.c.nmi).label("nmi"), first)
+            else:
+                query = sa.select(table.c.nmi, first).group_by(table.c.nmi)
+            rows = self._each_nmi(query, table.c.nmi, missing, ["nmi"])
+            found.update({nmi: day for nmi, day in rows if day is not None})
         return found
 
     def latest_quotas(
@@ -179,13 +183,16 @@ class Invoices(Repository):
         date: its version, status and free energy, which is what a draft needs (not a whole
         ``Quota``: a batch reads 15,000 of them)."""
         c = quotas.c
-        rows = self._conn.execute(
-            sa.select(c.nmi, c.day, c.version, c.status, c.free_kwh)
-            .where(c.nmi.in_(list(nmis)), c.day >= first, c.day <= last)
-            .order_by(c.nmi, c.day, c.version)
+        rows = self._each_nmi(
+            sa.select(c.nmi, c.day, c.version, c.status, c.free_kwh).where(
+                c.day >= first, c.day <= last
+            ),
+            c.nmi,
+            nmis,
+            ["nmi", "day", "version"],
         )
         found: dict[str, dict[date, SettledQuota]] = defaultdict(dict)
-        for nmi, day, version, status, free_kwh in rows.all():
+        for nmi, day, version, status, free_kwh in rows:
             # Ordered by version: the last one read is the newest.
             found[nmi][day] = SettledQuota(version, _QUOTA_STATUSES[status], free_kwh)
         return found
@@ -196,13 +203,14 @@ class Invoices(Repository):
         """The newest version of each quota of ``nmis`` on ``first`` to ``last`` and its status,
         by NMI and date: ``latest_quotas`` without the rest of each quota."""
         c = quotas.c
-        rows = self._conn.execute(
-            sa.select(c.nmi, c.day, c.version, c.status)
-            .where(c.nmi.in_(list(nmis)), c.day >= first, c.day <= last)
-            .order_by(c.nmi, c.day, c.version)
+        rows = self._each_nmi(
+            sa.select(c.nmi, c.day, c.version, c.status).where(c.day >= first, c.day <= last),
+            c.nmi,
+            nmis,
+            ["nmi", "day", "version"],
         )
         found: dict[str, dict[date, QuotaVersion]] = defaultdict(dict)
-        for nmi, day, version, status in rows.all():
+        for nmi, day, version, status in rows:
             # Ordered by version: the last one read is the newest.
             found[nmi][day] = QuotaVersion(version, _QUOTA_STATUSES[status])
         return found
@@ -215,7 +223,7 @@ class Invoices(Repository):
         ``freehours.domain.invoicing.data_stamp`` digests, exactly as the row is, without
         writing its values out again."""
         m = meter_days.c
-        rows = self._conn.execute(
+        rows = self._each_nmi(
             sa.select(
                 m.nmi,
                 m.suffix,
@@ -225,15 +233,18 @@ class Invoices(Repository):
                 m.qualities,
                 # Read as the driver gives it, and made a UTC datetime once per distinct stamp
                 # below: a batch's 31,000 rows share a few (a file's UpdateDateTime).
-                sa.type_coerce(m.update_datetime, UtcDateTime.impl),
+                sa.type_coerce(m.update_datetime, UtcDateTime.impl).label("update_datetime"),
                 m.uom,
-            ).where(m.nmi.in_(list(nmis)), m.day >= first, m.day <= last)
+            ).where(m.day >= first, m.day <= last),
+            m.nmi,
+            nmis,
+            ["nmi", "day", "suffix"],
         )
         found: dict[str, list[tuple[IntervalDay, str]]] = defaultdict(list)
         # A batch's values repeat (a meter reads to the Wh): each distinct one is read once.
         decimals = _Decimals()
         stamps = _Stamps(self._conn.dialect)
-        for nmi, suffix, day, minutes, values, qualities, raw, uom in rows.all():
+        for nmi, suffix, day, minutes, values, qualities, raw, uom in rows:
             stamp, stamp_text = stamps[raw]
             text = f"{suffix}|{day}|{minutes}|{uom}|{values}|{qualities}|{stamp_text}"
             found[nmi].append(
@@ -259,10 +270,11 @@ class Invoices(Repository):
         """The NEM dates from ``first`` to ``last`` on which each NMI has a day row received
         since ``since``: where a revision of an invoiced period may be."""
         m = meter_days.c
-        rows = self._conn.execute(
-            sa.select(m.nmi, m.day)
-            .where(m.nmi.in_(list(nmis)), m.day >= first, m.day <= last, m.received_at >= since)
-            .distinct()
+        rows = self._each_nmi(
+            sa.select(m.nmi, m.day).where(m.day >= first, m.day <= last, m.received_at >= since),
+            m.nmi,
+            nmis,
+            ["nmi", "day"],
         )
         found: dict[str, set[date]] = defaultdict(set)
         for nmi, day in rows:
@@ -276,10 +288,8 @@ class Invoices(Repository):
         without what each keeps of its usage (``usage`` None: the better offer check reads it
         for the periods it wants, ``period_usages``)."""
         columns = [c for c in billing_periods.c if c.name != "usage"]
-        query = sa.select(*columns, sa.null().label("usage")).where(
-            billing_periods.c.nmi.in_(list(nmis))
-        )
-        rows: Iterable[sa.Row[Any]] = self._conn.execute(query)
+        query = sa.select(*columns, sa.null().label("usage"))
+        rows = self._each_nmi(query, billing_periods.c.nmi, nmis, ["nmi", "period_start"])
         return {(row.nmi, row.period_start): _period(row) for row in rows}
 
     def lock_periods(
@@ -312,15 +322,15 @@ class Invoices(Repository):
         )
         b = billing_periods.c
         nmis = sorted({nmi for nmi, _, _ in ordered})
-        rows = self._conn.execute(
-            sa.select(billing_periods)
-            .where(
-                b.nmi.in_(nmis),
+        rows = self._each_nmi(
+            sa.select(billing_periods).where(
                 b.period_start >= min(start for _, start, _ in ordered),
                 b.period_start <= max(start for _, start, _ in ordered),
-            )
-            .order_by(b.nmi, b.period_start)
-            .with_for_update()
+            ),
+            b.nmi,
+            nmis,
+            ["nmi", "period_start"],
+            for_update=True,
         )
         wanted = {(nmi, start) for nmi, start, _ in ordered}
         return {
@@ -335,13 +345,13 @@ class Invoices(Repository):
         """What the invoiced billing periods of ``nmis`` starting ``first`` to ``last`` keep of
         their usage, by NMI and period start (the periods without it left out)."""
         b = billing_periods.c
-        rows = self._conn.execute(
+        rows = self._each_nmi(
             sa.select(b.nmi, b.period_start, b.period_end, b.usage).where(
-                b.nmi.in_(list(nmis)),
-                b.period_start >= first,
-                b.period_start <= last,
-                b.usage.is_not(None),
-            )
+                b.period_start >= first, b.period_start <= last, b.usage.is_not(None)
+            ),
+            b.nmi,
+            nmis,
+            ["nmi", "period_start"],
         )
         found: dict[str, dict[date, PeriodUsage]] = defaultdict(dict)
         for nmi, start, end, text in rows:
@@ -353,10 +363,13 @@ class Invoices(Repository):
     ) -> dict[str, dict[date, PeriodUsage]]:
         """``period_usages`` of the periods of ``nmis`` that start on one of ``starts``."""
         b = billing_periods.c
-        rows = self._conn.execute(
+        rows = self._each_nmi(
             sa.select(b.nmi, b.period_start, b.period_end, b.usage).where(
-                b.nmi.in_(list(nmis)), b.period_start.in_(list(starts)), b.usage.is_not(None)
-            )
+                b.period_start.in_(list(starts)), b.usage.is_not(None)
+            ),
+            b.nmi,
+            nmis,
+            ["nmi", "period_start"],
         )
         found: dict[str, dict[date, PeriodUsage]] = defaultdict(dict)
         for nmi, start, end, text in rows:
