@@ -1,4 +1,5 @@
-"""A settlement batch's look-ups on PostgreSQL read the batch's rows, not the day's partition.
+"""A settlement batch's look-ups, and an invoice batch's, on PostgreSQL read the batch's rows, not
+the day's partition (nor the whole table).
 
 A day's partitions fill up during its burst with no statistics yet (autovacuum behind, or off as
 on this machine's CI), so the planner guesses: an ``IN (SELECT unnest ...)`` over the keys was
@@ -11,8 +12,12 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
+import sqlalchemy as sa
+
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import new_quota
+from freehours.domain.time import Region
+from freehours.plans import builtin_document
 from freehours.store.database import Store
 from freehours.store.meter import _DAYS_FOR_MANY
 from freehours.store.prepared import Prepared
@@ -24,16 +29,24 @@ AT = datetime(2026, 8, 1, 4, 0, tzinfo=UTC)
 CUSTOMERS = 3_000
 
 
+_TABLES = ("meter_days", "quotas", "customers", "billing_periods")
+
+
 def _scans(store: Store, prepared: Prepared, parameters: dict[str, list[Any]]) -> dict[str, int]:
     """The rows each scan of a partition read, ``prepared`` run on ``parameters`` as the
     repository runs it (its text as compiled for the store's dialect)."""
-    sql = str(prepared.statement.compile(dialect=store.engine.dialect))
+    return _explained(
+        store, str(prepared.statement.compile(dialect=store.engine.dialect)), parameters
+    )
+
+
+def _explained(store: Store, sql: str, parameters: Any) -> dict[str, int]:
+    """The rows each scan of a table (or partition) of ``_TABLES`` read, ``sql`` run on
+    ``parameters``."""
     read: dict[str, int] = {}
 
     def walk(node: dict[str, Any]) -> None:
-        if "Scan" in node["Node Type"] and node.get("Relation Name", "").startswith(
-            ("meter_days", "quotas")
-        ):
+        if "Scan" in node["Node Type"] and node.get("Relation Name", "").startswith(_TABLES):
             name = f"{node['Node Type']} {node['Relation Name']}"
             read[name] = read.get(name, 0) + node["Actual Rows"] * node.get("Actual Loops", 1)
         for child in node.get("Plans", []):
@@ -72,3 +85,54 @@ def test_a_batch_reads_its_own_customers_rows_of_the_day(store: Store) -> None:
         assert read, "the statement read no partition"
         assert not [scan for scan in read if scan.startswith(("Seq", "Parallel"))], str(read)
         assert sum(read.values()) <= 2 * len(batch), read
+
+
+@postgres_only
+def test_an_invoice_batch_reads_its_own_accounts_rows(store: Store) -> None:
+    """Each of an invoice batch's reads (as ``Invoicing._draft`` and the finalisation make them)
+    reads about its accounts' rows, whatever the planner knows of tables the day just filled: an
+    ``IN`` list of the batch's NMIs was planned as a scan of the month's partition, or of the
+    customers, ten times the work at ten times the customers."""
+    nmis = [f"4{n:09d}" for n in range(CUSTOMERS)]
+    values = tuple(Decimal("0.5") for _ in range(48))
+    with store.write() as unit:
+        unit.catalog.put_plan("sso-nsw", builtin_document("sso-nsw"), updated_at=AT)
+        unit.catalog.put_customers([(nmi, "sso-nsw", Region.NSW) for nmi in nmis], updated_at=AT)
+        unit.meter.ingest_days(
+            [
+                IntervalDay(nmi, suffix, DAY, 30, values, "A" * 48, AT)
+                for nmi in nmis
+                for suffix in ("E1", "B1")
+            ],
+            received_at=AT,
+        )
+        unit.quotas.insert_if_absent([new_quota(nmi, DAY) for nmi in nmis], at=AT)
+        unit.invoices.lock_periods([(nmi, date(2026, 7, 1), DAY) for nmi in nmis], now=AT)
+    batch = nmis[1_000:1_500]
+    ran: list[tuple[str, Any]] = []
+
+    def note(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        ran.append((statement, parameters))
+
+    sa.event.listen(store.engine, "before_cursor_execute", note)
+    try:
+        with store.read() as unit:
+            invoices = unit.invoices
+            assert len(invoices.accounts(batch)) == len(batch)
+            assert len(invoices.first_days(batch)) == len(batch)
+            assert len(invoices.meter_days(batch, date(2026, 7, 1), date(2026, 8, 1))) == len(batch)
+            assert len(invoices.latest_quotas(batch, date(2026, 7, 1), DAY)) == len(batch)
+            assert len(invoices.periods(batch)) == len(batch)
+            assert invoices.period_usages(batch, date(2026, 7, 1), DAY) == {}
+            assert invoices.received_since(batch, date(2026, 7, 1), DAY, AT) != {}
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", note)
+    assert len(ran) == 7
+    for statement, parameters in ran:
+        read = _explained(store, statement, parameters)
+        assert read, f"the statement read no table: {statement}"
+        assert not [scan for scan in read if scan.startswith(("Seq", "Parallel"))], (
+            read,
+            statement,
+        )
+        assert sum(read.values()) <= 3 * len(batch), (read, statement)
