@@ -120,7 +120,8 @@ ROWS: list[tuple[tuple[str, ...], str, str]] = [
     (
         ("settlement", "invoicing", "webhooks"),
         "the services: a quota settled exactly once (`settlement/service.py`: claim, complete,"
-        " release) and the one path meter data takes in (`settlement/ingest.py`: store, reopen,"
+        " release; which days have a quota and how each stands, `settlement/days.py`) and the one"
+        " path meter data takes in (`settlement/ingest.py`: store, reopen,"
         " enqueue); invoice runs, numbering, corrections ([invoices.md](invoices.md)) and a run's"
         " documents as manual journals in Xero's import layout (`invoicing/journal.py`), documents"
         " sent by email (`invoicing/mail.py`, the standard library's `smtplib`) and a run's print"
