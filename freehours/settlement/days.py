@@ -16,7 +16,6 @@ from datetime import date, datetime, timedelta
 
 import structlog
 
-from freehours.cache.quota import QuotaCache
 from freehours.clock import Clock
 from freehours.domain.reads import LATEST_DATE, DayKey
 from freehours.domain.settlement import (
@@ -29,7 +28,6 @@ from freehours.domain.settlement import (
     seconds_until_settleable,
 )
 from freehours.domain.time import NEM_TIME
-from freehours.faults import NoFaults
 from freehours.plans.cache import PlanCache
 from freehours.settlement.energy import free_energy, window_complete
 from freehours.settlement.model import (
@@ -38,7 +36,6 @@ from freehours.settlement.model import (
     CustomerPlan,
     NoQuotas,
     QuotaView,
-    SettlementFaults,
     SettlementPolicy,
     _due_reason,
     _unsettleable,
@@ -73,18 +70,14 @@ class QuotaDays:
     def __init__(
         self,
         store: Store,
-        cache: QuotaCache,
         clock: Clock,
         policy: SettlementPolicy | None = None,
-        faults: SettlementFaults | None = None,
         *,
         plans: PlanCache | None = None,
     ) -> None:
         self.store = store
-        self.cache = cache
         self.clock = clock
         self.policy = policy or SettlementPolicy()
-        self.faults: SettlementFaults = faults or NoFaults()
         #: Stored plans parsed once per version (shared with invoicing by ``Runtime``).
         self.plans = plans or PlanCache()
 

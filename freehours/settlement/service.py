@@ -47,7 +47,8 @@ import structlog
 from opentelemetry import trace
 
 from freehours.backoff import ceiling
-from freehours.cache.quota import CacheUnavailable
+from freehours.cache.quota import CacheUnavailable, QuotaCache
+from freehours.clock import Clock
 from freehours.domain.plan import Plan
 from freehours.domain.reads import IntervalDay
 from freehours.domain.settlement import (
@@ -65,6 +66,7 @@ from freehours.domain.settlement import (
     quota_key,
     release,
 )
+from freehours.faults import NoFaults
 from freehours.observability.metrics import (
     QUOTA_CACHE_REQUESTS,
     QUOTA_CACHE_WRITE_FAILURES,
@@ -72,6 +74,7 @@ from freehours.observability.metrics import (
     SETTLEMENT_SECONDS,
 )
 from freehours.observability.tracing import child_span
+from freehours.plans.cache import PlanCache
 from freehours.settlement.days import QuotaDays
 from freehours.settlement.energy import (
     free_energy,
@@ -86,13 +89,15 @@ from freehours.settlement.model import (
     FaultPoint,
     NoQuotas,
     Outcome,
+    SettlementFaults,
+    SettlementPolicy,
     SettleRequest,
     _due_reason,
     _unsettleable,
     _waiting_reason,
     day_lock,
 )
-from freehours.store.database import Unit
+from freehours.store.database import Store, Unit
 from freehours.store.quotas import LedgerEntry
 
 log = structlog.get_logger("freehours.settlement")
@@ -150,6 +155,20 @@ class _Batch:
 
 class Settlements(QuotaDays):
     """Settles quotas. Safe to share between threads; state lives in the store and the cache."""
+
+    def __init__(
+        self,
+        store: Store,
+        cache: QuotaCache,
+        clock: Clock,
+        policy: SettlementPolicy | None = None,
+        faults: SettlementFaults | None = None,
+        *,
+        plans: PlanCache | None = None,
+    ) -> None:
+        super().__init__(store, clock, policy, plans=plans)
+        self.cache = cache
+        self.faults: SettlementFaults = faults or NoFaults()
 
     def settle(self, nmi: str, day: date, *, version: int = 1, trust_cache: bool = True) -> Answer:
         """Settle the quota of ``nmi`` on local date ``day``, or say why not and when to retry:
