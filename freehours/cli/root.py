@@ -6,10 +6,15 @@ only to run it (``LazyCommands``), its help shown as freehours shows every help.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer._coercion import RuntimeParam, TypeDescriptor, build_runtime_param
+from typer._param_types import coerce_cli_choice, coerce_cli_path
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 
@@ -94,10 +99,92 @@ COMMANDS = {
 }
 
 
+@dataclass(frozen=True)
+class _Plain(RuntimeParam):
+    """A value of one of the plainest types (text, a path, a choice), coerced as Typer's own
+    coercion does but without it: Typer 0.29 coerces every value through a pydantic
+    ``TypeAdapter``, which costs each command pydantic's import and a schema per parameter
+    (about 55 ms of every start-up) before it does any work. Anything else, and any value this
+    cannot take, goes to Typer's own coercion, so a refusal reads as Typer words it."""
+
+    descriptor: TypeDescriptor
+    convert: Callable[[Any, Any, Any], Any]
+
+    def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+        try:
+            return self.convert(value, param, ctx)
+        except Exception:  # noqa: BLE001 - Typer's coercion says what is wrong, in its words
+            typer_s: Any = build_runtime_param(self.descriptor)
+            return typer_s._coerce_value(value, param, ctx)
+
+
+def _plain(descriptor: TypeDescriptor) -> RuntimeParam | None:
+    """A ``_Plain`` for ``descriptor``'s parameter, or None where Typer's own coercion must do."""
+    annotation, info = descriptor.annotation, descriptor.parameter_info
+    if descriptor.file_annotation is not None or info.parser is not None:
+        return None
+    convert: Callable[[Any, Any, Any], Any]
+    if annotation is str:
+
+        def convert(value: Any, param: Any, ctx: Any) -> Any:
+            if not isinstance(value, str):
+                raise TypeError(value)
+            return value
+
+    elif annotation is bool:  # a flag: a bool already, or no value (None, coerced by none)
+
+        def convert(value: Any, param: Any, ctx: Any) -> Any:
+            if not isinstance(value, bool):
+                raise TypeError(value)
+            return value
+
+    elif annotation is int and not descriptor.is_ranged:
+
+        def convert(value: Any, param: Any, ctx: Any) -> Any:
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+            digits = value.removeprefix("-") if isinstance(value, str) else ""
+            if not (digits.isascii() and digits.isdigit()):
+                raise ValueError(value)  # " 7", "1_000", "+7", "7.0": as Typer takes or words it
+            return int(value)
+
+    elif isinstance(annotation, type) and issubclass(annotation, Path) and info.path_type is None:
+
+        def convert(value: Any, param: Any, ctx: Any) -> Any:
+            if not isinstance(value, str | Path):
+                raise TypeError(value)
+            path = value if isinstance(value, annotation) else annotation(value)
+            return coerce_cli_path(path, info, path_type=annotation, param=param, ctx=ctx)
+
+    elif isinstance(annotation, type) and issubclass(annotation, Enum):
+        choices = list(annotation)
+
+        def convert(value: Any, param: Any, ctx: Any) -> Any:
+            return coerce_cli_choice(
+                value, choices=choices, case_sensitive=info.case_sensitive, ctx=ctx
+            )
+
+    else:
+        return None
+    return _Plain(info, annotation, descriptor, convert)
+
+
+def _runtime_param(param: Any) -> RuntimeParam:
+    """A parameter's coercion: ``_Plain`` where it can be (see there), else Typer's own. (The
+    ``get_runtime_param`` of the parameter classes below.)"""
+    if param._runtime_param is None:
+        descriptor = param.type_descriptor
+        param._runtime_param = _plain(descriptor) or build_runtime_param(descriptor)
+    coercion: RuntimeParam = param._runtime_param
+    return coercion
+
+
 class _Option(TyperOption):
     """An option as freehours' help shows it: its metavar after its name (``--port PORT``), and
     nothing after a flag. (Typer shows a Python type there, ``<int>`` or ``<bool>``, and still
     does for an option without a metavar: ``tests/cli/test_help.py`` refuses that.)"""
+
+    get_runtime_param = _runtime_param
 
     def display_type_rich(self, ctx: Any) -> str | None:
         if self.is_flag:
@@ -109,6 +196,8 @@ class _Argument(TyperArgument):
     """An argument as freehours' help shows it: its metavar alone, ``FILE...`` where it takes
     several, the same in the usage line (required ``FILE``, optional ``[FILE]``), without a
     Python type beside it."""
+
+    get_runtime_param = _runtime_param
 
     def display_type_rich(self, ctx: Any) -> str | None:
         return None if self.metavar else super().display_type_rich(ctx)

@@ -77,11 +77,12 @@ def test_the_document_model_and_html_do_not_load_the_pdf_library() -> None:
 
 def test_nem12_inspect_imports_no_database_nor_service(tmp_path: Path) -> None:
     """``nem12 inspect`` reads a file: the ``nem12`` group's other command (``import``) is
-    loaded with it, but not the database, the runtime or the services behind that one."""
+    loaded with it, but not the database, the runtime or the services behind that one, nor
+    pydantic (``tests/cli/test_coercion.py``)."""
     path = tmp_path / "one.csv"
     write_nem12([one_day()], path)
     heavy = ["sqlalchemy", "fastapi", "redis", "pydantic_settings", "structlog", "opentelemetry"]
-    heavy += ["rich.progress", "freehours.operations.runtime", "freehours.store"]
+    heavy += ["rich.progress", "freehours.operations.runtime", "freehours.store", "pydantic"]
     assert imported_after(["nem12", "inspect", str(path)], heavy) == []
 
 
