@@ -257,7 +257,8 @@ class _Values(dict[str, Decimal | None]):
         writes its value (``_STORED_VALUES``)."""
         if self.overflowed:
             return _STORED_VALUES.fullmatch(",".join(texts)) is not None
-        return self.unusual.isdisjoint(texts)
+        unusual = self.unusual
+        return not unusual or unusual.isdisjoint(texts)
 
     def __missing__(self, text: str) -> Decimal:
         if _VALUE.fullmatch(text) is None:

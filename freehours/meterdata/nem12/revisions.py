@@ -40,20 +40,28 @@ def _record_keys(
     max_line = limits.max_line
     done = 0  # complete lines of this member before the one ``tail`` holds
     tail = b"\n"  # the stream starts a line; ``tail`` is the last, unfinished one, after a \n
-    carriage = False  # the previous block ended with \r: a \n starting this one ends no line
+    carried = b""  # a byte read after a block, to see whether its \r ends a \r\n
     try:
-        while block := binary.read(_BLOCK):
-            if carriage and block.startswith(b"\n"):
-                block = block[1:]
-            carriage = block.endswith(b"\r")
-            if b"\r" in block:  # lines end \r\n (a copy), or rarely \r alone (another)
-                block = block.replace(b"\r\n", b"\n")
-                if b"\r" in block:
-                    block = block.replace(b"\r", b"\n")
+        while block := carried + binary.read(_BLOCK):
+            carried = b""
+            if block.endswith(b"\r"):  # a \r\n is never split between two blocks
+                carried = binary.read(1)
+                if carried == b"\n":
+                    block, carried = block + carried, b""
+            longest = max_line  # characters a line may have, its end not counted, as read here
+            ends = block.count(b"\n")
+            if b"\r" in block:
+                pairs = block.count(b"\r\n")
+                if pairs == ends == block.count(b"\r"):
+                    # Every line ends \r\n, as most files do (written on Windows): the \n ends
+                    # each, and each is one byte longer than the second pass reads it.
+                    longest = max_line + 1
+                else:  # \r alone ends a line too (rarely): every end made a \n
+                    block = block.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+                    ends = block.count(b"\n")
             data = tail + block
             cut = data.rfind(b"\n")  # >= 0: ``tail`` starts with one
-            ends = data.count(b"\n", 1, cut + 1)
-            long = _long_line(data, cut, max_line)
+            long = _long_line(data, cut, longest)
             if long is not None:
                 raise _line_too_long(label, done + data.count(b"\n", 1, long) + 1, max_line)
             if lines.read + ends > limits.max_lines:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import fields
-from datetime import date, datetime
+from datetime import date, datetime, time
 from decimal import Decimal
 from typing import TextIO
 
@@ -59,9 +59,9 @@ class _Scanner:
         self.source = ""
         self.dates: dict[str, date] = {}
         self.stamps: dict[str, datetime | None] = {"": None}
-        # yyyymmdd -> that day's midnight, for the dates of stamps already checked: a file's
-        # stamps are many (one a row, near enough) but fall on few days.
-        self.stamp_days: dict[str, datetime] = {}
+        # yyyymmdd -> that date, for the stamps already checked in range: a file's stamps are
+        # many (one a row, near enough) but fall on few days.
+        self.stamp_days: dict[str, date] = {}
         self.values: dict[int, _Values] = {}  # unit scale -> its value cache
         # interval count -> flag -> that flag for every interval of a day: shared strings
         self.uniform: dict[int, dict[str, str]] = {}
@@ -164,12 +164,16 @@ class _Scanner:
                     values = (None,) * count
                     stored = "," * (count - 1)
                     channel_stats.missing += count
+                elif plain and value_cache.written_as_stored(texts):
+                    # Every value was parsed and checked above; the texts are written as the
+                    # store writes those values, so they are stored as they are. An empty field
+                    # (a missing value) shows in the joined text: most rows have none to count.
+                    stored = ",".join(texts)
+                    if ",," in stored or stored[:1] == "," or stored[-1:] in ("", ","):
+                        channel_stats.missing += texts.count("")
                 else:
+                    stored = None
                     channel_stats.missing += texts.count("")
-                    # Every value was parsed and checked above; where the texts are written as
-                    # the store writes those values, they are stored as they are.
-                    written = plain and value_cache.written_as_stored(texts)
-                    stored = ",".join(texts) if written else None
                 qualities = uniform[flag]
                 channel_stats.qualities[flag] += count
                 yield _interval_day(
@@ -511,22 +515,20 @@ class _Scanner:
     def stamp(self, text: str, line: int, field: str) -> datetime:
         """A NEM time written yyyymmddhhmmss (or yyyymmddhhmm)."""
         digits = text + "00" if len(text) == 12 else text
-        midnight = self.stamp_days.get(digits[:8]) if len(digits) == 14 else None
-        # A day already checked: the time of day is all that is left to read (and a moment
-        # of that day is in range), in half the time.
-        moment = _time_of(midnight, digits) if midnight is not None else _moment(digits)
+        day = self.stamp_days.get(digits[:8])
+        moment = _moment(digits, day)
         if moment is None:
             raise self.error(
                 f"{field} {text[:20]!r} is not a date and time (yyyymmddhhmmss)", line, field
             )
-        if midnight is None:
+        if day is None:
             try:
                 reads.check_moment(moment, field)
             except RangeError as exc:
                 raise self.error(exc.reason, line, field) from None
             if len(self.stamp_days) > _CACHE_LIMIT:
                 self.stamp_days.clear()
-            self.stamp_days[digits[:8]] = moment.replace(hour=0, minute=0, second=0)
+            self.stamp_days[digits[:8]] = moment.date()
         if len(self.stamps) > _CACHE_LIMIT:
             self.stamps.clear()
             self.stamps[""] = None
@@ -544,29 +546,14 @@ def _date(text: str) -> date | None:
         return None
 
 
-def _moment(digits: str) -> datetime | None:
-    """``yyyymmddhhmmss`` as a moment in NEM time, or None."""
+def _moment(digits: str, day: date | None = None) -> datetime | None:
+    """``yyyymmddhhmmss`` as a moment in NEM time, or None; ``day`` is its date when known (its
+    first eight digits already read), so that only the time of day is left to read."""
     if len(digits) != 14 or not _is_digits(digits):
         return None
     try:
-        return datetime.fromisoformat(f"{digits[:8]}T{digits[8:]}").replace(tzinfo=NEM_TIME)
-    except ValueError:
-        return None
-
-
-def _time_of(midnight: datetime, digits: str) -> datetime | None:
-    """``yyyymmddhhmmss`` as a moment, its day's ``midnight`` known: as ``_moment`` reads it."""
-    if not _is_digits(digits):
-        return None
-    try:
-        return datetime(
-            midnight.year,
-            midnight.month,
-            midnight.day,
-            int(digits[8:10]),
-            int(digits[10:12]),
-            int(digits[12:]),
-            tzinfo=NEM_TIME,
+        return datetime.combine(
+            day or date.fromisoformat(digits[:8]), time.fromisoformat(digits[8:]), NEM_TIME
         )
     except ValueError:
         return None
