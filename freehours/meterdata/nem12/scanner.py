@@ -164,16 +164,13 @@ class _Scanner:
                     values = (None,) * count
                     stored = "," * (count - 1)
                     channel_stats.missing += count
-                elif plain and value_cache.written_as_stored(texts):
-                    # Every value was parsed and checked above; the texts are written as the
-                    # store writes those values, so they are stored as they are. An empty field
-                    # (a missing value) shows in the joined text: most rows have none to count.
-                    stored = ",".join(texts)
-                    if ",," in stored or stored[:1] == "," or stored[-1:] in ("", ","):
-                        channel_stats.missing += texts.count("")
                 else:
-                    stored = None
-                    channel_stats.missing += texts.count("")
+                    if not all(texts):  # most rows miss no value: nothing to count
+                        channel_stats.missing += texts.count("")
+                    # Every value was parsed and checked above; where the texts are written as
+                    # the store writes those values, they are stored as they are.
+                    written = plain and value_cache.written_as_stored(texts)
+                    stored = ",".join(texts) if written else None
                 qualities = uniform[flag]
                 channel_stats.qualities[flag] += count
                 yield _interval_day(
