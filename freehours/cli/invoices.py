@@ -329,9 +329,11 @@ def print_batch_(
             if unit.invoices.get_run(run_id) is None:
                 raise FreehoursError(f"no invoice run {run_id!r}")
         batch = print_batch(store, run_id)
+        counts = batch.counts()
         out.mkdir(parents=True, exist_ok=True)
         manifest = out / f"print-{run_id}.csv"
-        manifest.write_text(batch.manifest(), encoding="utf-8")
+        with manifest.open("w", encoding="utf-8", newline="") as written:
+            written.writelines(batch.manifest())
         progress = Progress(
             TextColumn("print batch: parts"),
             BarColumn(),
@@ -340,16 +342,16 @@ def print_batch_(
             transient=True,
         )
         with progress:
-            task = progress.add_task("parts", total=batch.parts)
-            for part in range(1, batch.parts + 1):
+            task = progress.add_task("parts", total=counts.parts)
+            for part, documents in enumerate(batch.parts(), 1):
                 path = out / f"print-{run_id}-{part}.pdf"
-                path.write_bytes(render_part(store, batch.part(part)))
+                path.write_bytes(render_part(store, documents))
                 progress.advance(task)
     typer.echo(
-        f"{len(batch.posted)} document(s) to post in {batch.parts} part(s): {manifest}"
+        f"{counts.posted} document(s) to post in {counts.parts} part(s): {manifest}"
         + (
-            f"; {batch.without_address} without an address to post to"
-            if batch.without_address
+            f"; {counts.without_address} without an address to post to"
+            if counts.without_address
             else ""
         )
     )

@@ -2,23 +2,27 @@
 as PDFs to print in order and a CSV manifest for the mail house (document number, name, the
 address lines it goes to, which part and page it starts on).
 
-A batch is made in parts of at most ``PART_DOCUMENTS`` documents, each one PDF: a run of a
-million documents is never held in memory at once. The name and address are those printed on
-the document when it was finalised (its ``customer``), so the envelope and the page agree; a
-customer with no contact then (no address to post to) is counted apart, not printed.
+A batch is never held whole: going through it reads the run's documents a page at a time, in
+print order (its invoices, then its other documents, each by number), no more of each row than
+its number, type, NMI and printed address, by the index of (run, number); so a run of a million
+documents costs memory of a page. It is made in parts of at most ``PART_DOCUMENTS`` documents,
+each one PDF. The name and address are those printed on the document when it was finalised
+(its ``customer``), so the envelope and the page agree; a customer with no contact then (no
+address to post to) is counted apart, not printed.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from freehours.domain.contacts import Delivery
 from freehours.invoicing.documents import document_of
 from freehours.store.database import Store
-from freehours.store.invoices import StoredDocument
+from freehours.store.invoice_records import ToPost
 
 #: Documents in one part of a batch (one PDF).
 PART_DOCUMENTS = 500
@@ -48,30 +52,59 @@ class Posted:
 
 
 @dataclass(frozen=True, slots=True)
-class PrintBatch:
-    """What a run posts, in order, and the documents it cannot (no address then)."""
+class Counts:
+    """What a batch holds: documents to post, and documents with no address to post to."""
 
-    run_id: str
-    posted: list[Posted]
+    posted: int
     without_address: int
 
     @property
     def parts(self) -> int:
-        return -(-len(self.posted) // PART_DOCUMENTS)
+        return -(-self.posted // PART_DOCUMENTS)
+
+
+@dataclass(frozen=True, slots=True)
+class PrintBatch:
+    """Run ``run_id``'s print batch, read from ``store`` each time it is gone through."""
+
+    store: Store
+    run_id: str
+
+    def __iter__(self) -> Iterator[Posted]:
+        """The documents to post, in print order."""
+        for page in self._pages():
+            yield from (posted for posted in page if posted is not None)
+
+    def counts(self) -> Counts:
+        """How many documents the batch posts, and how many it cannot (one pass)."""
+        posted = without = 0
+        for page in self._pages():
+            for item in page:
+                if item is None:
+                    without += 1
+                else:
+                    posted += 1
+        return Counts(posted, without)
 
     def part(self, number: int) -> list[Posted]:
-        """Part ``number`` (from 1) of the batch."""
+        """Part ``number`` (from 1) of the batch (read up to it)."""
         start = (number - 1) * PART_DOCUMENTS
-        return self.posted[start : start + PART_DOCUMENTS]
+        return list(itertools.islice(self, start, start + PART_DOCUMENTS))
 
-    def manifest(self) -> str:
-        """The CSV manifest, a header then a row per document, in print order."""
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(MANIFEST_COLUMNS)
-        for index, posted in enumerate(self.posted):
+    def parts(self) -> Iterator[list[Posted]]:
+        """Every part, in order, in one pass."""
+        documents = iter(self)
+        while part := list(itertools.islice(documents, PART_DOCUMENTS)):
+            yield part
+
+    def manifest(self) -> Iterator[str]:
+        """The CSV manifest, a header then a row per document, in print order: a page's rows
+        at a time."""
+        yield _csv([MANIFEST_COLUMNS])
+        rows: list[list[object]] = []
+        for index, posted in enumerate(self):
             lines = list(posted.address[:4]) + [""] * (4 - len(posted.address[:4]))
-            writer.writerow(
+            rows.append(
                 [
                     index // PART_DOCUMENTS + 1,
                     index + 1,
@@ -81,7 +114,46 @@ class PrintBatch:
                     *(_cell(line) for line in lines),
                 ]
             )
-        return out.getvalue()
+            if len(rows) == _PAGE:
+                yield _csv(rows)
+                rows = []
+        if rows:
+            yield _csv(rows)
+
+    def _pages(self) -> Iterator[list[Posted | None]]:
+        """The run's documents whose customers have no email delivery now, in print order, a
+        page at a time: each as a ``Posted``, or None where it has no address to post to."""
+        for invoices in (True, False):
+            after = None
+            while True:
+                with self.store.read() as unit:
+                    page = unit.invoices.to_post(
+                        self.run_id, invoices=invoices, after=after, limit=_PAGE
+                    )
+                    contacts = unit.catalog.contacts(sorted({d.nmi for d in page}))
+                if not page:
+                    break
+                yield [
+                    _posted(document)
+                    for document in page
+                    if (contact := contacts.get(document.nmi)) is None
+                    or contact.delivery is not Delivery.EMAIL
+                ]
+                after = page[-1].number
+
+
+def _posted(document: ToPost) -> Posted | None:
+    printed = document.customer
+    if printed is None:
+        return None
+    address = tuple(printed.get("billing_address") or printed["supply_address"])
+    return Posted(document.number, document.document_type, printed["name"], address)
+
+
+def _csv(rows: Iterable[Sequence[object]]) -> str:
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue()
 
 
 def _cell(text: str) -> str:
@@ -90,38 +162,9 @@ def _cell(text: str) -> str:
 
 
 def print_batch(store: Store, run_id: str) -> PrintBatch:
-    """Run ``run_id``'s documents whose customers have post delivery now, by number."""
-    posted: list[Posted] = []
-    without = 0
-    for page in _documents(store, run_id):
-        with store.read() as unit:
-            contacts = unit.catalog.contacts([d.nmi for d in page])
-        for document in page:
-            contact = contacts.get(document.nmi)
-            if contact is not None and contact.delivery is Delivery.EMAIL:
-                continue
-            printed = document.customer
-            if printed is None:
-                without += 1
-                continue
-            address = tuple(printed.get("billing_address") or printed["supply_address"])
-            posted.append(
-                Posted(document.number, document.document_type.value, printed["name"], address)
-            )
-    posted.sort(key=lambda p: (p.document_type != "invoice", p.number))
-    return PrintBatch(run_id, posted, without)
-
-
-def _documents(store: Store, run_id: str) -> Iterator[list[StoredDocument]]:
-    after = None
-    while True:
-        with store.read() as unit:
-            page = unit.invoices.list_documents(run_id=run_id, after=after, limit=_PAGE)
-        if not page:
-            return
-        yield page
-        last = page[-1]
-        after = (last.period_start, last.nmi, last.sequence)
+    """Run ``run_id``'s print batch: its documents whose customers have post delivery when it
+    is gone through."""
+    return PrintBatch(store, run_id)
 
 
 def render_part(store: Store, posted: Sequence[Posted]) -> bytes:

@@ -292,6 +292,21 @@ def _days(text: str) -> tuple[DayFigures, ...]:
     )
 
 
+class ToPost(NamedTuple):
+    """A run's document as its print batch reads it: no more of its row than that needs."""
+
+    number: str
+    document_type: str
+    nmi: str
+    #: The customer's name and addresses as printed (``StoredDocument.customer``), or None.
+    customer: dict[str, Any] | None
+
+
+def _to_post(row: Any) -> ToPost:  # a row of number, document_type, nmi, customer
+    customer = None if row.customer is None else json.loads(row.customer)
+    return ToPost(row.number, row.document_type, row.nmi, customer)
+
+
 def _document_row(document: StoredDocument, texts: dict[int, str]) -> dict[str, Any]:
     """``document`` as a row; ``texts``: the JSON of the objects written so far, by identity
     (kept only while they are)."""

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from freehours.domain.better_offer import PeriodUsage
 from freehours.domain.invoicing import (
     BillingCycle,
+    DocumentType,
     Frequency,
     Series,
 )
@@ -37,6 +38,7 @@ from freehours.store.invoice_records import (
     RunCounts,
     SettledQuota,
     StoredDocument,
+    ToPost,
     _Decimals,
     _document,
     _document_row,
@@ -44,6 +46,7 @@ from freehours.store.invoice_records import (
     _period,
     _run,
     _Stamps,
+    _to_post,
     _versions_text,
 )
 from freehours.store.mail import Mail
@@ -516,6 +519,22 @@ class Invoices(Repository):
             query = query.where(sa.tuple_(d.period_start, d.nmi, d.sequence) > sa.tuple_(*after))
         rows = self._conn.execute(query.order_by(d.period_start, d.nmi, d.sequence).limit(limit))
         return [_document(row) for row in rows]
+
+    def to_post(
+        self, run_id: str, *, invoices: bool, after: str | None = None, limit: int = 1000
+    ) -> list[ToPost]:
+        """A page of run ``run_id``'s documents in number order after ``after``: its invoices,
+        or (``invoices`` False) its other documents; read by the index of (run, number), so a
+        page costs its own rows whatever the run's size (the print batch, docs/invoices.md)."""
+        d = documents.c
+        kind = d.document_type == DocumentType.INVOICE.value
+        query = sa.select(d.number, d.document_type, d.nmi, d.customer).where(
+            d.run_id == run_id, kind if invoices else ~kind
+        )
+        if after is not None:
+            query = query.where(d.number > after)
+        rows = self._conn.execute(query.order_by(d.number).limit(limit))
+        return [_to_post(row) for row in rows]
 
     def serials(self, series: Series) -> list[int]:
         """Every serial number of ``series``, in order (for the gapless checks)."""

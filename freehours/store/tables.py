@@ -480,7 +480,8 @@ documents = sa.Table(
     sa.ForeignKeyConstraint(["corrects"], ["documents.number"]),
     sa.UniqueConstraint("series", "serial"),
     sa.UniqueConstraint("nmi", "period_start", "sequence"),
-    sa.Index(None, "run_id"),
+    # A run's documents, in number order: its print batch reads them page by page.
+    sa.Index(None, "run_id", "number"),
     sa.Index(None, "period_start"),
     # What corrects a document: its credit notes and adjustment invoices.
     sa.Index(None, "corrects"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+from typing import Any
 
 import pypdf
 import pytest
@@ -13,6 +14,7 @@ from freehours.domain.contacts import Contact
 from freehours.invoicing import print_batch as batches
 from freehours.invoicing.print_batch import print_batch, render_part
 from freehours.store.database import Store
+from freehours.store.invoices import Invoices
 from tests.invoicing.support import System
 from tests.mail.test_delivery import JANE, POSTED
 
@@ -43,9 +45,10 @@ def test_the_batch_holds_the_posted_documents_in_order_with_their_addresses(
     (run,) = [d.run_id for d in system.documents()][:1]
     assert run is not None
     batch = print_batch(store, run)
-    assert [p.number for p in batch.posted] == sorted([numbers["pat"], numbers["formula"]])
-    assert batch.without_address == 1  # the customer with no contact: nowhere to post it
-    rows = list(csv.DictReader(io.StringIO(batch.manifest())))
+    posted = list(batch)
+    assert [p.number for p in posted] == sorted([numbers["pat"], numbers["formula"]])
+    assert batch.counts() == batches.Counts(2, 1)  # the customer with no contact: no address
+    rows = list(csv.DictReader(io.StringIO("".join(batch.manifest()))))
     by_number = {row["number"]: row for row in rows}
     pat = by_number[numbers["pat"]]
     assert (pat["name"], pat["address_line_1"], pat["address_line_2"]) == (
@@ -60,12 +63,43 @@ def test_the_batch_holds_the_posted_documents_in_order_with_their_addresses(
 
     pdf = pypdf.PdfReader(io.BytesIO(render_part(store, batch.part(1))))
     text = "\n".join(page.extract_text() for page in pdf.pages)
-    assert text.index(batch.posted[0].number) < text.index(batch.posted[1].number)
+    assert text.index(posted[0].number) < text.index(posted[1].number)
     assert "Pat Post" in text
     assert JANE.name not in text
 
     # More documents than a part holds: parts, in order.
     monkeypatch.setattr(batches, "PART_DOCUMENTS", 1)
-    assert batch.parts == 2
-    assert [p.number for p in batch.part(2)] == [batch.posted[1].number]
-    assert [row["part"] for row in csv.DictReader(io.StringIO(batch.manifest()))] == ["1", "2"]
+    assert batch.counts().parts == 2
+    assert [p.number for p in batch.part(2)] == [posted[1].number]
+    assert batch.part(3) == []
+    assert [[p.number for p in part] for part in batch.parts()] == [[p.number] for p in posted]
+    rows = list(csv.DictReader(io.StringIO("".join(batch.manifest()))))
+    assert [row["part"] for row in rows] == ["1", "2"]
+
+
+def test_the_batch_is_read_a_page_at_a_time_in_print_order(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Invoices, then the other documents, each by number, through pages of ``_PAGE``: the
+    batch reads no more of the run at once, however many documents it has."""
+    system = System.on(store)
+    customers = system.customers(5)
+    with store.write() as unit:
+        unit.catalog.put_contacts(dict.fromkeys(customers, POSTED), updated_at=system.clock.now())
+    system.month(customers)
+    system.run()
+    (run,) = {d.run_id for d in system.documents()}
+    assert run is not None
+    pages: list[int] = []
+    to_post = Invoices.to_post
+
+    def counted(self: Invoices, run_id: str, **given: Any) -> Any:
+        page = to_post(self, run_id, **given)
+        pages.append(len(page))
+        return page
+
+    monkeypatch.setattr(batches, "_PAGE", 2)
+    monkeypatch.setattr(Invoices, "to_post", counted)
+    numbers = [p.number for p in print_batch(store, run)]
+    assert numbers == sorted(d.number for d in system.documents())
+    assert pages == [2, 2, 1, 0, 0]  # the invoices by twos, then none of another type

@@ -319,13 +319,13 @@ def get_print_manifest(run_id: RunIdPath, services: AppServices) -> Response:
     posted to. An admin key: it lists names and addresses."""
     _run(services, run_id)
     batch = print_batch(services.store, run_id)
-    return Response(
+    return StreamingResponse(
         batch.manifest(),
         media_type="text/csv",
         headers={
             "Content-Disposition": f'attachment; filename="print-{run_id}.csv"',
             "Cache-Control": "no-store",
-            "X-Print-Parts": str(batch.parts),
+            "X-Print-Parts": str(batch.counts().parts),
         },
     )
 
@@ -351,18 +351,19 @@ def get_print_part(
     part: Annotated[int, Query(ge=1, le=100_000, description="the part, from 1")] = 1,
 ) -> Response:
     """Part ``part`` of the run's print batch: at most 500 documents in one PDF, in the
-    manifest's order."""
+    manifest's order (the run's documents read up to it, a page at a time)."""
     _run(services, run_id)
     batch = print_batch(services.store, run_id)
-    if part > batch.parts:
+    documents = batch.part(part)
+    if not documents:
         raise Problem(
             404,
             "print-part-not-found",
             "No such part",
-            f"part: the run's print batch has {batch.parts} part(s)",
+            f"part: the run's print batch has {batch.counts().parts} part(s)",
         )
     return Response(
-        render_part(services.store, batch.part(part)),
+        render_part(services.store, documents),
         media_type="application/pdf",
         headers={
             "Content-Disposition": f'attachment; filename="print-{run_id}-{part}.pdf"',
