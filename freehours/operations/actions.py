@@ -8,6 +8,9 @@
   settlement job.
 - ``revoke_key``: the key stops working (within the API's key cache time), and its console
   sessions end at once.
+- ``resend_document``: a document sent by email again, a delivery of its own.
+- ``revoke_page``: every link to a customer's own page stops opening (their next email carries a
+  link to a new page).
 
 Each is one transaction: it locks what it acts on, checks that it is still in the state the
 operator saw (the version, the job's state), acts, and writes its audit entry with the state
@@ -233,6 +236,23 @@ class Actions:
             return record(
                 f"key {key_id} revoked; {sessions} console session(s) ended",
                 after={**before, "revoked_at": now},
+            )
+
+    def revoke_page(self, operator: Operator, nmi: str) -> Outcome:
+        """Every link to customer ``nmi``'s own page stops opening: done, with how many pages
+        were revoked (0 or 1; none when no link was ever sent, or it was revoked already)."""
+        target = f"customer:{nmi}"
+        with self.store.write() as unit:
+            if unit.catalog.plan_version_of(nmi) is None:
+                raise NotFound(f"nmi: no customer {nmi}")
+            record = self._recorder(unit, operator, "page.revoke", target, {})
+            revoked = unit.pages.revoke(nmi, at=self.clock.now())
+            return record(
+                f"customer {nmi}: their page's links stopped opening"
+                if revoked
+                else f"customer {nmi}: no page link to revoke",
+                after={"revoked": revoked},
+                made={"revoked": revoked},
             )
 
     def record(

@@ -198,6 +198,30 @@ def test_a_document_is_resent_by_email_from_the_invoices_page(admin: Api) -> Non
     assert admin.client.get("/console/invoices/not%20a%20number/resend").status_code == 422
 
 
+def test_a_customers_page_links_are_revoked_from_their_documents(admin: Api) -> None:
+    """The invoices page of one customer (filtered by NMI) offers to revoke the links to
+    their own page, as ``DELETE /v1/customers/{nmi}/page`` does: audited, the link refused."""
+    store = admin.services.store
+    system, emailed, _ = invoiced(store)
+    with store.write() as unit:
+        page_id = unit.pages.page_for(emailed, at=system.clock.now())
+    assert f"/customers/{emailed}/page" not in admin.client.get("/console/invoices").text
+    listed = admin.client.get(f"/console/invoices?nmi={emailed}")
+    assert f"/console/customers/{emailed}/page/revoke" in listed.text
+    _, status, text = _confirm_and_post(admin, f"/console/customers/{emailed}/page/revoke")
+    assert status == 200, text
+    assert "links stopped opening" in text
+    with store.read() as unit:
+        assert unit.pages.nmi_of(page_id) is None
+    (entry,) = _audit(admin, f"customer:{emailed}")
+    assert (entry["action"], entry["outcome"]) == ("page.revoke", "done")
+    _, again, said = _confirm_and_post(admin, f"/console/customers/{emailed}/page/revoke")
+    assert (again, "no page link to revoke" in said) == (200, True)
+    assert admin.client.get("/console/customers/not-an-nmi/page/revoke").status_code == 422
+    _, unknown, _ = _confirm_and_post(admin, "/console/customers/4109999999/page/revoke")
+    assert unknown == 404
+
+
 @pytest.mark.parametrize("action", ["retry", "cancel"])
 def test_a_read_key_may_look_but_not_act(api: Api, action: str) -> None:
     runtime = api.services.runtime
@@ -284,6 +308,7 @@ def test_a_job_id_not_of_ascii_digits_is_a_404_page(admin: Api, job_id: str) -> 
         "/console/quotas/4100000001/\u00b2/reopen",
         "/console/keys/not-a-key/revoke",
         "/console/invoices/IN-00000001/resend",
+        "/console/customers/4100000001/page/revoke",
         "/console/sign-out",
     ],
 )

@@ -274,6 +274,33 @@ def _document_number(value: str) -> str:
     return value
 
 
+@router.get("/customers/{nmi}/page/revoke", response_class=HTMLResponse, name="console_revoke_page")
+def confirm_revoke_page(request: Request, session: SignedIn, nmi: str) -> HTMLResponse:
+    the_nmi = parse_nmi(nmi)
+    return _confirm(
+        request,
+        session,
+        title=f"Revoke the page links of {the_nmi}",
+        action=f"{PATH}/customers/{the_nmi}/page/revoke",
+        question=f"Stop every link to customer {the_nmi}'s own page from opening (a lost phone,"
+        " a forwarded email)? Their next email carries a link to a new page.",
+        hidden={},
+        back=f"{PATH}/invoices?nmi={the_nmi}",
+    )
+
+
+@router.post("/customers/{nmi}/page/revoke", name="console_revoke_page_post")
+async def revoke_page(request: Request, session: SignedIn, nmi: str) -> Response:
+    the_nmi = parse_nmi(nmi) or ""
+    actions = services_of(request).actions
+    return await _act(
+        request,
+        session,
+        lambda signed_in, _: actions.revoke_page(signed_in.operator, the_nmi),
+        f"{PATH}/invoices?nmi={the_nmi}",
+    )
+
+
 @router.get("/keys/{key_id}/revoke", response_class=HTMLResponse, name="console_revoke_key")
 def confirm_revoke(request: Request, session: SignedIn, key_id: str) -> HTMLResponse:
     the_id = _key_id(key_id)

@@ -30,7 +30,7 @@ from freehours.domain.invoicing import (
 from freehours.domain.reads import RangeError
 from freehours.domain.time import Region
 from freehours.observability.logging import bind_fields
-from freehours.observability.trace_ids import current_trace_id
+from freehours.operations.actions import NotFound, Operator
 from freehours.plans.document import PlanId
 from freehours.store.catalog import RegionMismatch, UnknownPlan
 
@@ -269,19 +269,8 @@ async def revoke_page(
 
 
 def _revoke_page(services: Services, nmi: str, key: ApiKey) -> JSONResponse:
-    now = services.clock.now()
-    with services.store.write() as unit:
-        if unit.catalog.plan_version_of(nmi) is None:
-            raise Problem(404, "customer-not-found", "No such customer", f"nmi: no customer {nmi}")
-        revoked = unit.pages.revoke(nmi, at=now)
-        unit.audit.record(
-            at=now,
-            key_id=key.id,
-            key_name=key.name,
-            action="page.revoke",
-            target=f"customer:{nmi}",
-            outcome="done",
-            after={"revoked": revoked},
-            trace_id=current_trace_id(),
-        )
-    return JSONResponse({"nmi": nmi, "revoked": revoked})
+    try:
+        outcome = services.actions.revoke_page(Operator(key.id, key.name), nmi)
+    except NotFound as exc:
+        raise Problem(404, "customer-not-found", "No such customer", str(exc)) from exc
+    return JSONResponse({"nmi": nmi, "revoked": outcome.made["revoked"]})
