@@ -8,6 +8,8 @@ the day read for each batch of 64. ``driver.each_key`` looks each key up on its 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
@@ -65,6 +67,21 @@ def _explained(store: Store, sql: str, parameters: Any) -> dict[str, int]:
     return read
 
 
+@contextmanager
+def _statements(store: Store) -> Iterator[list[tuple[str, Any]]]:
+    """Every statement ``store`` sends meanwhile, with its parameters."""
+    ran: list[tuple[str, Any]] = []
+
+    def note(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        ran.append((statement, parameters))
+
+    sa.event.listen(store.engine, "before_cursor_execute", note)
+    try:
+        yield ran
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", note)
+
+
 @postgres_only
 def test_a_batch_reads_its_own_customers_rows_of_the_day(store: Store) -> None:
     nmis = [f"4{n:09d}" for n in range(CUSTOMERS)]
@@ -111,24 +128,15 @@ def test_an_invoice_batch_reads_its_own_accounts_rows(store: Store) -> None:
         unit.quotas.insert_if_absent([new_quota(nmi, DAY) for nmi in nmis], at=AT)
         unit.invoices.lock_periods([(nmi, date(2026, 7, 1), DAY) for nmi in nmis], now=AT)
     batch = nmis[1_000:1_500]
-    ran: list[tuple[str, Any]] = []
-
-    def note(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        ran.append((statement, parameters))
-
-    sa.event.listen(store.engine, "before_cursor_execute", note)
-    try:
-        with store.read() as unit:
-            invoices = unit.invoices
-            assert len(invoices.accounts(batch)) == len(batch)
-            assert len(invoices.first_days(batch)) == len(batch)
-            assert len(invoices.meter_days(batch, date(2026, 7, 1), date(2026, 8, 1))) == len(batch)
-            assert len(invoices.latest_quotas(batch, date(2026, 7, 1), DAY)) == len(batch)
-            assert len(invoices.periods(batch)) == len(batch)
-            assert invoices.period_usages(batch, date(2026, 7, 1), DAY) == {}
-            assert invoices.received_since(batch, date(2026, 7, 1), DAY, AT) != {}
-    finally:
-        sa.event.remove(store.engine, "before_cursor_execute", note)
+    with _statements(store) as ran, store.read() as unit:
+        invoices = unit.invoices
+        assert len(invoices.accounts(batch)) == len(batch)
+        assert len(invoices.first_days(batch)) == len(batch)
+        assert len(invoices.meter_days(batch, date(2026, 7, 1), date(2026, 8, 1))) == len(batch)
+        assert len(invoices.latest_quotas(batch, date(2026, 7, 1), DAY)) == len(batch)
+        assert len(invoices.periods(batch)) == len(batch)
+        assert invoices.period_usages(batch, date(2026, 7, 1), DAY) == {}
+        assert invoices.received_since(batch, date(2026, 7, 1), DAY, AT) != {}
     assert len(ran) == 7
     for statement, parameters in ran:
         read = _explained(store, statement, parameters)
@@ -175,17 +183,8 @@ def test_a_print_batch_page_reads_its_own_documents_of_the_run(store: Store) -> 
             unit.invoices.create_run(run, requested_at=AT, as_of=AT)
     with store.engine.begin() as conn:
         conn.execute(sa.insert(documents), [_document(n, runs[n % 2]) for n in range(CUSTOMERS)])
-    ran: list[tuple[str, Any]] = []
-
-    def note(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        ran.append((statement, parameters))
-
-    sa.event.listen(store.engine, "before_cursor_execute", note)
-    try:
-        with store.read() as unit:
-            page = unit.invoices.to_post("run-1", invoices=True, after="INV-00001000", limit=100)
-    finally:
-        sa.event.remove(store.engine, "before_cursor_execute", note)
+    with _statements(store) as ran, store.read() as unit:
+        page = unit.invoices.to_post("run-1", invoices=True, after="INV-00001000", limit=100)
     assert [d.number for d in page] == [f"INV-{n:08d}" for n in range(1_002, 1_201, 2)]
     (statement, parameters), *_ = [(s, p) for s, p in ran if "FROM documents" in s]
     read = _explained(store, statement, parameters)
