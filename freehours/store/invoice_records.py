@@ -142,16 +142,6 @@ class InvoiceRun:
 MAX_RUN_NOTES = 100
 
 
-class _Decimals(dict[str, Decimal | None]):
-    """Stored interval values read as ``decode_values`` reads them, each distinct text once:
-    a ``Decimal`` is immutable, so day rows may share one."""
-
-    def __missing__(self, text: str) -> Decimal | None:
-        value = Decimal(text) if text else None
-        self[text] = value
-        return value
-
-
 class _Stamps(dict[datetime | None, tuple[datetime | None, str]]):
     """Stored stamps as ``UtcDateTime`` reads them, and their text (``str``, None for none),
     each distinct one worked out once."""

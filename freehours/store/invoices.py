@@ -39,7 +39,6 @@ from freehours.store.invoice_records import (
     SettledQuota,
     StoredDocument,
     ToPost,
-    _Decimals,
     _document,
     _document_row,
     _event,
@@ -50,6 +49,7 @@ from freehours.store.invoice_records import (
     _versions_text,
 )
 from freehours.store.mail import Mail
+from freehours.store.meter import decode_values
 from freehours.store.repository import Repository
 from freehours.store.tables import (
     UtcDateTime,
@@ -244,8 +244,6 @@ class Invoices(Repository):
             ["nmi", "day", "suffix"],
         )
         found: dict[str, list[tuple[IntervalDay, str]]] = defaultdict(list)
-        # A batch's values repeat (a meter reads to the Wh): each distinct one is read once.
-        decimals = _Decimals()
         stamps = _Stamps(self._conn.dialect)
         for nmi, suffix, day, minutes, values, qualities, raw, uom in rows:
             stamp, stamp_text = stamps[raw]
@@ -257,7 +255,7 @@ class Invoices(Repository):
                         suffix=suffix,
                         day=day,
                         interval_minutes=minutes,
-                        values=tuple(map(decimals.__getitem__, values.split(","))),
+                        values=decode_values(values),
                         qualities=qualities,
                         update_datetime=stamp,
                         uom=uom,

@@ -10,12 +10,15 @@ from decimal import Decimal
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from freehours.domain.reads import IntervalDay, IntervalRead
 from freehours.domain.time import NEM_TIME
 from freehours.errors import InputError, NEM12Error
+from freehours.store import meter
 from freehours.store.database import Store
-from freehours.store.meter import IngestCounts
+from freehours.store.meter import IngestCounts, decode_values, encode_values
 from freehours.store.tables import meter_days
 from tests.support import eventually
 
@@ -447,3 +450,28 @@ def test_changed_names_the_day_rows_reads_created_or_changed(store: Store) -> No
     assert merge(store, read(at_nem(11), "0.5")).changed == {(NMI, "E1", DAY)}
     assert merge(store, read(at_nem(11), "0.5")).changed == frozenset()
     assert merge(store, read(at_nem(12), "0.5")).changed == {(NMI, "E1", DAY)}
+
+
+_STORED = st.one_of(
+    st.none(),
+    *(st.decimals(min_value=0, max_value=10**6, places=places) for places in (0, 1, 3, 6)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(_STORED, min_size=1, max_size=48))
+def test_stored_values_read_back_exactly_exponent_and_all(values: list[Decimal | None]) -> None:
+    """``decode_values`` (shared, cached texts) gives back what ``encode_values`` wrote: each
+    value equal and written the same (1.50 stays 1.50), missing ones None."""
+    decoded = decode_values(encode_values(values))
+    assert [None if v is None else str(v) for v in decoded] == [
+        None if v is None else str(v) for v in values
+    ]
+
+
+def test_the_decoded_texts_kept_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(meter, "_DECODED_LIMIT", 50)
+    meter._DECODED.clear()
+    for n in range(1_000):
+        assert decode_values(f"{n}.5,,{n}.25") == (Decimal(f"{n}.5"), None, Decimal(f"{n}.25"))
+        assert len(meter._DECODED) <= 50
