@@ -14,15 +14,34 @@ options and their parsers), ``dbguard`` (commands that need a database), ``logs`
 from __future__ import annotations
 
 import sys
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from freehours.cli.root import COMMANDS, app, load
 from freehours.errors import FreehoursError, InputError
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 __all__ = ["COMMANDS", "app", "err_console", "load", "main"]
 
-err_console = Console(stderr=True)
+#: Standard error as Rich prints to it: made when first used (``__getattr__``), so that a
+#: command that prints nothing through Rich (``nem12 inspect`` into a pipe) starts without it.
+err_console: Console
+
+
+def __getattr__(name: str) -> Any:
+    if name != "err_console":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _err_console()
+
+
+def _err_console() -> Console:
+    made: Console | None = globals().get("err_console")
+    if made is None:
+        from rich.console import Console
+
+        made = globals()["err_console"] = Console(stderr=True)
+    return made
 
 
 def main() -> None:
@@ -30,8 +49,8 @@ def main() -> None:
     try:
         app()
     except InputError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        _err_console().print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except FreehoursError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        _err_console().print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(1)

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
-from rich.console import Console
 
-from freehours.cli import app, err_console
-from freehours.cli.tables import Column, plain_console, plain_table, rich_table
+from freehours.cli import app
+from freehours.cli.tables import Column, plain_console, plain_table, plain_text, rich_table
 from freehours.meterdata.nem12 import NEM12Reader, ReadStats
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 #: Width of the summary when the output is not a terminal: a row of the table is about 130.
 _PIPE_WIDTH = 160
@@ -43,10 +47,12 @@ def inspect(
     reader = NEM12Reader(file, future=True)  # simulated and reference data, warned of
     summary = summarize(reader)
     if warning := reader.ahead_warning():
+        from freehours.cli import err_console
+
         err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
-    else:
+    elif not _printed_plainly(summary):
         print_summary(summary, summary_console())
 
 
@@ -108,12 +114,47 @@ def _as_json(stats: ReadStats, totals: dict[tuple[str, str], Decimal]) -> dict[s
 def summary_console() -> Console:
     """Standard output: a terminal's own width, or, for a pipe or a file, wide enough that each
     channel of the summary keeps to one line (Rich would assume 80 columns and fold every cell)."""
+    from rich.console import Console
+
     console = Console()
     return console if console.is_terminal else Console(width=_PIPE_WIDTH)
 
 
+def _printed_plainly(summary: dict[str, Any]) -> bool:
+    """``summary`` printed as ``print_summary`` prints it into a pipe or a file, without Rich
+    (a tenth of ``inspect``'s start-up): True when done; False, nothing printed, where Rich
+    could print other characters (a terminal, an environment that makes Rich act as one, an
+    encoding not UTF, a cell that is not plain text). ``tests/meterdata/test_cli_nem12.py``
+    holds the two to the same output."""
+    forced = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
+    if any(os.environ.get(name) for name in forced) or sys.stdout.isatty():
+        return False
+    if not (getattr(sys.stdout, "encoding", None) or "").lower().startswith("utf"):
+        return False
+    columns, rows = _table(summary)
+    drawn = plain_table(summary["source"], columns, rows, width=_PIPE_WIDTH)
+    notes = plain_text(_notes(summary), width=_PIPE_WIDTH)
+    if drawn is None or notes is None:
+        return False
+    sys.stdout.write(drawn + notes)
+    return True
+
+
 def print_summary(summary: dict[str, Any], console: Console) -> None:
     """``summary`` (from ``summarize``) as a Rich table with a line of totals under it."""
+    columns, rows = _table(summary)
+    drawn = None
+    if plain_console(console):
+        drawn = plain_table(summary["source"], columns, rows, width=console.width)
+    if drawn is not None:
+        console.file.write(drawn)
+    else:
+        console.print(rich_table(summary["source"], columns, rows))
+    console.print(_notes(summary), highlight=False)
+
+
+def _table(summary: dict[str, Any]) -> tuple[list[Column], list[list[str]]]:
+    """The summary's table: its columns, and a row per channel."""
     columns = [
         *(
             Column(name, min_width=len(name), no_wrap=True)
@@ -141,13 +182,11 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
         ]
         for channel in summary["channels"]
     ]
-    drawn = None
-    if plain_console(console):
-        drawn = plain_table(summary["source"], columns, rows, width=console.width)
-    if drawn is not None:
-        console.file.write(drawn)
-    else:
-        console.print(rich_table(summary["source"], columns, rows))
+    return columns, rows
+
+
+def _notes(summary: dict[str, Any]) -> str:
+    """The line of totals under the table."""
     notes = [
         f"{len(summary['nmis']):,} NMIs",
         f"{len(summary['channels']):,} channels",
@@ -159,7 +198,7 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
     ]
     if summary["joined_lines"]:
         notes.append(f"{summary['joined_lines']:,} broken lines joined to their 300 record")
-    console.print("; ".join(notes), highlight=False)
+    return "; ".join(notes)
 
 
 def _qualities(counts: dict[str, int]) -> str:

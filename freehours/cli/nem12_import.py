@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from freehours.cli import err_console
+from freehours import cli
 from freehours.cli.dbguard import needs_database
 from freehours.cli.gcpause import cyclic_gc_paused
 from freehours.cli.nem12 import nem12_app, summary_console
@@ -99,7 +99,7 @@ def import_files(
         summary_console().print(_summary(imports))
     if interrupted is not None:
         waiting = len(files) - len(imports) - 1
-        err_console.print(
+        cli.err_console.print(
             f"[bold red]interrupted:[/] nothing of {interrupted} was stored (each file is all or"
             f" nothing); {waiting} more file{'' if waiting == 1 else 's'} not started",
             highlight=False,
@@ -127,7 +127,7 @@ def _progress() -> Progress:
         MofNCompleteColumn(),
         TextColumn("{task.fields[days]:,} channel-days"),
         TimeElapsedColumn(),
-        console=err_console,
+        console=cli.err_console,
         transient=True,
     )
 
@@ -145,7 +145,7 @@ def _import(runtime: Runtime, path: Path, progress: Progress, task: TaskID) -> F
         result.counts = runtime.ingestion.file(days, arrival).counts.numbers()
     except InputError as exc:
         result.error = str(exc)
-        err_console.print(
+        cli.err_console.print(
             f"[bold red]error:[/] {exc}; nothing of {path} was stored",
             highlight=False,
             soft_wrap=True,

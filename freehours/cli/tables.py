@@ -1,4 +1,5 @@
-"""A Rich table drawn without Rich, where that gives the same characters: for long tables.
+"""A Rich table (and a line of text) drawn without Rich, where that gives the same characters:
+for long tables.
 
 ``freehours nem12 inspect`` prints a row per channel: 2,000 rows for the reference file of the
 benchmarks, which Rich lays out and renders in 4-5 s of CPU, three times what reading the
@@ -13,6 +14,7 @@ prints through Rich there. A test holds the two to the same output.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -110,6 +112,29 @@ def plain_table(
         line("└", ["─" * (w + 2) for w in widths], "┴", "┘"),
     ]
     return "".join(out)
+
+
+def plain_text(text: str, *, width: int) -> str | None:
+    """``text`` as Rich prints it (``console.print(text, highlight=False)``) on a
+    ``width``-column console without colours: its words wrapped as Rich wraps them (a line
+    keeps the spaces after its last word, up to the width), each line ending in a newline; None
+    where Rich could print something else (a word longer than a line, which Rich folds its own
+    way; markup, an emoji code)."""
+    if not _plain(text) or max(map(len, text.split()), default=0) > width:
+        return None
+    lines: list[str] = []
+    line = ""
+    for chunk in _CHUNKS.findall(text):
+        if line and len(line) + len(chunk.rstrip()) > width:
+            lines.append(line[:width])
+            line = ""
+        line += chunk
+    lines.append(line[:width])
+    return "".join(f"{line}\n" for line in lines)
+
+
+#: A word and the spaces after it.
+_CHUNKS = re.compile(r"\S+\s*")
 
 
 def _plain(text: str) -> bool:

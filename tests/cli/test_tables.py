@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from freehours.cli.tables import Column, plain_console, plain_table, rich_table
+from freehours.cli.tables import Column, plain_console, plain_table, plain_text, rich_table
 
 #: Text as ``nem12 inspect`` makes it: words and figures, spaces only between them.
 WORDS = st.from_regex(r"([a-zA-Z0-9,.\-_/]{1,6}( [a-zA-Z0-9,.\-_/]{1,6}){0,2})?", fullmatch=True)
@@ -69,3 +69,22 @@ def test_a_console_with_colours_or_without_utf8_is_not_plain() -> None:
         Console(file=io.StringIO(), force_terminal=True, color_system="standard")
     )
     assert not plain_console(Console(file=io.TextIOWrapper(io.BytesIO(), encoding="ascii")))
+
+
+@given(
+    words=st.lists(WORDS.filter(bool), min_size=1, max_size=30),
+    separator=st.sampled_from([" ", "; ", ", ", "  "]),
+    width=st.integers(20, 160),
+)
+def test_a_line_of_text_is_wrapped_as_rich_wraps_it(
+    words: list[str], separator: str, width: int
+) -> None:
+    text = separator.join(words)
+    console = Console(file=io.StringIO(), width=width)
+    console.print(text, highlight=False)
+    assert plain_text(text, width=width) == console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_a_word_longer_than_a_line_is_left_to_rich() -> None:
+    assert plain_text("a " + "b" * 30, width=20) is None
+    assert plain_text("a [bold]b[/]", width=20) is None  # markup

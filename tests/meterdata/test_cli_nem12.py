@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from datetime import date
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from freehours.cli import app, main
+from freehours.cli.nem12 import _printed_plainly, print_summary, summarize
 from freehours.errors import NEM12Error
 from freehours.meterdata.nem12 import NEM12Reader
 from freehours.settings import get_settings
@@ -54,6 +58,35 @@ def test_inspect_prints_a_table_of_channels_and_a_summary(nem12_file: Path) -> N
     )
     assert "1 superseded by a later revision" in summary
     assert "2 missing" in summary
+
+
+@pytest.mark.parametrize(("joined", "lines"), [(0, 1), (7, 2), (10**40, 2)])  # totals' lines
+def test_inspect_into_a_pipe_prints_what_rich_prints_without_rich(
+    nem12_file: Path, joined: int, lines: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Into a pipe or a file ``inspect`` prints its table and its line of totals without
+    importing Rich (``_printed_plainly``): the same characters Rich prints there."""
+    summary = summarize(NEM12Reader(nem12_file, future=True)) | {"joined_lines": joined}
+    assert _printed_plainly(summary)
+    plain = capsys.readouterr().out
+    drawn = io.StringIO()
+    print_summary(summary, Console(file=drawn, width=160))  # what summary_console() is there
+    assert plain == drawn.getvalue()
+    # The title, the header's three lines, a row a channel, the bottom, the totals' lines.
+    assert len(plain.splitlines()) == 1 + 3 + 3 + 1 + lines
+
+
+def test_inspect_into_a_terminal_is_left_to_rich(
+    nem12_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = summarize(NEM12Reader(nem12_file, future=True))
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert not _printed_plainly(summary)
+    monkeypatch.delenv("FORCE_COLOR")
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert not _printed_plainly(summary)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False)
+    assert not _printed_plainly(summary | {"joined_lines": 10**200})  # a word past the width
 
 
 def test_inspect_json_gives_the_same_as_data(nem12_file: Path) -> None:
