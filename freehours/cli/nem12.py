@@ -47,7 +47,7 @@ def inspect(
     reader = NEM12Reader(file, future=True)  # simulated and reference data, warned of
     summary = summarize(reader)
     if warning := reader.ahead_warning():
-        from freehours.cli import err_console
+        from freehours.cli import err_console  # Rich, only to warn
 
         err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     if as_json:
@@ -122,7 +122,7 @@ def summary_console() -> Console:
 
 def _printed_plainly(summary: dict[str, Any]) -> bool:
     """``summary`` printed as ``print_summary`` prints it into a pipe or a file, without Rich
-    (a tenth of ``inspect``'s start-up): True when done; False, nothing printed, where Rich
+    (a quarter of ``inspect``'s start-up): True when done; False, nothing printed, where Rich
     could print other characters (a terminal, an environment that makes Rich act as one, an
     encoding not UTF, a cell that is not plain text). ``tests/meterdata/test_cli_nem12.py``
     holds the two to the same output."""
