@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 customers_app = typer.Typer(
     name="customers",
     help="Customers: the plan an NMI is on, its region, billing cycle and contact;"
-    " put, import, list, forget.",
+    " put, import, list, forget, revoke-page.",
     no_args_is_help=True,
 )
 app.add_typer(customers_app)
@@ -328,3 +328,26 @@ def forget(
     with Store.open(get_settings().database_url) as store, store.write() as unit:
         erased = unit.catalog.forget_contact(nmi)
     typer.echo(f"customer {nmi}: contact erased" if erased else f"customer {nmi}: no contact")
+
+
+@customers_app.command("revoke-page")
+@needs_database
+def revoke_page(
+    nmi: Annotated[str, typer.Argument(metavar="NMI", help="the customer's NMI")],
+) -> None:
+    """Stop every link to the customer's own page from opening (a lost phone, a forwarded
+    email): their next email carries a link to a new page. Audited (page.revoke, by "command
+    line"), as the API's DELETE /v1/customers/{nmi}/page. Exit status 2 for an unknown NMI."""
+    from freehours.operations.actions import Actions, Operator
+    from freehours.operations.runtime import Runtime
+    from freehours.settings import get_settings
+
+    settings = get_settings()
+    quiet_logging(settings)
+    runtime = Runtime.open(settings)
+    try:
+        actions = Actions(runtime.store, runtime.clock, runtime.settlements)
+        outcome = actions.revoke_page(Operator("cli", "command line"), nmi)
+    finally:
+        runtime.close()
+    typer.echo(outcome.message)

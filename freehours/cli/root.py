@@ -70,7 +70,7 @@ COMMANDS = {
     "customers": Command(
         ("customers",),
         "Customers: the plan an NMI is on, its region, billing cycle and contact;"
-        " put, import, list, forget.",
+        " put, import, list, forget, revoke-page.",
     ),
     "offers": Command(
         ("offers",),

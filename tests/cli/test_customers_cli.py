@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,29 @@ def test_a_file_is_stored_whole_with_its_contacts(
     with database.read() as unit:
         assert set(unit.catalog.contacts(list(accounts))) == {"4103000002"}
         assert unit.catalog.get_customer("4103000001") is not None
+
+
+def test_revoke_page_stops_a_customers_links_audited(
+    database: Store,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = write(tmp_path, HEADER + "4103000001,sso-nsw,NSW,,Sam Citizen,1 Sun St,,,post\n")
+    assert run_flat(monkeypatch, capsys, "customers", "import", str(path))[0] == 0
+    with database.write() as unit:
+        page_id = unit.pages.page_for("4103000001", at=datetime.now(UTC))
+    code, out, err = run_flat(monkeypatch, capsys, "customers", "revoke-page", "4103000001")
+    assert (code, out) == (0, "customer 4103000001: their page's links stopped opening\n"), err
+    with database.read() as unit:
+        assert unit.pages.nmi_of(page_id) is None
+        (entry,) = unit.audit.page(limit=5, target="customer:4103000001")
+    assert (entry.action, entry.outcome, entry.key_name) == ("page.revoke", "done", "command line")
+    code, out, _ = run_flat(monkeypatch, capsys, "customers", "revoke-page", "4103000001")
+    assert (code, out) == (0, "customer 4103000001: no page link to revoke\n")
+    code, _, err = run_flat(monkeypatch, capsys, "customers", "revoke-page", "4109999999")
+    assert code == 2
+    assert "no customer 4109999999" in err
 
 
 @pytest.mark.parametrize(

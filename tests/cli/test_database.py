@@ -41,6 +41,7 @@ NEEDS_DATABASE = {
     "customers list": [],
     "customers import": ["customers.csv"],
     "customers forget": ["4103035611"],
+    "customers revoke-page": ["4103035611"],
     "offers import": ["offers"],
     "offers list": [],
     "webhooks add": ["https://a.example/h", "--event", "quota.completed"],
