@@ -38,11 +38,13 @@ class Repository:
         arrays, one look-up per NMI (``each_key``): a batch reads its own customers' rows
         whatever the planner knows of the table (a partition or a table filling up with no
         statistics yet was scanned whole for every batch, so a run's cost per account grew
-        with the number of accounts); elsewhere an ``IN`` list."""
+        with the number of accounts); elsewhere, and for one NMI (a customer's page, its usage),
+        a plain ``IN`` list: one key is an index look-up whatever the planner knows, and the
+        per-key statement costs more to build than the look-up takes."""
         wanted = sorted(set(nmis))
         if not wanted:
             return []
-        if self._driver.takes_arrays:
+        if self._driver.takes_arrays and len(wanted) > 1:
             statement = each_key(query, (column,), ("k_nmi",), order_by, for_update=for_update)
             return self._conn.execute(statement, {"k_nmi": wanted}).all()
         listed = query.where(column.in_(wanted)).order_by(
