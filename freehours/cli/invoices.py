@@ -320,7 +320,12 @@ def print_batch_(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from freehours.errors import FreehoursError
-    from freehours.invoicing.print_batch import print_batch, render_part
+    from freehours.invoicing.print_batch import (
+        MANIFEST_HEADER,
+        manifest_rows,
+        print_batch,
+        render_part,
+    )
     from freehours.settings import get_settings
     from freehours.store.database import Store
 
@@ -332,8 +337,6 @@ def print_batch_(
         counts = batch.counts()
         out.mkdir(parents=True, exist_ok=True)
         manifest = out / f"print-{run_id}.csv"
-        with manifest.open("w", encoding="utf-8", newline="") as written:
-            written.writelines(batch.manifest())
         progress = Progress(
             TextColumn("print batch: parts"),
             BarColumn(),
@@ -341,11 +344,14 @@ def print_batch_(
             console=err_console,
             transient=True,
         )
-        with progress:
+        # One pass: each part's PDF and its rows of the manifest.
+        with progress, manifest.open("w", encoding="utf-8", newline="") as written:
             task = progress.add_task("parts", total=counts.parts)
+            written.write(MANIFEST_HEADER)
             for part, documents in enumerate(batch.parts(), 1):
                 path = out / f"print-{run_id}-{part}.pdf"
                 path.write_bytes(render_part(store, documents))
+                written.write(manifest_rows(part, documents))
                 progress.advance(task)
     typer.echo(
         f"{counts.posted} document(s) to post in {counts.parts} part(s): {manifest}"

@@ -98,27 +98,11 @@ class PrintBatch:
             yield part
 
     def manifest(self) -> Iterator[str]:
-        """The CSV manifest, a header then a row per document, in print order: a page's rows
+        """The CSV manifest, a header then a row per document, in print order: a part's rows
         at a time."""
-        yield _csv([MANIFEST_COLUMNS])
-        rows: list[list[object]] = []
-        for index, posted in enumerate(self):
-            lines = list(posted.address[:4]) + [""] * (4 - len(posted.address[:4]))
-            rows.append(
-                [
-                    index // PART_DOCUMENTS + 1,
-                    index + 1,
-                    posted.number,
-                    posted.document_type,
-                    _cell(posted.name),
-                    *(_cell(line) for line in lines),
-                ]
-            )
-            if len(rows) == _PAGE:
-                yield _csv(rows)
-                rows = []
-        if rows:
-            yield _csv(rows)
+        yield MANIFEST_HEADER
+        for number, part in enumerate(self.parts(), 1):
+            yield manifest_rows(number, part)
 
     def _pages(self) -> Iterator[list[Posted | None]]:
         """The run's documents whose customers have no email delivery now, in print order, a
@@ -130,9 +114,9 @@ class PrintBatch:
                     page = unit.invoices.to_post(
                         self.run_id, invoices=invoices, after=after, limit=_PAGE
                     )
+                    if not page:
+                        break
                     contacts = unit.catalog.contacts(sorted({d.nmi for d in page}))
-                if not page:
-                    break
                 yield [
                     _posted(document)
                     for document in page
@@ -140,6 +124,25 @@ class PrintBatch:
                     or contact.delivery is not Delivery.EMAIL
                 ]
                 after = page[-1].number
+
+
+def manifest_rows(number: int, part: Sequence[Posted]) -> str:
+    """The manifest's rows of part ``number`` (from 1), ``part`` its documents in order."""
+    first = (number - 1) * PART_DOCUMENTS
+    rows = []
+    for sequence, posted in enumerate(part, first + 1):
+        lines = list(posted.address[:4]) + [""] * (4 - len(posted.address[:4]))
+        rows.append(
+            [
+                number,
+                sequence,
+                posted.number,
+                posted.document_type,
+                _cell(posted.name),
+                *(_cell(line) for line in lines),
+            ]
+        )
+    return _csv(rows)
 
 
 def _posted(document: ToPost) -> Posted | None:
@@ -154,6 +157,10 @@ def _csv(rows: Iterable[Sequence[object]]) -> str:
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerows(rows)
     return out.getvalue()
+
+
+#: The manifest's first line.
+MANIFEST_HEADER = _csv([MANIFEST_COLUMNS])
 
 
 def _cell(text: str) -> str:

@@ -74,7 +74,7 @@ def test_the_batch_holds_the_posted_documents_in_order_with_their_addresses(
     assert batch.part(3) == []
     assert [[p.number for p in part] for part in batch.parts()] == [[p.number] for p in posted]
     rows = list(csv.DictReader(io.StringIO("".join(batch.manifest()))))
-    assert [row["part"] for row in rows] == ["1", "2"]
+    assert [(row["part"], row["sequence"]) for row in rows] == [("1", "1"), ("2", "2")]
 
 
 def test_the_batch_is_read_a_page_at_a_time_in_print_order(
