@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
@@ -272,10 +272,22 @@ class IntervalRead:
 
 
 class StoredForm(NamedTuple):
-    """A day's values and their text as the store writes it (see ``IntervalDay.stored_form``)."""
+    """A day's values and the texts they were read from (see ``IntervalDay.stored_form``).
+
+    The texts, comma-joined, are the values' text as the store writes it when ``written`` (a
+    check of the texts, made only when the day is stored: most days read are never stored, and
+    the NEM12 reader's is a set look-up over the texts it parsed) says so, or always without
+    one."""
 
     values: tuple[Decimal | None, ...]
-    text: str
+    texts: Sequence[str]
+    written: Callable[[Sequence[str]], bool] | None = None
+
+    def text(self) -> str | None:
+        """The values' text as the store writes it, or None when the texts are not so written."""
+        if self.written is not None and not self.written(self.texts):
+            return None
+        return ",".join(self.texts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,10 +301,10 @@ class IntervalDay:
     written, upper-cased, and are never rated. ``update_datetime`` decides which revision wins;
     ``source`` and ``line`` say where the day was read, for messages.
 
-    ``stored_form``, when given, pairs a values tuple with its text as the store writes it (each
-    value's exact ``str``, comma-joined, empty where missing:
-    ``freehours.store.meter.encode_values``): the NEM12 reader passes on a record's own text
-    when it is written so already, so that storing the day costs no work per value. The text
+    ``stored_form``, when given, pairs a values tuple with the texts it was read from, which are
+    its text as the store writes it (each value's exact ``str``, comma-joined, empty where
+    missing: ``freehours.store.meter.encode_values``) when they are written so: the NEM12 reader
+    passes on a record's own texts, so that storing the day costs no work per value. The text
     counts only for the very tuple it was made from (``stored_text``), so a day copied with
     other values (``dataclasses.replace``) is stored from its values, never from stale text.
     """
@@ -312,7 +324,7 @@ class IntervalDay:
     def stored_text(self) -> str | None:
         """The values' text as stored, when the reader kept it for these very values."""
         form = self.stored_form
-        return form.text if form is not None and form.values is self.values else None
+        return form.text() if form is not None and form.values is self.values else None
 
     @property
     def start(self) -> datetime:

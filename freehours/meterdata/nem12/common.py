@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
@@ -252,9 +253,10 @@ class _Values(dict[str, Decimal | None]):
         self.unusual: set[str] = set()
         self.overflowed = False
 
-    def written_as_stored(self, texts: list[str]) -> bool:
+    def written_as_stored(self, texts: Sequence[str]) -> bool:
         """Whether each of ``texts`` (every one looked up here already) is written as the store
-        writes its value (``_STORED_VALUES``)."""
+        writes its value (``_STORED_VALUES``). Asked at any time after the look-ups, the answer
+        is the same: ``unusual`` only grows, and past its limit the expression decides."""
         if self.overflowed:
             return _STORED_VALUES.fullmatch(",".join(texts)) is not None
         unusual = self.unusual

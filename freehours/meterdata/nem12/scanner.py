@@ -85,6 +85,8 @@ class _Scanner:
         waiting: _Waiting | None = None
         value_cache = self.value_cache(0)
         value_of = value_cache.__getitem__
+        stored_as = value_cache.written_as_stored
+        blanks: tuple[str, ...] = ()
         plain = True
         count = 0
         uniform: dict[str, str] = {}  # flag -> that flag for every interval of a day
@@ -159,18 +161,18 @@ class _Scanner:
                     continue
                 if loser:
                     continue
-                stored: str | None
+                stored: StoredForm | None
                 if flag == null:
                     values = (None,) * count
-                    stored = "," * (count - 1)
+                    stored = StoredForm(values, blanks)
                     channel_stats.missing += count
                 else:
                     if not all(texts):  # most rows miss no value: nothing to count
                         channel_stats.missing += texts.count("")
                     # Every value was parsed and checked above; where the texts are written as
-                    # the store writes those values, they are stored as they are.
-                    written = plain and value_cache.written_as_stored(texts)
-                    stored = ",".join(texts) if written else None
+                    # the store writes those values, they are stored as they are (asked when
+                    # the day is stored: the answer cannot change, as ``_Values`` says).
+                    stored = StoredForm(values, texts, stored_as) if plain else None
                 qualities = uniform[flag]
                 channel_stats.qualities[flag] += count
                 yield _interval_day(
@@ -212,6 +214,8 @@ class _Scanner:
                 )
                 value_cache = self.value_cache(channel.scale or 0)
                 value_of = value_cache.__getitem__
+                stored_as = value_cache.written_as_stored
+                blanks = ("",) * count
                 plain = not channel.scale  # values as written, not moved to kWh
             elif kind == "500":
                 if previous not in ("300", "400", "500"):
@@ -603,7 +607,7 @@ def _interval_day(  # noqa: PLR0917 - the positional fields of IntervalDay(...) 
     uom: str,
     source: str,
     line: int,
-    stored_text: str | None,
+    stored_form: StoredForm | None,
 ) -> IntervalDay:
     """``IntervalDay(nmi, suffix, ...)``, built faster (see above)."""
     interval_day: IntervalDay = object.__new__(IntervalDay)
@@ -617,5 +621,5 @@ def _interval_day(  # noqa: PLR0917 - the positional fields of IntervalDay(...) 
     _set_uom(interval_day, uom)
     _set_source(interval_day, source)
     _set_line(interval_day, line)
-    _set_stored_form(interval_day, None if stored_text is None else StoredForm(values, stored_text))
+    _set_stored_form(interval_day, stored_form)
     return interval_day
