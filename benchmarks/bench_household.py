@@ -16,10 +16,14 @@ two parts:
   COMPLETED quotas, in July's partitions; then ``VACUUM ANALYZE``.
 
 So July's partitions of ``meter_days`` and ``quotas`` hold what a million customers make in a
-month: what a page or a usage request of July reads. A year of quotas at a million customers
-(365 million rows) does not fit this machine's disk beside the meter data (its size is printed
-from the bytes a quota takes here); the other months' partitions would hold rows no request
-here reads (each reads its period's months alone: ``tests/store/test_partitions.py``).
+month: what a page or a usage request of July reads. With ``FREEHOURS_BENCH_HOUSEHOLD_QUOTA_MONTHS``
+(``MONTHS``, default 1: July alone; 12: a year, August 2025 to July 2026) every customer also has a
+COMPLETED quota for each day of the months before July, in their months' partitions, written
+server-side a day at a time from July's. A request reads its period's months alone
+(``tests/store/test_partitions.py``); those months are there to show it. Before writing them the
+bench checks that the database's disk (when it is this machine's) has room for them at
+``QUOTA_BYTES`` each, and stops saying how much they need if not: a year of quotas at a million
+customers (365 million rows) does not fit this machine's disk beside July's meter data.
 
 ``freehours serve --processes 2`` answers on a free loopback port. ``USERS`` connections
 (keep-alive, each one request at a time: ``benchmarks.loadgen``) ask pages of visited customers
@@ -35,9 +39,11 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 
 import sqlalchemy as sa
 
@@ -63,6 +69,12 @@ REQUESTS = size(3_000, 100)
 WARM_UP = size(200, 10)
 #: Each user's mean pause between requests (exponential), in the first of the two runs of each.
 THINK = size(1.0, 0.05)
+#: Months of quotas, July's and those before (a smoke run writes June's too, to run that path).
+MONTHS = size(1, 2)
+#: Bytes a quota takes with its indexes, for the disk check (measured: 270 at a million).
+QUOTA_BYTES = 300
+#: Room left on the database's disk after the quotas, for everything else it writes meanwhile.
+DISK_MARGIN = 10 * 1024**3
 PAGE = "the customer's page"
 USAGE = "GET /v1/customers/{nmi}/usage (July)"
 GOALS_MS = {PAGE: 200.0, USAGE: 100.0}
@@ -78,13 +90,16 @@ def run() -> None:
     customers = int(os.environ.get("FREEHOURS_BENCH_HOUSEHOLD_CUSTOMERS", CUSTOMERS))
     visited = min(int(os.environ.get("FREEHOURS_BENCH_HOUSEHOLD_VISITED", VISITED)), customers)
     requests = int(os.environ.get("FREEHOURS_BENCH_HOUSEHOLD_REQUESTS", REQUESTS))
+    months = int(os.environ.get("FREEHOURS_BENCH_HOUSEHOLD_QUOTA_MONTHS", MONTHS))
+    earlier = _earlier_days(months)
     with (
         warnings_only(),
         fresh_postgres_database(admin_url, prefix="freehours_bench") as url,
     ):
+        _check_room(url, customers * len(earlier))
         started = time.perf_counter()
-        tokens, key = _load_visited(url, visited)
-        took = _load_rest(url, visited, customers)
+        tokens, key = _load_visited(url, visited, earlier)
+        took = _load_rest(url, visited, customers, earlier)
         loaded = time.perf_counter() - started
         sizes = _sizes(url)
         env = {
@@ -112,15 +127,18 @@ def run() -> None:
         f" July's meter days and quotas of each: loaded in {loaded:.0f} s ("
         + ", ".join(f"{what} {seconds:.0f} s" for what, seconds in took.items())
         + f"); {sizes['quotas_rows']:,} quotas in July's partition,"
-        f" {sizes['quota_bytes']:.0f} bytes a quota with its indexes: a year of quotas at"
-        f" {customers:,} customers would be {sizes['quota_bytes'] * customers * 365 / 1e9:,.0f} GB"
+        f" {sizes['quota_bytes']:.0f} bytes a quota with its indexes; {sizes['all_rows']:,}"
+        f" quotas in all ({months} month{'s' if months > 1 else ''}),"
+        f" {sizes['all_bytes'] / 1e9:,.1f} GB; a year of quotas at"
+        f" {customers:,} customers is {sizes['quota_bytes'] * customers * 365 / 1e9:,.0f} GB"
     )
     for (what, think), result in results.items():
         goal = GOALS_MS[what]
         p95 = result.percentile(95) * 1000
         how = f"pausing {think:g} s on average between requests" if think else "flat out"
         print(
-            f"household postgres {customers:,} customers, {USERS} users {how}: {what}"
+            f"household postgres {customers:,} customers, {months} month"
+            f"{'s' if months > 1 else ''} of quotas, {USERS} users {how}: {what}"
             f" p50 {result.p50_ms:.1f} ms, p95 {p95:.1f} ms, p99 {result.p99_ms:.1f} ms,"
             f" {result.rate:.0f} a second (goal p95 < {goal:.0f} ms: {p95 / goal:.2f}x the goal)"
         )
@@ -152,13 +170,44 @@ def _usage_requests(key: str, customers: int, count: int) -> list[bytes]:
     ]
 
 
-def _load_visited(url: str, visited: int) -> tuple[list[str], str]:
+def _earlier_days(months: int) -> list[date]:
+    """The days of the ``months - 1`` months before July 2026, oldest first."""
+    if not 1 <= months <= 12:
+        raise SystemExit(f"FREEHOURS_BENCH_HOUSEHOLD_QUOTA_MONTHS: {months} is not 1 to 12")
+    first = partitions.add_months(JULY[0], 1 - months)
+    return [first + timedelta(days=n) for n in range((JULY[0] - first).days)]
+
+
+def _check_room(url: str, quotas: int) -> None:
+    """Stop, saying what ``quotas`` more rows need, when the database's disk is this machine's
+    and has not room for them (at ``QUOTA_BYTES`` each, ``DISK_MARGIN`` left)."""
+    if not quotas:
+        return
+    with bench_day._connect(url) as conn:
+        directory = Path(conn.execute(sa.text("SHOW data_directory")).scalar_one())
+    if not directory.exists():  # another machine's database: its operator knows its disk
+        return
+    free = shutil.disk_usage(directory).free
+    needed = quotas * QUOTA_BYTES
+    if needed + DISK_MARGIN > free:
+        raise SystemExit(
+            f"household: {quotas:,} quotas before July need about {needed / 1e9:,.0f} GB"
+            f" ({QUOTA_BYTES} bytes each) and {DISK_MARGIN / 1e9:.0f} GB to spare; the disk of"
+            f" {directory} has {free / 1e9:,.0f} GB free. Fewer customers"
+            " (FREEHOURS_BENCH_HOUSEHOLD_CUSTOMERS) or months"
+            " (FREEHOURS_BENCH_HOUSEHOLD_QUOTA_MONTHS), or a larger disk."
+        )
+
+
+def _load_visited(url: str, visited: int, earlier: list[date]) -> tuple[list[str], str]:
     """The visited customers through the product: their July settled and invoiced, a page
-    each; their links, and a read key."""
+    each; their links, and a read key. The partitions of July and of ``earlier``'s months are
+    made first."""
     with Store.open(url) as store:
         with bench_day._connect(url) as conn:
-            for layout in partitions.CREATION:
-                partitions.create_month(conn, layout, JULY[0])
+            for month in sorted({partitions.month_of(day) for day in [*earlier, JULY[0]]}):
+                for layout in partitions.CREATION:
+                    partitions.create_month(conn, layout, month)
             conn.commit()
         _load(store, url, visited)
         clock = SystemClock()
@@ -175,14 +224,15 @@ def _load_visited(url: str, visited: int) -> tuple[list[str], str]:
     return tokens, key
 
 
-def _load_rest(url: str, visited: int, customers: int) -> dict[str, float]:
+def _load_rest(url: str, visited: int, customers: int, earlier: list[date]) -> dict[str, float]:
     """Customers ``visited`` to ``customers`` written server-side: each a copy of the visited
-    account of its pattern (``n % len(PATTERNS)``); the seconds each table took."""
+    account of its pattern (``n % len(PATTERNS)``); then every customer's quotas of the
+    ``earlier`` days; the seconds each table took."""
     took: dict[str, float] = {}
     span = {"first": visited, "last": customers - 1, "patterns": len(PATTERNS)}
     with bench_day._connect(url) as conn:
         conn.execute(sa.text("SET synchronous_commit = off"))
-        for table, statements in _statements():
+        for table, statements in _statements(earlier):
             started = time.perf_counter()
             with bench_day.stderr.status(f"household: {table}"):
                 for statement, parameters in statements:
@@ -196,7 +246,9 @@ def _load_rest(url: str, visited: int, customers: int) -> dict[str, float]:
     return took
 
 
-def _statements() -> Iterator[tuple[str, list[tuple[str, dict[str, object]]]]]:
+def _statements(
+    earlier: list[date],
+) -> Iterator[tuple[str, list[tuple[str, dict[str, object]]]]]:
     now = datetime.now(UTC)
     yield (
         "customers",
@@ -253,14 +305,45 @@ def _statements() -> Iterator[tuple[str, list[tuple[str, dict[str, object]]]]]:
             for day in JULY
         ],
     )
+    # Every customer's, visited ones included, a day at a time: July's of the same day of the
+    # month (its 31st for a day past July's), COMPLETED.
+    yield (
+        "quotas before July",
+        [
+            (
+                "INSERT INTO quotas (nmi, day, version, status, fence, attempts, locked_until,"
+                " free_kwh, free_value, completed_at, reason, revision)"
+                f" SELECT {NMI_SQL}, :day, q.version, q.status, q.fence, q.attempts,"
+                " q.locked_until, q.free_kwh, q.free_value, q.completed_at, q.reason, q.revision"
+                f" FROM {SERIES}"
+                " JOIN quotas q ON q.nmi = '4' || lpad((n % :patterns)::text, 9, '0')"
+                " AND q.day = :july",
+                {"day": day, "july": JULY[min(day.day, 31) - 1], "first": 0},
+            )
+            for day in earlier
+        ],
+    )
 
 
 def _sizes(url: str) -> dict[str, float]:
-    """July's quotas: how many, and the bytes each takes with its indexes."""
+    """July's quotas: how many, and the bytes each takes with its indexes; all the quotas: how
+    many, and their bytes."""
     (quotas,) = [layout for layout in partitions.HISTORY if layout.parent == "quotas"]
     month = partitions.partition_name(quotas, JULY[0])
     with bench_day._connect(url) as conn:
         rows, size = conn.execute(
             sa.text(f"SELECT count(*), pg_total_relation_size('{month}') FROM {month}")
         ).one()
-    return {"quotas_rows": rows, "quota_bytes": size / max(rows, 1)}
+        all_rows = conn.execute(sa.text("SELECT count(*) FROM quotas")).scalar_one()
+        all_bytes = conn.execute(
+            sa.text(
+                "SELECT coalesce(sum(pg_total_relation_size(inhrelid)), 0) FROM pg_inherits"
+                " WHERE inhparent = 'quotas'::regclass"
+            )
+        ).scalar_one()
+    return {
+        "quotas_rows": rows,
+        "quota_bytes": size / max(rows, 1),
+        "all_rows": all_rows,
+        "all_bytes": int(all_bytes),
+    }
