@@ -74,7 +74,7 @@ MONTHS = size(1, 2)
 #: Bytes a quota takes with its indexes, for the disk check (measured: 270 at a million).
 QUOTA_BYTES = 300
 #: Room left on the database's disk after the quotas, for everything else it writes meanwhile.
-DISK_MARGIN = 10 * 1024**3
+DISK_MARGIN = 10 * 10**9
 PAGE = "the customer's page"
 USAGE = "GET /v1/customers/{nmi}/usage (July)"
 GOALS_MS = {PAGE: 200.0, USAGE: 100.0}
