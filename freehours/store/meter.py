@@ -162,14 +162,15 @@ def _ingest_days(
 
 def _staging_rows(days: Iterable[IntervalDay], received_at: datetime) -> Iterator[tuple[Any, ...]]:
     for seq, day in enumerate(days):
-        _check_day(day)
+        text = day.stored_text()  # the reader's texts joined, once
+        _check_day(day, text)
         yield (
             day.nmi,
             day.suffix,
             day.day,
             day.interval_minutes,
             day.uom,
-            encode_values(day.values) if (text := day.stored_text()) is None else text,
+            encode_values(day.values) if text is None else text,
             day.qualities,
             day.update_datetime,
             received_at,
@@ -177,9 +178,10 @@ def _staging_rows(days: Iterable[IntervalDay], received_at: datetime) -> Iterato
         )
 
 
-def _check_day(day: IntervalDay) -> None:
-    """An ``InputError`` naming the day (and its file and line) unless it can be stored. The
-    name is made only for the error: this runs for every day row of every file."""
+def _check_day(day: IntervalDay, stored: str | None) -> None:
+    """An ``InputError`` naming the day (and its file and line) unless it can be stored with
+    ``stored``, its values' text as the reader kept it (``IntervalDay.stored_text``). The name is
+    made only for the error: this runs for every day row of every file."""
     intervals = intervals_in_day(day.interval_minutes)
     if not intervals:
         raise _bad_day(day, f"interval length {day.interval_minutes} is not 5, 15 or 30")
@@ -189,7 +191,6 @@ def _check_day(day: IntervalDay) -> None:
             f"{len(day.values)} values and {len(day.qualities)} qualities, "
             f"a {day.interval_minutes}-minute day has {intervals}",
         )
-    stored = day.stored_text()
     if stored is not None and stored.count(",") != len(day.values) - 1:
         raise _bad_day(day, f"its stored form has not {len(day.values)} values")
     if not 0 < len(day.uom) <= UOM_LENGTH:
