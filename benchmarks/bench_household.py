@@ -289,40 +289,24 @@ def _statements(
             for day in JULY
         ],
     )
-    yield (
-        "quotas",
-        [
-            (
-                "INSERT INTO quotas (nmi, day, version, status, fence, attempts, locked_until,"
-                " free_kwh, free_value, completed_at, reason, revision)"
-                f" SELECT {NMI_SQL}, q.day, q.version, q.status, q.fence, q.attempts,"
-                " q.locked_until, q.free_kwh, q.free_value, q.completed_at, q.reason, q.revision"
-                f" FROM {SERIES}"
-                " JOIN quotas q ON q.nmi = '4' || lpad((n % :patterns)::text, 9, '0')"
-                " AND q.day = :day",
-                {"day": day},
-            )
-            for day in JULY
-        ],
-    )
+    yield ("quotas", [(COPY_QUOTAS, {"day": day, "july": day}) for day in JULY])
     # Every customer's, visited ones included, a day at a time: July's of the same day of the
-    # month (its 31st for a day past July's), COMPLETED.
+    # month, COMPLETED.
     yield (
         "quotas before July",
-        [
-            (
-                "INSERT INTO quotas (nmi, day, version, status, fence, attempts, locked_until,"
-                " free_kwh, free_value, completed_at, reason, revision)"
-                f" SELECT {NMI_SQL}, :day, q.version, q.status, q.fence, q.attempts,"
-                " q.locked_until, q.free_kwh, q.free_value, q.completed_at, q.reason, q.revision"
-                f" FROM {SERIES}"
-                " JOIN quotas q ON q.nmi = '4' || lpad((n % :patterns)::text, 9, '0')"
-                " AND q.day = :july",
-                {"day": day, "july": JULY[min(day.day, 31) - 1], "first": 0},
-            )
-            for day in earlier
-        ],
+        [(COPY_QUOTAS, {"day": day, "july": JULY[day.day - 1], "first": 0}) for day in earlier],
     )
+
+
+#: SQL: account ``n``'s quota of ``:day``, a copy of its pattern account's of ``:july``.
+COPY_QUOTAS = (
+    "INSERT INTO quotas (nmi, day, version, status, fence, attempts, locked_until, free_kwh,"
+    " free_value, completed_at, reason, revision)"
+    f" SELECT {NMI_SQL}, CAST(:day AS date), q.version, q.status, q.fence, q.attempts,"
+    " q.locked_until, q.free_kwh, q.free_value, q.completed_at, q.reason, q.revision"
+    f" FROM {SERIES}"
+    " JOIN quotas q ON q.nmi = '4' || lpad((n % :patterns)::text, 9, '0') AND q.day = :july"
+)
 
 
 def _sizes(url: str) -> dict[str, float]:
