@@ -2,7 +2,9 @@
 beside the same stack's floor (one ``SELECT 1`` transaction) measured in the same run.
 
 Every settlement request settles a different quota for real (claim, rate, complete with its
-ledger entry); a second pass asks for the same quotas again (replays, answered from the cache).
+ledger entry); those that arrive while the server's settlement threads are busy are settled
+together (``freehours.api.batching``: the requests a batch is printed); a second pass asks for
+the same quotas again (replays, answered from the cache).
 Goal (issue 36; issue 4's was half): fresh settlements at least three quarters of the floor's
 throughput, on each database (where the time goes: docs/scale.md).
 """
@@ -59,14 +61,18 @@ def _measure(backend: str, url: str) -> None:
         threads = load(
             "127.0.0.1", port, _floor_requests("/bench/floor-settle-threads"), CONNECTIONS
         )
+        before = _batches(port)
         fresh = load("127.0.0.1", port, settle_requests(due, headers), CONNECTIONS)
+        after = _batches(port)
         replay = load("127.0.0.1", port, settle_requests(due, headers), CONNECTIONS)
     _check(fresh, replay, len(due))
+    batches, settled = after[0] - before[0], after[1] - before[1]
     print(f"api {backend} floor (SELECT 1): {_figures(floor)}")
     print(f"api {backend} floor on the settlement's threads: {_figures(threads)}")
     print(
         f"api {backend} settlements: {_figures(fresh)}: {fresh.rate / floor.rate:.2f} of the "
-        f"floor (goal >= {GOAL}); {fresh.rate / threads.rate:.2f} of the floor on its threads"
+        f"floor (goal >= {GOAL}); {fresh.rate / threads.rate:.2f} of the floor on its threads;"
+        f" {settled / batches:.1f} requests a batch ({batches:.0f} batches)"
     )
     print(f"api {backend} replays: {_figures(replay)}: {replay.rate / floor.rate:.2f} of the floor")
 
@@ -76,6 +82,20 @@ def _figures(result: LoadResult) -> str:
         f"{result.rate:,.0f} req/s, p50 {result.p50_ms:.1f} ms, p99 {result.p99_ms:.1f} ms "
         f"({result.requests} requests)"
     )
+
+
+def _batches(port: int) -> tuple[float, float]:
+    """The server's settlement batches so far, and the requests in them (its /metrics)."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    found = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in (
+            "freehours_api_settlement_batch_size_count",
+            "freehours_api_settlement_batch_size_sum",
+        ):
+            found[name.rsplit("_", 1)[1]] = float(value)
+    return found.get("count", 0.0), found.get("sum", 0.0)
 
 
 def _check(fresh: LoadResult, replay: LoadResult, count: int) -> None:

@@ -340,9 +340,9 @@ class Settings(BaseSettings):
         ge=1,
         le=64,
         description=(
-            "Settlements one API process runs at once; the others queue on the event loop "
-            "(more threads only contend for the interpreter and the database's locks). "
-            "Default: 4 on PostgreSQL, 2 on SQLite (one writer at a time)"
+            "Settlement threads of one API process; requests that arrive while all are busy "
+            "wait on the event loop, and the next thread free settles them together as one "
+            "batch. Default: 4 on PostgreSQL, 1 on SQLite (one writer at a time)"
         ),
     )
     rate_limit_per_client: str = Field(

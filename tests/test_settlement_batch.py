@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -29,7 +30,8 @@ from freehours.settlement.model import (
     day_lock,
 )
 from freehours.settlement.service import Settlements
-from freehours.store.database import Store
+from freehours.store.database import Store, Unit
+from freehours.store.errors import UNAVAILABLE, connection_lost
 from tests.support import eventually, stored_or_new
 from tests.test_settlement import DAY, DUE, PLAN, POLICY, STAMP, WINDOW_END, Death
 
@@ -426,3 +428,46 @@ def test_a_batch_before_the_window_ends_answers_not_due_as_settle_does(
     assert [(a.outcome, a.quota.status, a.retry_after) for a in got] == [
         (Outcome.NOT_DUE, QuotaStatus.PENDING, 45 * 60)
     ] * 3
+
+
+def test_a_batch_the_database_fails_is_answered_with_its_failure_once_not_quota_by_quota(
+    store: Store, service: Settlements, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unreachable, a database fails every quota of a batch alike: asking again for each alone
+    would keep the batch's callers waiting for its timeouts once per quota."""
+    nmis = customers(store, "J")
+    ingest(store, *(reads(nmi, "0.500") for nmi in nmis))
+    opened: list[str] = []
+
+    def unreachable() -> object:
+        opened.append("autocommit")
+        raise connection_lost("SELECT 1", "the database went away")
+
+    monkeypatch.setattr(store, "autocommit", unreachable)
+    got = service.settle_many(requests(nmis))
+    assert opened == ["autocommit"]
+    assert len(got) == COUNT
+    assert all(isinstance(answer, UNAVAILABLE) for answer in got)
+
+
+def test_a_batch_whose_completion_the_database_fails_is_released_in_one_transaction(
+    store: Store, service: Settlements, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nmis = customers(store, "K")
+    ingest(store, *(reads(nmi, "0.500") for nmi in nmis))
+    write = store.write
+    opened: list[str | None] = []
+
+    def failing_once(lock: str | None = None) -> AbstractContextManager[Unit]:
+        opened.append(lock)
+        if len(opened) == 1:
+            raise connection_lost("BEGIN", "the database went away")
+        return write(lock)
+
+    monkeypatch.setattr(store, "write", failing_once)
+    got = answers_of(service.settle_many(requests(nmis)))
+    assert opened == [None, None]  # the completion, then one release for all
+    assert {(a.outcome, a.quota.status, a.quota.attempts) for a in got} == {
+        (Outcome.RETRY, QuotaStatus.PENDING, 1)
+    }
+    assert ledger(store, nmis) == []

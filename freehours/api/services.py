@@ -14,6 +14,7 @@ from fastapi import Depends, Request
 
 from freehours.api import idempotency
 from freehours.api.agents import AgentReports
+from freehours.api.batching import SettleQueue
 from freehours.api.keycache import KeyCache
 from freehours.api.ratelimit import RateLimits
 from freehours.clock import Clock
@@ -40,11 +41,9 @@ class Services:
     in_flight: idempotency.InFlight = field(default_factory=idempotency.InFlight)
     #: The keys of recent requests, so that a known key costs no database round trip.
     keys: KeyCache = field(init=False)
-    #: Settlements are short bursts of Python between database round trips: a few threads keep
-    #: the database busy, and more than a few only take turns at the interpreter lock, which
-    #: costs every request more CPU (measured on PostgreSQL: 32 at once cost 1.6x the CPU per
-    #: settlement of 4).
-    settling: anyio.CapacityLimiter = field(init=False)
+    #: Settlement requests, settled in batches on a few threads of their own: requests that
+    #: arrive while every thread is busy are settled together by the next one free.
+    settle_queue: SettleQueue = field(init=False)
     #: NEM12 uploads read and checked at once: each holds its body and a CPU; past it, 503.
     uploads: anyio.CapacityLimiter = field(init=False)
     readiness: anyio.CapacityLimiter = field(init=False)
@@ -63,7 +62,7 @@ class Services:
             ttl=settings.api_key_cache_seconds,
             size=settings.api_key_cache_size,
         )
-        self.settling = anyio.CapacityLimiter(self.settle_threads)
+        self.settle_queue = SettleQueue(self.settlements, self.settle_threads)
         self.uploads = anyio.CapacityLimiter(settings.upload_concurrency)
         self.readiness = anyio.CapacityLimiter(READINESS_THREADS)
         self.nem12_limits = settings.nem12_limits()
@@ -106,13 +105,14 @@ class Services:
 
     @property
     def settle_threads(self) -> int:
-        """How many settlements this process runs at once: ``FREEHOURS_SETTLE_THREADS``, else
-        what measured best (``make bench``): 4 on PostgreSQL, whose round trips leave the
-        interpreter to another thread; 2 on SQLite, whose writers take turns anyway."""
+        """How many settlement batches this process runs at once (``SettleQueue``):
+        ``FREEHOURS_SETTLE_THREADS``, else what measured best (``make bench``): 4 on PostgreSQL,
+        whose round trips leave the interpreter to another thread; 1 on SQLite, whose writers
+        take turns anyway (a second thread only made the batches smaller, and slower)."""
         configured = self.settings.settle_threads
         if configured is not None:
             return configured
-        return 4 if self.store.parallel_writers else 2
+        return 4 if self.store.parallel_writers else 1
 
     def nem_today(self) -> date:
         """Today's NEM date on the clock: what reads and settlements are dated against."""

@@ -13,11 +13,11 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import date, datetime
 from typing import Any, Literal
 
-import anyio
 from fastapi import Request, Response
 from fastapi.params import Depends
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+from opentelemetry import trace
 from pydantic import (
     BaseModel,
     Field,
@@ -31,7 +31,7 @@ from freehours.api.services import services_of
 from freehours.domain.reads import NMI_PATTERN
 from freehours.domain.settlement import Quota
 from freehours.observability.logging import bind_fields
-from freehours.settlement.model import Answer, Outcome
+from freehours.settlement.model import Answer, Outcome, SettleRequest
 
 
 class SettlementIn(BaseModel):
@@ -145,10 +145,13 @@ async def post_settlement(request: Request) -> JSONResponse:
     bind_fields(nmi=body.nmi, date=body.date.isoformat())
     check_read_date(body.date, services.nem_today(), "date")
     await services.limits.check_nmi(body.nmi)
-    answer = await anyio.to_thread.run_sync(
-        services.settlements.settle, body.nmi, body.date, limiter=services.settling
-    )
+    answer = await services.settle_queue.settle(SettleRequest(body.nmi, body.date))
     bind_fields(quota_state=answer.quota.status.value)
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.set_attribute("freehours.quota.key", answer.quota.key)
+        span.set_attribute("freehours.settlement.outcome", answer.outcome.value)
+        span.set_attribute("freehours.quota.status", answer.quota.status.value)
     return settlement_response(answer)
 
 

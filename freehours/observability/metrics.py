@@ -58,6 +58,12 @@ SETTLEMENT_SECONDS = Histogram(
     "Time from claiming a quota to COMPLETED, seconds.",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
+SETTLEMENT_BATCH_SIZE = Histogram(
+    "freehours_api_settlement_batch_size",
+    "Settlement requests an API process settled together in one batch (those that arrived"
+    " while its settlement threads were busy).",
+    buckets=(1, 2, 4, 8, 16, 32, 64),
+)
 DOCUMENTS_FINALISED = Counter(
     "freehours_documents_finalised_total",
     "Invoices, credit notes and adjustment invoices finalised, by type.",

@@ -27,9 +27,11 @@ C. release (``_release``), on a failure between A and B's commit: attempts + 1, 
 
 A phase's transaction that fails for a batch of many is done again for each of its quotas alone,
 so that no quota's failure counts an attempt against another; for a batch of one, the failure
-is the request's (B's releases the quota). The cache is written after the commit that made the
-answer; a cache failure is logged and counted, never fatal. Only terminal states are answered
-from the cache alone.
+is the request's (B's releases the quota). The database's own failure (unreachable, too slow,
+no pooled connection: ``freehours.store.errors.UNAVAILABLE``) is every quota's, as for one:
+done again alone, each would wait for it in turn. The cache is written after the commit that
+made the answer; a cache failure is logged and counted, never fatal. Only terminal states are
+answered from the cache alone.
 
 Each call is a span, ``settlement.settle`` (or ``settlement.settle_many``), with A, B and each
 cache write as spans inside it (``settlement.claim``, ``settlement.complete``, ``cache.put``):
@@ -98,6 +100,7 @@ from freehours.settlement.model import (
     day_lock,
 )
 from freehours.store.database import Store, Unit
+from freehours.store.errors import UNAVAILABLE
 from freehours.store.quotas import LedgerEntry
 
 log = structlog.get_logger("freehours.settlement")
@@ -316,7 +319,7 @@ class Settlements(QuotaDays):
             # a line per claim would double the settlement's log volume for no new fact.
             log.debug(
                 "quota_claimed",
-                quota_key=item.quota.key,
+                **_named(item.quota),
                 version=item.quota.version,
                 fence=item.quota.fence,
             )
@@ -375,7 +378,7 @@ class Settlements(QuotaDays):
             )
         for quota in changed:
             if quota.status is QuotaStatus.ABORTED:
-                log.error("quota_aborted", quota_key=quota.key, reason=quota.reason)
+                log.error("quota_aborted", **_named(quota), reason=quota.reason)
         for n, answer in answered:
             self._answer(batch, n, answer)
         return held
@@ -395,11 +398,13 @@ class Settlements(QuotaDays):
     ) -> list[_Held]:
         """After a phase's transaction failed for requests ``ns``: the request's answer when it
         is one, else the phase again for each alone (what each then holds)."""
-        if len(ns) == 1:
-            batch.answers[ns[0]] = failure
-            return []
-        log.warning(event, quotas=len(ns), exc_info=failure)
-        return [item for n in ns for item in phase(batch, [n])]
+        if len(ns) > 1 and not isinstance(failure, UNAVAILABLE):
+            log.warning(event, quotas=len(ns), exc_info=failure)
+            return [item for n in ns for item in phase(batch, [n])]
+        # The database's failure is each request's answer: alone, each would wait for it again.
+        for n in ns:
+            batch.answers[n] = failure
+        return []
 
     # --- B: complete, or C: release ---------------------------------------------------------
 
@@ -479,8 +484,10 @@ class Settlements(QuotaDays):
                     [(quota, entry) for _, quota, entry in done], trace_ids=traces
                 )
         except Exception as exc:
-            if one:
-                return [(ready[0], exc)]  # the attempt failed: released, as any failure is
+            if one or isinstance(exc, UNAVAILABLE):
+                # The attempt failed (the database's failure is each quota's): released, as
+                # any failure is.
+                return [(item, exc) for item in ready]
             # Each quota still held whose own attempt did not fail is completed alone.
             log.warning("settlement_batch_complete_failed", quotas=len(ready), exc_info=True)
             finished = {item.n for item, _ in failed}
@@ -490,7 +497,7 @@ class Settlements(QuotaDays):
             SETTLEMENT_SECONDS.observe(self.clock.monotonic() - item.claimed_at)
             log.info(
                 "quota_completed",
-                quota_key=completed.key,
+                **_named(completed),
                 version=completed.version,
                 free_kwh=str(completed.free_kwh),
             )
@@ -499,7 +506,7 @@ class Settlements(QuotaDays):
             self._answer(batch, item.n, step.answer)
         for item, found in stale:
             # Our lock expired and another holder took over: whatever it does is the answer.
-            log.warning("quota_fence_stale", quota_key=item.quota.key, fence=item.quota.fence)
+            log.warning("quota_fence_stale", **_named(item.quota), fence=item.quota.fence)
             self._answer(batch, item.n, self._after_stale(found))
         for item in alone:
             failed += self._complete_ready(batch, [item])
@@ -511,7 +518,7 @@ class Settlements(QuotaDays):
         for item, failure in failed:
             log.warning(
                 "quota_attempt_failed",
-                quota_key=item.quota.key,
+                **_named(item.quota),
                 fence=item.quota.fence,
                 exc_info=failure,
             )
@@ -546,8 +553,9 @@ class Settlements(QuotaDays):
                     [quota for _, quota in released], at=now, trace_ids=batch.trace_ids
                 )
         except Exception as exc:
-            if len(failed) == 1:
-                batch.answers[failed[0][0].n] = exc
+            if len(failed) == 1 or isinstance(exc, UNAVAILABLE):
+                for item, _ in failed:
+                    batch.answers[item.n] = exc
                 return
             log.warning("settlement_batch_release_failed", quotas=len(failed), exc_info=True)
             for one in failed:
@@ -557,7 +565,7 @@ class Settlements(QuotaDays):
             self._answer(batch, item.n, self._after_stale(found))
         for item, quota in released:
             if quota.status is QuotaStatus.ABORTED:
-                log.error("quota_aborted", quota_key=quota.key, reason=quota.reason)
+                log.error("quota_aborted", **_named(quota), reason=quota.reason)
                 self._answer(batch, item.n, self._terminal(quota, replay=False))
             else:
                 retry = Answer(Outcome.RETRY, quota, self._retry_after(quota.attempts))
@@ -677,4 +685,10 @@ class Settlements(QuotaDays):
                 self.cache.put(quota, ttl.total_seconds())
         except Exception as exc:  # noqa: BLE001 - a cache write is never fatal (DESIGN.md 2)
             QUOTA_CACHE_WRITE_FAILURES.inc()
-            log.warning("quota_cache_write_failed", quota_key=quota.key, error=str(exc))
+            log.warning("quota_cache_write_failed", **_named(quota), error=str(exc))
+
+
+def _named(quota: Quota) -> dict[str, str]:
+    """A quota's fields on a log line: its key, and its NMI and date as a request's line names
+    them (a batch's lines are in no one request's context)."""
+    return {"quota_key": quota.key, "nmi": quota.nmi, "date": quota.date.isoformat()}

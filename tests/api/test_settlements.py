@@ -487,9 +487,10 @@ def test_a_value_the_database_cannot_store_is_422_not_500() -> None:
 def test_settlements_run_on_the_threads_configured_or_those_measured_best(
     api: Api, store: Store
 ) -> None:
-    assert api.services.settle_threads == (2 if store.dialect == "sqlite" else 4)
+    assert api.services.settle_threads == (1 if store.dialect == "sqlite" else 4)
+    assert api.services.settle_queue.runners == api.services.settle_threads
     configured = Services(
         Runtime.on(store, Settings(database_url="sqlite://", settle_threads=3), api.clock),
         api.services.limits,
     )
-    assert configured.settle_threads == 3
+    assert (configured.settle_threads, configured.settle_queue.runners) == (3, 3)

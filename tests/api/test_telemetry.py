@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 import pytest
 from opentelemetry.trace import SpanKind, format_span_id
@@ -11,6 +12,7 @@ from structlog.testing import capture_logs
 
 from freehours.domain.time import NEM_TIME
 from freehours.observability.logging import add_trace_context
+from freehours.settlement.model import SettleRequest
 from tests.api.conftest import Api
 from tests.api.test_settlements import NMI, set_up, settle
 from tests.metrics import Samples
@@ -81,10 +83,17 @@ def test_a_settlement_logs_one_canonical_line_with_its_quota_and_the_clients_tra
 def test_the_settlements_spans_are_inside_the_requests_span(api: Api, spans: Spans) -> None:
     set_up(api)
     assert settle(api).status_code == 200
-    settlement = spans.one("settlement.settle")
-    assert spans.ancestors(settlement)[-1] == f"POST {SETTLEMENTS}"
-    assert settlement.attributes is not None
-    assert settlement.attributes["freehours.settlement.outcome"] == "settled"
+    # The request's batch (of one here) inside the request's span; the answer on that span.
+    batch = spans.one("settlement.batch")
+    assert spans.ancestors(batch)[-1] == f"POST {SETTLEMENTS}"
+    assert batch.attributes is not None
+    assert batch.attributes["freehours.settlement.batch"] == 1
+    server = spans.one(f"POST {SETTLEMENTS}")
+    assert server.attributes is not None
+    assert server.attributes["freehours.settlement.outcome"] == "settled"
+    assert server.attributes["freehours.quota.key"] == f"{NMI}:2026-07-01"
+    settlement = spans.one("settlement.settle_many")
+    assert settlement.parent == batch.context
     for name in ("settlement.claim", "settlement.complete", "cache.put"):
         assert spans.one(name).parent == settlement.context, name
 
@@ -120,10 +129,10 @@ def test_a_request_that_breaks_is_an_error_line_with_status_500(
 ) -> None:
     set_up(api)
 
-    def broken(nmi: str, day: date, *, version: int = 1) -> None:
+    def broken(requests: Sequence[SettleRequest]) -> None:
         raise RuntimeError("the settlement broke")
 
-    monkeypatch.setattr(api.services.settlements, "settle", broken)
+    monkeypatch.setattr(api.services.settlements, "settle_many", broken)
     with capture_logs() as logs, pytest.raises(RuntimeError, match="the settlement broke"):
         settle(api)
     (line,) = finished(logs)
