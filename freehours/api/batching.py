@@ -25,7 +25,8 @@ import asyncio
 import contextvars
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import cast
 
 import anyio
 from opentelemetry import trace
@@ -67,24 +68,27 @@ class SettleQueue:
         answer: asyncio.Future[Answer] = loop.create_future()
         span = trace.get_current_span().get_span_context()
         if request.trace_id is None:
-            request = _traced(request, current_trace_id())
+            request = replace(request, trace_id=current_trace_id())
         self._waiting.append(_Waiting(request, answer, span))
         if len(self._running) < self.runners:
             # A context of its own: the request's log fields are not the batch's.
-            task = loop.create_task(self._run(), context=contextvars.Context())
-            self._running.add(task)
-            task.add_done_callback(self._running.discard)
+            self._running.add(loop.create_task(self._run(), context=contextvars.Context()))
         return await answer
 
     async def _run(self) -> None:
-        while self._waiting:
-            taken: list[_Waiting] = []
-            while self._waiting and len(taken) < self.batch:
-                waiting = self._waiting.popleft()
-                if not waiting.answer.done():  # a request whose client went away is not settled
-                    taken.append(waiting)
-            if taken:
-                await self._settle(taken)
+        try:
+            while self._waiting:
+                taken: list[_Waiting] = []
+                while self._waiting and len(taken) < self.batch:
+                    waiting = self._waiting.popleft()
+                    if not waiting.answer.done():  # its client went away: not settled
+                        taken.append(waiting)
+                if taken:
+                    await self._settle(taken)
+        finally:
+            # In the same step as the last look at the queue: a request that comes after it
+            # finds this thread gone, and starts another.
+            self._running.discard(cast("asyncio.Task[None]", asyncio.current_task()))
 
     async def _settle(self, taken: Sequence[_Waiting]) -> None:
         try:
@@ -111,12 +115,3 @@ class SettleQueue:
             SETTLEMENT_BATCH_SIZE.observe(len(taken))
             return self.settlements.settle_many([waiting.request for waiting in taken])
 
-
-def _traced(request: SettleRequest, trace_id: str | None) -> SettleRequest:
-    return SettleRequest(
-        request.nmi,
-        request.day,
-        version=request.version,
-        trace_id=trace_id,
-        trust_cache=request.trust_cache,
-    )

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 import pytest
 import structlog
+from opentelemetry import trace
+from opentelemetry.trace import SpanContext, format_trace_id
 from prometheus_client import REGISTRY
 from structlog.contextvars import merge_contextvars
 from structlog.testing import capture_logs
@@ -23,6 +25,8 @@ from freehours.store.database import Store
 from tests.test_settlement import DAY, DUE, POLICY
 from tests.test_settlement_batch import KeyedFaults, customers, ingest, reads
 from tests.tracing import Spans
+
+tracer = trace.get_tracer("tests.api.test_batching")
 
 
 @pytest.fixture
@@ -68,7 +72,8 @@ async def _while_blocked(
 
     async def request(settle: SettleRequest) -> Answer:
         structlog.contextvars.bind_contextvars(nmi=settle.nmi, route="/test")
-        return await queue.settle(settle)
+        with tracer.start_as_current_span(f"request {settle.nmi}"):
+            return await queue.settle(settle)
 
     held = asyncio.create_task(request(first))
     while not blocked.started.is_set():
@@ -110,6 +115,22 @@ def test_requests_arriving_while_the_threads_are_busy_settle_together_each_its_o
     batches = spans.named("settlement.batch")
     sizes = [int((span.attributes or {})["freehours.settlement.batch"]) for span in batches]
     assert sorted(sizes) == [1, len(then)]
+    # Each batch is a child of its first request's span, linked to the others'; each quota's
+    # events are in its own request's trace.
+    asked: dict[str, list[SpanContext]] = {}
+    for span in spans.finished():
+        if span.name.startswith("request "):
+            asked.setdefault(span.name.split()[1], []).append(span.context)
+    second = max(batches, key=lambda span: len(span.links))
+    assert second.parent is not None
+    members = {second.parent.span_id, *(link.context.span_id for link in second.links)}
+    assert members == {context.span_id for nmi in nmis[1:] for context in asked[nmi]}
+    assert len(members) == len(then)
+    with store.read() as unit:
+        for nmi in nmis:
+            traces = {event.trace_id for event in unit.quotas.events(nmi, DAY)}
+            assert traces, nmi
+            assert traces <= {format_trace_id(context.trace_id) for context in asked[nmi]}, nmi
     after = _batches()
     assert (after[0] - before[0], after[1] - before[1]) == (2, 1 + len(then))
 
@@ -169,3 +190,20 @@ def _batches() -> tuple[float, float]:
     count = REGISTRY.get_sample_value("freehours_api_settlement_batch_size_count")
     total = REGISTRY.get_sample_value("freehours_api_settlement_batch_size_sum")
     return count or 0.0, total or 0.0
+
+
+def test_a_request_made_as_the_last_batch_ends_is_settled(
+    store: Store, service: Settlements
+) -> None:
+    """A thread that found nothing more waiting has stopped: the next request, made as soon
+    as the last answer is in, starts one."""
+    nmis = customers(store, "T", 2)
+    ingest(store, *(reads(nmi, "0.500") for nmi in nmis))
+    queue = SettleQueue(service, runners=1)
+
+    async def main() -> list[Answer]:
+        first = await queue.settle(SettleRequest(nmis[0], DAY))
+        second = await asyncio.wait_for(queue.settle(SettleRequest(nmis[1], DAY)), 10)
+        return [first, second]
+
+    assert [answer.outcome for answer in asyncio.run(main())] == [Outcome.SETTLED] * 2
