@@ -16,6 +16,7 @@ from freehours.api.app import create_app
 from freehours.api.services import Services
 from freehours.observability.logging import configure_logging
 from freehours.observability.tracing import configure_tracing
+from freehours.operations.runtime import freeze_start_up_heap
 from freehours.settings import Settings
 
 
@@ -45,6 +46,7 @@ def main(port: int) -> None:
         await anyio.to_thread.run_sync(select_one, limiter=threads)
         return JSONResponse({"status": "ok"})
 
+    freeze_start_up_heap()  # as the API's processes do (freehours.api.server.api_application)
     server.run(app, services.settings, host="127.0.0.1", port=port)
 
 

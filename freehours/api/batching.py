@@ -114,4 +114,3 @@ class SettleQueue:
                 span.set_attribute("freehours.settlement.batch", len(taken))
             SETTLEMENT_BATCH_SIZE.observe(len(taken))
             return self.settlements.settle_many([waiting.request for waiting in taken])
-

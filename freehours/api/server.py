@@ -246,10 +246,13 @@ def api_application(settings: Settings, workers: int = 0) -> FastAPI:
     from freehours.api.services import Services  # noqa: PLC0415
     from freehours.observability.logging import configure_logging  # noqa: PLC0415
     from freehours.observability.tracing import configure_tracing  # noqa: PLC0415
+    from freehours.operations.runtime import freeze_start_up_heap  # noqa: PLC0415
 
     configure_logging(settings.log_level)
     configure_tracing(settings.traces, service="freehours-api")
-    return create_app(Services.from_settings(settings), workers=workers, owned=True)
+    app = create_app(Services.from_settings(settings), workers=workers, owned=True)
+    freeze_start_up_heap()
+    return app
 
 
 @dataclass(frozen=True)

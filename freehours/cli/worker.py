@@ -15,7 +15,7 @@ from freehours.cli.options import MetricsHost, MetricsPort
 from freehours.observability.exposition import forget_process, serve_metrics
 from freehours.observability.logging import configure_logging
 from freehours.observability.tracing import configure_tracing
-from freehours.operations.runtime import Runtime
+from freehours.operations.runtime import Runtime, freeze_start_up_heap
 from freehours.settings import get_settings, worker_queues
 
 #: How often the main thread looks up from waiting for a signal: Python runs signal handlers
@@ -85,6 +85,7 @@ def worker(
         if metrics_port is not None:
             metrics_server = serve_metrics(metrics_port, metrics_host, runtime.measured)
         running = runtime.worker(concurrency, queues)
+        freeze_start_up_heap()
         stop = threading.Event()
 
         def request_stop(_signal: int, _frame: FrameType | None) -> None:

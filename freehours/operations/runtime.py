@@ -8,6 +8,7 @@ runtime.close()
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -49,6 +50,18 @@ from freehours.workers.mail import mail_tasks
 from freehours.workers.settle import SettlementJobs, settlement_tasks
 from freehours.workers.webhook import webhook_tasks
 from freehours.workers.worker import Worker, WorkerConfig
+
+
+def freeze_start_up_heap() -> None:
+    """For a long-running process (the API, a worker), once it has started: what start-up made
+    (modules, the application and its schemas, the services) moved out of the cyclic garbage
+    collector's sight, after one last collection. The collector walks every object it tracks
+    now and then, and a served process keeps hundreds of thousands from start-up that it never
+    frees: measured on the API under load (``make bench``, section ``api``), the collector took
+    1.36 s of a 15.5 s run, 0.49 s with them frozen, and a settlement 1.51 ms of CPU instead of
+    1.14. What is made afterwards is collected as before."""
+    gc.collect()
+    gc.freeze()
 
 
 # The settings mapped onto the policies they configure: here, where the parts are built, so that

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
@@ -163,3 +164,28 @@ def test_an_early_401_reaches_a_client_still_sending_its_body(server: str, close
     assert answer.startswith(b"HTTP/1.1 401 Unauthorized\r\n")
     assert answer.endswith(b'"unknown or revoked key"}') or b"unknown or revoked key" in answer
     assert httpx.get(f"{server}/healthz", timeout=HANG).status_code == 200
+
+
+def test_a_served_process_hides_what_start_up_made_from_the_garbage_collector(
+    database: dict[str, str],
+) -> None:
+    """``api_application`` (what each API process serves) freezes its start-up heap: the
+    collector no longer walks the modules, the application and the services in every full pass."""
+    script = (
+        "import gc\n"
+        "from freehours.api.server import api_application\n"
+        "from freehours.settings import get_settings\n"
+        "assert gc.get_freeze_count() == 0\n"
+        "app = api_application(get_settings())\n"
+        "print(gc.get_freeze_count())\n"
+        "app.state.services.store.close()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, **database},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert int(done.stdout.split()[-1]) > 50_000
