@@ -28,10 +28,11 @@ C. release (``_release``), on a failure between A and B's commit: attempts + 1, 
 A phase's transaction that fails for a batch of many is done again for each of its quotas alone,
 so that no quota's failure counts an attempt against another; for a batch of one, the failure
 is the request's (B's releases the quota). The database's own failure (unreachable, too slow,
-no pooled connection: ``freehours.store.errors.UNAVAILABLE``) is every quota's, as for one:
-done again alone, each would wait for it in turn. The cache is written after the commit that
-made the answer; a cache failure is logged and counted, never fatal. Only terminal states are
-answered from the cache alone.
+no pooled connection: ``freehours.store.errors.UNAVAILABLE``) is every quota's at once, as if
+each were alone (B's releases them, in one transaction): done again quota by quota, each would
+wait for it in turn. The cache is written after the commit that made the answer; a cache
+failure is logged and counted, never fatal. Only terminal states are answered from the cache
+alone.
 
 Each call is a span, ``settlement.settle`` (or ``settlement.settle_many``), with A, B and each
 cache write as spans inside it (``settlement.claim``, ``settlement.complete``, ``cache.put``):
