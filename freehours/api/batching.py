@@ -61,6 +61,11 @@ class SettleQueue:
         #: Threads of their own: no other kind of work takes theirs, nor they its.
         self._threads = anyio.CapacityLimiter(runners)
 
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for a thread to take them (a client gone away still counted)."""
+        return len(self._waiting)
+
     async def settle(self, request: SettleRequest) -> Answer:
         """``request``'s answer, settled in a batch with any others waiting; its failure
         raised."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 import structlog
@@ -64,6 +64,14 @@ class Counted:
         return self._settle_many(requests)
 
 
+async def until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Return once ``condition`` holds, looking every 10 ms; fail after ``seconds``."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "not within the deadline"
+        await asyncio.sleep(0.01)
+
+
 async def _while_blocked(
     queue: SettleQueue, blocked: Blocked, first: SettleRequest, then: Sequence[SettleRequest]
 ) -> tuple[Answer, list[Answer]]:
@@ -76,10 +84,9 @@ async def _while_blocked(
             return await queue.settle(settle)
 
     held = asyncio.create_task(request(first))
-    while not blocked.started.is_set():
-        await asyncio.sleep(0.01)
+    await until(blocked.started.is_set)
     waiting = [asyncio.create_task(request(settle)) for settle in then]
-    await asyncio.sleep(0.05)  # each is waiting in the queue
+    await until(lambda: queue.waiting == len(then))
     blocked.release.set()
     return await held, list(await asyncio.gather(*waiting))
 
@@ -146,10 +153,9 @@ def test_a_request_whose_caller_went_away_while_it_waited_is_not_settled(
 
     async def main() -> Answer:
         held = asyncio.create_task(queue.settle(SettleRequest(nmis[0], DAY)))
-        while not blocked.started.is_set():
-            await asyncio.sleep(0.01)
+        await until(blocked.started.is_set)
         gone = asyncio.create_task(queue.settle(SettleRequest(nmis[1], DAY)))
-        await asyncio.sleep(0.05)
+        await until(lambda: queue.waiting == 1)
         gone.cancel()
         blocked.release.set()
         return await held
