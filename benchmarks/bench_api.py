@@ -34,6 +34,7 @@ from freehours.domain.time import NEM_TIME, Region
 from freehours.plans import builtin_document
 from freehours.store.database import Store
 from tests.databases import fresh_postgres_database
+from tests.metrics import Samples
 from tests.servers import free_port
 
 GOAL = 0.75
@@ -86,16 +87,9 @@ def _figures(result: LoadResult) -> str:
 
 def _batches(port: int) -> tuple[float, float]:
     """The server's settlement batches so far, and the requests in them (its /metrics)."""
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    found = {}
-    for line in text.splitlines():
-        name, _, value = line.partition(" ")
-        if name in (
-            "freehours_api_settlement_batch_size_count",
-            "freehours_api_settlement_batch_size_sum",
-        ):
-            found[name.rsplit("_", 1)[1]] = float(value)
-    return found.get("count", 0.0), found.get("sum", 0.0)
+    samples = Samples.scrape(port)
+    name = "freehours_api_settlement_batch_size"
+    return samples.value(f"{name}_count"), samples.value(f"{name}_sum")
 
 
 def _check(fresh: LoadResult, replay: LoadResult, count: int) -> None:
