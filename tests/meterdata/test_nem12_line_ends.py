@@ -1,5 +1,6 @@
-"""The first pass counts lines, and finds a line too long, as the second pass reads them: ends
-of \\n, \\r\\n or \\r alone, in any mix, wherever the blocks it reads happen to cut them."""
+"""Both passes read lines as universal newlines do: ends of \\n, \\r\\n or \\r alone, in any mix,
+wherever the blocks they read happen to cut them. The first pass counts them, finds a line too
+long and the 200 and 300 records; the second reads each line's text."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from freehours.errors import NEM12Error
-from freehours.meterdata.nem12 import ReadLimits, revisions
-from freehours.meterdata.nem12.source import _LineBudget
+from freehours.meterdata.nem12 import ReadLimits, revisions, source
+from freehours.meterdata.nem12.source import _LineBudget, _lines
 
 MAX_LINE = 12
 
@@ -31,6 +32,44 @@ def first_pass(data: bytes) -> int:
 
 
 _PIECES = st.sampled_from([b"\n", b"\r\n", b"\r", b"ab", b"300,", b"x" * 5, b"y" * 11])
+
+
+# Records and line breaks that str.splitlines knows but a NEM12 line never ends at (read as
+# latin-1: \x0b, \x0c, \x1c-\x1e, \x85).
+_RECORD_PIECES = st.sampled_from(
+    [
+        *(b"\n", b"\r\n", b"\r", b"200,N1,c,r,E1,", b"200,N2,c,r,B1", b"300,20260701,", b"300,"),
+        *(b"1,", b"\x0b", b"\x0c", b"\x1c", b"\x85", b"\xef\xbb\xbf"),
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(pieces=st.lists(_RECORD_PIECES, max_size=40), block=st.integers(1, 16))
+def test_the_second_pass_reads_each_line_as_universal_newlines_do(
+    pieces: list[bytes], block: int
+) -> None:
+    data = b"".join(pieces)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(source, "_BLOCK", block)
+        assert list(_lines(io.BytesIO(data), "f", 1000)) == as_the_second_pass_reads(data)
+
+
+@settings(max_examples=400, deadline=None)
+@given(pieces=st.lists(_RECORD_PIECES, max_size=40), block=st.integers(1, 16))
+def test_the_first_pass_finds_the_records_the_second_reads(pieces: list[bytes], block: int) -> None:
+    data = b"".join(pieces)
+    expected = []
+    for line in as_the_second_pass_reads(data):
+        fields = line.encode("latin-1").split(b",")
+        if fields[0] == b"200" and len(fields) >= 5:
+            expected.append((b"2", fields[1], fields[4], b""))
+        elif fields[0] == b"300" and len(fields) >= 2:
+            expected.append((b"", b"", b"", fields[1]))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(revisions, "_BLOCK", block)
+        lines = _LineBudget(ReadLimits(max_line=1000))
+        assert list(revisions._record_keys(io.BytesIO(data), "f", lines)) == expected
 
 
 @settings(max_examples=400, deadline=None)

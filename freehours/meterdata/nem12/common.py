@@ -60,10 +60,6 @@ _CACHE_LIMIT = 100_000
 _RECORD_INDICATORS = frozenset({"100", "200", "250", "300", "400", "500", "550", "900"})
 
 
-#: How a line that starts a record begins: its indicator and a comma, or 900 alone.
-_RECORD_STARTS = frozenset({f"{indicator}," for indicator in _RECORD_INDICATORS} | {"900"})
-
-
 #: QualityMethod -> quality flag: the flag alone, or the flag and a two-digit method (not for V,
 #: which only says "see the 400 records").
 _QUALITY_METHODS: dict[str, str] = {flag: flag for flag in reads.QUALITY_FLAGS + "V"} | {

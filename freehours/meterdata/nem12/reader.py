@@ -10,7 +10,7 @@ import zipfile
 from collections.abc import Iterator
 from datetime import date, datetime
 from pathlib import Path
-from typing import IO, BinaryIO, TextIO, cast
+from typing import IO, BinaryIO, cast
 
 from freehours.domain import reads
 from freehours.domain.reads import IntervalDay
@@ -37,6 +37,7 @@ from freehours.meterdata.nem12.source import (
     _ByteBudget,
     _counted,
     _LineBudget,
+    _lines,
     _records,
     _refuse_overlaps,
     _zip_entry_count,
@@ -111,9 +112,9 @@ class NEM12Reader:
         stats = self.stats = ReadStats(self.name)
         losers = self._superseded()
         scanner = _Scanner(stats, losers, self._today(), self.limits.max_line, future=self.future)
-        for label, text in self._texts():
+        for label, binary in self._binaries():
             stats.members.append(label)
-            yield from scanner.days(label, text)
+            yield from scanner.days(label, binary)
         stats.rows = sum(channel.rows for channel in stats.channels.values())
         stats.superseded = len(losers)
 
@@ -130,8 +131,8 @@ class NEM12Reader:
             for _ in _record_keys(binary, label, lines, keys=False):
                 pass
         scanner = _Scanner(stats, set(), self._today(), self.limits.max_line, future=self.future)
-        for label, text in self._texts():
-            for _ in scanner.days(label, text):
+        for label, binary in self._binaries():
+            for _ in scanner.days(label, binary):
                 pass
 
     def ahead_warning(self) -> str | None:
@@ -195,9 +196,10 @@ class NEM12Reader:
         row."""
         ranks: dict[int, tuple[int, int]] = {}
         seq = 0
-        for label, text in self._texts():
+        max_line = self.limits.max_line
+        for label, binary in self._binaries():
             count = 48
-            for record in _records(text, label, self.limits.max_line):
+            for record in _records(_lines(binary, label, max_line), max_line):
                 if record.startswith("300,"):
                     seq += 1
                     if seq in wanted:
@@ -212,13 +214,6 @@ class NEM12Reader:
                     minutes = int(length) if _is_digits(length) else 0
                     count = reads.intervals_in_day(minutes) or count
         return ranks
-
-    def _texts(self) -> Iterator[tuple[str, TextIO]]:
-        """(label, text) for each CSV text in the source: the file, or each member of a zip."""
-        for label, binary in self._binaries():
-            # NEM12 is ASCII. latin-1 decodes any byte, so a stray byte is reported by the field
-            # check that meets it, with its line, instead of as an undecodable stream.
-            yield label, io.TextIOWrapper(binary, encoding="latin-1", newline=None)
 
     def _binaries(self) -> Iterator[tuple[str, IO[bytes]]]:
         """(label, bytes) for each CSV text in the source: the file, or each member of a zip;

@@ -16,12 +16,11 @@ from freehours.meterdata.nem12.common import (
 from freehours.meterdata.nem12.source import (
     _line_too_long,
     _LineBudget,
-    _long_line,
     _too_many_lines,
 )
 
 #: Where a 200 or 300 record starts: the first pass's view of a file.
-_KEYS = re.compile(rb"\n(?:(2)00,([^,\n]*),[^,\n]*,[^,\n]*,([^,\n]*)|300,([^,\n]*))")
+_KEYS = re.compile(rb"\n(?:(2)00,([^,\r\n]*),[^,\r\n]*,[^,\r\n]*,([^,\r\n]*)|300,([^,\r\n]*))")
 
 
 def _record_keys(
@@ -29,51 +28,45 @@ def _record_keys(
 ) -> Iterator[tuple[bytes, bytes, bytes, bytes]]:
     """(b"2", NMI, suffix, b"") for each 200 record, (b"", b"", b"", IntervalDate) for each 300.
 
-    Scans blocks of bytes with one regular expression: a line starts with 200 or 300 exactly
-    where the second pass starts such a record, so both count the same 300 records. It also
-    counts the lines (ends as the second pass reads them: \\n, \\r\\n or \\r) and finds any line
-    too long, in C-speed scans of each block, and refuses the source at the first limit passed
-    (``NEM12TooLarge`` for too many lines, ``NEM12Error`` naming a line too long). Without
-    ``keys``, it only does that, and yields nothing.
+    Reads a block of bytes at a time and splits it into lines in C (``bytes.splitlines`` ends a
+    line where universal newlines do: \\n, \\r\\n or \\r), so that it counts the lines as the
+    second pass reads them, finds any line too long, and refuses the source at the first limit
+    passed (``NEM12TooLarge`` for too many lines, ``NEM12Error`` naming a line too long). Then one
+    regular expression finds the 200 and 300 records: a line starts with 200 or 300 exactly where
+    the second pass starts such a record, so both count the same 300 records. Without ``keys``,
+    it only checks, and yields nothing.
     """
     limits = lines.limits
     max_line = limits.max_line
     done = 0  # complete lines of this member before the one ``tail`` holds
-    tail = b"\n"  # the stream starts a line; ``tail`` is the last, unfinished one, after a \n
-    carried = b""  # a byte read after a block, to see whether its \r ends a \r\n
+    # The last, unfinished line after the line end before it: the stream starts a line.
+    tail = b"\n"
     try:
-        while block := carried + binary.read(_BLOCK):
-            carried = b""
-            if block.endswith(b"\r"):  # a \r\n is never split between two blocks
-                carried = binary.read(1)
-                if carried == b"\n":
-                    block, carried = block + carried, b""
-            longest = max_line  # characters a line may have, its end not counted, as read here
-            ends = block.count(b"\n")
-            if b"\r" in block:
-                pairs = block.count(b"\r\n")
-                if pairs == ends == block.count(b"\r"):
-                    # Every line ends \r\n, as most files do (written on Windows): the \n ends
-                    # each, and each is one byte longer than the second pass reads it.
-                    longest = max_line + 1
-                else:  # \r alone ends a line too (rarely): every end made a \n
-                    block = block.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-                    ends = block.count(b"\n")
+        while block := binary.read(_BLOCK):
             data = tail + block
-            cut = data.rfind(b"\n")  # >= 0: ``tail`` starts with one
-            long = _long_line(data, cut, longest)
-            if long is not None:
-                raise _line_too_long(label, done + data.count(b"\n", 1, long) + 1, max_line)
-            if lines.read + ends > limits.max_lines:
+            held = data.endswith(b"\r")  # its \n may start the next block: kept for it
+            if held:
+                data = data[:-1]
+            last = max(data.rfind(b"\n"), data.rfind(b"\r"))  # >= 0: ``data`` starts with one
+            # "" for the line end that starts ``data``, its lines, then the unfinished one
+            found = data.splitlines()
+            unfinished = last + 1 < len(data)
+            ends = len(found) - unfinished  # the line ends in ``data``, its first included
+            if max(map(len, found)) >= max_line:
+                at = next(i for i, text in enumerate(found) if len(text) >= max_line)
+                raise _line_too_long(label, done + at, max_line)
+            ended = ends - 1  # lines this block finished
+            if lines.read + ended > limits.max_lines:
                 raise _too_many_lines(label, done + limits.max_lines - lines.read + 1, limits)
-            lines.read += ends
-            done += ends
-            tail = data[cut:]
-            if len(tail) > max_line:  # the unfinished line already has max_line characters
-                raise _line_too_long(label, done + 1, max_line)
+            lines.read += ended
+            done += ended
+            tail = data[last:] + (b"\r" if held else b"")
             # (No 200 or 300 record in a block of blank lines, or of noise: no search.)
             if keys and b"00," in data:
-                yield from _KEYS.findall(data, 0, cut)
+                # The lines found, each after a \n whatever ended it; the unfinished one left out.
+                joined = b"\n".join(found)
+                end = joined.rfind(b"\n") if unfinished else len(joined)
+                yield from _KEYS.findall(joined, 0, end)
     except (OSError, EOFError, zlib.error, zipfile.BadZipFile):
         # Damaged data: the second pass stops at the same place and says which line.
         return
@@ -81,8 +74,10 @@ def _record_keys(
         if lines.read + 1 > limits.max_lines:
             raise _too_many_lines(label, done + 1, limits)
         lines.read += 1
-    if keys:
-        yield from _KEYS.findall(tail)
+        if keys:
+            yield from _KEYS.findall(
+                b"\n" + tail[1:].rstrip(b"\r")
+            )  # whatever ended the line before
 
 
 def _stamp_rank(text: str) -> int:

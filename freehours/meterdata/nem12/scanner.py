@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import fields
 from datetime import date, datetime, time
 from decimal import Decimal
-from typing import TextIO
+from typing import IO
 
 from freehours.domain import reads
 from freehours.domain.reads import IntervalDay, RangeError, StoredForm
@@ -20,7 +20,6 @@ from freehours.meterdata.nem12.common import (
     _FIELDS_400,
     _NAME,
     _QUALITY_METHODS,
-    _RECORD_STARTS,
     ENERGY_UNITS,
     MAX_LINE,
     ChannelStats,
@@ -33,8 +32,12 @@ from freehours.meterdata.nem12.common import (
 )
 from freehours.meterdata.nem12.source import (
     _continues,
-    _physical_lines,
+    _lines,
 )
+
+#: ``StoredForm(values, texts, written)`` without the call through its Python ``__new__``: the
+#: hot path below makes one a row.
+_stored_form = tuple.__new__
 
 
 class _Scanner:
@@ -70,7 +73,7 @@ class _Scanner:
     def error(self, message: str, line: int | None, field: str | None = None) -> NEM12Error:
         return NEM12Error(message, source=self.source, line=line, field=field)
 
-    def days(self, source: str, text: TextIO) -> Iterator[IntervalDay]:
+    def days(self, source: str, binary: IO[bytes]) -> Iterator[IntervalDay]:
         """The winning days of one CSV text, each yielded once its records are all checked."""
         self.source = source
         losers = self.losers
@@ -89,20 +92,22 @@ class _Scanner:
         blanks: tuple[str, ...] = ()
         plain = True
         count = 0
+        # Where a 300 record of the channel in force has its QualityMethod, its UpdateDateTime,
+        # and the first field past its MSATSLoadDateTime.
+        at = stamp_at = end_at = 0
         uniform: dict[str, str] = {}  # flag -> that flag for every interval of a day
         kind = ""
         max_line = self.max_line
-        lines = _physical_lines(text, source, max_line)
-        number = line = rows = 0
+        lines = _lines(binary, source, max_line)
+        number = line = 0
+        first_seq = seq
         for physical in lines:
             number += 1
-            if physical == "\n":  # a blank line: nothing to check, and bombs are made of them
-                continue
             record = physical.rstrip()
-            if record[:4] not in _RECORD_STARTS or len(physical) >= max_line:
+            if number == 1 or len(physical) >= max_line:
                 record = self.rare_line(physical, record, number)
-                if not record:
-                    continue
+            if not record:  # a blank line: nothing to check, and bombs are made of them
+                continue
             line = number
             if ended:
                 raise self.error(
@@ -118,7 +123,6 @@ class _Scanner:
             if kind == "300" and channel is not None:
                 # The hot path: one NEM date of the channel in force.
                 size = len(fields)
-                at = count + 2  # where QualityMethod is
                 flag = methods.get(fields[at]) if size > at else None
                 if flag is None:
                     fields, joined = self.rejoin(record, channel, line, lines)
@@ -127,13 +131,16 @@ class _Scanner:
                     flag = methods[fields[at]]
                 date_text = fields[1]
                 day_of = dates.get(date_text) or self.date(date_text, line, "IntervalDate")
-                stamp_text = fields[at + 3] if size > at + 3 else ""
+                stamp_text = fields[stamp_at] if size > stamp_at else ""
                 stamp = (
                     stamps[stamp_text]
                     if stamp_text in stamps
                     else self.stamp(stamp_text, line, "UpdateDateTime")
                 )
-                if size > at + 5 and any(fields[at + 5 :]):
+                # (Many files end each record with a comma: one empty field past the last.)
+                if size > end_at and (
+                    fields[end_at] or (size > end_at + 1 and any(fields[end_at + 1 :]))
+                ):
                     raise self.error("a field after MSATSLoadDateTime", line, f"field {size}")
                 texts = fields[2:at]
                 try:
@@ -145,7 +152,6 @@ class _Scanner:
                         f"IntervalValue{texts.index(bad.text) + 1}",
                     ) from None
                 seq += 1
-                rows += 1
                 if channel_stats is None:
                     channel_stats = self.channel_stats(channel, day_of)
                 channel_stats.rows += 1
@@ -172,7 +178,7 @@ class _Scanner:
                     # Every value was parsed and checked above; where the texts are written as
                     # the store writes those values, they are stored as they are (asked when
                     # the day is stored: the answer cannot change, as ``_Values`` says).
-                    stored = StoredForm(values, texts, stored_as) if plain else None
+                    stored = _stored_form(StoredForm, (values, texts, stored_as)) if plain else None
                 qualities = uniform[flag]
                 channel_stats.qualities[flag] += count
                 yield _interval_day(
@@ -209,6 +215,7 @@ class _Scanner:
                 channel = self.channel(fields, line)
                 channel_stats = None
                 count = channel.count
+                at, stamp_at, end_at = count + 2, count + 5, count + 7
                 uniform = self.uniform.get(count) or self.uniform.setdefault(
                     count, {flag: flag * count for flag in "AEFNS"}
                 )
@@ -223,7 +230,7 @@ class _Scanner:
                         "a 500 record must follow a 300 or 400 record", line, "RecordIndicator"
                     )
             elif kind == "900":
-                if rows == 0:
+                if seq == first_seq:
                     raise self.error("no interval data: the file has no 300 records", line)
                 ended = True
             elif kind == "100":
@@ -323,9 +330,9 @@ class _Scanner:
         return _Channel(nmi, suffix, uom, scale=scale, minutes=minutes, line=line)
 
     def rare_line(self, physical: str, line: str, number: int) -> str:
-        """A line that does not start a record as most do: refused when too long; without its
-        byte order mark when it is the first; otherwise as it is (blank, or not a record)."""
-        if len(physical) >= self.max_line and not physical.endswith("\n"):
+        """The first line, or one that may be too long: refused when it is; the first without
+        its byte order mark; otherwise as it is."""
+        if len(physical) >= self.max_line:
             raise self.error(f"a line longer than {self.max_line:,} characters", number)
         if number == 1 and line.startswith(_BOM):
             return line[len(_BOM) :]
@@ -346,7 +353,7 @@ class _Scanner:
             rest = ""
             for physical in lines:
                 taken += 1
-                if len(physical) >= self.max_line and not physical.endswith("\n"):
+                if len(physical) >= self.max_line:
                     raise self.error(
                         f"a line longer than {self.max_line:,} characters", line + taken
                     )

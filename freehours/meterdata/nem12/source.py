@@ -4,13 +4,14 @@ counted as they are decompressed, its physical lines and records checked against
 from __future__ import annotations
 
 import io
+import re
 import struct
 import threading
 import zipfile
 import zlib
 from collections.abc import Iterator
-from functools import partial
-from typing import IO, BinaryIO, TextIO
+from itertools import chain
+from typing import IO, BinaryIO
 
 from freehours.errors import NEM12Error
 from freehours.meterdata.nem12.common import (
@@ -145,25 +146,6 @@ class _LineBudget:
         self.read = 0
 
 
-def _long_line(data: bytes, cut: int, max_line: int) -> int | None:
-    """Where the first line of ``data[1:cut]`` with ``max_line`` characters or more starts, or None.
-
-    Such a line holds a whole window of ``max_line // 2`` bytes starting at a multiple of that
-    width, so only windows without a line end are looked at: a few ``find`` calls a block.
-    """
-    width = max(max_line // 2, 1)
-    checked = 0  # lines before here are known to be short
-    for start in range(1, cut - width + 1, width):
-        if start < checked or data.find(b"\n", start, start + width) >= 0:
-            continue
-        begin = data.rfind(b"\n", 0, start) + 1
-        end = data.find(b"\n", start, cut + 1)
-        if end - begin >= max_line:
-            return begin
-        checked = end
-    return None
-
-
 def _line_too_long(label: str, line: int, max_line: int) -> NEM12Error:
     return NEM12Error(f"a line longer than {max_line:,} characters", source=label, line=line)
 
@@ -176,31 +158,75 @@ def _too_many_lines(label: str, line: int, limits: ReadLimits) -> NEM12TooLarge:
     )
 
 
-def _physical_lines(text: TextIO, source: str, max_line: int = MAX_LINE) -> Iterator[str]:
-    """The lines of ``text`` as read, line ends kept, each cut at ``max_line`` characters.
+#: Line breaks that ``str.splitlines`` knows besides \\r and \\n, which a line of NEM12 (read as
+#: latin-1) never ends at: a block holding one of them is split by ``_LINE_END`` instead.
+_OTHER_BREAKS = ("\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85")
 
-    Data that cannot be read (a damaged zip member or gzip stream) is a NEM12Error naming the last
-    line that could be.
+
+_LINE_END = re.compile("\r\n|\r|\n")
+
+
+def _lines(binary: IO[bytes], source: str, max_line: int = MAX_LINE) -> Iterator[str]:
+    """The physical lines of ``binary`` read as latin-1, without their ends (\\n, \\r\\n or \\r,
+    as universal newlines read them), blank ones included. NEM12 is ASCII; latin-1 decodes any
+    byte, so that a stray one is reported by the field check that meets it, with its line, rather
+    than as an undecodable stream.
+
+    Read a block at a time and split in C, so that a line costs no call of its own. A line of
+    ``max_line`` characters or more is refused (the first pass has refused one already, where it
+    ran). Data that cannot be read (a damaged zip member or gzip stream) is a NEM12Error naming
+    the last line that could be.
     """
-    number = 0
+    return chain.from_iterable(_line_blocks(binary, source, max_line))
+
+
+def _line_blocks(binary: IO[bytes], source: str, max_line: int) -> Iterator[list[str]]:
+    """The lines of each block of ``binary`` (see ``_lines``): the last, unfinished one is
+    carried over to the next block; a \\r ending a block is too, as its \\n may start the next."""
+    number = 0  # lines yielded so far
+    tail = ""  # the unfinished line after the last block's last line end
     try:
-        for physical in iter(partial(text.readline, max_line), ""):
-            number += 1
-            yield physical
+        while block := binary.read(_BLOCK):
+            text = tail + block.decode("latin-1")
+            held = text.endswith("\r")
+            if held:
+                text = text[:-1]
+            last = max(text.rfind("\n"), text.rfind("\r"))  # where the last whole line ends
+            tail = text[last + 1 :] + ("\r" if held else "")
+            if len(tail) > max_line:
+                raise _line_too_long(source, number + 1, max_line)
+            lines = _split(text)
+            lines.pop()  # the unfinished line (or ""), now in ``tail``
+            number += len(lines)
+            yield lines
     except (OSError, EOFError, zlib.error, zipfile.BadZipFile) as exc:
         raise NEM12Error(
             f"the data cannot be read past this line: {exc}", source=source, line=number
         ) from exc
+    if tail:
+        yield _split(tail)[:1]  # the last line, ended by the end of the data (or by a \\r)
 
 
-def _records(text: TextIO, source: str, max_line: int = MAX_LINE) -> Iterator[str]:
-    """Each record of ``text``, a 300 record broken across lines joined as ``_continues`` says.
+def _split(text: str) -> list[str]:
+    """``text`` split at its line ends: the lines they end, then what follows the last ("" when
+    ``text`` ends with one)."""
+    if any(other in text for other in _OTHER_BREAKS):
+        return _LINE_END.split(text)
+    lines = text.splitlines()
+    if not text or text.endswith(("\n", "\r")):
+        lines.append("")
+    return lines
 
-    The second pass (``_Scanner``) reads lines itself, faster, by the same rules; this serves the
+
+def _records(lines: Iterator[str], max_line: int = MAX_LINE) -> Iterator[str]:
+    """Each record of ``lines`` (``_lines``), a 300 record broken across lines joined as
+    ``_continues`` says.
+
+    The second pass (``_Scanner``) joins lines itself, faster, by the same rules; this serves the
     first pass, which reads the UpdateDateTime of rows that share a date.
     """
     record = ""
-    for number, physical in enumerate(_physical_lines(text, source, max_line), 1):
+    for number, physical in enumerate(lines, 1):
         line = physical.rstrip()
         if number == 1 and line.startswith(_BOM):
             line = line[len(_BOM) :]
