@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import pickle
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
@@ -42,6 +44,23 @@ def test_a_300_record_gives_its_channel_date_values_and_stamp() -> None:
     assert only.qualities == "A" * 48
     assert only.update_datetime == datetime(2026, 7, 2, 3, 15, tzinfo=NEM_TIME)
     assert (only.uom, only.source, only.line) == ("KWH", "test.csv", 3)
+
+
+def test_a_day_read_is_the_interval_day_its_fields_make() -> None:
+    """The reader builds each day faster than ``IntervalDay(...)`` does (scanner.py): it is still
+    an IntervalDay like any other, equal, hashed alike, frozen, copied and pickled as one."""
+    [read_day] = read(nem12(channel(), day("20260705", value="0.25")))
+    made = IntervalDay(
+        *(getattr(read_day, field.name) for field in dataclasses.fields(IntervalDay))
+    )
+    assert type(read_day) is IntervalDay
+    assert read_day == made
+    assert hash(read_day) == hash(made)
+    assert read_day.stored_text() == ",".join(["0.25"] * 48)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        read_day.nmi = "QB01234567"  # type: ignore[misc]
+    assert dataclasses.replace(read_day, line=9).line == 9
+    assert pickle.loads(pickle.dumps(read_day)) == read_day
 
 
 def test_values_are_exact_decimals_never_floats() -> None:
