@@ -27,7 +27,7 @@ def as_the_second_pass_reads(data: bytes) -> list[str]:
 def first_pass(data: bytes) -> int:
     """The lines the first pass counted in ``data`` (raises NEM12Error for a line too long)."""
     lines = _LineBudget(ReadLimits(max_line=MAX_LINE))
-    list(revisions._record_keys(io.BytesIO(data), "f", lines, keys=False))
+    list(revisions._channel_dates(io.BytesIO(data), "f", lines, keys=False))
     return lines.read
 
 
@@ -59,17 +59,19 @@ def test_the_second_pass_reads_each_line_as_universal_newlines_do(
 @given(pieces=st.lists(_RECORD_PIECES, max_size=40), block=st.integers(1, 16))
 def test_the_first_pass_finds_the_records_the_second_reads(pieces: list[bytes], block: int) -> None:
     data = b"".join(pieces)
-    expected = []
+    expected = []  # (NMI, suffix, IntervalDate) of each 300 record
+    nmi = suffix = b""
     for line in as_the_second_pass_reads(data):
         fields = line.encode("latin-1").split(b",")
         if fields[0] == b"200" and len(fields) >= 5:
-            expected.append((b"2", fields[1], fields[4], b""))
+            nmi, suffix = fields[1], fields[4]
         elif fields[0] == b"300" and len(fields) >= 2:
-            expected.append((b"", b"", b"", fields[1]))
+            expected.append((nmi, suffix, fields[1]))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(revisions, "_BLOCK", block)
         lines = _LineBudget(ReadLimits(max_line=1000))
-        assert list(revisions._record_keys(io.BytesIO(data), "f", lines)) == expected
+        runs = list(revisions._channel_dates(io.BytesIO(data), "f", lines))
+    assert [(*channel, day) for channel, dates in runs for day in dates] == expected
 
 
 @settings(max_examples=400, deadline=None)

@@ -26,7 +26,7 @@ from freehours.meterdata.nem12.common import (
     _is_digits,
 )
 from freehours.meterdata.nem12.revisions import (
-    _record_keys,
+    _channel_dates,
     _stamp_rank,
 )
 from freehours.meterdata.nem12.scanner import (
@@ -128,7 +128,7 @@ class NEM12Reader:
         stats = self.stats = ReadStats(self.name)
         lines = _LineBudget(self.limits)
         for label, binary in self._binaries():
-            for _ in _record_keys(binary, label, lines, keys=False):
+            for _ in _channel_dates(binary, label, lines, keys=False):
                 pass
         scanner = _Scanner(stats, set(), self._today(), self.limits.max_line, future=self.future)
         for label, binary in self._binaries():
@@ -172,22 +172,28 @@ class NEM12Reader:
         return losers
 
     def _repeated_keys(self) -> list[list[int]]:
-        """The positions of the 300 records of each (NMI, suffix, date) that has more than one."""
-        first: dict[tuple[bytes, bytes, bytes], int] = {}
+        """The positions of the 300 records of each (NMI, suffix, date) that has more than one.
+
+        A run of a channel's rows whose dates are all new to that channel (every run, in most
+        files) is noted in one step; only a run that repeats a date is looked at row by row.
+        """
+        # (NMI, suffix) -> IntervalDate -> the position of its first 300 record
+        first: dict[tuple[bytes, bytes], dict[bytes, int]] = {}
         repeats: dict[tuple[bytes, bytes, bytes], list[int]] = {}
         seq = 0
         lines = _LineBudget(self.limits)
         for label, binary in self._binaries():
-            nmi = suffix = b""
-            for is_200, nmi_or_empty, suffix_or_empty, day in _record_keys(binary, label, lines):
-                if is_200:
-                    nmi, suffix = nmi_or_empty, suffix_or_empty
-                    continue
-                seq += 1
-                key = (nmi, suffix, day)
-                earlier = first.setdefault(key, seq)
-                if earlier != seq:
-                    repeats.setdefault(key, [earlier]).append(seq)
+            for channel, dates in _channel_dates(binary, label, lines):
+                seen = first.setdefault(channel, {})
+                run = dict(zip(dates, range(seq + 1, seq + 1 + len(dates)), strict=True))
+                if len(run) == len(dates) and seen.keys().isdisjoint(run):
+                    seen.update(run)
+                else:
+                    for position, day in enumerate(dates, seq + 1):
+                        earlier = seen.setdefault(day, position)
+                        if earlier != position:
+                            repeats.setdefault((*channel, day), [earlier]).append(position)
+                seq += len(dates)
         return list(repeats.values())
 
     def _ranks(self, wanted: set[int]) -> dict[int, tuple[int, int]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import IO
 
 from freehours.meterdata.nem12.common import (
@@ -19,23 +19,33 @@ from freehours.meterdata.nem12.source import (
     _too_many_lines,
 )
 
-#: Where a 200 or 300 record starts: the first pass's view of a file.
-_KEYS = re.compile(rb"\n(?:(2)00,([^,\r\n]*),[^,\r\n]*,[^,\r\n]*,([^,\r\n]*)|300,([^,\r\n]*))")
+#: A 200 record as the first pass sees it: its NMI and NMISuffix.
+_CHANNEL = re.compile(rb"\n200,([^,\r\n]*),[^,\r\n]*,[^,\r\n]*,([^,\r\n]*)")
+
+#: A 300 record as the first pass sees it: its IntervalDate.
+_DATE = re.compile(rb"\n300,([^,\r\n]*)")
+
+Channel = tuple[bytes, bytes]  # (NMI, suffix) of a 200 record
+
+#: Before the first 200 record: no channel yet (the second pass refuses a 300 record there).
+_NO_CHANNEL: Channel = (b"", b"")
 
 
-def _record_keys(
+def _channel_dates(
     binary: IO[bytes], label: str, lines: _LineBudget, *, keys: bool = True
-) -> Iterator[tuple[bytes, bytes, bytes, bytes]]:
-    """(b"2", NMI, suffix, b"") for each 200 record, (b"", b"", b"", IntervalDate) for each 300.
+) -> Iterator[tuple[Channel, list[bytes]]]:
+    """(NMI, suffix) of the 200 record in force and the IntervalDates of the 300 records under
+    it, in file order, a run at a time (a channel's rows may come in several runs).
 
     Reads a block of bytes at a time and splits it into lines in C (``bytes.splitlines`` ends a
     line where universal newlines do: \\n, \\r\\n or \\r), so that it counts the lines as the
     second pass reads them, finds any line too long, and refuses the source at the first limit
-    passed (``NEM12TooLarge`` for too many lines, ``NEM12Error`` naming a line too long). Then one
-    regular expression finds the 200 and 300 records: a line starts with 200 or 300 exactly where
-    the second pass starts such a record, so both count the same 300 records. Without ``keys``,
-    it only checks, and yields nothing.
+    passed (``NEM12TooLarge`` for too many lines, ``NEM12Error`` naming a line too long). Then two
+    regular expressions find the 200 and 300 records, so that the work per record is done in C: a
+    line starts with 200 or 300 exactly where the second pass starts such a record, so both count
+    the same 300 records. Without ``keys``, it only checks, and yields nothing.
     """
+    channel = _NO_CHANNEL
     limits = lines.limits
     max_line = limits.max_line
     done = 0  # complete lines of this member before the one ``tail`` holds
@@ -66,7 +76,7 @@ def _record_keys(
                 # The lines found, each after a \n whatever ended it; the unfinished one left out.
                 joined = b"\n".join(found)
                 end = joined.rfind(b"\n") if unfinished else len(joined)
-                yield from _KEYS.findall(joined, 0, end)
+                channel = yield from _runs(joined, end, channel)
     except (OSError, EOFError, zlib.error, zipfile.BadZipFile):
         # Damaged data: the second pass stops at the same place and says which line.
         return
@@ -74,10 +84,26 @@ def _record_keys(
         if lines.read + 1 > limits.max_lines:
             raise _too_many_lines(label, done + 1, limits)
         lines.read += 1
-        if keys:
-            yield from _KEYS.findall(
-                b"\n" + tail[1:].rstrip(b"\r")
-            )  # whatever ended the line before
+        if keys:  # (after a \n, whatever ended the line before)
+            last_line = b"\n" + tail[1:].rstrip(b"\r")
+            yield from _runs(last_line, len(last_line), channel)
+
+
+def _runs(
+    data: bytes, end: int, channel: Channel
+) -> Generator[tuple[Channel, list[bytes]], None, Channel]:
+    """The runs of 300 records in ``data[:end]`` (whole lines, each after a \\n), the first
+    under ``channel``; returns the channel in force at ``end``."""
+    at = 0
+    for opened in _CHANNEL.finditer(data, 0, end):
+        dates = _DATE.findall(data, at, opened.start())
+        if dates:
+            yield channel, dates
+        channel, at = (opened[1], opened[2]), opened.end()
+    dates = _DATE.findall(data, at, end)
+    if dates:
+        yield channel, dates
+    return channel
 
 
 def _stamp_rank(text: str) -> int:
