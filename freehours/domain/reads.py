@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
-from typing import Literal, NamedTuple, cast, get_args
+from typing import Literal, NamedTuple, TypeAlias, cast, get_args
 
 from freehours.domain.errors import InputError
 from freehours.domain.time import NEM_TIME
@@ -271,23 +271,14 @@ class IntervalRead:
     quality: str
 
 
-class StoredForm(NamedTuple):
-    """A day's values and the texts they were read from (see ``IntervalDay.stored_form``).
-
-    The texts, comma-joined, are the values' text as the store writes it when ``written`` (a
-    check of the texts, made only when the day is stored: most days read are never stored, and
-    the NEM12 reader's is a set look-up over the texts it parsed) says so, or always without
-    one."""
-
-    values: tuple[Decimal | None, ...]
-    texts: Sequence[str]
-    written: Callable[[Sequence[str]], bool] | None = None
-
-    def text(self) -> str | None:
-        """The values' text as the store writes it, or None when the texts are not so written."""
-        if self.written is not None and not self.written(self.texts):
-            return None
-        return ",".join(self.texts)
+#: A day's values, the texts they were read from, and a check of those texts, or None (see
+#: ``IntervalDay.stored_form``). The texts, comma-joined, are the values' text as the store writes
+#: it when the check (made only when the day is stored: most days read are never stored, and the
+#: NEM12 reader's is a set look-up over the texts it parsed) says so, or always without one. A
+#: plain tuple: the NEM12 reader makes one a row.
+StoredForm: TypeAlias = tuple[
+    tuple[Decimal | None, ...], Sequence[str], Callable[[Sequence[str]], bool] | None
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,8 +314,12 @@ class IntervalDay:
 
     def stored_text(self) -> str | None:
         """The values' text as stored, when the reader kept it for these very values."""
-        form = self.stored_form
-        return form.text() if form is not None and form.values is self.values else None
+        if self.stored_form is None:
+            return None
+        values, texts, written = self.stored_form
+        if values is not self.values or (written is not None and not written(texts)):
+            return None
+        return ",".join(texts)
 
     @property
     def start(self) -> datetime:

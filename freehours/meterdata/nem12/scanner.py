@@ -35,10 +35,6 @@ from freehours.meterdata.nem12.source import (
     _lines,
 )
 
-#: ``StoredForm(values, texts, written)`` without the call through its Python ``__new__``: the
-#: hot path below makes one a row.
-_stored_form = tuple.__new__
-
 
 class _Scanner:
     """The second pass: every record checked in order, every value parsed, winners yielded."""
@@ -170,7 +166,7 @@ class _Scanner:
                 stored: StoredForm | None
                 if flag == null:
                     values = (None,) * count
-                    stored = StoredForm(values, blanks)
+                    stored = (values, blanks, None)
                     channel_stats.missing += count
                 else:
                     if not all(texts):  # most rows miss no value: nothing to count
@@ -178,7 +174,7 @@ class _Scanner:
                     # Every value was parsed and checked above; where the texts are written as
                     # the store writes those values, they are stored as they are (asked when
                     # the day is stored: the answer cannot change, as ``_Values`` says).
-                    stored = _stored_form(StoredForm, (values, texts, stored_as)) if plain else None
+                    stored = (values, texts, stored_as) if plain else None
                 qualities = uniform[flag]
                 channel_stats.qualities[flag] += count
                 yield _interval_day(
