@@ -520,24 +520,41 @@ class _Scanner:
         """A NEM time written yyyymmddhhmmss (or yyyymmddhhmm)."""
         digits = text + "00" if len(text) == 12 else text
         day = self.stamp_days.get(digits[:8])
-        moment = _moment(digits, day)
-        if moment is None:
-            raise self.error(
-                f"{field} {text[:20]!r} is not a date and time (yyyymmddhhmmss)", line, field
-            )
-        if day is None:
+        clock = digits[8:]
+        if day is not None and len(clock) == 6 and clock.isdigit() and clock.isascii():
+            # A day met before (its date read and checked): only the time of day left to read,
+            # the most of a file's stamps.
             try:
-                reads.check_moment(moment, field)
-            except RangeError as exc:
-                raise self.error(exc.reason, line, field) from None
-            if len(self.stamp_days) > _CACHE_LIMIT:
-                self.stamp_days.clear()
-            self.stamp_days[digits[:8]] = moment.date()
+                moment = datetime.combine(day, time.fromisoformat(clock), NEM_TIME)
+            except ValueError:  # 24 hours or more, 60 minutes or seconds
+                raise self.not_a_stamp(text, line, field) from None
+        else:
+            moment = self.first_stamp(digits, text, line, field)
         if len(self.stamps) > _CACHE_LIMIT:
             self.stamps.clear()
             self.stamps[""] = None
         self.stamps[text] = moment
         return moment
+
+    def first_stamp(self, digits: str, text: str, line: int, field: str) -> datetime:
+        """A stamp (``text``, ``digits`` with its seconds) whose day is not in ``stamp_days``:
+        read whole, its moment checked in range, its day kept."""
+        moment = _moment(digits)
+        if moment is None:
+            raise self.not_a_stamp(text, line, field)
+        try:
+            reads.check_moment(moment, field)
+        except RangeError as exc:
+            raise self.error(exc.reason, line, field) from None
+        if len(self.stamp_days) > _CACHE_LIMIT:
+            self.stamp_days.clear()
+        self.stamp_days[digits[:8]] = moment.date()
+        return moment
+
+    def not_a_stamp(self, text: str, line: int, field: str) -> NEM12Error:
+        return self.error(
+            f"{field} {text[:20]!r} is not a date and time (yyyymmddhhmmss)", line, field
+        )
 
 
 def _date(text: str) -> date | None:
@@ -550,14 +567,13 @@ def _date(text: str) -> date | None:
         return None
 
 
-def _moment(digits: str, day: date | None = None) -> datetime | None:
-    """``yyyymmddhhmmss`` as a moment in NEM time, or None; ``day`` is its date when known (its
-    first eight digits already read), so that only the time of day is left to read."""
+def _moment(digits: str) -> datetime | None:
+    """``yyyymmddhhmmss`` as a moment in NEM time, or None."""
     if len(digits) != 14 or not _is_digits(digits):
         return None
     try:
         return datetime.combine(
-            day or date.fromisoformat(digits[:8]), time.fromisoformat(digits[8:]), NEM_TIME
+            date.fromisoformat(digits[:8]), time.fromisoformat(digits[8:]), NEM_TIME
         )
     except ValueError:
         return None
