@@ -65,13 +65,27 @@ def test_the_first_pass_finds_the_records_the_second_reads(pieces: list[bytes], 
         fields = line.encode("latin-1").split(b",")
         if fields[0] == b"200" and len(fields) >= 5:
             nmi, suffix = fields[1], fields[4]
-        elif fields[0] == b"300" and len(fields) >= 2:
-            expected.append((nmi, suffix, fields[1]))
+        elif fields[0] == b"300":
+            expected.append((nmi, suffix, line.encode("latin-1")[revisions._DATE_KEY]))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(revisions, "_BLOCK", block)
         lines = _LineBudget(ReadLimits(max_line=1000))
         runs = list(revisions._channel_dates(io.BytesIO(data), "f", lines))
     assert [(*channel, day) for channel, dates in runs for day in dates] == expected
+
+
+@pytest.mark.parametrize(
+    ("one", "other", "same"),
+    [
+        (b"300,20260701,1", b"300,20260701,2", True),
+        (b"300,20260701,1", b"300,20260702,1", False),
+        (b"300,20260701,1", b"300,202607011,1", False),  # a date too long: refused in pass two
+        (b"300,20260701,1", b"300,2026070,11", False),  # too short
+    ],
+)
+def test_the_first_pass_compares_rows_by_their_date(one: bytes, other: bytes, same: bool) -> None:
+    key = revisions._DATE_KEY
+    assert (one[key] == other[key]) is same
 
 
 @settings(max_examples=400, deadline=None)

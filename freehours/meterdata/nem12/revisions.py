@@ -3,7 +3,6 @@ date), and the UpdateDateTimes that decide which of a repeated date's rows wins.
 
 from __future__ import annotations
 
-import re
 import zipfile
 import zlib
 from collections.abc import Generator, Iterator
@@ -19,13 +18,15 @@ from freehours.meterdata.nem12.source import (
     _too_many_lines,
 )
 
-#: A 200 record as the first pass sees it: its NMI and NMISuffix.
-_CHANNEL = re.compile(rb"\n200,([^,\r\n]*),[^,\r\n]*,[^,\r\n]*,([^,\r\n]*)")
-
-#: A 300 record as the first pass sees it: its IntervalDate.
-_DATE = re.compile(rb"\n300,([^,\r\n]*)")
-
 Channel = tuple[bytes, bytes]  # (NMI, suffix) of a 200 record
+
+
+#: What the first pass compares of a 300 record's IntervalDate: the nine bytes after ``300,``,
+#: the date and the comma after it. Rows with the same date (eight digits, when it is valid)
+#: share them; a date of another length never passes for a valid one (and the second pass refuses
+#: its row).
+_DATE_KEY = slice(4, 13)
+
 
 #: Before the first 200 record: no channel yet (the second pass refuses a 300 record there).
 _NO_CHANNEL: Channel = (b"", b"")
@@ -40,10 +41,9 @@ def _channel_dates(
     Reads a block of bytes at a time and splits it into lines in C (``bytes.splitlines`` ends a
     line where universal newlines do: \\n, \\r\\n or \\r), so that it counts the lines as the
     second pass reads them, finds any line too long, and refuses the source at the first limit
-    passed (``NEM12TooLarge`` for too many lines, ``NEM12Error`` naming a line too long). Then two
-    regular expressions find the 200 and 300 records, so that the work per record is done in C: a
-    line starts with 200 or 300 exactly where the second pass starts such a record, so both count
-    the same 300 records. Without ``keys``, it only checks, and yields nothing.
+    passed (``NEM12TooLarge`` for too many lines, ``NEM12Error`` naming a line too long). Then it
+    picks out the 200 and 300 records from those lines, the same lines the second pass reads, so
+    that both count the same 300 records. Without ``keys``, it only checks, and yields nothing.
     """
     channel = _NO_CHANNEL
     limits = lines.limits
@@ -73,10 +73,7 @@ def _channel_dates(
             tail = data[last:] + (b"\r" if held else b"")
             # (No 200 or 300 record in a block of blank lines, or of noise: no search.)
             if keys and b"00," in data:
-                # The lines found, each after a \n whatever ended it; the unfinished one left out.
-                joined = b"\n".join(found)
-                end = joined.rfind(b"\n") if unfinished else len(joined)
-                channel = yield from _runs(joined, end, channel)
+                channel = yield from _runs(found[1 : len(found) - unfinished], channel)
     except (OSError, EOFError, zlib.error, zipfile.BadZipFile):
         # Damaged data: the second pass stops at the same place and says which line.
         return
@@ -85,22 +82,26 @@ def _channel_dates(
             raise _too_many_lines(label, done + 1, limits)
         lines.read += 1
         if keys:  # (after a \n, whatever ended the line before)
-            last_line = b"\n" + tail[1:].rstrip(b"\r")
-            yield from _runs(last_line, len(last_line), channel)
+            yield from _runs([tail[1:].rstrip(b"\r")], channel)
 
 
 def _runs(
-    data: bytes, end: int, channel: Channel
+    lines: list[bytes], channel: Channel
 ) -> Generator[tuple[Channel, list[bytes]], None, Channel]:
-    """The runs of 300 records in ``data[:end]`` (whole lines, each after a \\n), the first
-    under ``channel``; returns the channel in force at ``end``."""
-    at = 0
-    for opened in _CHANNEL.finditer(data, 0, end):
-        dates = _DATE.findall(data, at, opened.start())
-        if dates:
-            yield channel, dates
-        channel, at = (opened[1], opened[2]), opened.end()
-    dates = _DATE.findall(data, at, end)
+    """The runs of 300 records in ``lines``, the first under ``channel``, each record's date as
+    ``_DATE_KEY`` takes it; returns the channel in force after them."""
+    dates: list[bytes] = []
+    for line in lines:
+        kind = line[:4]
+        if kind == b"300,":
+            dates.append(line[_DATE_KEY])
+        elif kind == b"200,":
+            fields = line.split(b",", 5)
+            if len(fields) >= 5:
+                if dates:
+                    yield channel, dates
+                    dates = []
+                channel = (fields[1], fields[4])
     if dates:
         yield channel, dates
     return channel
