@@ -183,3 +183,29 @@ def test_stats_count_rows_days_qualities_and_missing_per_channel() -> None:
     assert channel_stats.qualities == {"A": 46, "N": 2, "S": 48}
     assert (channel_stats.missing, stats.missing) == (2, 2)
     assert (stats.rows, stats.days, stats.superseded, stats.nmis) == (2, 2, 0, ["NMI0000001"])
+
+
+def test_each_channel_counts_the_intervals_of_each_quality() -> None:
+    """A channel's rows come in runs, under any number of 200 records: its stats count every
+    winning interval's flag, whichever run and whatever interval length it was read in."""
+    text = nem12(
+        channel(suffix="E1"),
+        day("20260701", quality="A"),
+        day("20260702", quality="E52"),
+        day("20260703", quality="V"),
+        "400,1,10,S53,,",
+        "400,11,48,A,,",
+        channel(suffix="B1", minutes=15),
+        day("20260701", quality="N", minutes=15),
+        day("20260702", quality="A", minutes=15),
+        channel(suffix="E1"),
+        day("20260704", quality="F", value=""),
+    )
+    reader = NEM12Reader(text.encode())
+    list(reader.days())
+    channels = {suffix: stats for (_, suffix), stats in reader.stats.channels.items()}
+    assert dict(channels["E1"].qualities) == {"A": 48 + 38, "E": 48, "S": 10, "F": 48}
+    assert dict(channels["B1"].qualities) == {"N": 96, "A": 96}
+    assert (channels["E1"].rows, channels["B1"].rows) == (4, 2)
+    assert (channels["E1"].missing, channels["B1"].missing) == (48, 96)
+    assert dict(reader.stats.qualities) == {"A": 182, "E": 48, "S": 10, "F": 48, "N": 96}

@@ -92,6 +92,9 @@ class _Scanner:
         # and the first field past its MSATSLoadDateTime.
         at = stamp_at = end_at = 0
         uniform: dict[str, str] = {}  # flag -> that flag for every interval of a day
+        # flag -> the winning rows of the channel in force that have it throughout (a plain dict:
+        # a Counter's item is slower to add to), added to its stats when the channel ends
+        flag_rows = dict.fromkeys(_FLAGS, 0)
         kind = ""
         max_line = self.max_line
         lines = _lines(binary, source, max_line)
@@ -176,7 +179,7 @@ class _Scanner:
                     # the day is stored: the answer cannot change, as ``_Values`` says).
                     stored = (values, texts, stored_as) if plain else None
                 qualities = uniform[flag]
-                channel_stats.qualities[flag] += count
+                flag_rows[flag] += 1
                 yield _interval_day(
                     channel.nmi,
                     channel.suffix,
@@ -208,6 +211,8 @@ class _Scanner:
                     )
                 self.run(waiting, fields, line)
             elif kind == "200":
+                if channel_stats is not None:
+                    _add_flags(channel_stats, flag_rows, count)
                 channel = self.channel(fields, line)
                 channel_stats = None
                 count = channel.count
@@ -249,6 +254,8 @@ class _Scanner:
                     "RecordIndicator",
                 )
         self.seq = seq
+        if channel_stats is not None:
+            _add_flags(channel_stats, flag_rows, count)
         if not ended:
             if line == 0:
                 raise self.error("the file is empty: no 100 header", None)
@@ -555,6 +562,18 @@ class _Scanner:
         return self.error(
             f"{field} {text[:20]!r} is not a date and time (yyyymmddhhmmss)", line, field
         )
+
+
+#: The quality flags a 300 record can give all of its day's intervals (V gives each its own).
+_FLAGS = reads.QUALITY_FLAGS
+
+
+def _add_flags(stats: ChannelStats, flag_rows: dict[str, int], count: int) -> None:
+    """Add the rows of each flag (each ``count`` intervals) to ``stats``, and zero them."""
+    for flag, rows in flag_rows.items():
+        if rows:
+            stats.qualities[flag] += rows * count
+            flag_rows[flag] = 0
 
 
 def _date(text: str) -> date | None:
