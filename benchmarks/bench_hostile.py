@@ -64,6 +64,9 @@ REFUSED_PAUSE = 0.05  # seconds a refused attacker waits before its next bomb
 HUGE = 216 * 1024 * 1024
 PLAN_BOMB_ROUNDS = size(10, 1)  # each hostile plan body sent this many times
 LINEAR_GOAL = 2.0  # per-byte time at 256x an input over that at 16x
+#: Kept fuzz inputs timed of each parser, seeds and corpus each: every one, or a few in a smoke run
+#: (where every input took more than a minute).
+LINEAR_INPUTS = size(None, 3)
 FUZZ_INPUTS = [Path(__file__).parents[1] / "tests" / "fuzz" / kept for kept in ("seeds", "corpus")]
 REDIS = "redis://127.0.0.1:6379/0"
 
@@ -116,7 +119,12 @@ def _linear() -> None:
     timed once (best of 3), then the five worst again (best of 9), as a busy machine's noise
     weighs most on the shortest inputs."""
     cases: list[tuple[str, Callable[[bytes], None], bytes, bytes]] = []
-    inputs = [path for folder in FUZZ_INPUTS for path in sorted(folder.glob("*/*"))]
+    inputs = [
+        path
+        for folder in FUZZ_INPUTS
+        for parser in sorted(folder.iterdir())
+        for path in sorted(parser.glob("*"))[:LINEAR_INPUTS]
+    ]
     for path in inputs:
         data = path.read_bytes()
         scaled = _scaled_json if path.parent.name == "readings" else _scaled_bytes
