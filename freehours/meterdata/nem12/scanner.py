@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import fields
 from datetime import date, datetime, time
 from decimal import Decimal
-from typing import IO
+from typing import IO, Any
 
 from freehours.domain import reads
 from freehours.domain.reads import IntervalDay, RangeError, StoredForm
@@ -626,18 +626,6 @@ class _DayBeingBuilt:
 
     __slots__ = _DAY_FIELDS
 
-    nmi: str
-    suffix: str
-    day: date
-    interval_minutes: int
-    values: tuple[Decimal | None, ...]
-    qualities: str
-    update_datetime: datetime | None
-    uom: str
-    source: str
-    line: int
-    stored_form: StoredForm | None
-
 
 def _interval_day(  # noqa: PLR0917 - the positional fields of IntervalDay(...) itself
     nmi: str,
@@ -653,7 +641,7 @@ def _interval_day(  # noqa: PLR0917 - the positional fields of IntervalDay(...) 
     stored_form: StoredForm | None,
 ) -> IntervalDay:
     """``IntervalDay(nmi, suffix, ...)``, built faster (see above)."""
-    built = object.__new__(_DayBeingBuilt)
+    built: Any = object.__new__(_DayBeingBuilt)  # (its slots typed by this function's parameters)
     built.nmi = nmi
     built.suffix = suffix
     built.day = day
@@ -665,8 +653,8 @@ def _interval_day(  # noqa: PLR0917 - the positional fields of IntervalDay(...) 
     built.source = source
     built.line = line
     built.stored_form = stored_form
-    built.__class__ = IntervalDay  # type: ignore[assignment]  # the same layout: CPython checks
-    return built  # type: ignore[return-value]  # an IntervalDay now (not through cast(): a call)
+    built.__class__ = IntervalDay  # the same layout: CPython checks
+    return built  # type: ignore[no-any-return]  # an IntervalDay now (cast() would be a call)
 
 
 # One built at import: a layout that stopped matching fails here (TypeError), not in a read.
