@@ -71,7 +71,7 @@ def _channel_dates(
             lines.read += ended
             done += ended
             tail = data[last:] + (b"\r" if held else b"")
-            # (No 200 or 300 record in a block of blank lines, or of noise: no search.)
+            # (No 200 or 300 record in a block of blank lines, or of noise: nothing to pick out.)
             if keys and b"00," in data:
                 channel = yield from _runs(found[1 : len(found) - unfinished], channel)
     except (OSError, EOFError, zlib.error, zipfile.BadZipFile):
