@@ -94,7 +94,7 @@ class _Scanner:
         uniform: dict[str, str] = {}  # flag -> that flag for every interval of a day
         # flag -> the winning rows of the channel in force that have it throughout (a plain dict:
         # a Counter's item is slower to add to), added to its stats when the channel ends
-        flag_rows = dict.fromkeys(_FLAGS, 0)
+        flag_rows = dict.fromkeys(reads.QUALITY_FLAGS, 0)
         kind = ""
         max_line = self.max_line
         lines = _lines(binary, source, max_line)
@@ -218,7 +218,7 @@ class _Scanner:
                 count = channel.count
                 at, stamp_at, end_at = count + 2, count + 5, count + 7
                 uniform = self.uniform.get(count) or self.uniform.setdefault(
-                    count, {flag: flag * count for flag in "AEFNS"}
+                    count, {flag: flag * count for flag in reads.QUALITY_FLAGS}
                 )
                 value_cache = self.value_cache(channel.scale or 0)
                 value_of = value_cache.__getitem__
@@ -562,10 +562,6 @@ class _Scanner:
         return self.error(
             f"{field} {text[:20]!r} is not a date and time (yyyymmddhhmmss)", line, field
         )
-
-
-#: The quality flags a 300 record can give all of its day's intervals (V gives each its own).
-_FLAGS = reads.QUALITY_FLAGS
 
 
 def _add_flags(stats: ChannelStats, flag_rows: dict[str, int], count: int) -> None:
