@@ -8,6 +8,7 @@ last seen, and does not spin.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 from collections.abc import Callable
@@ -53,6 +54,18 @@ def eventually(
         if time.monotonic() > deadline:
             pytest.fail(f"{what} did not happen within {within:g} s (last seen: {seen!r})")
         time.sleep(every)
+
+
+async def eventually_async(
+    holds: Callable[[], bool], *, within: float = 10.0, what: str = "it"
+) -> None:
+    """``eventually`` for a test on an event loop: look every ``POLL_SECONDS`` until ``holds``
+    answers true, letting the loop run between looks; fail after ``within`` s."""
+    deadline = time.monotonic() + within
+    while not holds():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} did not happen within {within:g} s")
+        await asyncio.sleep(POLL_SECONDS)
 
 
 def run_captured(

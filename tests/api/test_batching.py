@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import pytest
 import structlog
@@ -22,6 +22,7 @@ from freehours.clock import ManualClock
 from freehours.settlement.model import Answer, FaultPoint, Outcome, SettleRequest
 from freehours.settlement.service import Settlements
 from freehours.store.database import Store
+from tests.support import eventually_async
 from tests.test_settlement import DAY, DUE, POLICY
 from tests.test_settlement_batch import KeyedFaults, customers, ingest, reads
 from tests.tracing import Spans
@@ -64,14 +65,6 @@ class Counted:
         return self._settle_many(requests)
 
 
-async def until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
-    """Return once ``condition`` holds, looking every 10 ms; fail after ``seconds``."""
-    deadline = asyncio.get_running_loop().time() + seconds
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "not within the deadline"
-        await asyncio.sleep(0.01)
-
-
 async def _while_blocked(
     queue: SettleQueue, blocked: Blocked, first: SettleRequest, then: Sequence[SettleRequest]
 ) -> tuple[Answer, list[Answer]]:
@@ -84,9 +77,9 @@ async def _while_blocked(
             return await queue.settle(settle)
 
     held = asyncio.create_task(request(first))
-    await until(blocked.started.is_set)
+    await eventually_async(blocked.started.is_set, what="the first batch started")
     waiting = [asyncio.create_task(request(settle)) for settle in then]
-    await until(lambda: queue.waiting == len(then))
+    await eventually_async(lambda: queue.waiting == len(then), what="the others queued")
     blocked.release.set()
     return await held, list(await asyncio.gather(*waiting))
 
@@ -153,9 +146,9 @@ def test_a_request_whose_caller_went_away_while_it_waited_is_not_settled(
 
     async def main() -> Answer:
         held = asyncio.create_task(queue.settle(SettleRequest(nmis[0], DAY)))
-        await until(blocked.started.is_set)
+        await eventually_async(blocked.started.is_set, what="the first batch started")
         gone = asyncio.create_task(queue.settle(SettleRequest(nmis[1], DAY)))
-        await until(lambda: queue.waiting == 1)
+        await eventually_async(lambda: queue.waiting == 1, what="the second queued")
         gone.cancel()
         blocked.release.set()
         return await held
