@@ -58,9 +58,14 @@ def _channel_dates(
             if held:
                 data = data[:-1]
             last = max(data.rfind(b"\n"), data.rfind(b"\r"))  # >= 0: ``data`` starts with one
-            # "" for the line end that starts ``data``, its lines, then the unfinished one
-            found = data.splitlines()
             unfinished = last + 1 < len(data)
+            # "" for the line end that starts ``data``, its lines, then the unfinished one
+            if b"\r" in data:
+                found = data.splitlines()
+            else:  # lines ended by \n alone, as most files have them: a plainer scan
+                found = data.split(b"\n")
+                if not unfinished:
+                    found.pop()  # the "" after the last line end
             ends = len(found) - unfinished  # the line ends in ``data``, its first included
             if max(map(len, found)) >= max_line:
                 at = next(i for i, text in enumerate(found) if len(text) >= max_line)

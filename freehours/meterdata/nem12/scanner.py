@@ -57,7 +57,7 @@ class _Scanner:
         self.seq = 0  # 300 records seen in the source so far
         self.source = ""
         self.dates: dict[str, date] = {}
-        self.stamps: dict[str, datetime | None] = {"": None}
+        self.stamps: dict[str, datetime] = {}  # UpdateDateTime text -> its moment
         # yyyymmdd -> that date, for the stamps already checked in range: a file's stamps are
         # many (one a row, near enough) but fall on few days.
         self.stamp_days: dict[str, date] = {}
@@ -131,11 +131,9 @@ class _Scanner:
                 date_text = fields[1]
                 day_of = dates.get(date_text) or self.date(date_text, line, "IntervalDate")
                 stamp_text = fields[stamp_at] if size > stamp_at else ""
-                stamp = (
-                    stamps[stamp_text]
-                    if stamp_text in stamps
-                    else self.stamp(stamp_text, line, "UpdateDateTime")
-                )
+                stamp = stamps.get(stamp_text)
+                if stamp is None and stamp_text:  # a stamp not met yet (or none at all)
+                    stamp = self.stamp(stamp_text, line, "UpdateDateTime")
                 # (Many files end each record with a comma: one empty field past the last.)
                 if size > end_at and (
                     fields[end_at] or (size > end_at + 1 and any(fields[end_at + 1 :]))
@@ -150,6 +148,9 @@ class _Scanner:
                         line,
                         f"IntervalValue{texts.index(bad.text) + 1}",
                     ) from None
+                missed = value_cache.missed
+                if missed:  # blank texts among them: missing values, which the cache counts
+                    value_cache.missed = 0
                 seq += 1
                 if channel_stats is None:
                     channel_stats = self.channel_stats(channel, day_of)
@@ -172,8 +173,7 @@ class _Scanner:
                     stored = (values, blanks, None)
                     channel_stats.missing += count
                 else:
-                    if not all(texts):  # most rows miss no value: nothing to count
-                        channel_stats.missing += texts.count("")
+                    channel_stats.missing += missed
                     # Every value was parsed and checked above; where the texts are written as
                     # the store writes those values, they are stored as they are (asked when
                     # the day is stored: the answer cannot change, as ``_Values`` says).
@@ -539,7 +539,6 @@ class _Scanner:
             moment = self.first_stamp(digits, text, line, field)
         if len(self.stamps) > _CACHE_LIMIT:
             self.stamps.clear()
-            self.stamps[""] = None
         self.stamps[text] = moment
         return moment
 

@@ -212,6 +212,8 @@ def _split(text: str) -> list[str]:
     ``text`` ends with one)."""
     if any(other in text for other in _OTHER_BREAKS):
         return _LINE_END.split(text)
+    if "\r" not in text:  # lines ended by \n alone, as most files have them: a plainer scan
+        return text.split("\n")
     lines = text.splitlines()
     if not text or text.endswith(("\n", "\r")):
         lines.append("")
