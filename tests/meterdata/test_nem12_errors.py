@@ -94,6 +94,19 @@ CASES = [
         "'20260702256000'",
     ),
     (
+        # Its day met before (the first row's stamp): only its time of day is read; "²" and "¹"
+        # are digits to str.isdigit, read as latin-1.
+        "update time in digits not ASCII",
+        nem12(
+            channel(),
+            day("20260701"),
+            day("20260702", stamp="20260702\u00b23\u00b9500"),
+        ),
+        4,
+        "UpdateDateTime",
+        "is not a date and time",
+    ),
+    (
         "update time digits",
         nem12(channel(), day(stamp="2026070203")),
         3,

@@ -528,12 +528,12 @@ class _Scanner:
         digits = text + "00" if len(text) == 12 else text
         day = self.stamp_days.get(digits[:8])
         clock = digits[8:]
-        if day is not None and len(clock) == 6 and clock.isdigit() and clock.isascii():
+        if day is not None and len(clock) == 6 and clock.isdigit():
             # A day met before (its date read and checked): only the time of day left to read,
             # the most of a file's stamps.
             try:
                 moment = datetime.combine(day, time.fromisoformat(clock), NEM_TIME)
-            except ValueError:  # 24 hours or more, 60 minutes or seconds
+            except ValueError:  # 24 hours or more, 60 minutes or seconds, digits not ASCII
                 raise self.not_a_stamp(text, line, field) from None
         else:
             moment = self.first_stamp(digits, text, line, field)
