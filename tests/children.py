@@ -46,12 +46,12 @@ class Children:
         self.started.append(process)
         return process
 
-    def wait_for(self, process: subprocess.Popen[str], marker: str) -> None:
-        """Until ``process`` prints a line with ``marker``; fails if it exits first."""
+    def wait_for(self, process: subprocess.Popen[str], marker: str) -> str:
+        """Until ``process`` prints a line with ``marker``: that line; fails if it exits first."""
         assert process.stdout is not None
         for line in process.stdout:
             if marker in line:
-                return
+                return line
         what = " ".join(map(str, process.args[:4]))
         pytest.fail(f"{what} exited ({process.wait()}) before saying {marker!r}")
 

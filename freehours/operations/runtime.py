@@ -15,6 +15,8 @@ from datetime import datetime, timedelta
 from functools import partial
 from random import Random
 
+import structlog
+
 from freehours.backoff import RandomSource
 from freehours.cache.breaker import RedisBreaker
 from freehours.cache.quota import open_quota_cache
@@ -59,9 +61,14 @@ def freeze_start_up_heap() -> None:
     now and then, and a served process keeps hundreds of thousands from start-up that it never
     frees: measured on the API under load (``make bench``, section ``api``), the collector took
     1.36 s of a 15.5 s run, 0.49 s with them frozen, and a settlement 1.51 ms of CPU instead of
-    1.14. What is made afterwards is collected as before."""
+    1.14. What is made afterwards is collected as before. Logged at debug (a process's
+    start-up says nothing more at info) as ``start_up_heap_frozen``, with the number of
+    ``objects`` frozen."""
     gc.collect()
     gc.freeze()
+    structlog.get_logger("freehours.runtime").debug(
+        "start_up_heap_frozen", objects=gc.get_freeze_count()
+    )
 
 
 # The settings mapped onto the policies they configure: here, where the parts are built, so that

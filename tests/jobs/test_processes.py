@@ -70,8 +70,8 @@ class Processes(Children):
         self.started.append(process)
         return process
 
-    def ready(self, process: subprocess.Popen[str], marker: str = "ready") -> None:
-        self.wait_for(process, marker)
+    def ready(self, process: subprocess.Popen[str], marker: str = "ready") -> str:
+        return self.wait_for(process, marker)
 
     def terminate(self, process: subprocess.Popen[str]) -> int:
         """SIGTERM, then its exit status; what it prints meanwhile is read as it comes (its
@@ -252,10 +252,14 @@ def test_sigterm_lets_the_running_job_finish_releases_the_rest_and_exits_zero(
 def test_freehours_worker_starts_and_exits_zero_on_sigterm(
     store: Store, processes: Processes
 ) -> None:
-    worker = processes.start(command=[FREEHOURS, "worker"])
+    worker = processes.start(command=[FREEHOURS, "worker"], env={"FREEHOURS_LOG_LEVEL": "debug"})
+    # Its start-up heap frozen once started, as each API process's is (freeze_start_up_heap):
+    # out of the collector's sight in every full pass.
+    frozen = json.loads(processes.ready(worker, marker='"event": "start_up_heap_frozen"'))
     processes.ready(worker, marker='"event": "worker_started"')
     assert processes.terminate(worker) == 0
     assert "worker_stopped" in processes.output[worker.pid]
+    assert frozen["objects"] > 50_000
 
 
 def test_two_freehours_workers_each_serve_the_metrics_of_both(
