@@ -73,8 +73,10 @@ def test_a_reads_batch_and_an_upload_are_recorded_with_their_counts(api: Api) ->
 
 def test_a_refused_batch_or_file_records_nothing(api: Api) -> None:
     assert reads(api, batch(*["0.1"] * 101, start_hour=0), "big").status_code == 413
-    broken = nem12_file("0.250").replace(b"300,", b"300,x", 1)
-    assert post_nem12(api, broken, key="bad").status_code == 422
+    broken = nem12_file("0.250").replace(b"\n300,", b"\n300,x", 1)
+    refused = post_nem12(api, broken, key="bad")
+    assert refused.status_code == 422, refused.text
+    assert "IntervalDate" in refused.json()["detail"], refused.json()
     with api.services.store.read() as unit:
         assert unit.ingestions.recent(limit=10) == []
 

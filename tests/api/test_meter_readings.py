@@ -179,7 +179,9 @@ def nem12_file(value: str, stamp_hour: int = 12) -> bytes:
         datetime(2026, 7, 2, stamp_hour, tzinfo=NEM_TIME),
     )
     out = io.StringIO()
-    write_nem12([day], out)
+    # The header's DateTime fixed, not now: the same file on every call (a replay's body), and
+    # no record indicator hiding in it (23:00 is written ...2300,).
+    write_nem12([day], out, created=datetime(2026, 7, 3, 9, tzinfo=NEM_TIME))
     return out.getvalue().encode()
 
 
