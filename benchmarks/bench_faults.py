@@ -1,5 +1,6 @@
 """Failing dependencies (issue 13): a real ``freehours serve`` on 127.0.0.1, its Redis and then its
-PostgreSQL behind a ``FaultProxy`` (tests/faults/proxy.py), with the default timeouts.
+PostgreSQL behind a ``FaultProxy`` (tests/faults/proxy.py), with the default timeouts (a smoke
+run shortens the two it waits out: ``SMOKE_TIMEOUTS``).
 
 Redis healthy, hung (black-holed), killed (cut) and slow: fresh settlements from 8 concurrent
 clients, their p50 and p99 latency, and what each fault added beside the limit (250 ms); and how
@@ -39,6 +40,18 @@ NMIS = size(100, 10)
 DAYS = 20
 FIRST_DAY = date(2026, 7, 1)
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
+#: A smoke run's settings (``benchmarks.scale``), for this process and the servers it starts:
+#: the timeouts the black-holed database waits out (statement 15 s, connect and pool 5 s), and
+#: how long Redis is bypassed after a fault (5 s), which each Redis fault waits out.
+SMOKE_TIMEOUTS = size(
+    {},
+    {
+        "FREEHOURS_DATABASE_STATEMENT_TIMEOUT_SECONDS": "2",
+        "FREEHOURS_DATABASE_CONNECT_TIMEOUT_SECONDS": "2",
+        "FREEHOURS_DATABASE_POOL_TIMEOUT_SECONDS": "2",
+        "FREEHOURS_REDIS_RETRY_SECONDS": "1",
+    },
+)
 
 #: (name, proxy mode, seconds each chunk waits in ``slow``)
 REDIS_PHASES: list[tuple[str, Mode, float]] = [
@@ -51,6 +64,7 @@ REDIS_PHASES: list[tuple[str, Mode, float]] = [
 
 
 def run() -> None:
+    os.environ.update(SMOKE_TIMEOUTS)
     server = os.environ.get("FREEHOURS_BENCH_DATABASE_URL", DEFAULT_SERVER)
     redis_url = os.environ.get("FREEHOURS_BENCH_REDIS_URL", DEFAULT_REDIS)
     try:
