@@ -16,13 +16,13 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from freehours.cli.root import COMMANDS, app, load
+from freehours.cli.root import COMMANDS, app, load, load_every
 from freehours.errors import FreehoursError, InputError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["COMMANDS", "app", "err_console", "load", "main"]
+__all__ = ["COMMANDS", "app", "err_console", "load", "load_every", "main"]
 
 #: Standard error as Rich prints to it: made when first used (``__getattr__``), so that a
 #: command that prints nothing through Rich (``nem12 inspect`` into a pipe) starts without it.

@@ -30,7 +30,7 @@ from typing import Any
 import typer
 
 import freehours
-from freehours.cli import COMMANDS, load
+from freehours.cli import COMMANDS, load_every
 
 #: The checkout: the package's parent directory.
 ROOT = Path(freehours.__file__).resolve().parent.parent
@@ -109,8 +109,8 @@ def every_command() -> Iterator[tuple[list[str], Any]]:
         for name, sub_command in getattr(command, "commands", {}).items():
             yield from walk([*path, name], sub_command)
 
-    for name in COMMANDS:
-        yield from walk([name], load(name))
+    for name, command in load_every().items():
+        yield from walk([name], command)
 
 
 def _cell(text: str) -> str:
