@@ -67,6 +67,8 @@ LINEAR_GOAL = 2.0  # per-byte time at 256x an input over that at 16x
 #: Kept fuzz inputs timed of each parser, seeds and corpus each: every one, or a few in a smoke run
 #: (where every input took more than a minute).
 LINEAR_INPUTS = size(None, 3)
+#: Each input's best of this many runs at each size, then the five worst's best of the second.
+LINEAR_RUNS = size((3, 9), (1, 1))
 FUZZ_INPUTS = [Path(__file__).parents[1] / "tests" / "fuzz" / kept for kept in ("seeds", "corpus")]
 REDIS = "redis://127.0.0.1:6379/0"
 
@@ -117,7 +119,7 @@ def _linear() -> None:
     """Each kept fuzz input made 16 and 256 times longer (a NEM12 input repeated, a batch's
     reads repeated): the worst ratio of its time per byte at 256x to that at 16x. Every input is
     timed once (best of 3), then the five worst again (best of 9), as a busy machine's noise
-    weighs most on the shortest inputs."""
+    weighs most on the shortest inputs (``LINEAR_RUNS``)."""
     cases: list[tuple[str, Callable[[bytes], None], bytes, bytes]] = []
     inputs = [
         path
@@ -138,8 +140,9 @@ def _linear() -> None:
         per_byte_large = _best_time(target, large, runs) / len(large)
         return per_byte_large / (_best_time(target, small, runs) / len(small))
 
-    first = sorted(cases, key=lambda case: ratio(case, 3), reverse=True)[:5]
-    worst, worst_name = max((ratio(case, 9), case[0]) for case in first)
+    runs, again = LINEAR_RUNS
+    first = sorted(cases, key=lambda case: ratio(case, runs), reverse=True)[:5]
+    worst, worst_name = max((ratio(case, again), case[0]) for case in first)
     print(
         f"hostile parsers: per-byte time at 256x a fuzz input over at 16x, worst {worst:.2f}"
         f" ({worst_name}, of {len(cases)} inputs): {worst / LINEAR_GOAL:.2f} of the limit"
