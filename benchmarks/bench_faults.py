@@ -1,6 +1,6 @@
 """Failing dependencies (issue 13): a real ``freehours serve`` on 127.0.0.1, its Redis and then its
 PostgreSQL behind a ``FaultProxy`` (tests/faults/proxy.py), with the default timeouts (a smoke
-run shortens the two it waits out: ``SMOKE_TIMEOUTS``).
+run shortens those it waits out: ``SMOKE_TIMEOUTS``).
 
 Redis healthy, hung (black-holed), killed (cut) and slow: fresh settlements from 8 concurrent
 clients, their p50 and p99 latency, and what each fault added beside the limit (250 ms); and how
