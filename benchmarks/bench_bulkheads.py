@@ -217,8 +217,7 @@ def _variant(
         tempfile.TemporaryDirectory() as logs,
     ):
         paths = [Path(logs) / f"worker-{n}.log" for n in range(WORKERS)]
-        env = WORKER_ENV
-        workers = [start(["worker"], url, path, env) for path in paths]
+        workers = [start(["worker"], url, path, WORKER_ENV) for path in paths]
         try:
             if endpoints:
                 _register(store, receiver.base)
@@ -229,7 +228,7 @@ def _variant(
                 # More workers drain the backlog, as an operator scales out after an outage:
                 # each sends at most MAX_IN_FLIGHT attempts to an endpoint at once.
                 drainers = [Path(logs) / f"drainer-{n}.log" for n in range(DRAIN_WORKERS)]
-                workers += [start(["worker"], url, path, env) for path in drainers]
+                workers += [start(["worker"], url, path, WORKER_ENV) for path in drainers]
                 paths += drainers
                 _drain(store, workers)
         finally:

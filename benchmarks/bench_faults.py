@@ -40,16 +40,16 @@ NMIS = size(100, 10)
 DAYS = 20
 FIRST_DAY = date(2026, 7, 1)
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
-#: A smoke run's settings (``benchmarks.scale``), for this process and the servers it starts:
-#: the timeouts the black-holed database waits out (statement 15 s, connect and pool 5 s), and
-#: how long Redis is bypassed after a fault (5 s), which each Redis fault waits out.
-SMOKE_TIMEOUTS = size(
+#: A smoke run's settings (``benchmarks.scale``), for the server and for the bounds this process
+#: prints: the timeouts the black-holed database waits out (statement 15 s, connect and pool
+#: 5 s), and how long Redis is bypassed after a fault (5 s), which each Redis fault waits out.
+SMOKE_TIMEOUTS: dict[str, float] = size(
     {},
     {
-        "FREEHOURS_DATABASE_STATEMENT_TIMEOUT_SECONDS": "2",
-        "FREEHOURS_DATABASE_CONNECT_TIMEOUT_SECONDS": "2",
-        "FREEHOURS_DATABASE_POOL_TIMEOUT_SECONDS": "2",
-        "FREEHOURS_REDIS_RETRY_SECONDS": "1",
+        "database_statement_timeout_seconds": 2,
+        "database_connect_timeout_seconds": 2,
+        "database_pool_timeout_seconds": 2,
+        "redis_retry_seconds": 1,
     },
 )
 
@@ -64,7 +64,6 @@ REDIS_PHASES: list[tuple[str, Mode, float]] = [
 
 
 def run() -> None:
-    os.environ.update(SMOKE_TIMEOUTS)
     server = os.environ.get("FREEHOURS_BENCH_DATABASE_URL", DEFAULT_SERVER)
     redis_url = os.environ.get("FREEHOURS_BENCH_REDIS_URL", DEFAULT_REDIS)
     try:
@@ -83,7 +82,7 @@ def run() -> None:
 
 
 def _redis_faults(url: str, redis_url: str, key: str, quotas: list[tuple[str, date]]) -> None:
-    settings = Settings()
+    settings = Settings(**SMOKE_TIMEOUTS)
     target = urlsplit(redis_url)
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     with fault_proxy(target.hostname or "127.0.0.1", target.port or 6379) as proxy:
@@ -120,7 +119,7 @@ def _report(name: str, result: LoadResult, healthy: LoadResult, tried: int) -> N
 def _database_blackholed(
     url: str, redis_url: str, key: str, quotas: list[tuple[str, date]]
 ) -> None:
-    settings = Settings()
+    settings = Settings(**SMOKE_TIMEOUTS)
     answer = settings.database_statement_timeout_seconds + 1
     bound = settings.database_pool_timeout_seconds + max(
         answer, settings.database_connect_timeout_seconds
@@ -181,7 +180,7 @@ def _env(database_url: str, redis_url: str) -> dict[str, str]:
         "FREEHOURS_REDIS_PREFIX": f"bench:{uuid.uuid4().hex[:12]}:",
         "FREEHOURS_RATE_LIMIT_PER_CLIENT": "1000000/minute",
         "FREEHOURS_RATE_LIMIT_PER_NMI": "1000000/minute",
-    }
+    } | {f"FREEHOURS_{name.upper()}": str(value) for name, value in SMOKE_TIMEOUTS.items()}
 
 
 def _until_redis_used(api: str, retry_seconds: float) -> None:
