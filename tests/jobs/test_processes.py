@@ -241,6 +241,9 @@ def test_sigterm_lets_the_running_job_finish_releases_the_rest_and_exits_zero(
         lambda: count(store, "SELECT count(*) FROM jobs WHERE state = 'RUNNING'") == 2,
         what="both jobs claimed",
     )
+    # Claimed is not started: a SIGTERM between the claim and the handler's start would give
+    # both back.
+    processes.ready(worker, marker="working")
     assert processes.terminate(worker) == 0
     with store.read() as unit:
         finished = dict(unit.connection.execute(sa.select(jobs.c.key, jobs.c.state)).all())

@@ -4,7 +4,8 @@ Runs a ``Worker`` with the test kinds until SIGTERM, then stops it gracefully an
 
 - ``record``: notes the job's id; every execution is noted, so a job run twice shows twice in
   the list the process prints as its last line (JSON, with its pid) when it exits;
-- ``work``: takes ``payload["seconds"]`` of (simulated) work, for the graceful-stop test;
+- ``work``: prints ``working`` and takes ``payload["seconds"]`` of (simulated) work, for the
+  graceful-stop test;
 - ``settle``: the real settlement job; with ``--hang-after-claim`` every settlement hangs right
   after its claim is committed (the fault seam), so that the test can kill the process there.
 
@@ -65,6 +66,7 @@ def main() -> None:
             return Done("recorded")
 
         def work(job: Job) -> Done:
+            print(f"working {job.key}", flush=True)
             time.sleep(job.payload["seconds"])  # the work itself, not a wait for anything
             return Done("worked")
 
