@@ -38,9 +38,9 @@ NOW = datetime(2026, 6, 15, 3, 0, tzinfo=UTC)
 
 @pytest.fixture
 def pg_url(postgres_url: str) -> Iterator[str]:
-    from tests.store.fixtures import _postgres_schema  # noqa: PLC0415
+    from tests.store.schemas import postgres_schema  # noqa: PLC0415
 
-    with _postgres_schema(postgres_url) as url:
+    with postgres_schema(postgres_url) as url:
         yield url
 
 
@@ -366,11 +366,11 @@ def test_months_loaded_in_any_order_end_in_their_partitions_after_the_upkeep(
     between loads, and a ledger month made without its quotas' (an upkeep before this fix):
     after the upkeep no row is lost or repeated, each is in its month's partition, the foreign
     key holds, and settlement and ledger agree."""
-    from tests.store.fixtures import _postgres_schema  # noqa: PLC0415
+    from tests.store.schemas import postgres_schema  # noqa: PLC0415
 
     clock = ManualClock(datetime.combine(LIVE, time(3), UTC) + timedelta(days=3))
     failures = _upkeep_failures()
-    with _postgres_schema(postgres_url) as url, Store.open(url) as store:
+    with postgres_schema(postgres_url) as url, Store.open(url) as store:
         retention = maintenance.Retention(
             store,
             clock,
