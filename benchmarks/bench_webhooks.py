@@ -38,8 +38,10 @@ from freehours.workers.webhook import webhook_tasks
 from freehours.workers.worker import Worker, WorkerConfig
 from tests.webhooks.receiver import Hostile, hostile
 
-TRICKLE = 3.0  # seconds between the trickling receiver's bytes
-DEADLINE = defaults.WEBHOOK_DEADLINE.total_seconds()
+#: Seconds between the trickling receiver's bytes, and a webhook attempt's deadline: the default
+#: (15 s), or 2 s in a smoke run (``benchmarks.scale``), which would otherwise wait it out.
+TRICKLE = size(3.0, 0.5)
+DEADLINE = size(defaults.WEBHOOK_DEADLINE.total_seconds(), 2.0)
 QUEUED = size(12, 3)  # events queued for the silent receiver
 UNRELATED = size(40, 5)  # the unrelated jobs, each of
 UNRELATED_SECONDS = 0.1
@@ -63,7 +65,9 @@ _LOCK = threading.Lock()
 
 
 def _worker(store: Store) -> tuple[Webhooks, Worker]:
-    hooks = Webhooks(store, SystemClock(), send=HttpSender(LOOPBACK), destinations=LOOPBACK)
+    hooks = Webhooks(
+        store, SystemClock(), send=HttpSender(LOOPBACK, deadline=DEADLINE), destinations=LOOPBACK
+    )
 
     def unrelated(job: Job) -> Done:
         time.sleep(UNRELATED_SECONDS)
