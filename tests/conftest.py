@@ -94,6 +94,12 @@ def redis_url() -> str:
     return url
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first, each in the order collected, then the rest: under pytest-xdist a
+    worker handed a 40 s test last would leave the other core idle until it ends."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """One line per reason tests were skipped (a service not reachable), instead of one line
     per test."""

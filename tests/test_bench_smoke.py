@@ -19,6 +19,8 @@ import pytest
 
 from benchmarks.__main__ import BENCHMARKS
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).parents[1]
 #: The longest a small section may take here (the hostile one builds its bombs at full size).
 TIMEOUT = 600

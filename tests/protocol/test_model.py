@@ -10,6 +10,8 @@ import pytest
 
 from tests.protocol.model import check, require_spin
 
+pytestmark = pytest.mark.slow  # Spin and cc run for each: up to 40 s on a busy 2-core machine
+
 RUNS = {run.name: run for run in check.CONFIGS["bounded"]}
 HOLDS = [name for name, run in RUNS.items() if not run.expect_error]
 MUTANTS = [name for name, run in RUNS.items() if run.expect_error]
