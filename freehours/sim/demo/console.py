@@ -58,6 +58,12 @@ def console_server(out: Path, settings: Settings, port: int) -> ConsoleServer:
     limits = RateLimits.open(None, settings.rate_limit_per_client, settings.rate_limit_per_nmi)
     app = create_app(Services(runtime, limits))
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="on"
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        log_config=None,  # uvicorn's lines through the root logger, as the API server's
+        access_log=False,
+        lifespan="on",
     )
     return ConsoleServer(f"http://127.0.0.1:{port}/console/", key, uvicorn.Server(config), runtime)

@@ -325,7 +325,11 @@ class ApiServer:
         self._socket = socket.socket()
         self._socket.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+        # log_config=None: uvicorn's lines through the root logger, rendered as the demo's are
+        # (its own set-up would give its loggers handlers of their own, on this stderr for good).
+        config = uvicorn.Config(
+            app, log_level="warning", log_config=None, access_log=False, lifespan="on"
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True
