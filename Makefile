@@ -27,9 +27,12 @@ $(BSTAMP): $(STAMP)
 demo: $(STAMP)
 	$(BIN)/freehours demo --out out/demo $(if $(SERVE),--serve)
 
-# The suite on every core (pytest-xdist): each test has its own database and Redis prefix.
+# The suite on every core (pytest-xdist): each test has its own database and Redis prefix. The
+# slow tests (more than half the suite's time) are collected first (tests/conftest.py) and handed
+# out a test at a time as the workers free up (--maxschedchunk 1): in xdist's first chunks, or
+# with worksteal, one worker ran every slow test and the run took as long as they did.
 test: $(STAMP)
-	$(BIN)/pytest -n auto
+	$(BIN)/pytest -n auto --maxschedchunk 1
 
 lint: $(STAMP)
 	$(BIN)/ruff check freehours tests benchmarks verify
@@ -42,7 +45,7 @@ types: $(STAMP)
 # instead of skipping when it is not reachable. The slowest tests are listed at the end, to keep
 # the whole under its 20 minutes.
 ci: lint types
-	FREEHOURS_REQUIRE_SERVICES=1 $(BIN)/pytest -n auto --durations=15
+	FREEHOURS_REQUIRE_SERVICES=1 $(BIN)/pytest -n auto --maxschedchunk 1 --durations=15
 
 # The protocol proved (docs/protocol.md): the Spin model of verify/settlement.pml in its larger
 # configuration (states explored and time printed), then the stateful tests of the real code with

@@ -75,11 +75,8 @@ def schema_differences(conn: sa.Connection) -> list[Any]:
 @pytest.fixture(scope="session")
 def postgres_schemas(postgres_url: str) -> Iterator[PostgresSchemas]:
     """Migrated PostgreSQL schemas, one per ``migrated()``, in the session's database."""
-    schemas = PostgresSchemas(postgres_url)
-    try:
+    with PostgresSchemas(postgres_url) as schemas:
         yield schemas
-    finally:
-        schemas.close()
 
 
 @pytest.fixture(scope="session")

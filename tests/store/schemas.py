@@ -336,6 +336,12 @@ class PostgresSchemas:
             )
         assert done, f"the clerk still busy after {timeout} s"
 
+    def __enter__(self) -> PostgresSchemas:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
     def close(self) -> None:
         """Drop every schema made."""
         with self._changed:

@@ -20,11 +20,8 @@ AUDIT_ROWS = (
 
 @pytest.fixture(scope="module")
 def schemas(postgres_url: str) -> Iterator[PostgresSchemas]:
-    made = PostgresSchemas(postgres_url)
-    try:
+    with PostgresSchemas(postgres_url) as made:
         yield made
-    finally:
-        made.close()
 
 
 @pytest.fixture(autouse=True)
