@@ -96,7 +96,8 @@ def redis_url() -> str:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The slow tests first, each in the order collected, then the rest: under pytest-xdist a
-    worker handed a 40 s test last would leave the other core idle until it ends."""
+    worker handed a 40 s test last would leave the other core idle until it ends. (``make test``
+    hands them out one at a time, so that both workers share them: the Makefile says why.)"""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
