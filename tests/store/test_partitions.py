@@ -31,6 +31,7 @@ from freehours.store.partitions import (
     attached_months,
     month_of,
 )
+from tests.store.schemas import postgres_schema
 from tests.support import eventually
 
 NOW = datetime(2026, 6, 15, 3, 0, tzinfo=UTC)
@@ -38,8 +39,6 @@ NOW = datetime(2026, 6, 15, 3, 0, tzinfo=UTC)
 
 @pytest.fixture
 def pg_url(postgres_url: str) -> Iterator[str]:
-    from tests.store.schemas import postgres_schema  # noqa: PLC0415
-
     with postgres_schema(postgres_url) as url:
         yield url
 
@@ -366,8 +365,6 @@ def test_months_loaded_in_any_order_end_in_their_partitions_after_the_upkeep(
     between loads, and a ledger month made without its quotas' (an upkeep before this fix):
     after the upkeep no row is lost or repeated, each is in its month's partition, the foreign
     key holds, and settlement and ledger agree."""
-    from tests.store.schemas import postgres_schema  # noqa: PLC0415
-
     clock = ManualClock(datetime.combine(LIVE, time(3), UTC) + timedelta(days=3))
     failures = _upkeep_failures()
     with postgres_schema(postgres_url) as url, Store.open(url) as store:
