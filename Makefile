@@ -14,7 +14,9 @@ $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "freehours needs Python 3.11 or newer"'
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(BIN)/python
+# setup.py builds the NEM12 reader's C part (freehours/meterdata/nem12/_rows.c) in place: a change
+# to it installs again, which compiles it.
+$(STAMP): pyproject.toml setup.py freehours/meterdata/nem12/_rows.c | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
@@ -35,8 +37,8 @@ test: $(STAMP)
 	$(BIN)/pytest -n auto --maxschedchunk 1
 
 lint: $(STAMP)
-	$(BIN)/ruff check freehours tests benchmarks verify
-	$(BIN)/ruff format --check freehours tests benchmarks verify
+	$(BIN)/ruff check freehours tests benchmarks verify setup.py
+	$(BIN)/ruff format --check freehours tests benchmarks verify setup.py
 
 types: $(STAMP)
 	$(BIN)/mypy
@@ -93,4 +95,5 @@ fuzz: $(FSTAMP)
 	done
 
 clean:
-	rm -rf $(VENV) out bench-out .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) out bench-out .mypy_cache .ruff_cache .pytest_cache .hypothesis build
+	find freehours -name "*.so" -delete

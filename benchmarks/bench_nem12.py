@@ -16,7 +16,9 @@ decimals. The two readers' sums must agree exactly.
 The readers run in turns, as ``benchmarks.processes`` runs whole processes: three runs of
 freehours, one of nemreader (about 11 s), again, then three of freehours; each one's best time is
 kept. This machine's speed drifts by a third over minutes, and a single run of each, a minute
-apart, compared two machines.
+apart, compared two machines. freehours reads its rows' values in C where its C part was compiled
+at install (``_rows.c``); three runs without it, as a machine without a C compiler reads, are
+printed beside.
 
 Then the same file as a user reads it: ``freehours nem12 inspect FILE`` as a whole process,
 start-up and output included, against nemreader's own command line (``benchmarks.processes``).
@@ -40,7 +42,7 @@ from pathlib import Path
 from benchmarks.processes import against_nemreader, freehours
 from benchmarks.scale import size
 from freehours.domain.time import NEM_TIME
-from freehours.meterdata.nem12 import NEM12Reader
+from freehours.meterdata.nem12 import NEM12Reader, common
 from freehours.meterdata.writer import write_nem12
 from freehours.sim.meters import households, meter_days
 
@@ -74,14 +76,21 @@ def run() -> None:
         ours_runs += [_measure("freehours", path) for _ in range(RUNS)]
         theirs_runs.append(_measure("nemreader", path))
     ours_runs += [_measure("freehours", path) for _ in range(RUNS)]
-    for run in [*ours_runs, *theirs_runs]:
+    pure_runs = [_measure("freehours-python", path) for _ in range(RUNS)]
+    for run in [*ours_runs, *theirs_runs, *pure_runs]:
         _agree(run, theirs_runs[0])
-    ours, theirs = _best(ours_runs), _best(theirs_runs)
+    ours, theirs, pure = _best(ours_runs), _best(theirs_runs), _best(pure_runs)
+    how = "its rows read in C" if ours.compiled else "NOT COMPILED: its rows read in Python"
     print(
-        f"nem12 read: freehours {ours.rate:,.0f} values/s ({ours.seconds:.2f} s), nemreader"
-        f" {theirs.rate:,.0f} values/s ({theirs.seconds:.1f} s):"
+        f"nem12 read: freehours ({how}) {ours.rate:,.0f} values/s ({ours.seconds:.2f} s),"
+        f" nemreader {theirs.rate:,.0f} values/s ({theirs.seconds:.1f} s):"
         f" {ours.rate / theirs.rate:.1f}x (goal >= {SPEED_GOAL:.0f}x:"
         f" {ours.rate / theirs.rate / SPEED_GOAL:.2f} of it)"
+    )
+    print(
+        f"nem12 read without the C part (a machine without a C compiler): {pure.seconds:.2f} s,"
+        f" {pure.rate / theirs.rate:.1f}x nemreader; with it"
+        f" {pure.seconds / ours.seconds:.2f}x as fast"
     )
     print(
         f"cpu time: freehours {ours.cpu_seconds:.2f} s, nemreader {theirs.cpu_seconds:.1f} s:"
@@ -150,6 +159,7 @@ class _Run:
     cpu_seconds: float  # this process's own CPU time: what a busy machine changes least
     peak_bytes: int
     sums: dict[str, str]  # "NMI/suffix" -> total, normalised
+    compiled: bool = False  # freehours: its rows read by _rows.c
 
     @property
     def rate(self) -> float:
@@ -196,7 +206,9 @@ def _read_nemreader(path: Path) -> tuple[int, dict[str, str]]:
 
 
 def _child(reader: str, path: Path) -> None:
-    read = _read_freehours if reader == "freehours" else _read_nemreader
+    if reader == "freehours-python":  # as installed without a C compiler
+        common._Table = None
+    read = _read_nemreader if reader == "nemreader" else _read_freehours
     started, cpu_started = time.perf_counter(), time.process_time()
     values, sums = read(path)
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
@@ -204,6 +216,7 @@ def _child(reader: str, path: Path) -> None:
     # Sums compared as numbers: the same total may be written 12.5 by one and 12.500 by the other.
     exact = {key: str(Decimal(total).normalize()) for key, total in sums.items()}
     figures = {"values": values, "seconds": seconds, "cpu_seconds": cpu_seconds}
+    figures["compiled"] = reader != "nemreader" and common._Table is not None
     print(json.dumps(figures | {"peak_bytes": peak, "sums": exact}))
 
 

@@ -2,7 +2,8 @@
 
 A test that needs PostgreSQL or Redis asks for ``postgres_url`` or ``redis_url``. Where the service
 is not reachable the test is skipped with one line saying so, unless FREEHOURS_REQUIRE_SERVICES is
-set (``make ci``), where it fails instead.
+set (``make ci``), where it fails instead. So does a test of the NEM12 reader's C part
+(``compiled_rows``), which an install without a C compiler leaves out.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import redis
@@ -52,6 +54,16 @@ def _logging_as_it_was() -> Iterator[None]:
         root.removeHandler(handler)
     root.setLevel(level)
     structlog.configure(**saved)
+
+
+@pytest.fixture(scope="session")
+def compiled_rows() -> ModuleType:
+    """``freehours.meterdata.nem12._rows``, the NEM12 reader's C part, built at install."""
+    try:
+        from freehours.meterdata.nem12 import _rows  # noqa: PLC0415 - only where it is built
+    except ImportError as exc:
+        _unavailable("the NEM12 reader's C part (_rows.c)", f"it was not compiled: {exc}")
+    return _rows
 
 
 @pytest.fixture(scope="session")

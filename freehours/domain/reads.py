@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
@@ -271,14 +271,12 @@ class IntervalRead:
     quality: str
 
 
-#: A day's values, the texts they were read from, and a check of those texts, or None (see
-#: ``IntervalDay.stored_form``). The texts, comma-joined, are the values' text as the store writes
-#: it when the check (made only when the day is stored: most days read are never stored, and the
-#: NEM12 reader's is a set look-up over the texts it parsed) says so, or always without one. A
-#: plain tuple: the NEM12 reader makes one a row.
-StoredForm: TypeAlias = tuple[
-    tuple[Decimal | None, ...], Sequence[str], Callable[[Sequence[str]], bool] | None
-]
+#: A day's values, the comma-joined texts they were read from, and a check of that text, or None
+#: (see ``IntervalDay.stored_form``). The text is the values' text as the store writes it when
+#: the check (made only when the day is stored: most days read are never stored, and the NEM12
+#: reader's is a set look-up over the texts it parsed) says so, or always without one. A plain
+#: tuple: the NEM12 reader makes one a row, its text a slice of the record.
+StoredForm: TypeAlias = tuple[tuple[Decimal | None, ...], str, Callable[[str], bool] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,10 +290,10 @@ class IntervalDay:
     written, upper-cased, and are never rated. ``update_datetime`` decides which revision wins;
     ``source`` and ``line`` say where the day was read, for messages.
 
-    ``stored_form``, when given, pairs a values tuple with the texts it was read from, which are
+    ``stored_form``, when given, pairs a values tuple with the text it was read from, which is
     its text as the store writes it (each value's exact ``str``, comma-joined, empty where
-    missing: ``freehours.store.meter.encode_values``) when they are written so: the NEM12 reader
-    passes on a record's own texts, so that storing the day costs no work per value. The text
+    missing: ``freehours.store.meter.encode_values``) when written so: the NEM12 reader passes
+    on a slice of the record itself, so that storing the day costs no work per value. The text
     counts only for the very tuple it was made from (``stored_text``), so a day copied with
     other values (``dataclasses.replace``) is stored from its values, never from stale text.
     """
@@ -312,14 +310,30 @@ class IntervalDay:
     line: int = 0
     stored_form: StoredForm | None = dataclasses.field(default=None, compare=False, repr=False)
 
+    def __reduce__(self) -> tuple[type[IntervalDay], tuple[object, ...]]:
+        """Pickled without ``stored_form``, whose check belongs to the reader that made it (its
+        cache of parsed texts, in C where compiled): the copy is stored from its values."""
+        return IntervalDay, (
+            self.nmi,
+            self.suffix,
+            self.day,
+            self.interval_minutes,
+            self.values,
+            self.qualities,
+            self.update_datetime,
+            self.uom,
+            self.source,
+            self.line,
+        )
+
     def stored_text(self) -> str | None:
         """The values' text as stored, when the reader kept it for these very values."""
         if self.stored_form is None:
             return None
-        values, texts, written = self.stored_form
-        if values is not self.values or (written is not None and not written(texts)):
+        values, text, written = self.stored_form
+        if values is not self.values or (written is not None and not written(text)):
             return None
-        return ",".join(texts)
+        return text
 
     @property
     def start(self) -> datetime:

@@ -3,7 +3,7 @@ must end in its documented error or a result, never anything else (an undocument
 hang, unbounded memory).
 
 - ``nem12``: a NEM12 upload (CSV, zip or gzip), read whole as ``POST /v1/meter-readings/nem12``
-  reads it: every day, or ``NEM12Error``.
+  reads it: every day, or ``NEM12Error``; the same with and without the reader's C part.
 - ``readings``: a ``POST /v1/meter-readings`` body, parsed as the route parses it: a batch of
   interval reads, or the 422 (``RequestValidationError``) naming the field.
 - ``cdr_plan``: a CDR energy plan, as ``plans import-cdr`` and ``PUT /v1/plans`` (CDR body) read
@@ -33,10 +33,22 @@ from freehours.plans import toml_document
 from freehours.plans.cdr import plan_document_from_cdr, read_json
 from freehours.plans.document import parse_plan
 from freehours.store.meter import encode_values
+from tests.meterdata.pure import pure_python
 
 
 def nem12(data: bytes) -> None:
-    """Read ``data`` as an uploaded NEM12 file to its end."""
+    """Read ``data`` as an uploaded NEM12 file to its end; then again where the reader's C part
+    is not used, which must read the same days or refuse with the same error."""
+    compiled = _nem12_days(data)
+    with pure_python():
+        pure = _nem12_days(data)
+    if pure != compiled:
+        raise AssertionError(f"the C part reads {compiled!r:.300} but Python {pure!r:.300}")
+
+
+def _nem12_days(data: bytes) -> list[tuple[object, ...]] | str:
+    """Every day of ``data`` with its values, qualities and stored text; or the error."""
+    days = []
     try:
         for day in read_days(data, name="fuzz.csv"):
             # The fast path (a record's own text stored as it is) agrees with the exact one.
@@ -44,9 +56,12 @@ def nem12(data: bytes) -> None:
                 raise AssertionError(
                     f"stored form {day.stored_text()[:80]!r} is not the values' exact text"
                 )
+            days.append((day.key, day.values, day.qualities, day.stored_text(), day.line))
     except NEM12Error as exc:
         if "fuzz.csv" not in str(exc):
             raise AssertionError(f"the error does not name the file: {exc}") from exc
+        return str(exc)
+    return days
 
 
 def readings(data: bytes) -> None:

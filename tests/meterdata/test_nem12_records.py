@@ -60,7 +60,9 @@ def test_a_day_read_is_the_interval_day_its_fields_make() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         read_day.nmi = "QB01234567"  # type: ignore[misc]
     assert dataclasses.replace(read_day, line=9).line == 9
-    assert pickle.loads(pickle.dumps(read_day)) == read_day
+    copied = pickle.loads(pickle.dumps(read_day))
+    assert copied == read_day
+    assert copied.stored_text() is None  # the reader's check of its texts stays with the reader
 
 
 def test_values_are_exact_decimals_never_floats() -> None:

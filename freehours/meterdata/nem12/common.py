@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
@@ -229,6 +229,30 @@ class _BadValue(Exception):
         self.message = message
 
 
+def _read_row(
+    rest: str, count: int, lookup: Callable[[str], Decimal | None]
+) -> tuple[tuple[Decimal | None, ...], int] | None:
+    """A 300 record's values: ``rest`` is the record past its IntervalDate. None where it has
+    fewer than ``count`` commas (nothing looked up); else (the first ``count`` texts through
+    ``lookup``; the index in ``rest`` just past the ``count``-th comma, where QualityMethod
+    starts). ``_rows.Table().read`` (C) answers the same, faster; this is what runs where it was
+    not compiled, and what the tests hold it to."""
+    texts = rest.split(",", count)
+    if len(texts) <= count:
+        return None
+    tail = texts.pop()
+    return tuple(map(lookup, texts)), len(rest) - len(tail)
+
+
+_Table: type[_CompiledTable] | None
+try:
+    from freehours.meterdata.nem12._rows import Table as _CompiledTable
+
+    _Table = _CompiledTable
+except ImportError:  # built without a C compiler: the pure-Python twin reads every row
+    _Table = None
+
+
 class _Values(dict[str, Decimal | None]):
     """Value text -> value in kWh (or in its own unit, for a unit that is not energy).
 
@@ -244,7 +268,7 @@ class _Values(dict[str, Decimal | None]):
     ``_CACHE_LIMIT`` of them, past which it matches the expression again.
     """
 
-    __slots__ = ("missed", "overflowed", "scale", "unusual")
+    __slots__ = ("missed", "overflowed", "read_row", "scale", "unusual")
 
     def __init__(self, scale: int) -> None:
         super().__init__()
@@ -252,15 +276,22 @@ class _Values(dict[str, Decimal | None]):
         self.missed = 0
         self.unusual: set[str] = set()
         self.overflowed = False
+        # read_row(rest, count, lookup), ``_read_row``'s contract: in C where it was compiled,
+        # with a table of its own, keyed by the texts' bytes, in front of this dict.
+        self.read_row: Callable[
+            [str, int, Callable[[str], Decimal | None]],
+            tuple[tuple[Decimal | None, ...], int] | None,
+        ] = _read_row if _Table is None else _Table().read
 
-    def written_as_stored(self, texts: Sequence[str]) -> bool:
-        """Whether each of ``texts`` (every one looked up here already) is written as the store
-        writes its value (``_STORED_VALUES``). Asked at any time after the look-ups, the answer
-        is the same: ``unusual`` only grows, and past its limit the expression decides."""
+    def written_as_stored(self, text: str) -> bool:
+        """Whether each of the comma-separated texts of ``text`` (every one looked up here
+        already) is written as the store writes its value (``_STORED_VALUES``). Asked at any
+        time after the look-ups, the answer is the same: ``unusual`` only grows, and past its
+        limit the expression decides."""
         if self.overflowed:
-            return _STORED_VALUES.fullmatch(",".join(texts)) is not None
+            return _STORED_VALUES.fullmatch(text) is not None
         unusual = self.unusual
-        return not unusual or unusual.isdisjoint(texts)
+        return not unusual or unusual.isdisjoint(text.split(","))
 
     def __missing__(self, text: str) -> Decimal | None:
         if not text:

@@ -84,13 +84,12 @@ class _Scanner:
         waiting: _Waiting | None = None
         value_cache = self.value_cache(0)
         value_of = value_cache.__getitem__
+        read_row = value_cache.read_row
         stored_as = value_cache.written_as_stored
-        blanks: tuple[str, ...] = ()
+        blanks = ""  # a day of missing values, as stored
         plain = True
         count = 0
-        # Where a 300 record of the channel in force has its QualityMethod, its UpdateDateTime,
-        # and the first field past its MSATSLoadDateTime.
-        at = stamp_at = end_at = 0
+        at = 0  # the field of a 300 record of the channel in force that is its QualityMethod
         uniform: dict[str, str] = {}  # flag -> that flag for every interval of a day
         # flag -> the winning rows of the channel in force that have it throughout (a plain dict:
         # a Counter's item is slower to add to), added to its stats when the channel ends
@@ -112,7 +111,8 @@ class _Scanner:
                 raise self.error(
                     "a record after the 900 end-of-data record", line, "RecordIndicator"
                 )
-            fields = record.split(",")
+            # RecordIndicator, the field after it (a 300 record's IntervalDate), the rest
+            fields = record.split(",", 2)
             previous, kind = kind, fields[0]
             if waiting is not None and kind != "400":
                 day = self.close(waiting)
@@ -120,34 +120,52 @@ class _Scanner:
                 if day is not None:
                     yield day
             if kind == "300" and channel is not None:
-                # The hot path: one NEM date of the channel in force.
-                size = len(fields)
-                flag = methods.get(fields[at]) if size > at else None
+                # The hot path: one NEM date of the channel in force. Its values read first, in
+                # C where compiled (``_read_row``), up to QualityMethod; the fields after split.
+                row = values = None
+                if len(fields) == 3:
+                    rest = fields[2]
+                    try:  # noqa: SIM105 - contextlib.suppress would be a call a row
+                        row = read_row(rest, count, value_of)
+                    except _BadValue:
+                        pass  # read again below, as a whole, where it is named
+                flag = None
+                if row is not None:
+                    values, past = row
+                    text = rest[: past - 1]  # the values' texts, as written
+                    tail = rest[past:].split(",")  # QualityMethod and the fields after it
+                    flag = methods.get(tail[0])
                 if flag is None:
+                    # Split over lines (joined here), the wrong shape, or a value that is not
+                    # one: checked as a whole, in the order of its fields.
+                    value_cache.missed = 0  # the look-ups above count again below
                     fields, joined = self.rejoin(record, channel, line, lines)
                     number += joined
-                    size = len(fields)
-                    flag = methods[fields[at]]
+                    tail = fields[at:]
+                    flag = methods[tail[0]]
+                    values = None
                 date_text = fields[1]
                 day_of = dates.get(date_text) or self.date(date_text, line, "IntervalDate")
-                stamp_text = fields[stamp_at] if size > stamp_at else ""
+                stamp_text = tail[3] if len(tail) > 3 else ""
                 stamp = stamps.get(stamp_text)
                 if stamp is None and stamp_text:  # a stamp not met yet (or none at all)
                     stamp = self.stamp(stamp_text, line, "UpdateDateTime")
                 # (Many files end each record with a comma: one empty field past the last.)
-                if size > end_at and (
-                    fields[end_at] or (size > end_at + 1 and any(fields[end_at + 1 :]))
-                ):
-                    raise self.error("a field after MSATSLoadDateTime", line, f"field {size}")
-                texts = fields[2:at]
-                try:
-                    values = tuple(map(value_of, texts))
-                except _BadValue as bad:
+                if any(tail[5:]):
                     raise self.error(
-                        bad.message,
-                        line,
-                        f"IntervalValue{texts.index(bad.text) + 1}",
-                    ) from None
+                        "a field after MSATSLoadDateTime", line, f"field {at + len(tail)}"
+                    )
+                if values is None:
+                    texts = fields[2:at]
+                    try:
+                        values = tuple(map(value_of, texts))
+                    except _BadValue as bad:
+                        raise self.error(
+                            bad.message,
+                            line,
+                            f"IntervalValue{texts.index(bad.text) + 1}",
+                        ) from None
+                    text = ",".join(texts)
                 missed = value_cache.missed
                 if missed:  # blank texts among them: missing values, which the cache counts
                     value_cache.missed = 0
@@ -177,7 +195,7 @@ class _Scanner:
                     # Every value was parsed and checked above; where the texts are written as
                     # the store writes those values, they are stored as they are (asked when
                     # the day is stored: the answer cannot change, as ``_Values`` says).
-                    stored = (values, texts, stored_as) if plain else None
+                    stored = (values, text, stored_as) if plain else None
                 qualities = uniform[flag]
                 flag_rows[flag] += 1
                 yield _interval_day(
@@ -193,7 +211,9 @@ class _Scanner:
                     line,
                     stored,
                 )
-            elif not header and kind != "100":
+                continue
+            fields = record.split(",")
+            if not header and kind != "100":
                 raise self.error(
                     "no 100 header: a NEM12 file starts with 100,NEM12,... but this one starts"
                     f" with a {kind[:20]!r} record",
@@ -216,14 +236,15 @@ class _Scanner:
                 channel = self.channel(fields, line)
                 channel_stats = None
                 count = channel.count
-                at, stamp_at, end_at = count + 2, count + 5, count + 7
+                at = count + 2
                 uniform = self.uniform.get(count) or self.uniform.setdefault(
                     count, {flag: flag * count for flag in reads.QUALITY_FLAGS}
                 )
                 value_cache = self.value_cache(channel.scale or 0)
                 value_of = value_cache.__getitem__
+                read_row = value_cache.read_row
                 stored_as = value_cache.written_as_stored
-                blanks = ("",) * count
+                blanks = "," * (count - 1)
                 plain = not channel.scale  # values as written, not moved to kWh
             elif kind == "500":
                 if previous not in ("300", "400", "500"):

@@ -1,0 +1,16 @@
+# The types of _rows.c, the NEM12 reader's hot loop in C (see common._read_row).
+from collections.abc import Callable
+from decimal import Decimal
+
+KEY_MAX: int
+CAPACITY: int
+MAX_PROBES: int
+
+class Table:
+    def __init__(self, capacity: int = ...) -> None: ...
+    def read(
+        self, rest: str, count: int, lookup: Callable[[str], Decimal | None], /
+    ) -> tuple[tuple[Decimal | None, ...], int] | None: ...
+    def clear(self) -> None: ...
+    def kept(self) -> int: ...
+    def capacity(self) -> int: ...
