@@ -31,10 +31,10 @@ DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 
 
-def _unavailable(what: str, detail: str) -> None:
+def _unavailable(what: str, detail: str, *, missing: str = "not reachable") -> None:
     if os.environ.get("FREEHOURS_REQUIRE_SERVICES"):
         pytest.fail(f"{what} is required here (FREEHOURS_REQUIRE_SERVICES) but {detail}")
-    pytest.skip(f"{what} not reachable ({detail}); its tests are skipped")
+    pytest.skip(f"{what} {missing} ({detail}); its tests are skipped")
 
 
 @pytest.fixture(autouse=True)
@@ -62,7 +62,11 @@ def compiled_rows() -> ModuleType:
     try:
         from freehours.meterdata.nem12 import _rows  # noqa: PLC0415 - only where it is built
     except ImportError as exc:
-        _unavailable("the NEM12 reader's C part (_rows.c)", f"it was not compiled: {exc}")
+        _unavailable(
+            "the NEM12 reader's C part (_rows.c)",
+            f"{exc}: no C compiler or Python headers at install",
+            missing="not built",
+        )
     return _rows
 
 
