@@ -109,7 +109,7 @@ def _measure(store: Store, url: str, processes: int) -> None:
         _enqueue(store, [first + step * n for n in range(DELAYED)], phase="delay")
         _await_completed(store, JOBS + DELAYED)
     finally:
-        delays = [delay for worker in workers for delay in _stop_worker(worker)]
+        delays = _stop_workers(workers)
     p50, p99 = _percentile(delays, 50), _percentile(delays, 99)
     plural = "process" if processes == 1 else "processes"
     print(
@@ -173,12 +173,24 @@ def _await_ready(worker: subprocess.Popen[str]) -> None:
         raise RuntimeError(f"worker process said {line!r} instead of 'ready'")
 
 
-def _stop_worker(worker: subprocess.Popen[str]) -> list[float]:
-    worker.send_signal(signal.SIGTERM)
-    out, _ = worker.communicate(timeout=READY_TIMEOUT)
-    if worker.returncode != 0:
-        raise RuntimeError(f"worker process exited with {worker.returncode}")
-    delays: list[float] = json.loads(out)
+def _stop_workers(workers: list[subprocess.Popen[str]]) -> list[float]:
+    """Stop every worker process (each one, whatever another one did), then the start delays
+    each printed: its last line of output (a line before it would be a "ready" never read)."""
+    for worker in workers:
+        worker.send_signal(signal.SIGTERM)
+    outs = []
+    for worker in workers:
+        try:
+            out, _ = worker.communicate(timeout=READY_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            out, _ = worker.communicate()
+        outs.append(out)
+    delays: list[float] = []
+    for worker, out in zip(workers, outs, strict=True):
+        if worker.returncode != 0:
+            raise RuntimeError(f"worker process exited with {worker.returncode}")
+        delays += json.loads(out.splitlines()[-1])
     return delays
 
 
@@ -190,7 +202,12 @@ def _percentile(values: list[float], percent: int) -> float:
 
 def worker_main(url: str) -> None:
     """A worker process: run ``noop`` jobs until SIGTERM, then print the start delays seen."""
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    # Its warnings on stderr, which the bench passes through: stdout carries "ready" and then
+    # the delays, as JSON (a warning there, under load, once made the delays unreadable).
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
     delays: list[float] = []
 
     def noop(job: Job) -> Done:
