@@ -25,10 +25,10 @@ this run (what it works on changed after it started; see ``rerun_at`` in the tab
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
@@ -58,6 +58,10 @@ from freehours.store.tables import (
 NOTIFY_CHANNEL = "freehours_jobs"
 
 _WAITING = (JobState.AVAILABLE.value, JobState.RETRYABLE.value)
+_T = TypeVar("_T")
+#: Tries of the heartbeat's and the rescuer's statements when a job they lock finishes meanwhile
+#: (``Jobs._past_moves``): each retry leaves out the jobs finished by then.
+_MOVE_TRIES = 5
 #: Written out, not bound: PostgreSQL matches an ``ON CONFLICT ... WHERE`` to the partial index
 #: only by its text, which a parameter (in a prepared statement) never matches.
 _UNFINISHED = sa.text(f"state IN {UNFINISHED_JOB_STATES}")
@@ -354,7 +358,8 @@ class Jobs(Repository):
         then), the rescuer taking it, or an enqueue telling it to run again, each a moment. A
         renewal that waited could deadlock with the dispatcher's write of the same rows (each
         locking them in its own order) now that it runs every second, and the next heartbeat
-        renews what this one skipped.
+        renews what this one skipped. A job that finished since the statement began is left out
+        by running it again (``_past_moves``).
         """
         c = jobs.c
         held = (
@@ -362,27 +367,32 @@ class Jobs(Repository):
             .where(c.state == JobState.RUNNING.value, c.worker == worker, c.deadline > now)
             .with_for_update(skip_locked=True)
         )
-        result = self._conn.execute(
+        statement = (
             jobs.update()
             # The state again: where jobs are partitioned by state, the update reads only the
             # live partition.
             .where(c.id.in_(held), c.state == JobState.RUNNING.value)
             .values(lease_until=now + lease)
         )
-        return result.rowcount
+        # A job of the worker's finishing as this runs is the rule, not the exception, when
+        # jobs are short (a few thousand a second): its row moves, and the renewal is run again.
+        return self._past_moves(lambda: self._conn.execute(statement).rowcount, 0, _MOVE_TRIES)
 
     def expired(self, *, now: datetime, limit: int) -> list[Job]:
         """Running jobs whose lease ran out, locked for this transaction (skipping locked
         ones)."""
         c = jobs.c
-        rows = self._conn.execute(
+        query = (
             sa.select(jobs)
             .where(c.state == JobState.RUNNING.value, c.lease_until < now)
             .order_by(c.lease_until)
             .limit(limit)
             .with_for_update(skip_locked=True)
         )
-        return [_job(row) for row in rows]
+        # A late worker finishing one of them as this runs moves its row: looked for again.
+        return self._past_moves(
+            lambda: [_job(row) for row in self._conn.execute(query)], [], _MOVE_TRIES
+        )
 
     def finish(self, finishes: Sequence[Finish], *, now: datetime) -> set[JobId]:
         """Write the results of attempts; the ids written. A result whose fence is stale (the
@@ -523,19 +533,27 @@ class Jobs(Repository):
         ).first()
         return None if row is None else _job(row)
 
-    def _tell_wanted(self, kind: str, key: str, run_at: datetime, deadline: datetime) -> bool:
-        """``_want_by``; where jobs are partitioned, the duplicate finishing meanwhile moves it
-        out of the live partition, which PostgreSQL reports as an error instead of finding no
-        row: then, in a savepoint, it is no row (and the insert is tried again)."""
+    def _past_moves(self, run: Callable[[], _T], nothing: _T, tries: int) -> _T:
+        """``run()``, a statement that locks jobs' rows. Where jobs are partitioned, a job that
+        finishes meanwhile moves out of the live partition, which PostgreSQL reports as an
+        error rather than as a row gone: each try is then undone to a savepoint, and run again
+        (a new snapshot, without that job) up to ``tries`` times in all; ``nothing`` when every
+        try met one."""
         if not self._driver.partitions:
-            return self._want_by(kind, key, run_at, deadline)
-        try:
-            with self._conn.begin_nested():
-                return self._want_by(kind, key, run_at, deadline)
-        except sa.exc.DBAPIError as exc:
-            if self._driver.moved_concurrently(exc):
-                return False
-            raise
+            return run()
+        for _ in range(tries):
+            try:
+                with self._conn.begin_nested():
+                    return run()
+            except sa.exc.DBAPIError as exc:
+                if not self._driver.moved_concurrently(exc):
+                    raise
+        return nothing
+
+    def _tell_wanted(self, kind: str, key: str, run_at: datetime, deadline: datetime) -> bool:
+        """``_want_by``; the duplicate finishing meanwhile (``_past_moves``) is no row, and the
+        insert is tried again."""
+        return self._past_moves(lambda: self._want_by(kind, key, run_at, deadline), False, 1)
 
     def _tell_staged(self) -> list[sa.Row[Any]]:
         """The staged jobs' unfinished duplicates told they are wanted, in one statement; their
@@ -550,15 +568,7 @@ class Jobs(Repository):
             .values(_wanted_by(s.run_at, s.deadline))
             .returning(c.kind, c.key)  # SQLite returns the target's columns only
         )
-        if not self._driver.partitions:
-            return list(self._conn.execute(update).all())
-        try:
-            with self._conn.begin_nested():
-                return list(self._conn.execute(update).all())
-        except sa.exc.DBAPIError as exc:
-            if self._driver.moved_concurrently(exc):
-                return []
-            raise
+        return self._past_moves(lambda: list(self._conn.execute(update).all()), [], 1)
 
     def _want_by(self, kind: str, key: str, run_at: datetime, deadline: datetime) -> bool:
         """Tell the unfinished job of (kind, key) that it is wanted by ``run_at``; False if

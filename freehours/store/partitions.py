@@ -20,9 +20,12 @@ nothing here runs there: ``Partitions`` answers that nothing was done).
   kept by every statement that finishes or revives a job, was more code on every path for the
   same rule. The cost: a job that finishes moves between partitions (PostgreSQL deletes and
   inserts it), and a transaction that was waiting to update that row then fails with a
-  serialization error instead of finding it gone. ``Jobs.enqueue`` is the one caller that
-  could meet it in a user's transaction, and retries it (``Driver.moved_concurrently``); the
-  worker's heartbeat and rescuer already try again on their next round.
+  serialization error instead of finding it gone. Every statement of ``Jobs`` that locks live
+  jobs others may finish meets it in a savepoint (``Jobs._past_moves``, which
+  ``Driver.moved_concurrently`` tells): ``enqueue`` then inserts again, and the worker's
+  heartbeat and rescuer run their statement again at once, without the jobs finished by then
+  (``make bench``'s jobs section, thousands of short jobs a second, failed a heartbeat round
+  every few seconds before).
 
 Why a month: a day's settlement touches one month, so a month of ``meter_days`` (about 3 million
 rows for 100,000 customers) is what one query reads at most, small enough to index and vacuum
