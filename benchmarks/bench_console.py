@@ -64,6 +64,7 @@ from freehours.api.keys import Scope, create_key
 from freehours.domain.time import NEM_TIME, REGION_ZONES, Region
 from freehours.plans import builtin_document
 from freehours.settlement.model import ATTEMPT_FAILED, INCOMPLETE_AT_DEADLINE
+from freehours.store import partitions
 from freehours.store.database import Store
 from tests.databases import fresh_postgres_database
 from tests.servers import api_process
@@ -133,6 +134,14 @@ class Seed:
     took: dict[str, float]
 
 
+def _months(first: date, last: date) -> list[date]:
+    """The first day of each month from ``first``'s to ``last``'s."""
+    months = [partitions.month_of(first)]
+    while months[-1] < partitions.month_of(last):
+        months.append(partitions.add_months(months[-1], 1))
+    return months
+
+
 def _seed(store: Store, url: str, customers: int) -> Seed:
     now = datetime.now(UTC)
     today = now.astimezone(NEM_TIME).date()
@@ -142,6 +151,13 @@ def _seed(store: Store, url: str, customers: int) -> Seed:
             unit.catalog.put_plan(plan_id, builtin_document(plan_id), updated_at=now)
         admin, secret = create_key(unit.keys, frozenset({Scope.ADMIN}), "ops-admin", now)
         ingest, _ = create_key(unit.keys, frozenset({Scope.INGEST}), "meter-agents", now)
+        # The months of the seed (from the invoiced period before its first day), as a database
+        # that has been running has them: the migration makes this month's on, so on the 1st to
+        # the 24th of a month the seed's first days fell in the default partitions, and the
+        # server's upkeep at its start moved them out (a million rows) while it was measured.
+        months = _months(partitions.month_of(first) - timedelta(days=1), today)
+        for layout in partitions.CREATION + partitions.JOBS:
+            unit.partitions.create(layout, months)
     params: dict[str, Any] = {
         "customers": customers,
         "first": first,
@@ -217,6 +233,10 @@ def _seed(store: Store, url: str, customers: int) -> Seed:
         ).fetchone()
     if picked is None or job is None:
         raise SystemExit("console: the seed has no quota with two versions or no DISCARDED job")
+    with store.read() as unit:
+        for layout in partitions.LAYOUTS:
+            if unit.partitions.in_default(layout):
+                raise SystemExit(f"console: rows of {layout.parent} in its default partition")
     return Seed(secret, today, picked[1], picked[0], int(job[0]), counts, took)
 
 
